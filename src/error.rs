@@ -1,0 +1,117 @@
+//! The store's error type: every failure a caller can see, typed, naming what and where.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::filter::FilterError;
+
+/// Result alias used throughout the store.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Everything that can go wrong in bloomkv.
+#[derive(Debug)]
+pub enum Error {
+    /// An operating-system I/O failure, with what was being done when it happened.
+    Io { context: String, source: io::Error },
+    /// A file's bytes are not what bloomkv wrote: bad magic, checksum mismatch, truncation,
+    /// a block handle pointing outside the file. Names the file and, where known, the offset.
+    Corruption {
+        file: PathBuf,
+        offset: Option<u64>,
+        reason: String,
+    },
+    /// Another `Db` (in this process or another) holds the directory's LOCK file.
+    Locked { path: PathBuf },
+    /// A key longer than the store accepts.
+    KeyTooLarge { len: usize, max: usize },
+    /// A value longer than the store accepts.
+    ValueTooLarge { len: usize, max: usize },
+    /// A caller-supplied argument or option is out of range.
+    InvalidArgument(String),
+    /// An earlier write or sync failed, so the store refuses further writes; reads still work.
+    WritesRefused { reason: String },
+    /// A Bloom filter operation failed (bad parameters, shape mismatch, corrupt serialized form).
+    Filter(FilterError),
+}
+
+impl Error {
+    /// A corruption error for `file`, at `offset` when it is known.
+    pub fn corruption(file: &Path, offset: Option<u64>, reason: impl Into<String>) -> Error {
+        Error::Corruption {
+            file: file.to_path_buf(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// Wraps an I/O error with what was being done.
+    pub fn io(context: impl Into<String>, source: io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// True for the errors that mean stored bytes are damaged.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { context, source } => write!(f, "I/O error while {context}: {source}"),
+            Error::Corruption {
+                file,
+                offset: Some(offset),
+                reason,
+            } => write!(
+                f,
+                "corruption in {} at offset {offset}: {reason}",
+                file.display()
+            ),
+            Error::Corruption {
+                file,
+                offset: None,
+                reason,
+            } => write!(f, "corruption in {}: {reason}", file.display()),
+            Error::Locked { path } => write!(
+                f,
+                "the store at {} is already open (its LOCK file is held)",
+                path.display()
+            ),
+            Error::KeyTooLarge { len, max } => {
+                write!(f, "key of {len} bytes exceeds the limit of {max} bytes")
+            }
+            Error::ValueTooLarge { len, max } => {
+                write!(f, "value of {len} bytes exceeds the limit of {max} bytes")
+            }
+            Error::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
+            Error::WritesRefused { reason } => {
+                write!(
+                    f,
+                    "the store refuses writes after an earlier failure: {reason}"
+                )
+            }
+            Error::Filter(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Filter(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<FilterError> for Error {
+    fn from(e: FilterError) -> Error {
+        Error::Filter(e)
+    }
+}

@@ -1,0 +1,174 @@
+//! The classic Bloom filter over 64-bit words.
+
+use super::error::{FilterError, Result};
+use super::hash::KeyHash;
+use super::params::{textbook_rate, FilterParams};
+
+const WORD_BITS: u64 = 64;
+
+/// A Bloom filter: a set that may answer "maybe" for keys never inserted (at a rate chosen
+/// through [`FilterParams`]) but never answers "no" for a key that was inserted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BloomFilter {
+    pub(crate) words: Vec<u64>,
+    pub(crate) bits_per_key: u32,
+    pub(crate) hashes: u32,
+    /// Keys inserted (for a union or intersection: the estimate from the set bits).
+    pub(crate) key_count: u64,
+}
+
+impl BloomFilter {
+    /// A filter sized for `expected_keys` at the parameters' bits per key, rounded up to whole
+    /// 64-bit words and never smaller than one word.
+    pub fn new(params: FilterParams, expected_keys: u64) -> BloomFilter {
+        let bits = expected_keys
+            .saturating_mul(params.bits_per_key() as u64)
+            .max(WORD_BITS);
+        let words = bits.div_ceil(WORD_BITS) as usize;
+        BloomFilter {
+            words: vec![0; words],
+            bits_per_key: params.bits_per_key(),
+            hashes: params.hashes(),
+            key_count: 0,
+        }
+    }
+
+    /// A filter for `expected_keys` keys at `false_positive_rate`.
+    pub fn with_capacity(expected_keys: u64, false_positive_rate: f64) -> Result<BloomFilter> {
+        let params = FilterParams::for_false_positive_rate(false_positive_rate)?;
+        Ok(Self::new(params, expected_keys))
+    }
+
+    /// Adds a key.
+    #[inline]
+    pub fn insert(&mut self, key: &[u8]) {
+        self.insert_hash(&KeyHash::of(key));
+    }
+
+    /// Adds a key already hashed with [`KeyHash::of`].
+    #[inline]
+    pub fn insert_hash(&mut self, hash: &KeyHash) {
+        let bit_count = self.bit_count();
+        for pos in hash.positions(self.hashes, bit_count) {
+            self.words[(pos / WORD_BITS) as usize] |= 1 << (pos % WORD_BITS);
+        }
+        self.key_count += 1;
+    }
+
+    /// False: the key was certainly never inserted. True: it probably was.
+    #[inline]
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.contains_hash(&KeyHash::of(key))
+    }
+
+    /// [`contains`](Self::contains) for a key already hashed: hash once, probe many filters.
+    #[inline]
+    pub fn contains_hash(&self, hash: &KeyHash) -> bool {
+        let bit_count = self.bit_count();
+        hash.positions(self.hashes, bit_count)
+            .all(|pos| self.words[(pos / WORD_BITS) as usize] & (1 << (pos % WORD_BITS)) != 0)
+    }
+
+    /// Size of the bit array.
+    pub fn bit_count(&self) -> u64 {
+        self.words.len() as u64 * WORD_BITS
+    }
+
+    /// Bytes of memory held by the bit array.
+    pub fn memory_bytes(&self) -> usize {
+        self.words.len() * std::mem::size_of::<u64>()
+    }
+
+    /// Bit positions probed per key.
+    pub fn hashes(&self) -> u32 {
+        self.hashes
+    }
+
+    /// The bits per key this filter was sized with.
+    pub fn bits_per_key(&self) -> u32 {
+        self.bits_per_key
+    }
+
+    /// The parameters the filter was built with.
+    pub fn params(&self) -> FilterParams {
+        // Both values were validated when the filter was built or decoded.
+        FilterParams::new(self.bits_per_key, self.hashes).expect("filter holds valid params")
+    }
+
+    /// Keys inserted through `insert` (after `union`/`intersect`: the estimate).
+    pub fn len(&self) -> u64 {
+        self.key_count
+    }
+
+    /// True when no key was inserted.
+    pub fn is_empty(&self) -> bool {
+        self.key_count == 0
+    }
+
+    /// How many keys the filter was sized for.
+    pub fn capacity(&self) -> u64 {
+        self.bit_count() / self.bits_per_key as u64
+    }
+
+    /// True once more keys went in than the filter was sized for: its real false-positive
+    /// rate is then above the one its parameters predict.
+    pub fn is_over_capacity(&self) -> bool {
+        self.key_count > self.capacity()
+    }
+
+    /// Number of bits set.
+    pub fn set_bits(&self) -> u64 {
+        self.words.iter().map(|w| w.count_ones() as u64).sum()
+    }
+
+    /// Number of distinct keys inserted, estimated from the share of set bits
+    /// (Swamidass & Baldi: `n = -(m / k) ln(1 - X / m)`). Infinite once every bit is set.
+    pub fn estimated_len(&self) -> f64 {
+        let m = self.bit_count() as f64;
+        let set = self.set_bits() as f64;
+        -(m / self.hashes as f64) * (1.0 - set / m).ln()
+    }
+
+    /// The rate expected now, from the keys inserted and the real size of the bit array.
+    pub fn expected_false_positive_rate(&self) -> f64 {
+        if self.key_count == 0 {
+            return 0.0;
+        }
+        textbook_rate(self.bit_count() as f64 / self.key_count as f64, self.hashes)
+    }
+
+    /// Adds every key of `other` (same size and hash count): the result answers "maybe" for
+    /// any key either filter holds.
+    pub fn union(&mut self, other: &BloomFilter) -> Result<()> {
+        self.combine(other, |a, b| a | b)
+    }
+
+    /// Keeps only bits set in both filters: the result answers "maybe" for every key both hold
+    /// (its false-positive rate can be higher than a filter built from the common keys).
+    pub fn intersect(&mut self, other: &BloomFilter) -> Result<()> {
+        self.combine(other, |a, b| a & b)
+    }
+
+    fn combine(&mut self, other: &BloomFilter, op: impl Fn(u64, u64) -> u64) -> Result<()> {
+        if self.shape() != other.shape() {
+            return Err(FilterError::ShapeMismatch {
+                left: self.shape(),
+                right: other.shape(),
+            });
+        }
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a = op(*a, *b);
+        }
+        let estimate = self.estimated_len();
+        self.key_count = if estimate.is_finite() {
+            estimate.round() as u64
+        } else {
+            u64::MAX
+        };
+        Ok(())
+    }
+
+    fn shape(&self) -> (u64, u32) {
+        (self.bit_count(), self.hashes)
+    }
+}

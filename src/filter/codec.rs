@@ -1,0 +1,108 @@
+//! The serialized form of a [`BloomFilter`] (see `docs/format.md`, "Filter block"):
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  magic "BKBF"
+//!      4     2  format version (1), little-endian
+//!      6     2  hash algorithm (1 = xxh3-64, odd-step double hashing, multiply-shift)
+//!      8     4  hash count k
+//!     12     4  bits per key
+//!     16     8  bit count m (a multiple of 64, at least 64)
+//!     24     8  key count
+//!     32   m/8  the bit array, 64-bit little-endian words
+//!  32+m/8     4  crc32 (crc32fast) of every byte before it
+//! ```
+
+use byteorder::{ByteOrder, LittleEndian};
+
+use super::bloom::BloomFilter;
+use super::error::{FilterError, Result};
+use super::params::FilterParams;
+
+const MAGIC: &[u8; 4] = b"BKBF";
+const FORMAT_VERSION: u16 = 1;
+/// xxh3-64 of the key, splitmix64-derived odd step, multiply-shift range reduction.
+const HASH_XXH3_ODD_DOUBLE: u16 = 1;
+const HEADER_LEN: usize = 32;
+const CHECKSUM_LEN: usize = 4;
+
+impl BloomFilter {
+    /// Serializes the filter with its header and a trailing crc32.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = vec![0u8; HEADER_LEN + self.words.len() * 8 + CHECKSUM_LEN];
+        out[0..4].copy_from_slice(MAGIC);
+        LittleEndian::write_u16(&mut out[4..6], FORMAT_VERSION);
+        LittleEndian::write_u16(&mut out[6..8], HASH_XXH3_ODD_DOUBLE);
+        LittleEndian::write_u32(&mut out[8..12], self.hashes);
+        LittleEndian::write_u32(&mut out[12..16], self.bits_per_key);
+        LittleEndian::write_u64(&mut out[16..24], self.bit_count());
+        LittleEndian::write_u64(&mut out[24..32], self.key_count);
+        let body_end = out.len() - CHECKSUM_LEN;
+        LittleEndian::write_u64_into(&self.words, &mut out[HEADER_LEN..body_end]);
+        let crc = crc32fast::hash(&out[..body_end]);
+        LittleEndian::write_u32(&mut out[body_end..], crc);
+        out
+    }
+
+    /// Decodes [`to_bytes`](Self::to_bytes) output. Any truncation, changed byte, unknown
+    /// version or algorithm is an error, never a panic.
+    pub fn from_bytes(bytes: &[u8]) -> Result<BloomFilter> {
+        if bytes.len() < HEADER_LEN + CHECKSUM_LEN {
+            return Err(corrupt(format!(
+                "{} bytes is shorter than the {}-byte header and checksum",
+                bytes.len(),
+                HEADER_LEN + CHECKSUM_LEN
+            )));
+        }
+        if &bytes[0..4] != MAGIC {
+            return Err(corrupt("bad magic".to_string()));
+        }
+        let bit_count = LittleEndian::read_u64(&bytes[16..24]);
+        let expected_len = bit_count
+            .checked_div(8)
+            .and_then(|b| usize::try_from(b).ok())
+            .and_then(|b| b.checked_add(HEADER_LEN + CHECKSUM_LEN));
+        if expected_len != Some(bytes.len()) {
+            return Err(corrupt(format!(
+                "length {} does not match a bit count of {bit_count}",
+                bytes.len()
+            )));
+        }
+        let body_end = bytes.len() - CHECKSUM_LEN;
+        let stored = LittleEndian::read_u32(&bytes[body_end..]);
+        let actual = crc32fast::hash(&bytes[..body_end]);
+        if stored != actual {
+            return Err(corrupt(format!(
+                "checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
+            )));
+        }
+        let version = LittleEndian::read_u16(&bytes[4..6]);
+        if version != FORMAT_VERSION {
+            return Err(corrupt(format!("unknown format version {version}")));
+        }
+        let algorithm = LittleEndian::read_u16(&bytes[6..8]);
+        if algorithm != HASH_XXH3_ODD_DOUBLE {
+            return Err(corrupt(format!("unknown hash algorithm {algorithm}")));
+        }
+        if bit_count == 0 || bit_count % 64 != 0 {
+            return Err(corrupt(format!(
+                "bit count {bit_count} is not a positive multiple of 64"
+            )));
+        }
+        let hashes = LittleEndian::read_u32(&bytes[8..12]);
+        let bits_per_key = LittleEndian::read_u32(&bytes[12..16]);
+        FilterParams::new(bits_per_key, hashes).map_err(|e| corrupt(e.to_string()))?;
+        let mut words = vec![0u64; (bit_count / 64) as usize];
+        LittleEndian::read_u64_into(&bytes[HEADER_LEN..body_end], &mut words);
+        Ok(BloomFilter {
+            words,
+            bits_per_key,
+            hashes,
+            key_count: LittleEndian::read_u64(&bytes[24..32]),
+        })
+    }
+}
+
+fn corrupt(msg: String) -> FilterError {
+    FilterError::Corrupt(msg)
+}

@@ -1,0 +1,43 @@
+use std::fmt;
+
+/// Result alias for filter operations.
+pub type Result<T> = std::result::Result<T, FilterError>;
+
+/// What can go wrong building, combining or decoding a Bloom filter.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FilterError {
+    /// The target is not a probability strictly between 0 and 1 (or is NaN).
+    NotARate(f64),
+    /// No row of the (extended) table reaches the target; `best` is the lowest rate on offer.
+    UnreachableRate { target: f64, best: f64 },
+    /// Explicit parameters out of range.
+    InvalidParams(String),
+    /// Two filters combined with `union` / `intersect` differ in size or hash count.
+    ShapeMismatch { left: (u64, u32), right: (u64, u32) },
+    /// Serialized bytes that are truncated, damaged or of an unknown format.
+    Corrupt(String),
+}
+
+impl fmt::Display for FilterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FilterError::NotARate(p) => write!(
+                f,
+                "false-positive rate {p} is not a rate: it must lie strictly between 0 and 1"
+            ),
+            FilterError::UnreachableRate { target, best } => write!(
+                f,
+                "false-positive rate {target:e} cannot be met: the lowest rate on offer is {best:e}"
+            ),
+            FilterError::InvalidParams(msg) => write!(f, "invalid filter parameters: {msg}"),
+            FilterError::ShapeMismatch { left, right } => write!(
+                f,
+                "filters differ in shape: {} bits / {} hashes against {} bits / {} hashes",
+                left.0, left.1, right.0, right.1
+            ),
+            FilterError::Corrupt(msg) => write!(f, "corrupt serialized filter: {msg}"),
+        }
+    }
+}
+
+impl std::error::Error for FilterError {}

@@ -1,0 +1,81 @@
+//! The one narrow layer every file access of the store goes through.
+//!
+//! The store never touches `std::fs` directly: it asks a [`FileSystem`] for files. The
+//! operating system's implementation is [`OsFileSystem`]; tests substitute one that injects
+//! faults (failed writes and syncs, a full disk, loss of everything not yet synced).
+
+mod os;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::Result;
+
+pub use os::OsFileSystem;
+
+/// A file being written, append-only.
+pub trait WritableFile: Send + Sync {
+    /// Appends bytes (they may sit in a buffer until `flush` or `sync`).
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Hands buffered bytes to the operating system: they survive a process crash.
+    fn flush(&mut self) -> Result<()>;
+    /// Flushes and makes the bytes durable (fdatasync): they survive a power loss.
+    fn sync(&mut self) -> Result<()>;
+    /// Bytes appended so far.
+    fn len(&self) -> u64;
+    /// True when nothing was appended.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file read by positioned reads; shared by concurrent readers.
+pub trait RandomAccessFile: Send + Sync {
+    /// Reads exactly `len` bytes at `offset`; fewer bytes available is an error.
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// The file's size when it was opened.
+    fn size(&self) -> u64;
+    /// Tells the operating system the file's cached pages are not needed (benchmarks use it to
+    /// measure cold reads). A no-op where unsupported.
+    fn drop_cache(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Held while a directory is locked; dropping it releases the lock.
+pub trait FileLock: Send + Sync {}
+
+/// The file operations the store needs, and no more.
+pub trait FileSystem: Send + Sync + 'static {
+    /// Creates (or truncates) a file for writing.
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for appending, keeping its contents.
+    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Opens a file for positioned reads.
+    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Reads a whole file.
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>>;
+    /// Atomically replaces `to` with `from`.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Deletes a file.
+    fn remove(&self, path: &Path) -> Result<()>;
+    /// Makes the directory's entries (creations, renames, deletions) durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Names of the entries in a directory.
+    fn list(&self, dir: &Path) -> Result<Vec<String>>;
+    /// Creates a directory and its parents.
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// True when the path exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Takes an exclusive lock on `path` (created if missing), failing at once with
+    /// `Error::Locked` if another holder has it, in this process or another.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+}
+
+/// A shared handle to a file system.
+pub type SharedFs = Arc<dyn FileSystem>;
+
+/// `dir/name`.
+pub fn join(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}

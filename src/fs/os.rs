@@ -1,0 +1,201 @@
+//! [`FileSystem`] on the operating system's files.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, ErrorKind, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
+use crate::error::{Error, Result};
+
+/// The real file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OsFileSystem;
+
+fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::io(format!("{what} {}", path.display()), e)
+}
+
+struct OsWritableFile {
+    path: PathBuf,
+    writer: BufWriter<File>,
+    len: u64,
+}
+
+impl WritableFile for OsWritableFile {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.writer
+            .write_all(data)
+            .map_err(|e| io_err("writing", &self.path, e))?;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.writer
+            .flush()
+            .map_err(|e| io_err("flushing", &self.path, e))
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.flush()?;
+        self.writer
+            .get_ref()
+            .sync_data()
+            .map_err(|e| io_err("syncing", &self.path, e))
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+struct OsRandomAccessFile {
+    path: PathBuf,
+    file: File,
+    size: u64,
+}
+
+impl RandomAccessFile for OsRandomAccessFile {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.file.read_exact_at(&mut buf, offset).map_err(|e| {
+            if e.kind() == ErrorKind::UnexpectedEof {
+                Error::corruption(
+                    &self.path,
+                    Some(offset),
+                    format!("read of {len} bytes runs past the end of the file"),
+                )
+            } else {
+                io_err("reading", &self.path, e)
+            }
+        })?;
+        Ok(buf)
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    #[cfg(target_os = "linux")]
+    fn drop_cache(&self) -> Result<()> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor is open for the life of `self.file`; fadvise only advises.
+        let rc =
+            unsafe { libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if rc != 0 {
+            return Err(io_err(
+                "dropping cached pages of",
+                &self.path,
+                std::io::Error::from_raw_os_error(rc),
+            ));
+        }
+        Ok(())
+    }
+}
+
+struct OsFileLock {
+    _file: File,
+}
+
+impl FileLock for OsFileLock {}
+
+impl FileSystem for OsFileSystem {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = File::create(path).map_err(|e| io_err("creating", path, e))?;
+        Ok(Box::new(OsWritableFile {
+            path: path.to_path_buf(),
+            writer: BufWriter::with_capacity(64 * 1024, file),
+            len: 0,
+        }))
+    }
+
+    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| io_err("opening for append", path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| io_err("reading metadata of", path, e))?
+            .len();
+        Ok(Box::new(OsWritableFile {
+            path: path.to_path_buf(),
+            writer: BufWriter::with_capacity(64 * 1024, file),
+            len,
+        }))
+    }
+
+    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| io_err("opening", path, e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| io_err("reading metadata of", path, e))?
+            .len();
+        Ok(Arc::new(OsRandomAccessFile {
+            path: path.to_path_buf(),
+            file,
+            size,
+        }))
+    }
+
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        File::open(path)
+            .and_then(|mut f| f.read_to_end(&mut buf))
+            .map_err(|e| io_err("reading", path, e))?;
+        Ok(buf)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        fs::rename(from, to).map_err(|e| io_err("renaming", from, e))
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        fs::remove_file(path).map_err(|e| io_err("removing", path, e))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_err("syncing directory", dir, e))
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        let entries = fs::read_dir(dir).map_err(|e| io_err("listing", dir, e))?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_err("listing", dir, e))?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        fs::create_dir_all(dir).map_err(|e| io_err("creating directory", dir, e))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(|e| io_err("opening lock file", path, e))?;
+        // flock-style locks conflict between two opens even within one process, which is
+        // what makes a second `Db::open` of the same directory fail here too.
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(OsFileLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
+                path: path.to_path_buf(),
+            }),
+            Err(std::fs::TryLockError::Error(e)) => Err(io_err("locking", path, e)),
+        }
+    }
+}
