@@ -7,6 +7,7 @@
 //! - `sstable`: the immutable sorted table file, with its filter block.
 //! - the store itself: WAL, memtable, manifest, versions, compaction.
 
+pub mod entry;
 pub mod error;
 pub mod filter;
 pub mod fs;

@@ -1,0 +1,74 @@
+//! The unit every layer of the store passes around: a user key at a sequence number, holding
+//! a value or a tombstone.
+
+/// Sequence numbers order every write; a larger number is a newer write.
+pub type SeqNo = u64;
+
+/// Largest key the store accepts.
+pub const MAX_KEY_LEN: usize = 64 * 1024;
+/// Largest value the store accepts.
+pub const MAX_VALUE_LEN: usize = 256 * 1024 * 1024;
+
+/// Whether an entry sets a value or deletes the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ValueKind {
+    /// The key was deleted at this sequence number.
+    Tombstone = 0,
+    /// The key holds a value from this sequence number on.
+    Value = 1,
+}
+
+impl ValueKind {
+    /// Decodes the on-disk tag; `None` for an unknown tag.
+    pub fn from_u8(tag: u8) -> Option<ValueKind> {
+        match tag {
+            0 => Some(ValueKind::Tombstone),
+            1 => Some(ValueKind::Value),
+            _ => None,
+        }
+    }
+}
+
+/// One versioned key: entries sort by key ascending, then by sequence number descending, so
+/// the newest version of a key comes first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub key: Vec<u8>,
+    pub seq: SeqNo,
+    pub kind: ValueKind,
+    /// Empty for a tombstone.
+    pub value: Vec<u8>,
+}
+
+impl Entry {
+    /// A value entry.
+    pub fn value(key: impl Into<Vec<u8>>, seq: SeqNo, value: impl Into<Vec<u8>>) -> Entry {
+        Entry {
+            key: key.into(),
+            seq,
+            kind: ValueKind::Value,
+            value: value.into(),
+        }
+    }
+
+    /// A tombstone entry.
+    pub fn tombstone(key: impl Into<Vec<u8>>, seq: SeqNo) -> Entry {
+        Entry {
+            key: key.into(),
+            seq,
+            kind: ValueKind::Tombstone,
+            value: Vec::new(),
+        }
+    }
+
+    /// True for a tombstone.
+    pub fn is_tombstone(&self) -> bool {
+        self.kind == ValueKind::Tombstone
+    }
+}
+
+/// The store's entry order: key ascending, then sequence number descending.
+pub fn entry_order(a_key: &[u8], a_seq: SeqNo, b_key: &[u8], b_seq: SeqNo) -> std::cmp::Ordering {
+    a_key.cmp(b_key).then(b_seq.cmp(&a_seq))
+}
