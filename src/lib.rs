@@ -2,14 +2,42 @@
 //! filter, so that a lookup of a key a table does not hold costs a few memory probes instead of
 //! a disk read.
 //!
-//! The crate is layered so that each layer can be read on its own:
-//! - [`filter`]: a standalone Bloom filter library (it knows nothing of tables).
-//! - `sstable`: the immutable sorted table file, with its filter block.
-//! - the store itself: WAL, memtable, manifest, versions, compaction.
+//! ```no_run
+//! use bloomkv::{Db, Options};
+//! let db = Db::open("/tmp/my-store", Options::default())?;
+//! db.put(b"hello", b"world")?;
+//! assert_eq!(db.get(b"hello")?.as_deref(), Some(&b"world"[..]));
+//! # Ok::<(), bloomkv::Error>(())
+//! ```
+//!
+//! The read path reads top-down: [`Db`] -> `version` (which tables may hold the key) ->
+//! `sstable` (filter first, then index, then one data block) -> block. The [`filter`] module is
+//! a standalone Bloom filter library and knows nothing of tables.
 
+pub mod check;
+mod compaction;
+mod db;
 pub mod entry;
 pub mod error;
+pub mod filename;
 pub mod filter;
 pub mod fs;
+mod iter;
+pub mod manifest;
+mod memtable;
+pub mod metrics;
+mod options;
+pub mod sstable;
+mod stats;
+mod varint;
+mod version;
+pub mod wal;
+mod write_batch;
 
+pub use db::{Db, RecoveryReport};
 pub use error::{Error, Result};
+pub use iter::DbIterator;
+pub use options::{Options, WalRecoveryMode, WriteOptions};
+pub use sstable::FilterPolicy;
+pub use stats::{LevelStats, Stats, TableStats};
+pub use write_batch::WriteBatch;

@@ -1,0 +1,432 @@
+//! `kvtool bench`: how much disk I/O the filters avoid, and how fast lookups are.
+//!
+//! For each filter setting the same keys are loaded (in random order, through the public API)
+//! into a store of their own that ends with several levels. Then present and absent keys are
+//! looked up twice: first cold (every table file dropped from the page cache with
+//! `posix_fadvise(DONTNEED)`), then warm. The counters in `Stats` give the reads per get and
+//! the measured false-positive rate; the clock gives gets per second and latency percentiles.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bloomkv::filter::FilterParams;
+use bloomkv::{Db, FilterPolicy, Options, Stats, WriteBatch};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use crate::Failure;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Keys loaded into each store.
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// Warm lookups of present keys, and as many of absent keys, per setting.
+    #[arg(long, default_value_t = 200_000)]
+    lookups: u64,
+    /// Cold lookups of each kind per setting (each may read from disk, so fewer).
+    #[arg(long, default_value_t = 10_000)]
+    cold_lookups: u64,
+    /// Bytes per value (keys are 16 bytes).
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Comma-separated filter settings: `none` or a false-positive rate.
+    #[arg(long, default_value = "none,0.1,0.01,0.001")]
+    settings: String,
+    /// Write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write an SVG chart of reads per get and of measured against predicted rate.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// Seed for key order and lookups.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+/// The figures for one kind of lookup (present or absent keys) in one phase.
+#[derive(Debug, Clone, Default)]
+struct LookupFigures {
+    lookups: u64,
+    data_block_reads: u64,
+    bytes_read: u64,
+    filter_probes: u64,
+    filter_negatives: u64,
+    false_positives: u64,
+    /// Sum over lookups of the predicted rates of the tables each lookup consulted.
+    predicted_reads: f64,
+    gets_per_second: f64,
+    p50: Duration,
+    p99: Duration,
+}
+
+impl LookupFigures {
+    fn reads_per_get(&self) -> f64 {
+        self.data_block_reads as f64 / self.lookups.max(1) as f64
+    }
+
+    fn measured_rate(&self) -> Option<f64> {
+        let absent_probes = self.false_positives + self.filter_negatives;
+        (absent_probes > 0).then(|| self.false_positives as f64 / absent_probes as f64)
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "lookups": self.lookups, "data_block_reads": self.data_block_reads,
+            "reads_per_get": self.reads_per_get(), "bytes_read": self.bytes_read,
+            "bytes_read_per_get": self.bytes_read as f64 / self.lookups.max(1) as f64,
+            "filter_probes": self.filter_probes, "filter_negatives": self.filter_negatives,
+            "false_positives": self.false_positives, "measured_false_positive_rate": self.measured_rate(),
+            "predicted_reads_per_get": self.predicted_reads / self.lookups.max(1) as f64,
+            "gets_per_second": self.gets_per_second,
+            "p50_us": self.p50.as_secs_f64() * 1e6, "p99_us": self.p99.as_secs_f64() * 1e6,
+        })
+    }
+}
+
+struct SettingResult {
+    label: String,
+    params: Option<FilterParams>,
+    load_seconds: f64,
+    shape: Vec<usize>,
+    filter_memory_bytes: u64,
+    cold_present: LookupFigures,
+    cold_absent: LookupFigures,
+    warm_present: LookupFigures,
+    warm_absent: LookupFigures,
+}
+
+/// A deterministic 16-byte key: present keys use even indexes' mixes, absent keys odd ones,
+/// spread over the whole key space so absent keys fall inside the tables' key ranges.
+fn bench_key(index: u64, present: bool) -> [u8; 16] {
+    let tagged = index * 2 + u64::from(!present);
+    let hi = splitmix(tagged);
+    let lo = splitmix(hi ^ tagged);
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&hi.to_be_bytes());
+    key[8..].copy_from_slice(&lo.to_be_bytes());
+    key
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure> {
+    text.split(',')
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            if s == "none" || s == "disabled" {
+                return Ok(("none".to_string(), FilterPolicy::Disabled));
+            }
+            let p: f64 = s
+                .parse()
+                .map_err(|_| Failure::from(format!("bad --settings entry '{s}': use 'none' or a rate such as 0.01")))?;
+            FilterParams::for_false_positive_rate(p)?;
+            Ok((s.to_string(), FilterPolicy::FalsePositiveRate(p)))
+        })
+        .collect()
+}
+
+fn progress(len: u64, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len).with_style(
+        ProgressStyle::with_template(&format!("{what:>24} {{bar:30}} {{pos}}/{{len}} {{eta}}"))
+            .expect("valid template"),
+    );
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    bar
+}
+
+pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
+    let settings = parse_settings(&args.settings)?;
+    if settings.is_empty() || args.keys == 0 || args.lookups == 0 {
+        return Err(Failure::from("bench needs at least one setting, one key and one lookup"));
+    }
+    let temp = tempfile::Builder::new().prefix("bloomkv-bench").tempdir_in(dir.unwrap_or(&std::env::temp_dir()))?;
+    let mut order: Vec<u64> = (0..args.keys).collect();
+    order.shuffle(&mut SmallRng::seed_from_u64(args.seed));
+    let mut results = Vec::new();
+    for (label, policy) in &settings {
+        let store_dir = temp.path().join(format!("store-{label}"));
+        results.push(run_setting(args, label, *policy, &store_dir, &order)?);
+        std::fs::remove_dir_all(&store_dir)?;
+    }
+    print_report(args, &results);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&results_json(args, &results)).expect("json"))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.plot {
+        std::fs::write(path, plot_svg(&results))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn run_setting(args: &BenchArgs, label: &str, policy: FilterPolicy, dir: &Path, order: &[u64]) -> Result<SettingResult, Failure> {
+    let db = Db::open(dir, Options::default().filter_policy(policy))?;
+    let value = vec![b'v'; args.value_size];
+    let bar = progress(order.len() as u64, &format!("load ({label})"));
+    let started = Instant::now();
+    for chunk in order.chunks(1000) {
+        let mut batch = WriteBatch::new();
+        for &i in chunk {
+            batch.put(bench_key(i, true), &value);
+        }
+        db.write(batch)?;
+        bar.inc(chunk.len() as u64);
+    }
+    db.flush()?;
+    let load_seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let stats = db.stats();
+    let shape = stats.levels.iter().map(|l| l.tables).collect();
+    let mut rng = SmallRng::seed_from_u64(args.seed ^ 0x5eed);
+    let mut pick = |n: u64, present: bool| -> Vec<[u8; 16]> {
+        (0..n).map(|_| bench_key(rng.gen_range(0..args.keys), present)).collect()
+    };
+    let (cold_p, cold_a) = (pick(args.cold_lookups, true), pick(args.cold_lookups, false));
+    let (warm_p, warm_a) = (pick(args.lookups, true), pick(args.lookups, false));
+    drop_table_caches(dir)?;
+    let cold_present = lookups(&db, &cold_p, true, &format!("cold present ({label})"))?;
+    drop_table_caches(dir)?;
+    let cold_absent = lookups(&db, &cold_a, false, &format!("cold absent ({label})"))?;
+    let warm_present = lookups(&db, &warm_p, true, &format!("warm present ({label})"))?;
+    let warm_absent = lookups(&db, &warm_a, false, &format!("warm absent ({label})"))?;
+    let params = match policy {
+        FilterPolicy::Disabled => None,
+        FilterPolicy::FalsePositiveRate(p) => Some(FilterParams::for_false_positive_rate(p)?),
+    };
+    let filter_memory_bytes = db.stats().filter_memory_bytes;
+    db.close()?;
+    Ok(SettingResult {
+        label: label.to_string(),
+        params,
+        load_seconds,
+        shape,
+        filter_memory_bytes,
+        cold_present,
+        cold_absent,
+        warm_present,
+        warm_absent,
+    })
+}
+
+/// Asks the kernel to forget the cached pages of every table file, so the next reads of
+/// them go to the disk.
+fn drop_table_caches(dir: &Path) -> Result<(), Failure> {
+    use std::os::fd::AsRawFd;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "sst") {
+            let file = std::fs::File::open(&path)?;
+            // SAFETY: the descriptor is valid while `file` lives; fadvise only advises.
+            let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            if rc != 0 {
+                return Err(Failure::from(format!("posix_fadvise on {} failed: {rc}", path.display())));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The tables a lookup of `key` consults and the sum of their predicted rates (a table
+/// without a filter counts 1: it always costs a read).
+fn predicted_reads(stats: &Stats, key: &[u8]) -> f64 {
+    stats
+        .tables
+        .iter()
+        .filter(|t| t.smallest_key.as_slice() <= key && key <= t.largest_key.as_slice())
+        .map(|t| t.predicted_false_positive_rate.unwrap_or(1.0))
+        .sum()
+}
+
+fn lookups(db: &Db, keys: &[[u8; 16]], present: bool, what: &str) -> Result<LookupFigures, Failure> {
+    let before = db.stats();
+    let predicted: f64 = if present { 0.0 } else { keys.iter().map(|k| predicted_reads(&before, k)).sum() };
+    let bar = progress(keys.len() as u64, what);
+    let mut latencies = Vec::with_capacity(keys.len());
+    let started = Instant::now();
+    for (i, key) in keys.iter().enumerate() {
+        let t = Instant::now();
+        let found = db.get(key)?;
+        latencies.push(t.elapsed());
+        if found.is_some() != present {
+            return Err(Failure::from(format!("bench key {i} was {}found", if present { "not " } else { "" })));
+        }
+        if i % 4096 == 0 {
+            bar.set_position(i as u64);
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let after = db.stats();
+    latencies.sort_unstable();
+    let percentile = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    Ok(LookupFigures {
+        lookups: keys.len() as u64,
+        data_block_reads: after.data_block_reads - before.data_block_reads,
+        bytes_read: after.bytes_read - before.bytes_read,
+        filter_probes: after.filter_probes - before.filter_probes,
+        filter_negatives: after.filter_negatives - before.filter_negatives,
+        false_positives: after.filter_false_positives() - before.filter_false_positives(),
+        predicted_reads: predicted,
+        gets_per_second: keys.len() as f64 / elapsed,
+        p50: percentile(0.50),
+        p99: percentile(0.99),
+    })
+}
+
+fn print_report(args: &BenchArgs, results: &[SettingResult]) {
+    println!(
+        "bloomkv bench: {} keys of 16 bytes, {}-byte values, random order; {} warm and {} cold lookups of each kind",
+        args.keys, args.value_size, args.lookups, args.cold_lookups
+    );
+    println!();
+    println!("shape (tables per level, L0 first):");
+    for r in results {
+        println!("  {:<6} {:?}   load {:.1} s ({:.0} puts/s)", r.label, r.shape, r.load_seconds, args.keys as f64 / r.load_seconds);
+    }
+    let baseline = results.iter().find(|r| r.params.is_none());
+    println!();
+    println!("absent keys (warm):");
+    println!("  setting  bits/key  hashes  filter MiB  predicted fpr  measured fpr  reads/get  predicted reads/get  I/O avoided  gets/s    p50 us  p99 us");
+    for r in results {
+        let a = &r.warm_absent;
+        let avoided = baseline.map(|b| 100.0 * (1.0 - a.reads_per_get() / b.warm_absent.reads_per_get().max(f64::MIN_POSITIVE)));
+        println!(
+            "  {:<7}  {:>8}  {:>6}  {:>10.2}  {:>13}  {:>12}  {:>9.4}  {:>19.4}  {:>11}  {:>8.0}  {:>6.2}  {:>6.2}",
+            r.label,
+            r.params.map_or("-".into(), |p| p.bits_per_key().to_string()),
+            r.params.map_or("-".into(), |p| p.hashes().to_string()),
+            r.filter_memory_bytes as f64 / (1 << 20) as f64,
+            r.params.map_or("-".into(), |p| format!("{:.5}", p.predicted_false_positive_rate())),
+            a.measured_rate().map_or("-".into(), |m| format!("{m:.5}")),
+            a.reads_per_get(),
+            a.predicted_reads / a.lookups as f64,
+            avoided.map_or("-".into(), |v| format!("{v:.2}%")),
+            a.gets_per_second,
+            a.p50.as_secs_f64() * 1e6,
+            a.p99.as_secs_f64() * 1e6,
+        );
+    }
+    println!();
+    println!("present keys (warm):");
+    println!("  setting  reads/get  bytes/get  gets/s    p50 us  p99 us");
+    for r in results {
+        let p = &r.warm_present;
+        println!(
+            "  {:<7}  {:>9.4}  {:>9.0}  {:>8.0}  {:>6.2}  {:>6.2}",
+            r.label,
+            p.reads_per_get(),
+            p.bytes_read as f64 / p.lookups as f64,
+            p.gets_per_second,
+            p.p50.as_secs_f64() * 1e6,
+            p.p99.as_secs_f64() * 1e6
+        );
+    }
+    println!();
+    println!("cold (table files dropped from the page cache first):");
+    println!("  setting  absent reads/get  absent gets/s  absent p99 us  present reads/get  present gets/s  present p99 us");
+    for r in results {
+        let (a, p) = (&r.cold_absent, &r.cold_present);
+        println!(
+            "  {:<7}  {:>16.4}  {:>13.0}  {:>13.1}  {:>17.4}  {:>14.0}  {:>14.1}",
+            r.label,
+            a.reads_per_get(),
+            a.gets_per_second,
+            a.p99.as_secs_f64() * 1e6,
+            p.reads_per_get(),
+            p.gets_per_second,
+            p.p99.as_secs_f64() * 1e6
+        );
+    }
+}
+
+fn results_json(args: &BenchArgs, results: &[SettingResult]) -> serde_json::Value {
+    let settings: Vec<_> = results
+        .iter()
+        .map(|r| {
+            json!({
+                "setting": r.label,
+                "bits_per_key": r.params.map(|p| p.bits_per_key()),
+                "hashes": r.params.map(|p| p.hashes()),
+                "predicted_false_positive_rate": r.params.map(|p| p.predicted_false_positive_rate()),
+                "filter_memory_bytes": r.filter_memory_bytes,
+                "load_seconds": r.load_seconds,
+                "tables_per_level": r.shape,
+                "warm": {"present": r.warm_present.to_json(), "absent": r.warm_absent.to_json()},
+                "cold": {"present": r.cold_present.to_json(), "absent": r.cold_absent.to_json()},
+            })
+        })
+        .collect();
+    json!({
+        "keys": args.keys, "key_size": 16, "value_size": args.value_size,
+        "lookups": args.lookups, "cold_lookups": args.cold_lookups, "seed": args.seed,
+        "settings": settings,
+    })
+}
+
+/// Two charts side by side: absent-key data-block reads per get for each setting, and the
+/// measured false-positive rate against the predicted one by bits per key (log scale).
+fn plot_svg(results: &[SettingResult]) -> String {
+    let (w, h, pad) = (420.0, 300.0, 50.0);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n",
+        2.0 * w
+    );
+    svg.push_str("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+    // Left: bars of reads per absent get.
+    let max_reads = results.iter().map(|r| r.warm_absent.reads_per_get()).fold(0.0, f64::max).max(1e-9);
+    let bar_w = (w - 2.0 * pad) / results.len() as f64;
+    svg.push_str(&format!("<text x=\"{pad}\" y=\"20\">data-block reads per absent-key get</text>\n"));
+    for (i, r) in results.iter().enumerate() {
+        let v = r.warm_absent.reads_per_get();
+        let bh = (h - 2.0 * pad) * v / max_reads;
+        let x = pad + i as f64 * bar_w + 4.0;
+        let y = h - pad - bh;
+        svg.push_str(&format!(
+            "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"#4a7ab7\"/>\n<text x=\"{x:.1}\" y=\"{:.1}\">{}</text>\n<text x=\"{x:.1}\" y=\"{:.1}\">{v:.4}</text>\n",
+            bar_w - 8.0,
+            h - pad + 15.0,
+            r.label,
+            y - 4.0
+        ));
+    }
+    // Right: measured vs predicted rate, log10 scale, by bits per key.
+    let points: Vec<(f64, f64, f64)> = results
+        .iter()
+        .filter_map(|r| {
+            let p = r.params?;
+            Some((p.bits_per_key() as f64, p.predicted_false_positive_rate(), r.warm_absent.measured_rate()?))
+        })
+        .collect();
+    let x0 = w + pad;
+    svg.push_str(&format!("<text x=\"{x0}\" y=\"20\">false-positive rate by bits per key (log scale): predicted o, measured x</text>\n"));
+    if !points.is_empty() {
+        let max_bits = points.iter().map(|p| p.0).fold(0.0, f64::max) + 2.0;
+        let lo = points.iter().map(|p| p.1.min(p.2.max(1e-7))).fold(1.0, f64::min).log10().floor();
+        let sx = |b: f64| x0 + (w - 2.0 * pad) * b / max_bits;
+        let sy = |r: f64| pad + (h - 2.0 * pad) * (r.max(1e-7).log10() / lo).clamp(0.0, 1.0);
+        for (bits, predicted, measured) in &points {
+            svg.push_str(&format!(
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"5\" fill=\"none\" stroke=\"#4a7ab7\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#c0392b\" text-anchor=\"middle\">x</text>\n<text x=\"{:.1}\" y=\"{:.1}\">{bits} bits</text>\n",
+                sx(*bits), sy(*predicted), sx(*bits), sy(*measured) + 4.0, sx(*bits) + 8.0, sy(*predicted)
+            ));
+        }
+        for decade in (lo as i32)..=0 {
+            let y = sy(10f64.powi(decade));
+            svg.push_str(&format!("<text x=\"{:.1}\" y=\"{y:.1}\">1e{decade}</text>\n", x0 - 40.0));
+        }
+    }
+    svg.push_str("</svg>\n");
+    svg
+}

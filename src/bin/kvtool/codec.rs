@@ -1,0 +1,109 @@
+//! How keys and values are written on the command line and printed: escaped text by default,
+//! `0x`-prefixed hex with `--hex`.
+
+/// Parses a command-line key or value.
+pub fn parse(text: &str, hex: bool) -> Result<Vec<u8>, String> {
+    if hex {
+        parse_hex(text)
+    } else {
+        unescape(text)
+    }
+}
+
+/// Formats bytes for output.
+pub fn format(bytes: &[u8], hex: bool) -> String {
+    if hex {
+        format_hex(bytes)
+    } else {
+        escape(bytes)
+    }
+}
+
+fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
+    let digits = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .ok_or_else(|| format!("'{text}' is not hex: it must start with 0x"))?;
+    if digits.len() % 2 != 0 {
+        return Err(format!("'{text}' is not hex: odd number of digits"));
+    }
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&digits[i..i + 2], 16)
+                .map_err(|_| format!("'{text}' is not hex: bad digit near position {}", i + 2))
+        })
+        .collect()
+}
+
+fn format_hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(2 + bytes.len() * 2);
+    out.push_str("0x");
+    for b in bytes {
+        out.push_str(&format!("{b:02X}"));
+    }
+    out
+}
+
+/// Printable ASCII stays as it is; a backslash is `\\`; every other byte (tab and newline
+/// included) is `\xNN`, so that any bytes survive a `dump | load` round trip.
+fn escape(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out
+}
+
+fn unescape(text: &str) -> Result<Vec<u8>, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            out.push(bytes[i]);
+            i += 1;
+            continue;
+        }
+        match bytes.get(i + 1) {
+            Some(b'\\') => {
+                out.push(b'\\');
+                i += 2;
+            }
+            Some(b'x') => {
+                let hex = text
+                    .get(i + 2..i + 4)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| format!("bad escape at byte {i} of '{text}'"))?;
+                out.push(hex);
+                i += 4;
+            }
+            _ => return Err(format!("bad escape at byte {i} of '{text}' (use \\\\ or \\xNN)")),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_round_trips_every_byte() {
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(unescape(&escape(&all)).unwrap(), all);
+        assert_eq!(parse_hex(&format_hex(&all)).unwrap(), all);
+    }
+
+    #[test]
+    fn bad_hex_is_an_error() {
+        assert!(parse_hex("abcd").is_err());
+        assert!(parse_hex("0xabc").is_err());
+        assert!(parse_hex("0xzz").is_err());
+        assert_eq!(parse_hex("0x").unwrap(), Vec::<u8>::new());
+    }
+}

@@ -1,0 +1,140 @@
+//! Leveled compaction: choosing what to merge, and merging it into new tables.
+//!
+//! Level 0 is compacted into level 1 once it holds `l0_compaction_trigger` tables; a deeper
+//! level is compacted into the next once its bytes exceed its target
+//! (`level1_size * level_size_ratio^(level - 1)`). The level with the highest ratio of actual
+//! to allowed size goes first. A deeper level gives up one table at a time, taken round-robin
+//! through its key space, together with every table of the next level it overlaps.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::entry::SeqNo;
+use crate::iter::{EntryStream, MergingIterator, NewestVersions};
+use crate::options::Options;
+use crate::version::{table_stream, TableHandle, Version};
+
+/// One merge of tables from `level` (and the overlapping tables of `output_level`).
+pub struct Compaction {
+    pub level: usize,
+    pub output_level: usize,
+    /// Inputs from `level`, newest first for level 0.
+    pub inputs: Vec<Arc<TableHandle>>,
+    /// Inputs from `output_level`, sorted by key.
+    pub output_level_inputs: Vec<Arc<TableHandle>>,
+    /// True when no deeper level holds data in the inputs' key range, so tombstones have
+    /// nothing left to hide and can be dropped.
+    pub drop_tombstones: bool,
+}
+
+impl Compaction {
+    /// Every input table.
+    pub fn all_inputs(&self) -> impl Iterator<Item = &Arc<TableHandle>> {
+        self.inputs.iter().chain(&self.output_level_inputs)
+    }
+
+    /// The inputs merged: newest version of each key only, tombstones dropped at the bottom.
+    pub fn merged_entries(&self) -> NewestVersions<MergingIterator> {
+        let streams: Vec<EntryStream> = self
+            .all_inputs()
+            .map(|t| table_stream(&t.table, Bound::Unbounded))
+            .collect();
+        NewestVersions::new(MergingIterator::new(streams), SeqNo::MAX, self.drop_tombstones)
+    }
+
+    /// Bytes of all inputs.
+    pub fn input_bytes(&self) -> u64 {
+        self.all_inputs().map(|t| t.meta.file_size).sum()
+    }
+}
+
+/// Allowed bytes for `level` (>= 1).
+pub fn level_target_bytes(options: &Options, level: usize) -> u64 {
+    let growth = options
+        .level_size_ratio
+        .saturating_pow(level.saturating_sub(1) as u32);
+    options.level1_size.saturating_mul(growth)
+}
+
+/// How urgently each level needs compaction; >= 1.0 means it does.
+pub fn level_scores(version: &Version, options: &Options) -> Vec<f64> {
+    let last = version.num_levels() - 1;
+    (0..last)
+        .map(|level| {
+            if level == 0 {
+                version.level(0).len() as f64 / options.l0_compaction_trigger as f64
+            } else {
+                version.level_bytes(level) as f64 / level_target_bytes(options, level) as f64
+            }
+        })
+        .collect()
+}
+
+/// True when some level needs compaction.
+pub fn needs_compaction(version: &Version, options: &Options) -> bool {
+    level_scores(version, options).iter().any(|&s| s >= 1.0)
+}
+
+/// The most urgent compaction, if any level needs one. `cursor[level]` is the largest key of
+/// the last table taken from that level; it is advanced here.
+pub fn pick(version: &Version, options: &Options, cursor: &mut [Vec<u8>]) -> Option<Compaction> {
+    let scores = level_scores(version, options);
+    let (level, _) = scores
+        .iter()
+        .enumerate()
+        .filter(|(_, &s)| s >= 1.0)
+        .max_by(|a, b| a.1.total_cmp(b.1))?;
+    let inputs = if level == 0 {
+        version.level(0).to_vec()
+    } else {
+        vec![next_table_round_robin(version.level(level), &mut cursor[level])]
+    };
+    Some(with_overlaps(version, level, level + 1, inputs))
+}
+
+/// A compaction of everything into one level: the deepest level that holds data (at least 1).
+pub fn full(version: &Version) -> Option<Compaction> {
+    let deepest = (1..version.num_levels())
+        .rev()
+        .find(|&l| !version.level(l).is_empty())
+        .unwrap_or(1);
+    let inputs: Vec<Arc<TableHandle>> = (0..deepest)
+        .flat_map(|l| version.level(l).iter().cloned())
+        .collect();
+    let output_level_inputs = version.level(deepest).to_vec();
+    if inputs.is_empty() && output_level_inputs.len() <= 1 {
+        return None;
+    }
+    Some(Compaction {
+        level: 0,
+        output_level: deepest,
+        inputs,
+        output_level_inputs,
+        drop_tombstones: true,
+    })
+}
+
+fn next_table_round_robin(tables: &[Arc<TableHandle>], cursor: &mut Vec<u8>) -> Arc<TableHandle> {
+    let table = tables
+        .iter()
+        .find(|t| t.meta.smallest_key > *cursor)
+        .unwrap_or(&tables[0])
+        .clone();
+    *cursor = table.meta.largest_key.clone();
+    table
+}
+
+fn with_overlaps(version: &Version, level: usize, output_level: usize, inputs: Vec<Arc<TableHandle>>) -> Compaction {
+    let smallest = inputs.iter().map(|t| &t.meta.smallest_key).min().cloned().unwrap_or_default();
+    let largest = inputs.iter().map(|t| &t.meta.largest_key).max().cloned().unwrap_or_default();
+    let output_level_inputs = version.overlapping(output_level, &smallest, &largest);
+    let drop_tombstones = (output_level + 1..version.num_levels())
+        .all(|l| version.overlapping(l, &smallest, &largest).is_empty());
+    Compaction {
+        level,
+        output_level,
+        inputs,
+        output_level_inputs,
+        drop_tombstones,
+    }
+}

@@ -1,0 +1,894 @@
+//! The store: the write path (WAL, memtable), the read path (memtables, then tables through
+//! their filters), flush and compaction in a background thread, and recovery on open.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::compaction::{self, Compaction};
+use crate::entry::{Entry, SeqNo, MAX_KEY_LEN};
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::filter::KeyHash;
+use crate::fs::{FileLock, SharedFs};
+use crate::iter::{DbIterator, EntryStream, NewestVersions};
+use crate::manifest::{self, ManifestWriter, TableMeta, VersionEdit};
+use crate::memtable::MemTable;
+use crate::metrics::ReadCounters;
+use crate::options::{Options, WalRecoveryMode, WriteOptions};
+use crate::sstable::{Table, TableBuilder, TableOptions};
+use crate::stats::{LevelStats, Stats, TableStats};
+use crate::version::Version;
+use crate::wal::{self, LogWriter, RecoveryMode};
+use crate::write_batch::WriteBatch;
+
+/// What recovery found in the WAL when the store was opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Write batches replayed from WAL files.
+    pub batches_replayed: u64,
+    /// Torn or damaged log tails dropped: (log file, offset where the dropped bytes began,
+    /// bytes dropped).
+    pub dropped_tails: Vec<(PathBuf, u64, u64)>,
+}
+
+/// The memtables and tables a reader sees, swapped as a whole when any of them changes.
+struct ReadState {
+    mem: Arc<MemTable>,
+    /// Frozen memtables waiting to be flushed, newest first.
+    immutable: Vec<Arc<MemTable>>,
+    version: Arc<Version>,
+}
+
+/// Held by the one thread writing at a time.
+struct WriterState {
+    wal: LogWriter,
+}
+
+/// Held while the tree's shape changes (flush, compaction): one change at a time.
+struct ShapeState {
+    manifest: ManifestWriter,
+    /// Per level, where round-robin compaction of that level resumes.
+    compact_cursor: Vec<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct BackgroundState {
+    shutdown: bool,
+    /// Set when a flush or compaction failed; writes are refused from then on.
+    error: Option<String>,
+}
+
+#[derive(Default)]
+struct Counters {
+    flushes: AtomicU64,
+    compactions: AtomicU64,
+    write_stalls: AtomicU64,
+}
+
+struct Inner {
+    dir: PathBuf,
+    fs: SharedFs,
+    options: Options,
+    read_state: RwLock<Arc<ReadState>>,
+    writer: Mutex<WriterState>,
+    shape: Mutex<ShapeState>,
+    /// Sequence number of the last write visible to readers.
+    visible_seq: AtomicU64,
+    next_file_number: AtomicU64,
+    background: Mutex<BackgroundState>,
+    /// Signalled when there is background work, and when background work finished.
+    background_cv: Condvar,
+    read_counters: Arc<ReadCounters>,
+    counters: Counters,
+    recovery: RecoveryReport,
+    _lock: Box<dyn FileLock>,
+}
+
+/// An open store. `Db` is `Send + Sync`: share it (for example in an `Arc`) between threads;
+/// any number of threads may read while others write.
+pub struct Db {
+    inner: Arc<Inner>,
+    worker: Option<JoinHandle<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Db {
+    /// Opens the store in `path`, creating it if `options.create_if_missing` (the default).
+    /// Recovers unflushed writes from the WAL. A second open of the same directory, from this
+    /// process or another, fails with `Error::Locked`.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let dir = path.as_ref().to_path_buf();
+        let fs = Arc::clone(&options.file_system);
+        let current = dir.join(filename::CURRENT);
+        if !fs.exists(&current) {
+            if !options.create_if_missing {
+                return Err(Error::InvalidArgument(format!(
+                    "no store at {} (create_if_missing is off)",
+                    dir.display()
+                )));
+            }
+            fs.create_dir_all(&dir)?;
+        }
+        let lock = fs.lock(&dir.join(filename::LOCK))?;
+        let inner = Arc::new(recover(dir, fs, options, lock)?);
+        let worker_inner = Arc::clone(&inner);
+        let worker = std::thread::Builder::new()
+            .name("bloomkv-background".into())
+            .spawn(move || worker_inner.background_loop())
+            .map_err(|e| Error::io("starting the background thread", e))?;
+        inner.background_cv.notify_all();
+        Ok(Db {
+            inner,
+            worker: Some(worker),
+        })
+    }
+
+    /// Sets `key` to `value` (not synced: see [`WriteOptions`]).
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write_opt(batch, &WriteOptions::default())
+    }
+
+    /// Deletes `key` (not synced).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write_opt(batch, &WriteOptions::default())
+    }
+
+    /// Applies a batch with default options.
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_opt(batch, &WriteOptions::default())
+    }
+
+    /// Applies every operation of `batch` atomically: after a crash all of it or none of it is
+    /// there, and readers see all of it or none of it.
+    pub fn write_opt(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
+        batch.validate()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.inner.write(&batch, options.sync)
+    }
+
+    /// The value of `key`, or `None` when it is absent or deleted.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        Ok(self
+            .inner
+            .get_entry(key)?
+            .filter(|e| !e.is_tombstone())
+            .map(|e| e.value))
+    }
+
+    /// Every pair in key order, as of now (later writes are not seen).
+    pub fn iter(&self) -> DbIterator {
+        self.inner.iter(Bound::Unbounded, Bound::Unbounded, None)
+    }
+
+    /// Pairs with keys in `[start, end)` bounds, in key order, as of now.
+    pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> DbIterator {
+        self.inner.iter(start, end.map(|k| k.to_vec()), None)
+    }
+
+    /// Pairs whose key starts with `prefix`, in key order, as of now.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
+        let prefix = prefix.as_ref();
+        self.inner
+            .iter(Bound::Included(prefix), Bound::Unbounded, Some(prefix.to_vec()))
+    }
+
+    /// Writes the memtable to a table and waits until it is durable and recorded.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// Flushes, then merges every table into one level (tombstones and old versions dropped).
+    pub fn compact(&self) -> Result<()> {
+        self.inner.flush()?;
+        let inner = &self.inner;
+        let mut shape = lock(&inner.shape);
+        let version = Arc::clone(&inner.read_state().version);
+        match compaction::full(&version) {
+            Some(job) => inner.run_compaction(&mut shape, job),
+            None => Ok(()),
+        }
+    }
+
+    /// Counters and the shape of the tree.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// What recovery found in the WAL when this store was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.inner.recovery
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Syncs the WAL, stops background work and releases the directory. Dropping a `Db`
+    /// does the same but cannot report an error.
+    pub fn close(mut self) -> Result<()> {
+        let result = lock(&self.inner.writer).wal.sync();
+        self.stop_worker();
+        result
+    }
+
+    fn stop_worker(&mut self) {
+        lock(&self.inner.background).shutdown = true;
+        self.inner.background_cv.notify_all();
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = lock(&self.inner.writer).wal.flush();
+        self.stop_worker();
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY_LEN,
+        });
+    }
+    Ok(())
+}
+
+impl Inner {
+    fn read_state(&self) -> Arc<ReadState> {
+        Arc::clone(&self.read_state.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn replace_read_state(&self, change: impl FnOnce(&ReadState) -> ReadState) {
+        let mut state = self.read_state.write().unwrap_or_else(|e| e.into_inner());
+        *state = Arc::new(change(&state));
+    }
+
+    fn path_of(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn new_file_number(&self) -> u64 {
+        self.next_file_number.fetch_add(1, Ordering::SeqCst)
+    }
+
+    // ---- read path -------------------------------------------------------------------
+
+    fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        // Take the sequence number first: every write at or below it is in a memtable or
+        // table of the state read next.
+        let snapshot = self.visible_seq.load(Ordering::Acquire);
+        let state = self.read_state();
+        for mem in std::iter::once(&state.mem).chain(&state.immutable) {
+            if let Some(entry) = mem.get(key, snapshot) {
+                return Ok(Some(entry));
+            }
+        }
+        let hash = KeyHash::of(key);
+        state.version.get(key, &hash)
+    }
+
+    fn iter(&self, start: Bound<&[u8]>, end: Bound<Vec<u8>>, prefix: Option<Vec<u8>>) -> DbIterator {
+        let snapshot = self.visible_seq.load(Ordering::Acquire);
+        let state = self.read_state();
+        let mut sources: Vec<EntryStream> = std::iter::once(&state.mem)
+            .chain(&state.immutable)
+            .map(|m| Box::new(m.iter_from(start)) as EntryStream)
+            .collect();
+        sources.extend(state.version.streams_from(start));
+        DbIterator::new(sources, snapshot, end, prefix)
+    }
+
+    // ---- write path ------------------------------------------------------------------
+
+    fn refuse_if_failed(&self) -> Result<()> {
+        match &lock(&self.background).error {
+            Some(reason) => Err(Error::WritesRefused {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn fail_writes(&self, reason: String) {
+        lock(&self.background).error.get_or_insert(reason);
+        self.background_cv.notify_all();
+    }
+
+    fn write(&self, batch: &WriteBatch, sync: bool) -> Result<()> {
+        let mut writer = lock(&self.writer);
+        self.refuse_if_failed()?;
+        self.wait_for_room(&mut writer)?;
+        let first_seq = self.visible_seq.load(Ordering::Acquire) + 1;
+        let record = batch.encode(first_seq);
+        let logged = writer.wal.add_record(&record).and_then(|()| {
+            if sync {
+                writer.wal.sync()
+            } else {
+                writer.wal.flush()
+            }
+        });
+        if let Err(e) = logged {
+            // The log may now end in a partial record: appending after it would hide later
+            // writes from recovery. Refuse writes; reads go on.
+            self.fail_writes(format!("WAL write failed: {e}"));
+            return Err(e);
+        }
+        let state = self.read_state();
+        state.mem.apply(batch.entries(first_seq));
+        self.visible_seq
+            .store(first_seq + batch.len() as u64 - 1, Ordering::Release);
+        if state.mem.approximate_bytes() >= self.options.memtable_size {
+            self.freeze_memtable(&mut writer)?;
+        }
+        Ok(())
+    }
+
+    /// Delays or stalls the writer while flush or compaction is behind, so memory and
+    /// level 0 do not grow without bound.
+    fn wait_for_room(&self, writer: &mut MutexGuard<'_, WriterState>) -> Result<()> {
+        let mut delayed = false;
+        loop {
+            let state = self.read_state();
+            let level0 = state.version.level(0).len();
+            if !delayed && level0 >= self.options.l0_slowdown_trigger {
+                self.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(1));
+                delayed = true;
+                continue;
+            }
+            let too_many_frozen = state.immutable.len() >= self.options.max_immutable_memtables;
+            if !too_many_frozen && level0 < self.options.l0_stop_trigger {
+                return Ok(());
+            }
+            if !delayed {
+                self.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
+                delayed = true;
+            }
+            let background = lock(&self.background);
+            if let Some(reason) = &background.error {
+                return Err(Error::WritesRefused {
+                    reason: reason.clone(),
+                });
+            }
+            self.background_cv.notify_all();
+            let _ = self
+                .background_cv
+                .wait_timeout(background, Duration::from_millis(50));
+            let _ = &writer;
+        }
+    }
+
+    /// Freezes the active memtable and starts a new one with a new WAL file.
+    fn freeze_memtable(&self, writer: &mut WriterState) -> Result<()> {
+        let number = self.new_file_number();
+        let path = self.path_of(&filename::log_file_name(number));
+        let opened = self.fs.create(&path).and_then(|file| {
+            // The new log's directory entry must be durable before synced writes land in it.
+            self.fs.sync_dir(&self.dir).map(|()| file)
+        });
+        let file = match opened.and_then(|f| writer.wal.flush().map(|()| f)) {
+            Ok(file) => file,
+            Err(e) => {
+                self.fail_writes(format!("starting a new WAL failed: {e}"));
+                return Err(e);
+            }
+        };
+        writer.wal = LogWriter::new(file);
+        self.replace_read_state(|old| {
+            let mut immutable = vec![Arc::clone(&old.mem)];
+            immutable.extend(old.immutable.iter().cloned());
+            ReadState {
+                mem: Arc::new(MemTable::new(number)),
+                immutable,
+                version: Arc::clone(&old.version),
+            }
+        });
+        self.background_cv.notify_all();
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        {
+            let mut writer = lock(&self.writer);
+            self.refuse_if_failed()?;
+            if !self.read_state().mem.is_empty() {
+                self.freeze_memtable(&mut writer)?;
+            }
+        }
+        let mut background = lock(&self.background);
+        loop {
+            if let Some(reason) = &background.error {
+                return Err(Error::WritesRefused {
+                    reason: reason.clone(),
+                });
+            }
+            if self.read_state().immutable.is_empty() {
+                return Ok(());
+            }
+            self.background_cv.notify_all();
+            background = self
+                .background_cv
+                .wait_timeout(background, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    // ---- background work -------------------------------------------------------------
+
+    fn has_background_work(&self) -> bool {
+        let state = self.read_state();
+        !state.immutable.is_empty() || compaction::needs_compaction(&state.version, &self.options)
+    }
+
+    fn background_loop(&self) {
+        loop {
+            {
+                let mut background = lock(&self.background);
+                loop {
+                    if background.shutdown {
+                        return;
+                    }
+                    if background.error.is_none() && self.has_background_work() {
+                        break;
+                    }
+                    background = self
+                        .background_cv
+                        .wait_timeout(background, Duration::from_millis(100))
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+            if let Err(e) = self.do_background_step() {
+                self.fail_writes(format!("background flush or compaction failed: {e}"));
+            }
+            self.background_cv.notify_all();
+        }
+    }
+
+    /// Flushes the oldest frozen memtable if there is one, else runs one compaction.
+    fn do_background_step(&self) -> Result<()> {
+        let mut shape = lock(&self.shape);
+        let state = self.read_state();
+        if let Some(oldest) = state.immutable.last() {
+            return self.flush_memtable(&mut shape, Arc::clone(oldest));
+        }
+        let picked = compaction::pick(&state.version, &self.options, &mut shape.compact_cursor);
+        match picked {
+            Some(job) => self.run_compaction(&mut shape, job),
+            None => Ok(()),
+        }
+    }
+
+    fn table_options(&self) -> TableOptions {
+        TableOptions {
+            block_size: self.options.block_size,
+            filter_policy: self.options.filter_policy,
+            ..TableOptions::default()
+        }
+    }
+
+    /// Writes sorted entries into tables of at most `table_size` bytes at `level`.
+    fn write_tables(
+        &self,
+        entries: impl Iterator<Item = Result<Entry>>,
+        level: u32,
+        expected_keys: u64,
+        cut_at_table_size: bool,
+    ) -> Result<(Vec<TableMeta>, HashMap<u64, Arc<Table>>)> {
+        let mut metas = Vec::new();
+        let mut opened = HashMap::new();
+        let mut builder: Option<(u64, TableBuilder)> = None;
+        for entry in entries {
+            let entry = entry?;
+            if builder.is_none() {
+                let number = self.new_file_number();
+                let path = self.path_of(&filename::table_file_name(number));
+                let b = TableBuilder::new(Arc::clone(&self.fs), &path, self.table_options(), expected_keys)?;
+                builder = Some((number, b));
+            }
+            let (_, b) = builder.as_mut().expect("builder was just created");
+            b.add(&entry)?;
+            if cut_at_table_size && b.estimated_file_size() >= self.options.table_size {
+                let (number, b) = builder.take().expect("builder exists");
+                self.finish_table(number, b, level, &mut metas, &mut opened)?;
+            }
+        }
+        if let Some((number, b)) = builder {
+            self.finish_table(number, b, level, &mut metas, &mut opened)?;
+        }
+        Ok((metas, opened))
+    }
+
+    fn finish_table(
+        &self,
+        number: u64,
+        builder: TableBuilder,
+        level: u32,
+        metas: &mut Vec<TableMeta>,
+        opened: &mut HashMap<u64, Arc<Table>>,
+    ) -> Result<()> {
+        let props = builder.finish()?;
+        let path = self.path_of(&filename::table_file_name(number));
+        let table = Table::open(Arc::clone(&self.fs), &path, Arc::clone(&self.read_counters))?;
+        metas.push(TableMeta {
+            number,
+            level,
+            file_size: props.file_size,
+            smallest_key: props.smallest_key.clone(),
+            largest_key: props.largest_key.clone(),
+            smallest_seq: props.smallest_seq,
+            largest_seq: props.largest_seq,
+            entries: props.entries,
+        });
+        opened.insert(number, Arc::new(table));
+        Ok(())
+    }
+
+    fn flush_memtable(&self, shape: &mut ShapeState, mem: Arc<MemTable>) -> Result<()> {
+        let entries = NewestVersions::new(mem.iter_from(Bound::Unbounded), SeqNo::MAX, false);
+        let (added, opened) = self.write_tables(entries, 0, mem.len() as u64, false)?;
+        let state = self.read_state();
+        // Logs older than the oldest memtable still unflushed hold nothing needed any more.
+        let live_log = state
+            .immutable
+            .iter()
+            .rev()
+            .find(|m| !Arc::ptr_eq(m, &mem))
+            .unwrap_or(&state.mem)
+            .log_number();
+        let edit = VersionEdit {
+            log_number: Some(live_log),
+            next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
+            last_seq: Some(self.visible_seq.load(Ordering::Acquire)),
+            added,
+            removed: Vec::new(),
+        };
+        shape.manifest.append(&edit)?;
+        self.replace_read_state(|old| ReadState {
+            mem: Arc::clone(&old.mem),
+            immutable: old
+                .immutable
+                .iter()
+                .filter(|m| !Arc::ptr_eq(m, &mem))
+                .cloned()
+                .collect(),
+            version: Arc::new(old.version.apply(&edit, &opened)),
+        });
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        self.remove_obsolete_logs(live_log);
+        Ok(())
+    }
+
+    fn run_compaction(&self, shape: &mut ShapeState, job: Compaction) -> Result<()> {
+        let expected_keys = job.all_inputs().map(|t| t.meta.entries).sum::<u64>();
+        let (added, opened) =
+            self.write_tables(job.merged_entries(), job.output_level as u32, expected_keys, true)?;
+        let removed: Vec<(u32, u64)> = job
+            .inputs
+            .iter()
+            .map(|t| (job.level as u32, t.meta.number))
+            .chain(
+                job.output_level_inputs
+                    .iter()
+                    .map(|t| (job.output_level as u32, t.meta.number)),
+            )
+            .collect();
+        let removed = self.with_true_levels(removed);
+        let edit = VersionEdit {
+            log_number: None,
+            next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
+            last_seq: None,
+            added,
+            removed,
+        };
+        shape.manifest.append(&edit)?;
+        self.replace_read_state(|old| ReadState {
+            mem: Arc::clone(&old.mem),
+            immutable: old.immutable.clone(),
+            version: Arc::new(old.version.apply(&edit, &opened)),
+        });
+        self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+        // The manifest no longer names the inputs; readers still holding them keep their open
+        // file handles, so removing the files now is safe.
+        for (_, number) in &edit.removed {
+            let _ = self.fs.remove(&self.path_of(&filename::table_file_name(*number)));
+        }
+        Ok(())
+    }
+
+    /// A full compaction takes inputs from several levels; record each at its real level.
+    fn with_true_levels(&self, removed: Vec<(u32, u64)>) -> Vec<(u32, u64)> {
+        let version = Arc::clone(&self.read_state().version);
+        removed
+            .into_iter()
+            .map(|(level, number)| {
+                let real = (0..version.num_levels())
+                    .find(|&l| version.level(l).iter().any(|t| t.meta.number == number))
+                    .map_or(level, |l| l as u32);
+                (real, number)
+            })
+            .collect()
+    }
+
+    fn remove_obsolete_logs(&self, live_log: u64) {
+        if let Ok(names) = self.fs.list(&self.dir) {
+            for name in names {
+                if let Some(FileKind::Log(n)) = filename::parse_file_name(&name) {
+                    if n < live_log {
+                        let _ = self.fs.remove(&self.path_of(&name));
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- stats -----------------------------------------------------------------------
+
+    fn stats(&self) -> Stats {
+        let counters = self.read_counters.snapshot();
+        let state = self.read_state();
+        let version = &state.version;
+        let mut levels = Vec::with_capacity(version.num_levels());
+        let mut tables = Vec::new();
+        let mut filter_memory_bytes = 0;
+        for level in 0..version.num_levels() {
+            let mut summary = LevelStats::default();
+            for handle in version.level(level) {
+                summary.tables += 1;
+                summary.bytes += handle.meta.file_size;
+                summary.entries += handle.meta.entries;
+                let params = handle.table.filter_params();
+                let filter_bytes = handle.table.filter().map_or(0, |f| f.memory_bytes() as u64);
+                filter_memory_bytes += filter_bytes;
+                tables.push(TableStats {
+                    level,
+                    number: handle.meta.number,
+                    file_size: handle.meta.file_size,
+                    entries: handle.meta.entries,
+                    smallest_key: handle.meta.smallest_key.clone(),
+                    largest_key: handle.meta.largest_key.clone(),
+                    bits_per_key: params.map(|p| p.bits_per_key()),
+                    hashes: params.map(|p| p.hashes()),
+                    predicted_false_positive_rate: params.map(|p| p.predicted_false_positive_rate()),
+                    filter_bytes,
+                });
+            }
+            levels.push(summary);
+        }
+        Stats {
+            filter_probes: counters.filter_probes,
+            filter_negatives: counters.filter_negatives,
+            filter_positives: counters.filter_positives,
+            filter_true_positives: counters.filter_true_positives,
+            data_block_reads: counters.data_block_reads,
+            bytes_read: counters.bytes_read,
+            levels,
+            tables,
+            memtable_bytes: state.mem.approximate_bytes() as u64,
+            immutable_memtables: state.immutable.len(),
+            last_sequence: self.visible_seq.load(Ordering::Acquire),
+            flushes: self.counters.flushes.load(Ordering::Relaxed),
+            compactions: self.counters.compactions.load(Ordering::Relaxed),
+            write_stalls: self.counters.write_stalls.load(Ordering::Relaxed),
+            filter_memory_bytes,
+        }
+    }
+}
+
+// ---- recovery ----------------------------------------------------------------------------
+
+/// Opens (or creates) the store's files: reads the manifest, opens every live table, replays
+/// WAL files not yet flushed into a level-0 table, and starts a fresh manifest and WAL.
+fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>) -> Result<Inner> {
+    let read_counters = Arc::new(ReadCounters::default());
+    let recovered = if fs.exists(&dir.join(filename::CURRENT)) {
+        Some(manifest::recover_manifest(fs.as_ref(), &dir)?)
+    } else {
+        None
+    };
+    let names = fs.list(&dir)?;
+    let highest_on_disk = names
+        .iter()
+        .filter_map(|n| filename::parse_file_name(n))
+        .filter_map(|k| k.number())
+        .max()
+        .unwrap_or(0);
+    let (mut metas, log_number, mut next_file, last_seq) = match &recovered {
+        Some(r) => (r.tables.clone(), r.log_number, r.next_file_number, r.last_seq),
+        None => (Vec::new(), 0, 1, 0),
+    };
+    next_file = next_file.max(highest_on_disk + 1);
+
+    let mut opened = HashMap::new();
+    for meta in &metas {
+        if meta.level as usize >= options.num_levels {
+            return Err(Error::corruption(
+                &dir.join(filename::table_file_name(meta.number)),
+                None,
+                format!("manifest places the table at level {} of {}", meta.level, options.num_levels),
+            ));
+        }
+        let path = dir.join(filename::table_file_name(meta.number));
+        opened.insert(meta.number, Arc::new(Table::open(Arc::clone(&fs), &path, Arc::clone(&read_counters))?));
+    }
+
+    // Replay every log at or after the manifest's log number, oldest first.
+    let mut logs: Vec<u64> = names
+        .iter()
+        .filter_map(|n| match filename::parse_file_name(n) {
+            Some(FileKind::Log(number)) if number >= log_number => Some(number),
+            _ => None,
+        })
+        .collect();
+    logs.sort_unstable();
+    let mode = match options.wal_recovery_mode {
+        WalRecoveryMode::TolerateTornTail => RecoveryMode::TolerateTornTail,
+        WalRecoveryMode::PointInTime => RecoveryMode::PointInTime,
+    };
+    let replay = Arc::new(MemTable::new(0));
+    let mut report = RecoveryReport::default();
+    let mut max_seq = last_seq;
+    for number in &logs {
+        let path = dir.join(filename::log_file_name(*number));
+        let contents = wal::read_log(fs.as_ref(), &path, mode)?;
+        if let Some(tail) = &contents.torn_tail {
+            report
+                .dropped_tails
+                .push((path.clone(), tail.offset, tail.dropped_bytes));
+        }
+        for record in &contents.records {
+            let entries = WriteBatch::decode(record, &path)?;
+            if let Some(last) = entries.last() {
+                max_seq = max_seq.max(last.seq);
+            }
+            replay.apply(entries);
+            report.batches_replayed += 1;
+        }
+    }
+
+    let new_log = next_file;
+    next_file += 1;
+    let inner_partial = PartialStore {
+        dir: &dir,
+        fs: &fs,
+        options: &options,
+        read_counters: &read_counters,
+    };
+    let mut edit_added = Vec::new();
+    if !replay.is_empty() {
+        let entries = NewestVersions::new(replay.iter_from(Bound::Unbounded), SeqNo::MAX, false);
+        let (number, meta, table) = inner_partial.write_level0(entries, &mut next_file, replay.len() as u64)?;
+        opened.insert(number, table);
+        edit_added.push(meta.clone());
+        metas.push(meta);
+    }
+
+    let log_path = dir.join(filename::log_file_name(new_log));
+    let log_file = fs.create(&log_path)?;
+    fs.sync_dir(&dir)?;
+
+    let mut version = Version::empty(options.num_levels);
+    let snapshot = VersionEdit {
+        log_number: Some(new_log),
+        next_file_number: Some(next_file + 1),
+        last_seq: Some(max_seq),
+        added: metas.clone(),
+        removed: Vec::new(),
+    };
+    version = version.apply(&snapshot, &opened);
+    let manifest_number = next_file;
+    next_file += 1;
+    let manifest = ManifestWriter::create(fs.as_ref(), &dir, manifest_number, &snapshot)?;
+
+    // The new manifest is current: everything it does not name is garbage from before.
+    remove_unreferenced_files(fs.as_ref(), &dir, &snapshot, manifest_number, new_log);
+
+    Ok(Inner {
+        read_state: RwLock::new(Arc::new(ReadState {
+            mem: Arc::new(MemTable::new(new_log)),
+            immutable: Vec::new(),
+            version: Arc::new(version),
+        })),
+        writer: Mutex::new(WriterState {
+            wal: LogWriter::new(log_file),
+        }),
+        shape: Mutex::new(ShapeState {
+            manifest,
+            compact_cursor: vec![Vec::new(); options.num_levels],
+        }),
+        visible_seq: AtomicU64::new(max_seq),
+        next_file_number: AtomicU64::new(next_file),
+        background: Mutex::new(BackgroundState::default()),
+        background_cv: Condvar::new(),
+        read_counters,
+        counters: Counters::default(),
+        recovery: report,
+        dir,
+        fs,
+        options,
+        _lock: lock,
+    })
+}
+
+/// What recovery needs to write a table before the store is assembled.
+struct PartialStore<'a> {
+    dir: &'a Path,
+    fs: &'a SharedFs,
+    options: &'a Options,
+    read_counters: &'a Arc<ReadCounters>,
+}
+
+impl PartialStore<'_> {
+    fn write_level0(
+        &self,
+        entries: impl Iterator<Item = Result<Entry>>,
+        next_file: &mut u64,
+        expected_keys: u64,
+    ) -> Result<(u64, TableMeta, Arc<Table>)> {
+        let number = *next_file;
+        *next_file += 1;
+        let path = self.dir.join(filename::table_file_name(number));
+        let table_options = TableOptions {
+            block_size: self.options.block_size,
+            filter_policy: self.options.filter_policy,
+            ..TableOptions::default()
+        };
+        let mut builder = TableBuilder::new(Arc::clone(self.fs), &path, table_options, expected_keys)?;
+        for entry in entries {
+            builder.add(&entry?)?;
+        }
+        let props = builder.finish()?;
+        let table = Table::open(Arc::clone(self.fs), &path, Arc::clone(self.read_counters))?;
+        let meta = TableMeta {
+            number,
+            level: 0,
+            file_size: props.file_size,
+            smallest_key: props.smallest_key.clone(),
+            largest_key: props.largest_key.clone(),
+            smallest_seq: props.smallest_seq,
+            largest_seq: props.largest_seq,
+            entries: props.entries,
+        };
+        Ok((number, meta, Arc::new(table)))
+    }
+}
+
+fn remove_unreferenced_files(fs: &dyn crate::fs::FileSystem, dir: &Path, live: &VersionEdit, manifest: u64, log: u64) {
+    let live_tables: std::collections::HashSet<u64> = live.added.iter().map(|m| m.number).collect();
+    let Ok(names) = fs.list(dir) else { return };
+    for name in names {
+        let obsolete = match filename::parse_file_name(&name) {
+            Some(FileKind::Table(n)) => !live_tables.contains(&n),
+            Some(FileKind::Log(n)) => n < log,
+            Some(FileKind::Manifest(n)) => n != manifest,
+            Some(FileKind::Temp) => true,
+            _ => false,
+        };
+        if obsolete {
+            let _ = fs.remove(&dir.join(&name));
+        }
+    }
+}

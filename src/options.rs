@@ -1,0 +1,190 @@
+//! Store configuration, with documented defaults.
+
+use std::sync::Arc;
+
+use crate::fs::{FileSystem, OsFileSystem, SharedFs};
+use crate::sstable::FilterPolicy;
+
+/// What recovery does with a damaged WAL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WalRecoveryMode {
+    /// An incomplete last record (a write torn by a crash) is dropped and reported; a bad
+    /// record before the tail fails `open` with a corruption error. The default.
+    #[default]
+    TolerateTornTail,
+    /// Recover every record before the first bad one and drop the rest (reported in
+    /// [`crate::RecoveryReport`]). Use to salvage a store whose log was damaged.
+    PointInTime,
+}
+
+/// How a store is opened. Every field has a default; change them with the builder methods.
+#[derive(Clone)]
+pub struct Options {
+    /// Filter built for every table written. Default: `FalsePositiveRate(0.01)`.
+    pub filter_policy: FilterPolicy,
+    /// A memtable is frozen and flushed once it holds about this many bytes. Default 4 MiB.
+    pub memtable_size: usize,
+    /// Frozen memtables waiting for flush before writers stall. Default 2.
+    pub max_immutable_memtables: usize,
+    /// Target size of one table file. Default 2 MiB.
+    pub table_size: u64,
+    /// Target size of a data block. Default 4 KiB.
+    pub block_size: usize,
+    /// Target total size of level 1; each deeper level is `level_size_ratio` times larger.
+    /// Default 8 MiB.
+    pub level1_size: u64,
+    /// Size ratio between adjacent levels. Default 10.
+    pub level_size_ratio: u64,
+    /// Number of levels, level 0 included. Default 7.
+    pub num_levels: usize,
+    /// Level-0 table count that starts a compaction into level 1. Default 4.
+    pub l0_compaction_trigger: usize,
+    /// Level-0 table count at which each write is delayed by a millisecond. Default 8.
+    pub l0_slowdown_trigger: usize,
+    /// Level-0 table count at which writes wait for compaction. Default 12.
+    pub l0_stop_trigger: usize,
+    /// Create the directory and an empty store when none exists. Default true.
+    pub create_if_missing: bool,
+    /// What recovery does with a damaged WAL. Default: tolerate a torn tail only.
+    pub wal_recovery_mode: WalRecoveryMode,
+    /// The file system the store uses. Default: the operating system's.
+    pub file_system: SharedFs,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            filter_policy: FilterPolicy::default(),
+            memtable_size: 4 << 20,
+            max_immutable_memtables: 2,
+            table_size: 2 << 20,
+            block_size: 4096,
+            level1_size: 8 << 20,
+            level_size_ratio: 10,
+            num_levels: 7,
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 8,
+            l0_stop_trigger: 12,
+            create_if_missing: true,
+            wal_recovery_mode: WalRecoveryMode::default(),
+            file_system: Arc::new(OsFileSystem),
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("filter_policy", &self.filter_policy)
+            .field("memtable_size", &self.memtable_size)
+            .field("table_size", &self.table_size)
+            .field("level1_size", &self.level1_size)
+            .field("level_size_ratio", &self.level_size_ratio)
+            .field("num_levels", &self.num_levels)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Options {
+    /// Sets the filter policy for tables written from now on.
+    pub fn filter_policy(mut self, policy: FilterPolicy) -> Self {
+        self.filter_policy = policy;
+        self
+    }
+
+    /// Sets the memtable size in bytes.
+    pub fn memtable_size(mut self, bytes: usize) -> Self {
+        self.memtable_size = bytes;
+        self
+    }
+
+    /// Sets the target table file size in bytes.
+    pub fn table_size(mut self, bytes: u64) -> Self {
+        self.table_size = bytes;
+        self
+    }
+
+    /// Sets the target size of level 1 in bytes.
+    pub fn level1_size(mut self, bytes: u64) -> Self {
+        self.level1_size = bytes;
+        self
+    }
+
+    /// Sets the size ratio between adjacent levels.
+    pub fn level_size_ratio(mut self, ratio: u64) -> Self {
+        self.level_size_ratio = ratio;
+        self
+    }
+
+    /// Sets the level-0 table count that triggers compaction.
+    pub fn l0_compaction_trigger(mut self, tables: usize) -> Self {
+        self.l0_compaction_trigger = tables;
+        self
+    }
+
+    /// Sets the WAL recovery mode.
+    pub fn wal_recovery_mode(mut self, mode: WalRecoveryMode) -> Self {
+        self.wal_recovery_mode = mode;
+        self
+    }
+
+    /// Sets whether a missing store is created.
+    pub fn create_if_missing(mut self, create: bool) -> Self {
+        self.create_if_missing = create;
+        self
+    }
+
+    /// Uses another file system (tests inject faults this way).
+    pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
+        self.file_system = fs;
+        self
+    }
+
+    /// Checks that the options make sense together.
+    pub(crate) fn validate(&self) -> crate::Result<()> {
+        let bad = |msg: &str| Err(crate::Error::InvalidArgument(msg.to_string()));
+        if let FilterPolicy::FalsePositiveRate(p) = self.filter_policy {
+            crate::filter::FilterParams::for_false_positive_rate(p)?;
+        }
+        if self.memtable_size < 1024 {
+            return bad("memtable_size must be at least 1 KiB");
+        }
+        if self.table_size < 1024 || self.level1_size < 1024 {
+            return bad("table_size and level1_size must be at least 1 KiB");
+        }
+        if self.block_size < 64 {
+            return bad("block_size must be at least 64 bytes");
+        }
+        if self.level_size_ratio < 2 {
+            return bad("level_size_ratio must be at least 2");
+        }
+        if !(2..=32).contains(&self.num_levels) {
+            return bad("num_levels must be 2..=32");
+        }
+        if self.l0_compaction_trigger == 0
+            || self.l0_slowdown_trigger < self.l0_compaction_trigger
+            || self.l0_stop_trigger < self.l0_slowdown_trigger
+        {
+            return bad("level-0 triggers must satisfy 0 < compaction <= slowdown <= stop");
+        }
+        if self.max_immutable_memtables == 0 {
+            return bad("max_immutable_memtables must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// Per-write options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// When true the write is on stable storage (WAL fsynced) when the call returns. When false
+    /// (the default) it survives a crash of the process but not of the machine.
+    pub sync: bool,
+}
+
+impl WriteOptions {
+    /// Options for a synced write.
+    pub fn synced() -> WriteOptions {
+        WriteOptions { sync: true }
+    }
+}

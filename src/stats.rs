@@ -1,0 +1,81 @@
+//! What a store reports about itself: the filter and I/O counters, and the shape of the tree.
+
+/// One table as `Stats` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableStats {
+    pub level: usize,
+    pub number: u64,
+    pub file_size: u64,
+    pub entries: u64,
+    pub smallest_key: Vec<u8>,
+    pub largest_key: Vec<u8>,
+    /// `None` for a table written with `FilterPolicy::Disabled`.
+    pub bits_per_key: Option<u32>,
+    pub hashes: Option<u32>,
+    pub predicted_false_positive_rate: Option<f64>,
+    pub filter_bytes: u64,
+}
+
+/// One level as `Stats` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LevelStats {
+    pub tables: usize,
+    pub bytes: u64,
+    pub entries: u64,
+}
+
+/// Counters since the store was opened, and the shape of the tree now.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Stats {
+    /// Table filters asked during point lookups (one per table whose key range covers the key).
+    pub filter_probes: u64,
+    /// Filters that answered "absent": each is a data-block read avoided.
+    pub filter_negatives: u64,
+    /// Filters that answered "maybe".
+    pub filter_positives: u64,
+    /// "Maybe" answers where the table really held the key.
+    pub filter_true_positives: u64,
+    /// Data blocks read from table files by point lookups.
+    pub data_block_reads: u64,
+    /// Bytes read from table files by point lookups.
+    pub bytes_read: u64,
+    /// Level by level, level 0 first.
+    pub levels: Vec<LevelStats>,
+    /// Every live table, level 0 first.
+    pub tables: Vec<TableStats>,
+    /// Bytes in the active memtable.
+    pub memtable_bytes: u64,
+    /// Frozen memtables waiting to be flushed.
+    pub immutable_memtables: usize,
+    /// Sequence number of the last write.
+    pub last_sequence: u64,
+    /// Memtables flushed to tables since open.
+    pub flushes: u64,
+    /// Compactions finished since open.
+    pub compactions: u64,
+    /// Writes that were delayed or stalled because compaction fell behind.
+    pub write_stalls: u64,
+    /// Bytes of all filters held in memory.
+    pub filter_memory_bytes: u64,
+}
+
+impl Stats {
+    /// Filter false positives: "maybe" answers for keys the table did not hold.
+    pub fn filter_false_positives(&self) -> u64 {
+        self.filter_positives
+            .saturating_sub(self.filter_true_positives)
+    }
+
+    /// Measured false-positive rate: false positives over all probes of absent keys
+    /// (`None` before any such probe).
+    pub fn measured_false_positive_rate(&self) -> Option<f64> {
+        let false_positives = self.filter_false_positives();
+        let absent_probes = false_positives + self.filter_negatives;
+        (absent_probes > 0).then(|| false_positives as f64 / absent_probes as f64)
+    }
+
+    /// Total bytes in table files.
+    pub fn table_bytes(&self) -> u64 {
+        self.levels.iter().map(|l| l.bytes).sum()
+    }
+}

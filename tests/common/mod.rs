@@ -1,0 +1,32 @@
+#![allow(dead_code)]
+//! Helpers shared by the store's integration tests.
+
+use bloomkv::{FilterPolicy, Options};
+
+/// Options that make a small store flush and compact often, so a few thousand writes build a
+/// tree with several levels.
+pub fn small_tree_options() -> Options {
+    let mut options = Options::default()
+        .memtable_size(16 * 1024)
+        .table_size(8 * 1024)
+        .level1_size(32 * 1024)
+        .level_size_ratio(4)
+        .l0_compaction_trigger(2);
+    options.block_size = 1024;
+    options
+}
+
+/// Same as [`small_tree_options`] with the given filter policy.
+pub fn small_tree_with(policy: FilterPolicy) -> Options {
+    small_tree_options().filter_policy(policy)
+}
+
+/// A deterministic key for index `i`.
+pub fn key(i: u64) -> Vec<u8> {
+    format!("key{:010}", i).into_bytes()
+}
+
+/// A deterministic value for index `i` and version `v`.
+pub fn value(i: u64, v: u64) -> Vec<u8> {
+    format!("value-{i}-{v}-{}", "x".repeat((i % 40) as usize)).into_bytes()
+}

@@ -1,0 +1,79 @@
+//! Errors a user of the store meets: a second open, oversized keys and values, bad options.
+
+mod common;
+
+use bloomkv::entry::{MAX_KEY_LEN, MAX_VALUE_LEN};
+use bloomkv::{Db, Error, FilterPolicy, Options};
+
+#[test]
+fn second_open_of_the_same_directory_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put(b"k", b"v").unwrap();
+    assert!(matches!(Db::open(dir.path(), Options::default()), Err(Error::Locked { .. })));
+    drop(db);
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+}
+
+#[test]
+fn oversized_keys_and_values_are_refused_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put(b"kept", b"value").unwrap();
+    let big_key = vec![1u8; MAX_KEY_LEN + 1];
+    assert!(matches!(db.put(&big_key, b"v"), Err(Error::KeyTooLarge { .. })));
+    assert!(matches!(db.get(&big_key), Err(Error::KeyTooLarge { .. })));
+    let max_key = vec![2u8; MAX_KEY_LEN];
+    db.put(&max_key, b"ok").unwrap();
+    assert_eq!(db.get(&max_key).unwrap(), Some(b"ok".to_vec()));
+    // A value one byte over the limit is refused without allocating it in the store.
+    let big_value = vec![0u8; MAX_VALUE_LEN + 1];
+    assert!(matches!(db.put(b"k", &big_value), Err(Error::ValueTooLarge { .. })));
+    drop(big_value);
+    assert_eq!(db.get(b"kept").unwrap(), Some(b"value".to_vec()));
+}
+
+#[test]
+fn bad_options_are_invalid_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = Options::default().filter_policy(FilterPolicy::FalsePositiveRate(1.5));
+    assert!(Db::open(dir.path(), bad).is_err());
+    let bad = Options::default().memtable_size(10);
+    assert!(matches!(Db::open(dir.path(), bad), Err(Error::InvalidArgument(_))));
+    let missing = dir.path().join("nope");
+    let opts = Options::default().create_if_missing(false);
+    assert!(matches!(Db::open(&missing, opts), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn disabled_filters_still_find_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_with(FilterPolicy::Disabled)).unwrap();
+    for i in 0..3000 {
+        db.put(common::key(i), common::value(i, 1)).unwrap();
+    }
+    db.compact().unwrap();
+    for i in 0..3000 {
+        assert_eq!(db.get(common::key(i)).unwrap(), Some(common::value(i, 1)));
+    }
+    assert!(db.stats().tables.iter().all(|t| t.bits_per_key.is_none()));
+}
+
+#[test]
+fn deletes_and_compaction_drop_tombstones() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    for i in 0..2000 {
+        db.put(common::key(i), common::value(i, 0)).unwrap();
+    }
+    for i in (0..2000).step_by(2) {
+        db.delete(common::key(i)).unwrap();
+    }
+    db.compact().unwrap();
+    let stats = db.stats();
+    let entries: u64 = stats.levels.iter().map(|l| l.entries).sum();
+    assert_eq!(entries, 1000, "tombstones and shadowed values are gone after a full compaction");
+    assert_eq!(db.get(common::key(0)).unwrap(), None);
+    assert_eq!(db.get(common::key(1)).unwrap(), Some(common::value(1, 0)));
+}

@@ -1,0 +1,79 @@
+//! The filters at work in the store: absent keys cost the reads the filters predict.
+
+mod common;
+
+use bloomkv::{Db, FilterPolicy, Stats};
+
+/// Builds a store with several levels from keys 0, 2, 4, ... (odd keys are absent but inside
+/// the tables' key ranges).
+fn build(dir: &std::path::Path, policy: FilterPolicy, keys: u64) -> Db {
+    let db = Db::open(dir, common::small_tree_with(policy)).unwrap();
+    for i in 0..keys {
+        db.put(common::key(2 * i), common::value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db
+}
+
+/// For each key, the tables a lookup consults (those whose key range covers it, at most one
+/// per deeper level) and the sum of their predicted rates.
+fn consulted(stats: &Stats, key: &[u8]) -> (u64, f64) {
+    let covering = stats
+        .tables
+        .iter()
+        .filter(|t| t.smallest_key.as_slice() <= key && key <= t.largest_key.as_slice());
+    covering.fold((0, 0.0), |(n, sum), t| (n + 1, sum + t.predicted_false_positive_rate.unwrap_or(1.0)))
+}
+
+fn absent_lookups(db: &Db, keys: u64) -> (u64, f64, Stats, Stats) {
+    let before = db.stats();
+    let (mut tables, mut predicted) = (0, 0.0);
+    for i in 0..keys {
+        let k = common::key(2 * i + 1);
+        let (n, p) = consulted(&before, &k);
+        tables += n;
+        predicted += p;
+        assert_eq!(db.get(&k).unwrap(), None);
+    }
+    (tables, predicted, before, db.stats())
+}
+
+#[test]
+fn absent_keys_cost_about_the_predicted_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = build(dir.path(), FilterPolicy::FalsePositiveRate(0.01), 20_000);
+    let shape = db.stats();
+    assert!(shape.levels.iter().skip(1).filter(|l| l.tables > 0).count() >= 2, "{:?}", shape.levels);
+    let (tables, predicted, before, after) = absent_lookups(&db, 20_000);
+    let reads = after.data_block_reads - before.data_block_reads;
+    let probes = after.filter_probes - before.filter_probes;
+    assert_eq!(probes, tables, "one filter probe per table covering the key");
+    assert_eq!(after.filter_true_positives, before.filter_true_positives);
+    // Poisson noise around a mean of `predicted`: allow 3 standard deviations plus 20%.
+    let slack = 3.0 * predicted.sqrt();
+    assert!(
+        (reads as f64) <= predicted * 1.2 + slack && (reads as f64) >= predicted * 0.5 - slack,
+        "absent-key reads {reads} against predicted {predicted:.1} over {tables} tables"
+    );
+}
+
+#[test]
+fn without_filters_each_covering_table_costs_one_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = build(dir.path(), FilterPolicy::Disabled, 20_000);
+    let (tables, _, before, after) = absent_lookups(&db, 5_000);
+    assert_eq!(after.data_block_reads - before.data_block_reads, tables);
+    assert_eq!(after.filter_probes, 0);
+}
+
+#[test]
+fn present_keys_are_true_positives() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = build(dir.path(), FilterPolicy::FalsePositiveRate(0.01), 5_000);
+    let before = db.stats();
+    for i in 0..5_000 {
+        assert_eq!(db.get(common::key(2 * i)).unwrap(), Some(common::value(i, 0)));
+    }
+    let after = db.stats();
+    assert_eq!(after.filter_true_positives - before.filter_true_positives, 5_000);
+}

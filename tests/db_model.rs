@@ -1,0 +1,138 @@
+//! Model-based test: random operations against the store and a BTreeMap, compared after each.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use bloomkv::{Db, WriteBatch, WriteOptions};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn random_key(rng: &mut SmallRng) -> Vec<u8> {
+    // A small key space so overwrites and deletes hit existing keys; some binary keys.
+    let n: u32 = rng.gen_range(0..2000);
+    if n % 17 == 0 {
+        vec![0xff, (n >> 8) as u8, n as u8, 0]
+    } else {
+        format!("k{n:05}").into_bytes()
+    }
+}
+
+fn random_value(rng: &mut SmallRng) -> Vec<u8> {
+    let len = match rng.gen_range(0..20) {
+        0 => 0,
+        1 => rng.gen_range(1000..5000),
+        _ => rng.gen_range(1..64),
+    };
+    (0..len).map(|_| rng.gen()).collect()
+}
+
+fn scan(db: &Db, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    db.range(start, end).map(|r| r.expect("scan")).collect()
+}
+
+fn model_range(model: &Model, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let start = start.map(|k| k.to_vec());
+    let end = end.map(|k| k.to_vec());
+    model
+        .range((start, end))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn run_case(seed: u64, ops: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut model = Model::new();
+    let mut db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    for step in 0..ops {
+        match rng.gen_range(0..100) {
+            0..=39 => {
+                let (k, v) = (random_key(&mut rng), random_value(&mut rng));
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            40..=49 => {
+                let k = random_key(&mut rng);
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            }
+            50..=54 => {
+                let mut batch = WriteBatch::new();
+                for _ in 0..rng.gen_range(1..20) {
+                    let k = random_key(&mut rng);
+                    if rng.gen_bool(0.3) {
+                        batch.delete(&k);
+                        model.remove(&k);
+                    } else {
+                        let v = random_value(&mut rng);
+                        batch.put(&k, &v);
+                        model.insert(k, v);
+                    }
+                }
+                let sync = rng.gen_bool(0.1);
+                db.write_opt(batch, &WriteOptions { sync }).unwrap();
+            }
+            55..=84 => {
+                let k = random_key(&mut rng);
+                assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "seed {seed} step {step} get {k:?}");
+            }
+            85..=89 => {
+                let (a, b) = (random_key(&mut rng), random_key(&mut rng));
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                let (start, end) = (Bound::Included(&lo[..]), Bound::Excluded(&hi[..]));
+                assert_eq!(scan(&db, start, end), model_range(&model, start, end), "seed {seed} step {step} range");
+            }
+            90..=92 => {
+                let prefix = &random_key(&mut rng)[..3];
+                let got: Vec<_> = db.prefix(prefix).map(|r| r.unwrap()).collect();
+                let want: Vec<_> = model
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(prefix))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(got, want, "seed {seed} step {step} prefix {prefix:?}");
+            }
+            93..=95 => db.flush().unwrap(),
+            96 => db.compact().unwrap(),
+            _ => {
+                drop(db);
+                db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+            }
+        }
+    }
+    let all: Vec<_> = db.iter().map(|r| r.unwrap()).collect();
+    let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(all, want, "seed {seed}: final full scan");
+    let stats = db.stats();
+    assert!(stats.flushes > 0, "the case should have flushed");
+}
+
+#[test]
+fn random_operations_match_a_btreemap() {
+    for seed in [1, 2, 3, 4] {
+        run_case(seed, 10_000);
+    }
+}
+
+#[test]
+fn values_survive_reopen_and_tree_has_levels() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+        for i in 0..5000 {
+            db.put(common::key(i), common::value(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        let stats = db.stats();
+        let deep_levels = stats.levels.iter().skip(1).filter(|l| l.tables > 0).count();
+        assert!(deep_levels >= 2, "expected several levels, got {:?}", stats.levels);
+    }
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    for i in 0..5000 {
+        assert_eq!(db.get(common::key(i)).unwrap(), Some(common::value(i, 0)));
+    }
+}
