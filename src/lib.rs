@@ -9,6 +9,7 @@
 
 pub mod entry;
 pub mod error;
+pub mod filename;
 pub mod filter;
 pub mod fs;
 
