@@ -12,5 +12,6 @@ pub mod error;
 pub mod filename;
 pub mod filter;
 pub mod fs;
+pub mod wal;
 
 pub use error::{Error, Result};
