@@ -12,6 +12,7 @@ pub mod error;
 pub mod filename;
 pub mod filter;
 pub mod fs;
+pub mod manifest;
 pub mod wal;
 
 pub use error::{Error, Result};
