@@ -4,6 +4,7 @@
 //! operating system's implementation is [`OsFileSystem`]; tests substitute one that injects
 //! faults (failed writes and syncs, a full disk, loss of everything not yet synced).
 
+mod mem;
 mod os;
 
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 
+pub use mem::{CrashMode, FaultFs};
 pub use os::OsFileSystem;
 
 /// A file being written, append-only.

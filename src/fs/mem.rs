@@ -1,0 +1,771 @@
+//! [`FaultFs`]: an in-memory [`FileSystem`] that injects faults and simulates power loss.
+//!
+//! # Model
+//!
+//! Files are inodes holding bytes; a directory maps names to inodes. Each inode remembers its
+//! *durable* content (what its last successful `sync` made safe) beside its current content.
+//! The namespace likewise has a *live* view (what `create`, `rename` and `remove` did) and a
+//! *durable* view, which `sync_dir(dir)` brings up to date for the entries of `dir`.
+//!
+//! [`FaultFs::crash`] (alias [`FaultFs::power_loss`]) throws the live state away: the
+//! namespace becomes its durable view (a file created in a directory never synced since
+//! disappears, a rename not followed by `sync_dir` is undone, an unsynced removal comes back)
+//! and every surviving file holds its durable content. How the unsynced tail of an appended
+//! file fares is chosen by [`CrashMode`]: dropped entirely, or torn (a random prefix of it
+//! survives, possibly followed by zeros or garbage), from a seed so a failing case reproduces.
+//!
+//! Directories themselves are always durable once created, and `create` on an existing name
+//! truncates that file in place (same inode), as `O_TRUNC` does.
+//!
+//! # Handles across a crash
+//!
+//! A crash ends the simulated process: every handle opened before it (writable files,
+//! readable files, locks) is *invalidated*: its operations fail with an I/O error, and
+//! dropping it does nothing (a lock it held is already released). Open new handles after a
+//! crash.
+//!
+//! # Faults
+//!
+//! Faults are armed at run time and return [`Error::Io`]; none panics. A failed operation
+//! changes nothing:
+//! - [`FaultFs::fail_nth_append`]: the n-th `append` from now fails, once.
+//! - [`FaultFs::fail_next_sync`] / [`FaultFs::fail_next_dir_sync`]: the next file sync or
+//!   directory sync fails, once; nothing becomes durable.
+//! - [`FaultFs::set_space_left`]: the disk accepts that many more appended bytes; an append
+//!   that does not fit fails with [`std::io::ErrorKind::StorageFull`] until space is set again.
+//! - [`FaultFs::fail_nth_read`] (once) and [`FaultFs::set_reads_fail`] (until cleared): reads
+//!   (`read_at`, `read_all`) fail.
+//! - [`FaultFs::cut_power_after`]: after n more mutating operations (create, open_append,
+//!   append, sync, rename, remove, sync_dir), every operation fails as if the machine had
+//!   died, until [`FaultFs::crash`]. Stepping n over 0, 1, 2, ... cuts a multi-step protocol
+//!   at every point.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
+use crate::error::{Error, Result};
+
+/// What a simulated power loss does to the bytes appended since a file's last sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CrashMode {
+    /// All unsynced bytes are lost.
+    #[default]
+    DropUnsynced,
+    /// A random prefix (possibly empty, possibly all) of each file's unsynced bytes survives.
+    KeepPrefix { seed: u64 },
+    /// A random prefix survives, followed by a random number of zero bytes (up to the rest of
+    /// the unsynced length), as when a file's size reached the disk before its data.
+    ZeroTail { seed: u64 },
+    /// A random prefix survives, followed by a random number of garbage bytes (up to the rest
+    /// of the unsynced length), as when sectors were half written.
+    GarbageTail { seed: u64 },
+}
+
+/// The durable content of an inode: usually a prefix of its current bytes (only appends
+/// happened since the last sync); a copy once a truncation has made it diverge.
+#[derive(Debug, Clone)]
+enum Durable {
+    Prefix(usize),
+    Owned(Vec<u8>),
+}
+
+#[derive(Debug)]
+struct Inode {
+    data: Vec<u8>,
+    durable: Durable,
+    open_handles: usize,
+}
+
+impl Inode {
+    fn new() -> Inode {
+        Inode {
+            data: Vec::new(),
+            durable: Durable::Prefix(0),
+            open_handles: 0,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Faults {
+    /// Appends still to pass before one fails (`Some(0)`: the next one fails).
+    append_countdown: Option<u64>,
+    fail_next_sync: bool,
+    fail_next_dir_sync: bool,
+    space_left: Option<u64>,
+    read_countdown: Option<u64>,
+    reads_fail: bool,
+    /// Mutating operations still allowed before the power is cut.
+    power_countdown: Option<u64>,
+    power_cut: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    inodes: HashMap<u64, Inode>,
+    next_inode: u64,
+    live: BTreeMap<PathBuf, u64>,
+    durable: BTreeMap<PathBuf, u64>,
+    dirs: HashSet<PathBuf>,
+    locks: HashSet<PathBuf>,
+    /// Incremented by every crash; handles from an older epoch are dead.
+    epoch: u64,
+    faults: Faults,
+    crash_mode: CrashMode,
+    rng: u64,
+}
+
+fn injected(context: String, kind: ErrorKind, msg: &str) -> Error {
+    Error::io(context, std::io::Error::new(kind, msg.to_string()))
+}
+
+fn not_found(what: &str, path: &Path) -> Error {
+    injected(
+        format!("{what} {}", path.display()),
+        ErrorKind::NotFound,
+        "no such file or directory",
+    )
+}
+
+fn parent_of(path: &Path) -> PathBuf {
+    path.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// splitmix64: a small, seedable generator for the torn-write modes.
+fn next_random(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A uniform value in `0..=max`.
+fn random_up_to(state: &mut u64, max: usize) -> usize {
+    let span = max as u64;
+    if span == u64::MAX {
+        return next_random(state) as usize;
+    }
+    (next_random(state) % (span + 1)) as usize
+}
+
+impl State {
+    fn dir_exists(&self, dir: &Path) -> bool {
+        dir.as_os_str().is_empty() || dir.parent().is_none() || self.dirs.contains(dir)
+    }
+
+    fn check_epoch(&self, epoch: u64, what: &str, path: &Path) -> Result<()> {
+        if epoch != self.epoch {
+            return Err(injected(
+                format!("{what} {}", path.display()),
+                ErrorKind::Other,
+                "file handle was invalidated by a simulated power loss",
+            ));
+        }
+        if self.faults.power_cut {
+            return Err(injected(
+                format!("{what} {}", path.display()),
+                ErrorKind::Other,
+                "simulated power cut: the machine is down",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Counts one mutating operation against `cut_power_after`; fails once the power is out.
+    fn mutating_op(&mut self, what: &str, path: &Path) -> Result<()> {
+        self.check_epoch(self.epoch, what, path)?;
+        if let Some(n) = self.faults.power_countdown {
+            if n == 0 {
+                self.faults.power_countdown = None;
+                self.faults.power_cut = true;
+                return self.check_epoch(self.epoch, what, path);
+            }
+            self.faults.power_countdown = Some(n - 1);
+        }
+        Ok(())
+    }
+
+    fn read_fault(&mut self, what: &str, path: &Path) -> Result<()> {
+        self.check_epoch(self.epoch, what, path)?;
+        if self.faults.reads_fail {
+            return Err(injected(
+                format!("{what} {}", path.display()),
+                ErrorKind::Other,
+                "injected read failure",
+            ));
+        }
+        if let Some(n) = self.faults.read_countdown {
+            if n == 0 {
+                self.faults.read_countdown = None;
+                return Err(injected(
+                    format!("{what} {}", path.display()),
+                    ErrorKind::Other,
+                    "injected read failure",
+                ));
+            }
+            self.faults.read_countdown = Some(n - 1);
+        }
+        Ok(())
+    }
+
+    fn inode_mut(&mut self, id: u64, path: &Path) -> Result<&mut Inode> {
+        self.inodes
+            .get_mut(&id)
+            .ok_or_else(|| not_found("using", path))
+    }
+
+    /// Drops inodes that no name (live or durable) and no open handle refers to.
+    fn collect_garbage(&mut self) {
+        let referenced: HashSet<u64> = self
+            .live
+            .values()
+            .chain(self.durable.values())
+            .copied()
+            .collect();
+        self.inodes
+            .retain(|id, inode| inode.open_handles > 0 || referenced.contains(id));
+    }
+
+    fn new_inode(&mut self) -> u64 {
+        let id = self.next_inode;
+        self.next_inode += 1;
+        self.inodes.insert(id, Inode::new());
+        id
+    }
+
+    fn crash(&mut self) {
+        self.epoch += 1;
+        self.locks.clear();
+        self.faults = Faults::default();
+        self.live = self.durable.clone();
+        let referenced: HashSet<u64> = self.durable.values().copied().collect();
+        self.inodes.retain(|id, _| referenced.contains(id));
+        let mode = self.crash_mode;
+        let mut ids: Vec<u64> = self.inodes.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let Some(inode) = self.inodes.get_mut(&id) else {
+                continue;
+            };
+            inode.open_handles = 0;
+            match std::mem::replace(&mut inode.durable, Durable::Prefix(0)) {
+                Durable::Owned(bytes) => inode.data = bytes,
+                Durable::Prefix(len) => {
+                    let len = len.min(inode.data.len());
+                    let unsynced = inode.data.len() - len;
+                    let (keep, fill) = match mode {
+                        CrashMode::DropUnsynced => (0, None),
+                        CrashMode::KeepPrefix { .. } => {
+                            (random_up_to(&mut self.rng, unsynced), None)
+                        }
+                        CrashMode::ZeroTail { .. } | CrashMode::GarbageTail { .. } => {
+                            let keep = random_up_to(&mut self.rng, unsynced);
+                            let fill = random_up_to(&mut self.rng, unsynced - keep);
+                            (keep, Some(fill))
+                        }
+                    };
+                    inode.data.truncate(len + keep);
+                    if let Some(fill) = fill {
+                        let garbage = matches!(mode, CrashMode::GarbageTail { .. });
+                        for _ in 0..fill {
+                            let b = if garbage {
+                                next_random(&mut self.rng) as u8
+                            } else {
+                                0
+                            };
+                            inode.data.push(b);
+                        }
+                    }
+                }
+            }
+            inode.durable = Durable::Prefix(inode.data.len());
+        }
+    }
+}
+
+/// An in-memory file system with fault injection and simulated power loss; see the module
+/// documentation for its model. Clones share the same files.
+#[derive(Clone, Default)]
+pub struct FaultFs {
+    state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for FaultFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultFs").finish_non_exhaustive()
+    }
+}
+
+fn lock_state(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic while the lock was held (a failed assertion in a test thread) leaves the state
+    // as consistent as any single operation leaves it; keep going rather than cascade.
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl FaultFs {
+    /// An empty file system.
+    pub fn new() -> FaultFs {
+        FaultFs::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock_state(&self.state)
+    }
+
+    /// Chooses what a crash does to unsynced appended bytes (default: they are dropped). The
+    /// mode's seed restarts the generator.
+    pub fn set_crash_mode(&self, mode: CrashMode) {
+        let mut st = self.state();
+        st.crash_mode = mode;
+        st.rng = match mode {
+            CrashMode::DropUnsynced => 0,
+            CrashMode::KeepPrefix { seed }
+            | CrashMode::ZeroTail { seed }
+            | CrashMode::GarbageTail { seed } => seed,
+        };
+    }
+
+    /// Simulates a power loss: everything not made durable is lost (see the module
+    /// documentation), every open handle and lock is invalidated, and all armed faults are
+    /// cleared.
+    pub fn crash(&self) {
+        self.state().crash();
+    }
+
+    /// Same as [`FaultFs::crash`].
+    pub fn power_loss(&self) {
+        self.crash();
+    }
+
+    /// Makes the `n`-th `append` from now fail (`n = 1`: the next one), once.
+    pub fn fail_nth_append(&self, n: u64) {
+        self.state().faults.append_countdown = Some(n.saturating_sub(1));
+    }
+
+    /// Makes the next file `sync` fail, once.
+    pub fn fail_next_sync(&self) {
+        self.state().faults.fail_next_sync = true;
+    }
+
+    /// Makes the next `sync_dir` fail, once.
+    pub fn fail_next_dir_sync(&self) {
+        self.state().faults.fail_next_dir_sync = true;
+    }
+
+    /// The disk accepts `bytes` more appended bytes; `None` removes the limit.
+    pub fn set_space_left(&self, bytes: Option<u64>) {
+        self.state().faults.space_left = bytes;
+    }
+
+    /// Makes the `n`-th read from now (`read_at` or `read_all`; `n = 1`: the next) fail, once.
+    pub fn fail_nth_read(&self, n: u64) {
+        self.state().faults.read_countdown = Some(n.saturating_sub(1));
+    }
+
+    /// While `fail` is true, every read fails.
+    pub fn set_reads_fail(&self, fail: bool) {
+        self.state().faults.reads_fail = fail;
+    }
+
+    /// After `n` more mutating operations succeed, the power is cut: that operation and all
+    /// later ones fail until [`FaultFs::crash`].
+    pub fn cut_power_after(&self, n: u64) {
+        self.state().faults.power_countdown = Some(n);
+    }
+
+    /// Clears every armed fault (not the crash mode).
+    pub fn clear_faults(&self) {
+        self.state().faults = Faults::default();
+    }
+
+    /// True once a `cut_power_after` countdown has run out (and no crash happened since).
+    pub fn power_is_cut(&self) -> bool {
+        self.state().faults.power_cut
+    }
+
+    /// The current content of a file, if it exists.
+    pub fn contents(&self, path: &Path) -> Option<Vec<u8>> {
+        let st = self.state();
+        let id = st.live.get(path)?;
+        st.inodes.get(id).map(|inode| inode.data.clone())
+    }
+
+    /// Replaces a file's content, durably (creating it, durably, if needed). For tests that
+    /// damage files on purpose.
+    pub fn set_contents(&self, path: &Path, bytes: Vec<u8>) {
+        let mut st = self.state();
+        let id = match st.live.get(path) {
+            Some(&id) => id,
+            None => {
+                let id = st.new_inode();
+                st.live.insert(path.to_path_buf(), id);
+                id
+            }
+        };
+        st.durable.insert(path.to_path_buf(), id);
+        if let Some(inode) = st.inodes.get_mut(&id) {
+            inode.durable = Durable::Prefix(bytes.len());
+            inode.data = bytes;
+        }
+        st.collect_garbage();
+    }
+}
+
+struct MemWritableFile {
+    state: Arc<Mutex<State>>,
+    path: PathBuf,
+    inode: u64,
+    epoch: u64,
+    len: u64,
+}
+
+impl WritableFile for MemWritableFile {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        let mut st = lock_state(&self.state);
+        st.check_epoch(self.epoch, "writing", &self.path)?;
+        st.mutating_op("writing", &self.path)?;
+        if let Some(n) = st.faults.append_countdown {
+            if n == 0 {
+                st.faults.append_countdown = None;
+                return Err(injected(
+                    format!("writing {}", self.path.display()),
+                    ErrorKind::Other,
+                    "injected write failure",
+                ));
+            }
+            st.faults.append_countdown = Some(n - 1);
+        }
+        if let Some(space) = st.faults.space_left {
+            if data.len() as u64 > space {
+                return Err(injected(
+                    format!("writing {}", self.path.display()),
+                    ErrorKind::StorageFull,
+                    "no space left on device",
+                ));
+            }
+            st.faults.space_left = Some(space - data.len() as u64);
+        }
+        st.inode_mut(self.inode, &self.path)?
+            .data
+            .extend_from_slice(data);
+        self.len += data.len() as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let st = lock_state(&self.state);
+        st.check_epoch(self.epoch, "flushing", &self.path)
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        let mut st = lock_state(&self.state);
+        st.check_epoch(self.epoch, "syncing", &self.path)?;
+        st.mutating_op("syncing", &self.path)?;
+        if st.faults.fail_next_sync {
+            st.faults.fail_next_sync = false;
+            return Err(injected(
+                format!("syncing {}", self.path.display()),
+                ErrorKind::Other,
+                "injected sync failure",
+            ));
+        }
+        let inode = st.inode_mut(self.inode, &self.path)?;
+        inode.durable = Durable::Prefix(inode.data.len());
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+fn release_handle(state: &Mutex<State>, inode: u64, epoch: u64) {
+    let mut st = lock_state(state);
+    if st.epoch != epoch {
+        return;
+    }
+    if let Some(node) = st.inodes.get_mut(&inode) {
+        node.open_handles = node.open_handles.saturating_sub(1);
+    }
+    st.collect_garbage();
+}
+
+impl Drop for MemWritableFile {
+    fn drop(&mut self) {
+        release_handle(&self.state, self.inode, self.epoch);
+    }
+}
+
+struct MemRandomAccessFile {
+    state: Arc<Mutex<State>>,
+    path: PathBuf,
+    inode: u64,
+    epoch: u64,
+    size: u64,
+}
+
+impl RandomAccessFile for MemRandomAccessFile {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut st = lock_state(&self.state);
+        st.check_epoch(self.epoch, "reading", &self.path)?;
+        st.read_fault("reading", &self.path)?;
+        let inode = st.inode_mut(self.inode, &self.path)?;
+        let start = usize::try_from(offset).ok();
+        let end = start.and_then(|s| s.checked_add(len));
+        match (start, end) {
+            (Some(start), Some(end)) if end <= inode.data.len() => {
+                Ok(inode.data[start..end].to_vec())
+            }
+            _ => Err(Error::corruption(
+                &self.path,
+                Some(offset),
+                format!("read of {len} bytes runs past the end of the file"),
+            )),
+        }
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+impl Drop for MemRandomAccessFile {
+    fn drop(&mut self) {
+        release_handle(&self.state, self.inode, self.epoch);
+    }
+}
+
+struct MemFileLock {
+    state: Arc<Mutex<State>>,
+    path: PathBuf,
+    epoch: u64,
+}
+
+impl FileLock for MemFileLock {}
+
+impl Drop for MemFileLock {
+    fn drop(&mut self) {
+        let mut st = lock_state(&self.state);
+        if st.epoch == self.epoch {
+            st.locks.remove(&self.path);
+        }
+    }
+}
+
+impl FaultFs {
+    /// Opens a handle on the inode `path` names, counting it as open.
+    fn open_handle(st: &mut State, path: &Path, what: &str) -> Result<u64> {
+        let id = *st.live.get(path).ok_or_else(|| not_found(what, path))?;
+        st.inode_mut(id, path)?.open_handles += 1;
+        Ok(id)
+    }
+}
+
+impl FileSystem for FaultFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let mut st = self.state();
+        st.mutating_op("creating", path)?;
+        if !st.dir_exists(&parent_of(path)) {
+            return Err(not_found("creating", path));
+        }
+        if st.dirs.contains(path) {
+            return Err(injected(
+                format!("creating {}", path.display()),
+                ErrorKind::Other,
+                "is a directory",
+            ));
+        }
+        match st.live.get(path).copied() {
+            Some(id) => {
+                // O_TRUNC on the existing inode: the durable content is what it was.
+                let inode = st.inode_mut(id, path)?;
+                if let Durable::Prefix(len) = inode.durable {
+                    let len = len.min(inode.data.len());
+                    inode.durable = Durable::Owned(inode.data[..len].to_vec());
+                }
+                inode.data.clear();
+            }
+            None => {
+                let id = st.new_inode();
+                st.live.insert(path.to_path_buf(), id);
+            }
+        }
+        let inode = Self::open_handle(&mut st, path, "creating")?;
+        Ok(Box::new(MemWritableFile {
+            state: Arc::clone(&self.state),
+            path: path.to_path_buf(),
+            inode,
+            epoch: st.epoch,
+            len: 0,
+        }))
+    }
+
+    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let mut st = self.state();
+        st.mutating_op("opening for append", path)?;
+        let inode = Self::open_handle(&mut st, path, "opening for append")?;
+        let len = st.inodes.get(&inode).map_or(0, |i| i.data.len() as u64);
+        Ok(Box::new(MemWritableFile {
+            state: Arc::clone(&self.state),
+            path: path.to_path_buf(),
+            inode,
+            epoch: st.epoch,
+            len,
+        }))
+    }
+
+    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let mut st = self.state();
+        st.check_epoch(st.epoch, "opening", path)?;
+        let inode = Self::open_handle(&mut st, path, "opening")?;
+        let size = st.inodes.get(&inode).map_or(0, |i| i.data.len() as u64);
+        Ok(Arc::new(MemRandomAccessFile {
+            state: Arc::clone(&self.state),
+            path: path.to_path_buf(),
+            inode,
+            epoch: st.epoch,
+            size,
+        }))
+    }
+
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        let mut st = self.state();
+        st.read_fault("reading", path)?;
+        let id = *st
+            .live
+            .get(path)
+            .ok_or_else(|| not_found("reading", path))?;
+        Ok(st.inode_mut(id, path)?.data.clone())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let mut st = self.state();
+        st.mutating_op("renaming", from)?;
+        if !st.dir_exists(&parent_of(to)) || st.dirs.contains(to) {
+            return Err(not_found("renaming to", to));
+        }
+        let id = *st
+            .live
+            .get(from)
+            .ok_or_else(|| not_found("renaming", from))?;
+        if from == to {
+            return Ok(());
+        }
+        st.live.remove(from);
+        st.live.insert(to.to_path_buf(), id);
+        st.collect_garbage();
+        Ok(())
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        let mut st = self.state();
+        st.mutating_op("removing", path)?;
+        st.live
+            .remove(path)
+            .ok_or_else(|| not_found("removing", path))?;
+        st.collect_garbage();
+        Ok(())
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        let mut st = self.state();
+        st.mutating_op("syncing directory", dir)?;
+        if !st.dir_exists(dir) {
+            return Err(not_found("syncing directory", dir));
+        }
+        if st.faults.fail_next_dir_sync {
+            st.faults.fail_next_dir_sync = false;
+            return Err(injected(
+                format!("syncing directory {}", dir.display()),
+                ErrorKind::Other,
+                "injected directory sync failure",
+            ));
+        }
+        let in_dir = |p: &PathBuf| p.parent().unwrap_or(Path::new("")) == dir;
+        st.durable.retain(|p, _| !in_dir(p));
+        let entries: Vec<(PathBuf, u64)> = st
+            .live
+            .iter()
+            .filter(|(p, _)| in_dir(p))
+            .map(|(p, id)| (p.clone(), *id))
+            .collect();
+        st.durable.extend(entries);
+        st.collect_garbage();
+        Ok(())
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        let st = self.state();
+        st.check_epoch(st.epoch, "listing", dir)?;
+        if !st.dir_exists(dir) {
+            return Err(not_found("listing", dir));
+        }
+        let mut names: Vec<String> = st
+            .live
+            .keys()
+            .chain(st.dirs.iter())
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        let mut st = self.state();
+        st.check_epoch(st.epoch, "creating directory", dir)?;
+        if st.live.contains_key(dir) {
+            return Err(injected(
+                format!("creating directory {}", dir.display()),
+                ErrorKind::AlreadyExists,
+                "a file of that name exists",
+            ));
+        }
+        let mut current = Some(dir);
+        while let Some(d) = current {
+            if d.as_os_str().is_empty() || d.parent().is_none() {
+                break;
+            }
+            st.dirs.insert(d.to_path_buf());
+            current = d.parent();
+        }
+        Ok(())
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        let st = self.state();
+        st.live.contains_key(path) || st.dirs.contains(path)
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let mut st = self.state();
+        st.check_epoch(st.epoch, "locking", path)?;
+        if !st.live.contains_key(path) {
+            if !st.dir_exists(&parent_of(path)) {
+                return Err(not_found("opening lock file", path));
+            }
+            let id = st.new_inode();
+            st.live.insert(path.to_path_buf(), id);
+        }
+        if !st.locks.insert(path.to_path_buf()) {
+            return Err(Error::Locked {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(Box::new(MemFileLock {
+            state: Arc::clone(&self.state),
+            path: path.to_path_buf(),
+            epoch: st.epoch,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests;

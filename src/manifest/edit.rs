@@ -1,0 +1,229 @@
+//! [`VersionEdit`]: one change to the set of live tables, and its encoding.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// What the manifest records about one table file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableMeta {
+    /// The file number (`NNNNNN.sst`).
+    pub number: u64,
+    /// The LSM level the table lives in.
+    pub level: u32,
+    /// The file's size in bytes.
+    pub file_size: u64,
+    /// The smallest user key in the table.
+    pub smallest_key: Vec<u8>,
+    /// The largest user key in the table.
+    pub largest_key: Vec<u8>,
+    /// The smallest sequence number of any entry in the table.
+    pub smallest_seq: u64,
+    /// The largest sequence number of any entry in the table.
+    pub largest_seq: u64,
+    /// The number of entries (values and tombstones).
+    pub entries: u64,
+}
+
+/// A change to the store's version: counters to update, tables added and removed.
+///
+/// A manifest starts with a snapshot edit (every counter set, every live table added) and
+/// continues with one edit per flush or compaction. Removals apply before additions, so one
+/// edit can move a table between levels.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VersionEdit {
+    /// The number of the oldest write-ahead log still needed: older logs are flushed.
+    pub log_number: Option<u64>,
+    /// The next unused file number.
+    pub next_file_number: Option<u64>,
+    /// The largest sequence number in use.
+    pub last_seq: Option<u64>,
+    /// Tables added.
+    pub added: Vec<TableMeta>,
+    /// Tables removed, as (level, file number).
+    pub removed: Vec<(u32, u64)>,
+}
+
+const TAG_LOG_NUMBER: u8 = 1;
+const TAG_NEXT_FILE_NUMBER: u8 = 2;
+const TAG_LAST_SEQ: u8 = 3;
+const TAG_REMOVED: u8 = 4;
+const TAG_ADDED: u8 = 5;
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+/// Why decoding failed and where, before a file name is attached.
+pub(crate) struct DecodeError {
+    pub offset: usize,
+    pub reason: String,
+}
+
+struct Decoder<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Decoder<'a> {
+    fn fail<T>(&self, at: usize, reason: impl Into<String>) -> std::result::Result<T, DecodeError> {
+        Err(DecodeError {
+            offset: at,
+            reason: reason.into(),
+        })
+    }
+
+    /// A LEB128 varint in its shortest form, at most 10 bytes, fitting in 64 bits.
+    fn varint(&mut self, what: &str) -> std::result::Result<u64, DecodeError> {
+        let start = self.pos;
+        let mut value: u64 = 0;
+        for i in 0..10 {
+            let Some(&byte) = self.data.get(self.pos) else {
+                return self.fail(start, format!("{what}: varint cut short"));
+            };
+            self.pos += 1;
+            let bits = u64::from(byte & 0x7F);
+            if i == 9 && byte > 1 {
+                return self.fail(start, format!("{what}: varint overflows 64 bits"));
+            }
+            value |= bits << (7 * i);
+            if byte & 0x80 == 0 {
+                if byte == 0 && i > 0 {
+                    return self.fail(start, format!("{what}: varint not in its shortest form"));
+                }
+                return Ok(value);
+            }
+        }
+        self.fail(start, format!("{what}: varint longer than 10 bytes"))
+    }
+
+    fn level(&mut self) -> std::result::Result<u32, DecodeError> {
+        let start = self.pos;
+        let v = self.varint("level")?;
+        u32::try_from(v).or_else(|_| self.fail(start, format!("level {v} out of range")))
+    }
+
+    fn bytes(&mut self, what: &str) -> std::result::Result<Vec<u8>, DecodeError> {
+        let start = self.pos;
+        let len = self.varint(what)?;
+        let available = self.data.len() - self.pos;
+        match usize::try_from(len) {
+            Ok(len) if len <= available => {
+                let out = self.data[self.pos..self.pos + len].to_vec();
+                self.pos += len;
+                Ok(out)
+            }
+            _ => self.fail(
+                start,
+                format!("{what}: length {len} exceeds the {available} bytes left"),
+            ),
+        }
+    }
+
+    fn table(&mut self) -> std::result::Result<TableMeta, DecodeError> {
+        let level = self.level()?;
+        let number = self.varint("table number")?;
+        let file_size = self.varint("file size")?;
+        let smallest_key = self.bytes("smallest key")?;
+        let largest_key = self.bytes("largest key")?;
+        let smallest_seq = self.varint("smallest sequence number")?;
+        let largest_seq = self.varint("largest sequence number")?;
+        let entries = self.varint("entry count")?;
+        Ok(TableMeta {
+            number,
+            level,
+            file_size,
+            smallest_key,
+            largest_key,
+            smallest_seq,
+            largest_seq,
+            entries,
+        })
+    }
+}
+
+impl VersionEdit {
+    /// Encodes the edit: tagged fields in a fixed order (see `docs/format-log-manifest.md`).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (tag, value) in [
+            (TAG_LOG_NUMBER, self.log_number),
+            (TAG_NEXT_FILE_NUMBER, self.next_file_number),
+            (TAG_LAST_SEQ, self.last_seq),
+        ] {
+            if let Some(v) = value {
+                out.push(tag);
+                put_varint(&mut out, v);
+            }
+        }
+        for &(level, number) in &self.removed {
+            out.push(TAG_REMOVED);
+            put_varint(&mut out, u64::from(level));
+            put_varint(&mut out, number);
+        }
+        for t in &self.added {
+            out.push(TAG_ADDED);
+            put_varint(&mut out, u64::from(t.level));
+            put_varint(&mut out, t.number);
+            put_varint(&mut out, t.file_size);
+            put_bytes(&mut out, &t.smallest_key);
+            put_bytes(&mut out, &t.largest_key);
+            put_varint(&mut out, t.smallest_seq);
+            put_varint(&mut out, t.largest_seq);
+            put_varint(&mut out, t.entries);
+        }
+        out
+    }
+
+    /// Decodes an edit. Strict: only what [`VersionEdit::encode`] writes is accepted (fields
+    /// in order, each counter at most once, varints in shortest form), so the result
+    /// re-encodes to exactly `data`. Anything else is [`Error::Corruption`].
+    pub fn decode(data: &[u8]) -> Result<VersionEdit> {
+        Self::decode_inner(data).map_err(|e| {
+            Error::corruption(Path::new("<version edit>"), Some(e.offset as u64), e.reason)
+        })
+    }
+
+    pub(crate) fn decode_inner(data: &[u8]) -> std::result::Result<VersionEdit, DecodeError> {
+        let mut d = Decoder { data, pos: 0 };
+        let mut edit = VersionEdit::default();
+        let mut last_tag = 0u8;
+        while let Some(&tag) = d.data.get(d.pos) {
+            let at = d.pos;
+            d.pos += 1;
+            let repeatable = tag == TAG_REMOVED || tag == TAG_ADDED;
+            if tag < last_tag || (tag == last_tag && !repeatable) {
+                return d.fail(
+                    at,
+                    format!("field tag {tag} out of order after tag {last_tag}"),
+                );
+            }
+            last_tag = tag;
+            match tag {
+                TAG_LOG_NUMBER => edit.log_number = Some(d.varint("log number")?),
+                TAG_NEXT_FILE_NUMBER => edit.next_file_number = Some(d.varint("next file number")?),
+                TAG_LAST_SEQ => edit.last_seq = Some(d.varint("last sequence number")?),
+                TAG_REMOVED => {
+                    let level = d.level()?;
+                    let number = d.varint("removed table number")?;
+                    edit.removed.push((level, number));
+                }
+                TAG_ADDED => {
+                    let table = d.table()?;
+                    edit.added.push(table);
+                }
+                _ => return d.fail(at, format!("unknown field tag {tag}")),
+            }
+        }
+        Ok(edit)
+    }
+}

@@ -1,0 +1,214 @@
+//! The manifest: the durable record of which tables make up the store.
+//!
+//! A manifest file (`MANIFEST-NNNNNN`) is a log (in the write-ahead log's framing, see
+//! [`crate::wal`]) of encoded [`VersionEdit`]s: first a snapshot of the whole state, then one
+//! edit per change. Each edit is synced before the change it records is relied upon. The
+//! `CURRENT` file names the manifest in use and is replaced atomically ([`set_current`]).
+//!
+//! Recovery ([`recover_manifest`]) reads `CURRENT`, replays that manifest's edits and returns
+//! the live tables and counters. An incomplete last edit (its append was cut by a crash, so it
+//! was never acknowledged) is dropped and reported; any other damage is
+//! [`Error::Corruption`] naming the file. After recovery, write a new manifest with
+//! [`ManifestWriter::create`] from the recovered state rather than appending to the old one,
+//! which may end in a torn tail.
+
+mod current;
+mod edit;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use current::{read_current, set_current};
+pub use edit::{TableMeta, VersionEdit};
+
+use crate::error::{Error, Result};
+use crate::filename::{manifest_file_name, CURRENT};
+use crate::fs::{join, FileSystem};
+use crate::wal::{read_log, LogWriter, RecoveryMode, TornTail};
+
+/// Appends edits to a manifest file.
+pub struct ManifestWriter {
+    number: u64,
+    path: PathBuf,
+    log: LogWriter,
+}
+
+impl ManifestWriter {
+    /// Writes a new manifest `MANIFEST-<number>` in `dir` holding `snapshot`, syncs it and its
+    /// directory entry, then makes it current ([`set_current`]). The snapshot must set
+    /// `log_number`, `next_file_number` and `last_seq` (else [`Error::InvalidArgument`]).
+    ///
+    /// If this fails the previous manifest (if any) stays current.
+    pub fn create(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        number: u64,
+        snapshot: &VersionEdit,
+    ) -> Result<ManifestWriter> {
+        if snapshot.log_number.is_none()
+            || snapshot.next_file_number.is_none()
+            || snapshot.last_seq.is_none()
+        {
+            return Err(Error::InvalidArgument(
+                "a manifest snapshot must set log_number, next_file_number and last_seq"
+                    .to_string(),
+            ));
+        }
+        let path = join(dir, &manifest_file_name(number));
+        let mut log = LogWriter::new(fs.create(&path)?);
+        log.add_record(&snapshot.encode())?;
+        log.sync()?;
+        // The manifest's directory entry must be durable before CURRENT can name it.
+        fs.sync_dir(dir)?;
+        set_current(fs, dir, number)?;
+        Ok(ManifestWriter { number, path, log })
+    }
+
+    /// Appends `edit` and syncs it: once this returns, the edit survives a power loss. After
+    /// a failure the writer refuses further edits ([`Error::WritesRefused`]); write a new
+    /// manifest.
+    pub fn append(&mut self, edit: &VersionEdit) -> Result<()> {
+        self.log.add_record(&edit.encode())?;
+        self.log.sync()
+    }
+
+    /// This manifest's file number.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The manifest file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The manifest file's size in bytes (to decide when to start a fresh one).
+    pub fn len(&self) -> u64 {
+        self.log.len()
+    }
+
+    /// True when nothing was written (never the case after `create`).
+    pub fn is_empty(&self) -> bool {
+        self.log.is_empty()
+    }
+}
+
+/// The store's state as a manifest records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveredManifest {
+    /// The number of the manifest read.
+    pub manifest_number: u64,
+    /// The oldest write-ahead log still needed.
+    pub log_number: u64,
+    /// The next unused file number: at least the last recorded value, and above every file
+    /// number the manifest mentions (tables, the log, the manifest itself).
+    pub next_file_number: u64,
+    /// The largest sequence number in use.
+    pub last_seq: u64,
+    /// The live tables, ordered by level then file number.
+    pub tables: Vec<TableMeta>,
+    /// The incomplete last edit that was dropped, if any.
+    pub torn_tail: Option<TornTail>,
+}
+
+/// Recovers the state recorded by the manifest `CURRENT` names. A missing `CURRENT` is
+/// [`Error::Corruption`] here: use [`read_current`] first to tell a new store.
+pub fn recover_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifest> {
+    let Some(number) = read_current(fs, dir)? else {
+        return Err(Error::corruption(
+            &join(dir, CURRENT),
+            None,
+            "no CURRENT file: the store has no manifest",
+        ));
+    };
+    let path = join(dir, &manifest_file_name(number));
+    if !fs.exists(&path) {
+        return Err(Error::corruption(
+            &path,
+            None,
+            "the manifest named by CURRENT does not exist",
+        ));
+    }
+    read_manifest(fs, &path, number)
+}
+
+/// Replays manifest `number` at `path` (see [`recover_manifest`]).
+pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<RecoveredManifest> {
+    let contents = read_log(fs, path, RecoveryMode::TolerateTornTail)?;
+    if contents.records.is_empty() {
+        return Err(Error::corruption(
+            path,
+            Some(0),
+            "the manifest holds no complete edit",
+        ));
+    }
+    let mut log_number = None;
+    let mut next_file_number = None;
+    let mut last_seq = None;
+    let mut live: BTreeMap<u64, TableMeta> = BTreeMap::new();
+    for (record, &offset) in contents.records.iter().zip(&contents.offsets) {
+        let bad = |reason: String| Error::corruption(path, Some(offset), reason);
+        let edit = VersionEdit::decode_inner(record)
+            .map_err(|e| bad(format!("edit byte {}: {}", e.offset, e.reason)))?;
+        log_number = edit.log_number.or(log_number);
+        next_file_number = edit.next_file_number.or(next_file_number);
+        last_seq = edit.last_seq.or(last_seq);
+        for &(level, number) in &edit.removed {
+            match live.get(&number) {
+                Some(t) if t.level == level => {
+                    live.remove(&number);
+                }
+                _ => {
+                    return Err(bad(format!(
+                        "edit removes table {number} at level {level}, which is not live there"
+                    )))
+                }
+            }
+        }
+        for table in edit.added {
+            if table.smallest_key > table.largest_key || table.smallest_seq > table.largest_seq {
+                return Err(bad(format!(
+                    "table {} has its smallest bound above its largest",
+                    table.number
+                )));
+            }
+            if live.contains_key(&table.number) {
+                return Err(bad(format!(
+                    "edit adds table {}, which is already live",
+                    table.number
+                )));
+            }
+            live.insert(table.number, table);
+        }
+    }
+    let missing = |what: &str| {
+        Error::corruption(
+            path,
+            None,
+            format!("no edit of the manifest sets the {what}"),
+        )
+    };
+    let log_number = log_number.ok_or_else(|| missing("log number"))?;
+    let last_seq = last_seq.ok_or_else(|| missing("last sequence number"))?;
+    let recorded_next = next_file_number.ok_or_else(|| missing("next file number"))?;
+    let highest_used = live
+        .keys()
+        .copied()
+        .chain([log_number, number])
+        .max()
+        .unwrap_or(number);
+    let next_file_number = recorded_next.max(highest_used.saturating_add(1));
+    let mut tables: Vec<TableMeta> = live.into_values().collect();
+    tables.sort_by_key(|t| (t.level, t.number));
+    Ok(RecoveredManifest {
+        manifest_number: number,
+        log_number,
+        next_file_number,
+        last_seq,
+        tables,
+        torn_tail: contents.torn_tail,
+    })
+}
+
+#[cfg(test)]
+mod tests;

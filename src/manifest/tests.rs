@@ -1,0 +1,521 @@
+use std::path::{Path, PathBuf};
+
+use super::current::current_contents;
+use super::{
+    read_current, read_manifest, recover_manifest, set_current, ManifestWriter, RecoveredManifest,
+    TableMeta, VersionEdit,
+};
+use crate::error::Error;
+use crate::filename::{manifest_file_name, CURRENT};
+use crate::fs::{CrashMode, FaultFs, FileSystem};
+
+fn dir() -> PathBuf {
+    PathBuf::from("/db")
+}
+
+fn fresh() -> FaultFs {
+    let fs = FaultFs::new();
+    fs.create_dir_all(&dir()).unwrap();
+    fs.sync_dir(Path::new("/")).unwrap();
+    fs
+}
+
+fn table(number: u64, level: u32) -> TableMeta {
+    TableMeta {
+        number,
+        level,
+        file_size: 1000 + number * 17,
+        smallest_key: format!("key{number:04}a").into_bytes(),
+        largest_key: format!("key{number:04}z").into_bytes(),
+        smallest_seq: number * 10,
+        largest_seq: number * 10 + 9,
+        entries: number * 3 + 1,
+    }
+}
+
+fn snapshot() -> VersionEdit {
+    VersionEdit {
+        log_number: Some(4),
+        next_file_number: Some(10),
+        last_seq: Some(500),
+        added: vec![table(5, 0), table(6, 1), table(7, 1)],
+        removed: Vec::new(),
+    }
+}
+
+/// Edits after the snapshot: a flush, a compaction, a trivial move.
+fn later_edits() -> Vec<VersionEdit> {
+    vec![
+        VersionEdit {
+            log_number: Some(11),
+            next_file_number: Some(13),
+            last_seq: Some(900),
+            added: vec![table(12, 0)],
+            removed: Vec::new(),
+        },
+        VersionEdit {
+            log_number: None,
+            next_file_number: Some(15),
+            last_seq: None,
+            added: vec![table(14, 1)],
+            removed: vec![(0, 5), (1, 6)],
+        },
+        VersionEdit {
+            log_number: None,
+            next_file_number: None,
+            last_seq: Some(950),
+            added: vec![table(12, 2)],
+            removed: vec![(0, 12)],
+        },
+    ]
+}
+
+/// The state after the snapshot and the first `applied` later edits.
+fn expected_state(number: u64, applied: usize) -> (u64, u64, u64, Vec<(u32, u64)>) {
+    let states = [
+        (4, 10, 500, vec![(0, 5), (1, 6), (1, 7)]),
+        (11, 13, 900, vec![(0, 5), (0, 12), (1, 6), (1, 7)]),
+        (11, 15, 900, vec![(0, 12), (1, 7), (1, 14)]),
+        (11, 15, 950, vec![(1, 7), (1, 14), (2, 12)]),
+    ];
+    let (log, next, seq, tables) = states[applied].clone();
+    (log, next.max(number + 1), seq, tables)
+}
+
+fn summary(r: &RecoveredManifest) -> (u64, u64, u64, Vec<(u32, u64)>) {
+    (
+        r.log_number,
+        r.next_file_number,
+        r.last_seq,
+        r.tables.iter().map(|t| (t.level, t.number)).collect(),
+    )
+}
+
+/// A store whose manifest 3 holds the snapshot and every later edit.
+fn store_with_manifest() -> FaultFs {
+    let fs = fresh();
+    let mut w = ManifestWriter::create(&fs, &dir(), 3, &snapshot()).unwrap();
+    for e in later_edits() {
+        w.append(&e).unwrap();
+    }
+    fs
+}
+
+fn manifest_path(n: u64) -> PathBuf {
+    dir().join(manifest_file_name(n))
+}
+
+#[test]
+fn version_edits_round_trip() {
+    let mut edits = vec![VersionEdit::default(), snapshot()];
+    edits.extend(later_edits());
+    edits.push(VersionEdit {
+        log_number: Some(u64::MAX),
+        next_file_number: Some(0),
+        last_seq: Some(1 << 63),
+        added: vec![TableMeta {
+            number: u64::MAX,
+            level: u32::MAX,
+            file_size: 0,
+            smallest_key: Vec::new(),
+            largest_key: vec![0xFF; 300],
+            smallest_seq: 0,
+            largest_seq: u64::MAX,
+            entries: 127,
+        }],
+        removed: vec![(u32::MAX, u64::MAX), (0, 0)],
+    });
+    for e in edits {
+        let bytes = e.encode();
+        assert_eq!(VersionEdit::decode(&bytes).unwrap(), e);
+    }
+    assert!(VersionEdit::default().encode().is_empty());
+}
+
+#[test]
+fn decoding_is_strict_for_every_cut_and_byte_change() {
+    let mut edit = snapshot();
+    edit.removed = vec![(1, 2), (3, 4)];
+    let bytes = edit.encode();
+    // Each cut or change either fails or is itself a valid encoding of what it decodes to.
+    for cut in 0..bytes.len() {
+        match VersionEdit::decode(&bytes[..cut]) {
+            Ok(e) => assert_eq!(e.encode(), &bytes[..cut], "cut {cut}"),
+            Err(e) => assert!(e.is_corruption()),
+        }
+    }
+    let mut rejected = 0;
+    for at in 0..bytes.len() {
+        for mask in [0x01u8, 0x80, 0xFF, 0x7F] {
+            let mut bad = bytes.clone();
+            bad[at] ^= mask;
+            match VersionEdit::decode(&bad) {
+                Ok(e) => assert_eq!(e.encode(), bad, "byte {at} ^ {mask:#x}"),
+                Err(e) => {
+                    assert!(e.is_corruption());
+                    rejected += 1;
+                }
+            }
+        }
+    }
+    assert!(rejected > 0);
+}
+
+#[test]
+fn malformed_edits_are_corruption() {
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("unknown tag", vec![9, 1]),
+        ("zero tag", vec![0]),
+        ("tags out of order", vec![2, 1, 1, 1]),
+        ("repeated counter", vec![1, 1, 1, 2]),
+        ("added before removed", {
+            let mut v = VersionEdit {
+                added: vec![table(1, 0)],
+                ..VersionEdit::default()
+            }
+            .encode();
+            v.extend([4, 0, 1]);
+            v
+        }),
+        ("varint cut short", vec![1, 0x80]),
+        ("varint not shortest", vec![1, 0x81, 0x00]),
+        ("varint overflow", {
+            let mut v = vec![1];
+            v.extend([0xFF; 9]);
+            v.push(0x02);
+            v
+        }),
+        ("varint too long", {
+            let mut v = vec![1];
+            v.extend([0x80; 10]);
+            v.push(0x01);
+            v
+        }),
+        ("level above u32", vec![4, 0x80, 0x80, 0x80, 0x80, 0x10, 1]),
+        ("key longer than the edit", vec![5, 0, 1, 1, 50, b'a']),
+        ("key length overflow", {
+            let mut v = vec![5, 0, 1, 1];
+            v.extend([0xFF; 9]);
+            v.push(0x01);
+            v
+        }),
+    ];
+    for (what, bytes) in cases {
+        match VersionEdit::decode(&bytes) {
+            Err(Error::Corruption { .. }) => {}
+            other => panic!("{what}: expected corruption, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_manifest_round_trips_through_recovery() {
+    let fs = store_with_manifest();
+    assert_eq!(read_current(&fs, &dir()).unwrap(), Some(3));
+    let r = recover_manifest(&fs, &dir()).unwrap();
+    assert_eq!(r.manifest_number, 3);
+    assert_eq!(r.torn_tail, None);
+    assert_eq!(summary(&r), expected_state(3, 3));
+    // Full metadata survives, including a table moved between levels.
+    let moved = r.tables.iter().find(|t| t.number == 12).unwrap();
+    assert_eq!(moved, &table(12, 2));
+    // And it survives a power loss: every edit was synced.
+    fs.crash();
+    assert_eq!(recover_manifest(&fs, &dir()).unwrap(), r);
+}
+
+#[test]
+fn next_file_number_never_falls_below_a_used_number() {
+    let fs = fresh();
+    let snap = VersionEdit {
+        log_number: Some(40),
+        next_file_number: Some(2),
+        last_seq: Some(0),
+        added: vec![table(30, 0)],
+        removed: Vec::new(),
+    };
+    ManifestWriter::create(&fs, &dir(), 20, &snap).unwrap();
+    assert_eq!(recover_manifest(&fs, &dir()).unwrap().next_file_number, 41);
+}
+
+#[test]
+fn a_snapshot_must_set_every_counter() {
+    let fs = fresh();
+    for strip in 0..3 {
+        let mut s = snapshot();
+        match strip {
+            0 => s.log_number = None,
+            1 => s.next_file_number = None,
+            _ => s.last_seq = None,
+        }
+        assert!(matches!(
+            ManifestWriter::create(&fs, &dir(), 3, &s),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    assert_eq!(read_current(&fs, &dir()).unwrap(), None);
+}
+
+#[test]
+fn a_new_store_has_no_current() {
+    let fs = fresh();
+    assert_eq!(read_current(&fs, &dir()).unwrap(), None);
+    let err = recover_manifest(&fs, &dir()).unwrap_err();
+    assert!(err.is_corruption());
+}
+
+#[test]
+fn current_naming_a_missing_manifest_is_corruption() {
+    let fs = fresh();
+    set_current(&fs, &dir(), 8).unwrap();
+    assert_eq!(read_current(&fs, &dir()).unwrap(), Some(8));
+    match recover_manifest(&fs, &dir()) {
+        Err(Error::Corruption { file, .. }) => assert_eq!(file, manifest_path(8)),
+        other => panic!("expected corruption, got {other:?}"),
+    }
+}
+
+#[test]
+fn current_has_the_documented_form() {
+    assert_eq!(
+        current_contents(123),
+        format!(
+            "MANIFEST-000123 {:08x}\n",
+            crc32fast::hash(b"MANIFEST-000123")
+        )
+    );
+}
+
+#[test]
+fn every_cut_or_changed_byte_of_current_is_corruption() {
+    let fs = store_with_manifest();
+    let path = dir().join(CURRENT);
+    let good = fs.contents(&path).unwrap();
+    for cut in 0..good.len() {
+        fs.set_contents(&path, good[..cut].to_vec());
+        match recover_manifest(&fs, &dir()) {
+            Err(Error::Corruption { file, .. }) => assert_eq!(file, path, "cut {cut}"),
+            other => panic!("cut {cut}: expected corruption, got {other:?}"),
+        }
+    }
+    for at in 0..good.len() {
+        for mask in [0x01u8, 0x20, 0x80, 0xFF] {
+            let mut bad = good.clone();
+            bad[at] ^= mask;
+            fs.set_contents(&path, bad);
+            match read_current(&fs, &dir()) {
+                Err(Error::Corruption { file, .. }) => assert_eq!(file, path),
+                other => panic!("byte {at} ^ {mask:#x}: expected corruption, got {other:?}"),
+            }
+        }
+    }
+    fs.set_contents(&path, [good.clone(), b"extra".to_vec()].concat());
+    assert!(read_current(&fs, &dir()).unwrap_err().is_corruption());
+    fs.set_contents(&path, good);
+    assert_eq!(read_current(&fs, &dir()).unwrap(), Some(3));
+}
+
+/// Offsets where each edit of manifest 3 ends, in the file written by `store_with_manifest`.
+fn edit_ends() -> Vec<u64> {
+    let fs = fresh();
+    let mut ends = Vec::new();
+    let mut w = ManifestWriter::create(&fs, &dir(), 3, &snapshot()).unwrap();
+    ends.push(w.len());
+    for e in later_edits() {
+        w.append(&e).unwrap();
+        ends.push(w.len());
+    }
+    ends
+}
+
+#[test]
+fn every_truncation_of_the_manifest_is_a_torn_tail_or_corruption() {
+    let fs = store_with_manifest();
+    let path = manifest_path(3);
+    let good = fs.contents(&path).unwrap();
+    let ends = edit_ends();
+    assert_eq!(*ends.last().unwrap(), good.len() as u64);
+    for cut in 0..=good.len() {
+        fs.set_contents(&path, good[..cut].to_vec());
+        let complete = ends.iter().take_while(|&&e| e <= cut as u64).count();
+        match recover_manifest(&fs, &dir()) {
+            Ok(r) => {
+                assert!(complete >= 1, "cut {cut}");
+                assert_eq!(summary(&r), expected_state(3, complete - 1), "cut {cut}");
+                assert_eq!(r.torn_tail.is_some(), !ends.contains(&(cut as u64)));
+            }
+            Err(Error::Corruption { file, .. }) => {
+                assert_eq!(complete, 0, "cut {cut}");
+                assert_eq!(file, path);
+            }
+            Err(e) => panic!("cut {cut}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_changed_byte_in_the_manifest_is_corruption_unless_in_the_last_edit() {
+    let fs = store_with_manifest();
+    let path = manifest_path(3);
+    let good = fs.contents(&path).unwrap();
+    let ends = edit_ends();
+    let last_start = ends[ends.len() - 2] as usize;
+    for at in 0..good.len() {
+        let mut bad = good.clone();
+        bad[at] ^= 0x04;
+        fs.set_contents(&path, bad);
+        match recover_manifest(&fs, &dir()) {
+            Ok(r) => {
+                assert!(at >= last_start, "change at {at} accepted");
+                assert_eq!(summary(&r), expected_state(3, 2));
+                assert!(r.torn_tail.is_some());
+            }
+            Err(Error::Corruption { file, .. }) => {
+                assert!(at < last_start, "change at {at} in the last edit");
+                assert_eq!(file, path);
+            }
+            Err(e) => panic!("change at {at}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn edits_that_contradict_the_live_set_are_corruption() {
+    for bad_edit in [
+        VersionEdit {
+            removed: vec![(0, 99)],
+            ..VersionEdit::default()
+        },
+        VersionEdit {
+            removed: vec![(1, 5)], // table 5 lives at level 0
+            ..VersionEdit::default()
+        },
+        VersionEdit {
+            added: vec![table(6, 3)],
+            ..VersionEdit::default()
+        },
+        VersionEdit {
+            added: vec![TableMeta {
+                smallest_key: b"z".to_vec(),
+                largest_key: b"a".to_vec(),
+                ..table(20, 0)
+            }],
+            ..VersionEdit::default()
+        },
+    ] {
+        let fs = fresh();
+        let mut w = ManifestWriter::create(&fs, &dir(), 3, &snapshot()).unwrap();
+        w.append(&bad_edit).unwrap();
+        w.append(&VersionEdit::default()).unwrap();
+        let err = recover_manifest(&fs, &dir()).unwrap_err();
+        assert!(err.is_corruption(), "{bad_edit:?}: {err}");
+    }
+}
+
+#[test]
+fn power_loss_anywhere_in_creating_a_manifest_leaves_old_or_new_current() {
+    let new_snapshot = VersionEdit {
+        log_number: Some(20),
+        next_file_number: Some(22),
+        last_seq: Some(2000),
+        added: vec![table(21, 3)],
+        removed: Vec::new(),
+    };
+    let mut saw_old = false;
+    let mut n = 0;
+    loop {
+        let fs = store_with_manifest();
+        fs.cut_power_after(n);
+        let created = ManifestWriter::create(&fs, &dir(), 16, &new_snapshot);
+        let finished = created.is_ok();
+        drop(created);
+        fs.crash();
+        let r = recover_manifest(&fs, &dir()).unwrap_or_else(|e| panic!("cut at {n}: {e}"));
+        if r.manifest_number == 3 {
+            assert_eq!(summary(&r), expected_state(3, 3), "cut at {n}");
+            assert!(
+                !finished,
+                "cut at {n}: create returned but the old manifest is current"
+            );
+            saw_old = true;
+        } else {
+            assert_eq!(r.manifest_number, 16);
+            assert_eq!(summary(&r), (20, 22, 2000, vec![(3, 21)]), "cut at {n}");
+        }
+        if finished {
+            assert_eq!(r.manifest_number, 16);
+            break;
+        }
+        n += 1;
+        assert!(n < 100);
+    }
+    assert!(saw_old && n > 3);
+}
+
+#[test]
+fn power_loss_anywhere_in_set_current_with_torn_writes() {
+    for seed in 0..20 {
+        let mut n = 0;
+        loop {
+            let fs = store_with_manifest();
+            fs.set_crash_mode(CrashMode::GarbageTail { seed });
+            // Manifest 16 exists and is durable; only the pointer switch is interrupted.
+            let w = ManifestWriter::create(&fs, &dir(), 16, &snapshot()).unwrap();
+            drop(w);
+            set_current(&fs, &dir(), 3).unwrap();
+            fs.cut_power_after(n);
+            let done = set_current(&fs, &dir(), 16).is_ok();
+            fs.crash();
+            let current = read_current(&fs, &dir()).unwrap();
+            assert!(current == Some(3) || current == Some(16), "{current:?}");
+            if done {
+                assert_eq!(current, Some(16));
+                break;
+            }
+            n += 1;
+            assert!(n < 50);
+        }
+    }
+}
+
+#[test]
+fn an_unsynced_or_failed_append_is_lost_but_acknowledged_edits_are_not() {
+    let fs = fresh();
+    fs.set_crash_mode(CrashMode::KeepPrefix { seed: 9 });
+    let mut w = ManifestWriter::create(&fs, &dir(), 3, &snapshot()).unwrap();
+    let edits = later_edits();
+    w.append(&edits[0]).unwrap();
+    fs.fail_next_sync();
+    assert!(w.append(&edits[1]).is_err());
+    assert!(matches!(
+        w.append(&edits[2]),
+        Err(Error::WritesRefused { .. })
+    ));
+    fs.crash();
+    let r = recover_manifest(&fs, &dir()).unwrap();
+    // The edit whose sync failed may or may not have reached the disk; the acknowledged
+    // ones did.
+    let s = summary(&r);
+    assert!(
+        s == expected_state(3, 1) || s == expected_state(3, 2),
+        "{s:?}"
+    );
+}
+
+#[test]
+fn io_errors_while_recovering_are_not_reported_as_corruption() {
+    let fs = store_with_manifest();
+    fs.set_reads_fail(true);
+    assert!(matches!(
+        recover_manifest(&fs, &dir()),
+        Err(Error::Io { .. })
+    ));
+    fs.set_reads_fail(false);
+    fs.fail_nth_read(2);
+    assert!(matches!(
+        recover_manifest(&fs, &dir()),
+        Err(Error::Io { .. })
+    ));
+    assert!(recover_manifest(&fs, &dir()).is_ok());
+    assert!(read_manifest(&fs, &manifest_path(3), 3).is_ok());
+}

@@ -1,0 +1,124 @@
+//! Appending records to a log.
+
+use super::{
+    fragment_checksum, BLOCK_SIZE, HEADER_SIZE, TYPE_FIRST, TYPE_FULL, TYPE_LAST, TYPE_MIDDLE,
+};
+use crate::error::{Error, Result};
+use crate::fs::WritableFile;
+
+const ZEROS: [u8; HEADER_SIZE] = [0; HEADER_SIZE];
+
+/// Appends records to a log file in the framing described in [`crate::wal`].
+///
+/// After any failed append or sync the writer refuses further work with
+/// [`Error::WritesRefused`]: a record may be half written and a failed sync leaves unknown
+/// bytes durable, so the log must not be extended; the caller starts a new log instead.
+pub struct LogWriter {
+    file: Box<dyn WritableFile>,
+    /// Bytes already used in the current block.
+    block_offset: usize,
+    /// One fragment, header and payload, assembled for a single append.
+    buf: Vec<u8>,
+    failed: Option<String>,
+}
+
+impl LogWriter {
+    /// A writer appending to `file`. A file that already holds bytes is continued at its end
+    /// (block boundaries are computed from its length).
+    pub fn new(file: Box<dyn WritableFile>) -> LogWriter {
+        let block_offset = (file.len() % BLOCK_SIZE as u64) as usize;
+        LogWriter {
+            file,
+            block_offset,
+            buf: Vec::new(),
+            failed: None,
+        }
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        match &self.failed {
+            Some(reason) => Err(Error::WritesRefused {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn remember<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            self.failed = Some(format!("an earlier log write failed: {e}"));
+        }
+        r
+    }
+
+    /// Appends one record (any length, including zero). The bytes may sit in buffers until
+    /// [`LogWriter::flush`] or [`LogWriter::sync`].
+    pub fn add_record(&mut self, payload: &[u8]) -> Result<()> {
+        self.check_usable()?;
+        let r = self.emit(payload);
+        self.remember(r)
+    }
+
+    fn emit(&mut self, payload: &[u8]) -> Result<()> {
+        let mut rest = payload;
+        let mut first = true;
+        loop {
+            let left = BLOCK_SIZE - self.block_offset;
+            if left < HEADER_SIZE {
+                if left > 0 {
+                    self.file.append(&ZEROS[..left])?;
+                }
+                self.block_offset = 0;
+                continue;
+            }
+            let take = rest.len().min(left - HEADER_SIZE);
+            let last = take == rest.len();
+            let kind = match (first, last) {
+                (true, true) => TYPE_FULL,
+                (true, false) => TYPE_FIRST,
+                (false, false) => TYPE_MIDDLE,
+                (false, true) => TYPE_LAST,
+            };
+            let (chunk, tail) = rest.split_at(take);
+            // `take` is at most BLOCK_SIZE - HEADER_SIZE, which fits in u16.
+            let len = take as u16;
+            self.buf.clear();
+            self.buf
+                .extend_from_slice(&fragment_checksum(len, kind, chunk).to_le_bytes());
+            self.buf.extend_from_slice(&len.to_le_bytes());
+            self.buf.push(kind);
+            self.buf.extend_from_slice(chunk);
+            self.file.append(&self.buf)?;
+            self.block_offset += HEADER_SIZE + take;
+            rest = tail;
+            first = false;
+            if last {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Hands buffered bytes to the operating system (they survive a process crash).
+    pub fn flush(&mut self) -> Result<()> {
+        self.check_usable()?;
+        let r = self.file.flush();
+        self.remember(r)
+    }
+
+    /// Makes every record added so far durable (it survives a power loss).
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_usable()?;
+        let r = self.file.sync();
+        self.remember(r)
+    }
+
+    /// Bytes in the log file, including any it held before this writer.
+    pub fn len(&self) -> u64 {
+        self.file.len()
+    }
+
+    /// True when the log file is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
