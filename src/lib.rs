@@ -4,12 +4,15 @@
 //!
 //! The crate is layered so that each layer can be read on its own:
 //! - [`filter`]: a standalone Bloom filter library (it knows nothing of tables).
-//! - `sstable`: the immutable sorted table file, with its filter block.
+//! - [`sstable`]: the immutable sorted table file, with its filter block.
 //! - the store itself: WAL, memtable, manifest, versions, compaction.
 
 pub mod entry;
 pub mod error;
 pub mod filter;
 pub mod fs;
+pub mod metrics;
+pub mod sstable;
 
 pub use error::{Error, Result};
+pub use sstable::FilterPolicy;
