@@ -106,13 +106,15 @@ impl Table {
             ));
         }
         let data_end = match footer.filter {
-            Some(f) if f.end() != footer.properties.offset => return Err(corrupt(
-                footer_offset,
-                format!(
+            Some(f) if f.end() != footer.properties.offset => {
+                return Err(corrupt(
+                    footer_offset,
+                    format!(
                     "filter block handle ({}, {}) does not end where the properties block starts",
                     f.offset, f.size
                 ),
-            )),
+                ))
+            }
             Some(f) => f.offset,
             None => footer.properties.offset,
         };
