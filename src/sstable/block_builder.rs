@@ -82,3 +82,30 @@ impl BlockBuilder {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::format::{block_trailer, BlockKind};
+    use super::*;
+
+    /// The worked example of `docs/format.md`, byte for byte.
+    #[test]
+    fn encoding_matches_the_documented_example() {
+        let mut b = BlockBuilder::new(16);
+        b.add(b"apple", 7, ValueKind::Value, b"red");
+        b.add(b"apricot", 9, ValueKind::Value, b"");
+        let contents = b.finish();
+        let mut want = vec![0x00, 0x05, 0x03, 0x07, 0x01];
+        want.extend_from_slice(b"applered");
+        want.extend_from_slice(&[0x02, 0x05, 0x00, 0x09, 0x01]);
+        want.extend_from_slice(b"ricot");
+        want.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(contents, want);
+        assert_eq!(
+            block_trailer(&contents, BlockKind::Data),
+            [0x01, 0x2f, 0x9c, 0x97, 0xb3]
+        );
+        assert!(b.is_empty());
+        assert_eq!(b.estimated_size(), 4);
+    }
+}
