@@ -260,6 +260,16 @@ fn round_trip_of_100k_random_entries() {
     let error = (estimate as f64 - actual as f64).abs() / actual as f64;
     assert!(error < 0.02, "estimate {estimate} vs actual {actual}");
 
+    println!(
+        "round trip: {} entries, {} distinct keys, {} data blocks, file {} bytes \
+         (estimate before finish {estimate}), filter {} bytes, index {} bytes",
+        props.entries,
+        props.distinct_keys,
+        props.data_blocks,
+        props.file_size,
+        props.filter_size_bytes,
+        props.index_size
+    );
     let newest = newest(&entries);
     assert_eq!(props.entries, entries.len() as u64);
     assert_eq!(props.distinct_keys, newest.len() as u64);
@@ -578,6 +588,12 @@ fn every_single_byte_change_is_caught_or_harmless() {
                 }
             }
         }
+        println!(
+            "{policy:?}: {} bytes, {} single-byte changes, {detected_by_get_or_iter} of them \
+             opened fine and were caught by get/iter, all caught by verify_table",
+            pristine.len(),
+            2 * pristine.len()
+        );
         // Changes inside data blocks pass the open and are caught when the block is read.
         assert!(detected_by_get_or_iter > 0);
     }
@@ -752,4 +768,137 @@ fn a_table_is_shared_across_threads() {
         counters.snapshot().filter_true_positives,
         2 * newest.len() as u64
     );
+}
+
+/// A file system whose writes or syncs fail on demand.
+#[derive(Clone, Default)]
+struct FaultyFs {
+    inner: SharedMemFs,
+    fail_append_after: Option<usize>,
+    fail_sync: bool,
+}
+
+struct FaultyWritable {
+    inner: Box<dyn WritableFile>,
+    appends_left: Option<usize>,
+    fail_sync: bool,
+}
+
+impl WritableFile for FaultyWritable {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        if let Some(left) = self.appends_left.as_mut() {
+            if *left == 0 {
+                return Err(Error::io("appending", std::io::Error::other("disk full")));
+            }
+            *left -= 1;
+        }
+        self.inner.append(data)
+    }
+    fn flush(&mut self) -> Result<()> {
+        self.inner.flush()
+    }
+    fn sync(&mut self) -> Result<()> {
+        if self.fail_sync {
+            return Err(Error::io("syncing", std::io::Error::other("EIO")));
+        }
+        self.inner.sync()
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+}
+
+impl FileSystem for FaultyFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        Ok(Box::new(FaultyWritable {
+            inner: self.inner.create(path)?,
+            appends_left: self.fail_append_after,
+            fail_sync: self.fail_sync,
+        }))
+    }
+    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.inner.open_append(path)
+    }
+    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.inner.open_read(path)
+    }
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        self.inner.read_all(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> Result<()> {
+        self.inner.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.inner.sync_dir(dir)
+    }
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        self.inner.lock(path)
+    }
+}
+
+#[test]
+fn failed_writes_and_syncs_leave_no_table_behind() {
+    let entries = small_entries();
+    let path = PathBuf::from("/db/5.sst");
+    for (fail_append_after, fail_sync) in [
+        (Some(0), false),
+        (Some(3), false),
+        (Some(20), false),
+        (None, true),
+    ] {
+        let fs = FaultyFs {
+            fail_append_after,
+            fail_sync,
+            ..FaultyFs::default()
+        };
+        let err = build(
+            Arc::new(fs.clone()),
+            &path,
+            small_options(FilterPolicy::default()),
+            &entries,
+        )
+        .expect_err("the fault must surface");
+        assert!(matches!(err, Error::Io { .. }), "{err}");
+        assert!(
+            fs.list(Path::new("/db")).unwrap().is_empty(),
+            "no table and no temporary file after {err}"
+        );
+    }
+    // After a failed append the builder refuses further work.
+    let fs = FaultyFs {
+        fail_append_after: Some(0),
+        ..FaultyFs::default()
+    };
+    let mut b = TableBuilder::new(
+        Arc::new(fs),
+        &path,
+        small_options(FilterPolicy::default()),
+        0,
+    )
+    .unwrap();
+    let mut first_err = None;
+    for e in &entries {
+        if let Err(err) = b.add(e) {
+            first_err = Some(err);
+            break;
+        }
+    }
+    assert!(matches!(first_err, Some(Error::Io { .. })));
+    assert!(matches!(
+        b.add(&Entry::value(b"zzz".to_vec(), 1, b"v".to_vec())),
+        Err(Error::WritesRefused { .. })
+    ));
+    assert!(matches!(b.finish(), Err(Error::WritesRefused { .. })));
 }
