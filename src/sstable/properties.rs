@@ -56,7 +56,7 @@ impl TableProperties {
     }
 
     /// The properties block's contents.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         let (bits, hashes) = self.filter.map_or((0, 0), |(b, h, _)| (b, h));
         for v in [
@@ -83,7 +83,7 @@ impl TableProperties {
 
     /// Decodes a properties block and checks that its fields agree with each other. The
     /// fields the reader derives from the footer are left at zero.
-    pub fn decode(contents: &[u8]) -> Result<TableProperties, Malformed> {
+    pub(crate) fn decode(contents: &[u8]) -> Result<TableProperties, Malformed> {
         let mut d = Decoder::new(contents, 0);
         let entries = d.varint("entries")?;
         let tombstones = d.varint("tombstones")?;
