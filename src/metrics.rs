@@ -1,0 +1,87 @@
+//! Counters of what reads cost, shared by every table a store opens.
+//!
+//! Each counter is bumped in exactly one place in the table reader, so the figures add up:
+//! `filter_probes == filter_negatives + filter_positives`, and `filter_true_positives` counts
+//! the positives whose table really held the key.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Live counters, updated by concurrent readers.
+#[derive(Debug, Default)]
+pub struct ReadCounters {
+    /// Lookups that asked a table's Bloom filter.
+    pub filter_probes: AtomicU64,
+    /// Filter answers of "certainly absent": the table was skipped without any read.
+    pub filter_negatives: AtomicU64,
+    /// Filter answers of "maybe present": a data block read followed.
+    pub filter_positives: AtomicU64,
+    /// Positives where the data block did hold the key (the rest are false positives).
+    pub filter_true_positives: AtomicU64,
+    /// Data blocks read from a table file (lookups and iteration alike).
+    pub data_block_reads: AtomicU64,
+    /// Bytes of those data blocks, trailers included.
+    pub bytes_read: AtomicU64,
+}
+
+/// A point-in-time copy of [`ReadCounters`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadCountersSnapshot {
+    pub filter_probes: u64,
+    pub filter_negatives: u64,
+    pub filter_positives: u64,
+    pub filter_true_positives: u64,
+    pub data_block_reads: u64,
+    pub bytes_read: u64,
+}
+
+impl ReadCounters {
+    /// All counters at zero.
+    pub fn new() -> ReadCounters {
+        ReadCounters::default()
+    }
+
+    /// Reads every counter (each one atomically; the set is not one atomic snapshot).
+    pub fn snapshot(&self) -> ReadCountersSnapshot {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        ReadCountersSnapshot {
+            filter_probes: get(&self.filter_probes),
+            filter_negatives: get(&self.filter_negatives),
+            filter_positives: get(&self.filter_positives),
+            filter_true_positives: get(&self.filter_true_positives),
+            data_block_reads: get(&self.data_block_reads),
+            bytes_read: get(&self.bytes_read),
+        }
+    }
+
+    pub(crate) fn bump(counter: &AtomicU64, by: u64) {
+        counter.fetch_add(by, Ordering::Relaxed);
+    }
+}
+
+impl ReadCountersSnapshot {
+    /// What happened between `earlier` and `self` (saturating at zero).
+    pub fn since(&self, earlier: &ReadCountersSnapshot) -> ReadCountersSnapshot {
+        ReadCountersSnapshot {
+            filter_probes: self.filter_probes.saturating_sub(earlier.filter_probes),
+            filter_negatives: self
+                .filter_negatives
+                .saturating_sub(earlier.filter_negatives),
+            filter_positives: self
+                .filter_positives
+                .saturating_sub(earlier.filter_positives),
+            filter_true_positives: self
+                .filter_true_positives
+                .saturating_sub(earlier.filter_true_positives),
+            data_block_reads: self
+                .data_block_reads
+                .saturating_sub(earlier.data_block_reads),
+            bytes_read: self.bytes_read.saturating_sub(earlier.bytes_read),
+        }
+    }
+
+    /// Filter positives whose table did not hold the key.
+    pub fn filter_false_positives(&self) -> u64 {
+        self.filter_positives
+            .saturating_sub(self.filter_true_positives)
+    }
+}

@@ -1,0 +1,329 @@
+//! Writes a table file: data blocks as entries arrive, then the filter, properties and index
+//! blocks and the footer. The file is written under a temporary name and renamed into place
+//! only once it is complete and synced.
+
+use std::cmp::Ordering;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::block_builder::BlockBuilder;
+use super::filter_block;
+use super::format::{
+    block_trailer, BlockHandle, BlockKind, Footer, FOOTER_LEN, FORMAT_VERSION, TRAILER_LEN,
+};
+use super::index;
+use super::options::TableOptions;
+use super::properties::TableProperties;
+use crate::entry::{entry_order, Entry, SeqNo, ValueKind, MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::error::{Error, Result};
+use crate::filter::{FilterParams, KeyHash};
+use crate::fs::{SharedFs, WritableFile};
+
+/// The name a table is written under until `finish` renames it: `path` + ".tmp".
+pub fn temp_path(path: &Path) -> PathBuf {
+    let mut name = OsString::from(path.as_os_str());
+    name.push(".tmp");
+    PathBuf::from(name)
+}
+
+/// The index block must stay addressable by 32-bit restart offsets.
+const MAX_INDEX_BLOCK: usize = u32::MAX as usize / 2;
+
+/// Builds one table file from entries added in entry order.
+pub struct TableBuilder {
+    fs: SharedFs,
+    path: PathBuf,
+    tmp_path: PathBuf,
+    file: Option<Box<dyn WritableFile>>,
+    options: TableOptions,
+    filter_params: Option<FilterParams>,
+    data_block: BlockBuilder,
+    index_block: BlockBuilder,
+    /// Hash of each distinct user key, in order; the filter is built from them at `finish`.
+    key_hashes: Vec<KeyHash>,
+    last_key: Vec<u8>,
+    last_seq: SeqNo,
+    props: TableProperties,
+    offset: u64,
+    /// Set after a failed write: the file is incomplete and the builder refuses more work.
+    failed: Option<String>,
+    /// Set once the temporary file has been renamed or removed.
+    done: bool,
+}
+
+impl TableBuilder {
+    /// Starts a table that `finish` will put at `path`. `expected_keys` is a hint for how
+    /// many distinct keys will be added; the filter is sized for the keys actually added.
+    pub fn new(
+        fs: SharedFs,
+        path: &Path,
+        options: TableOptions,
+        expected_keys: u64,
+    ) -> Result<TableBuilder> {
+        let filter_params = options.validate()?;
+        let tmp_path = temp_path(path);
+        let file = fs.create(&tmp_path)?;
+        let hint = usize::try_from(expected_keys.min(1 << 20)).unwrap_or(0);
+        Ok(TableBuilder {
+            fs,
+            path: path.to_path_buf(),
+            tmp_path,
+            file: Some(file),
+            filter_params,
+            data_block: BlockBuilder::new(options.restart_interval),
+            index_block: BlockBuilder::new(options.restart_interval),
+            options,
+            key_hashes: Vec::with_capacity(if filter_params.is_some() { hint } else { 0 }),
+            last_key: Vec::new(),
+            last_seq: 0,
+            props: TableProperties {
+                format_version: FORMAT_VERSION,
+                entries: 0,
+                tombstones: 0,
+                distinct_keys: 0,
+                smallest_key: Vec::new(),
+                largest_key: Vec::new(),
+                smallest_seq: 0,
+                largest_seq: 0,
+                raw_key_bytes: 0,
+                raw_value_bytes: 0,
+                filter: None,
+                filter_size_bytes: 0,
+                data_size: 0,
+                data_blocks: 0,
+                index_size: 0,
+                properties_size: 0,
+                file_size: 0,
+            },
+            offset: 0,
+            failed: None,
+            done: false,
+        })
+    }
+
+    /// The final path of the table.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Entries added so far.
+    pub fn entries(&self) -> u64 {
+        self.props.entries
+    }
+
+    /// Adds an entry; entries must come in strictly increasing entry order (key ascending,
+    /// then sequence number descending), else `Error::InvalidArgument`.
+    pub fn add(&mut self, entry: &Entry) -> Result<()> {
+        self.add_raw(&entry.key, entry.seq, entry.kind, &entry.value)
+    }
+
+    /// [`add`](Self::add) from parts.
+    pub fn add_raw(&mut self, key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> Result<()> {
+        self.check_usable()?;
+        if key.len() > MAX_KEY_LEN {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: MAX_KEY_LEN,
+            });
+        }
+        if value.len() > MAX_VALUE_LEN {
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: MAX_VALUE_LEN,
+            });
+        }
+        if kind == ValueKind::Tombstone && !value.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a tombstone cannot carry a value".to_string(),
+            ));
+        }
+        let first = self.props.entries == 0;
+        if !first && entry_order(key, seq, &self.last_key, self.last_seq) != Ordering::Greater {
+            return Err(Error::InvalidArgument(format!(
+                "entries out of order: key {:?} seq {seq} does not sort after key {:?} seq {}",
+                String::from_utf8_lossy(key),
+                String::from_utf8_lossy(&self.last_key),
+                self.last_seq
+            )));
+        }
+        if first || key != self.last_key.as_slice() {
+            self.props.distinct_keys += 1;
+            if self.filter_params.is_some() {
+                self.key_hashes.push(KeyHash::of(key));
+            }
+        }
+        if first {
+            self.props.smallest_key = key.to_vec();
+            self.props.smallest_seq = seq;
+            self.props.largest_seq = seq;
+        }
+        let p = &mut self.props;
+        p.entries += 1;
+        if kind == ValueKind::Tombstone {
+            p.tombstones += 1;
+        }
+        p.smallest_seq = p.smallest_seq.min(seq);
+        p.largest_seq = p.largest_seq.max(seq);
+        p.raw_key_bytes += key.len() as u64;
+        p.raw_value_bytes += value.len() as u64;
+
+        self.data_block.add(key, seq, kind, value);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        self.last_seq = seq;
+        if self.data_block.estimated_size() >= self.options.block_size {
+            self.flush_data_block()?;
+        }
+        Ok(())
+    }
+
+    /// What the file would weigh if finished now (data written, the open block, the index,
+    /// the filter, properties and footer): lets compaction cut output at a target size.
+    pub fn estimated_file_size(&self) -> u64 {
+        let filter = self.filter_params.map_or(0, |p| {
+            let bits = (self.key_hashes.len() as u64 * u64::from(p.bits_per_key())).max(64);
+            bits.div_ceil(64) * 8 + 36 + TRAILER_LEN as u64
+        });
+        let props = 128 + self.props.smallest_key.len() + self.last_key.len();
+        self.offset
+            + self.data_block.estimated_size() as u64
+            + TRAILER_LEN as u64
+            + self.index_block.estimated_size() as u64
+            + 32
+            + TRAILER_LEN as u64
+            + filter
+            + props as u64
+            + FOOTER_LEN as u64
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        match &self.failed {
+            Some(reason) => Err(Error::WritesRefused {
+                reason: format!("building {}: {reason}", self.path.display()),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        let result = match self.file.as_mut() {
+            Some(f) => f.append(bytes),
+            None => Err(Error::InvalidArgument(
+                "table file already closed".to_string(),
+            )),
+        };
+        match result {
+            Ok(()) => {
+                self.offset += bytes.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                self.failed = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    fn write_block(&mut self, contents: &[u8], kind: BlockKind) -> Result<BlockHandle> {
+        let handle = BlockHandle {
+            offset: self.offset,
+            size: contents.len() as u64,
+        };
+        self.append(contents)?;
+        self.append(&block_trailer(contents, kind))?;
+        Ok(handle)
+    }
+
+    fn flush_data_block(&mut self) -> Result<()> {
+        if self.data_block.is_empty() {
+            return Ok(());
+        }
+        let contents = self.data_block.finish();
+        let handle = self.write_block(&contents, BlockKind::Data)?;
+        self.props.data_blocks += 1;
+        self.props.data_size += handle.size_with_trailer();
+        index::add(&mut self.index_block, &self.last_key, self.last_seq, handle);
+        if self.index_block.estimated_size() > MAX_INDEX_BLOCK {
+            let reason = "index block grew past its 2 GiB limit".to_string();
+            self.failed = Some(reason.clone());
+            return Err(Error::InvalidArgument(reason));
+        }
+        Ok(())
+    }
+
+    /// Completes the table: the last data block, the filter, properties and index blocks
+    /// and the footer; syncs the file, renames it into place and syncs the directory.
+    pub fn finish(mut self) -> Result<TableProperties> {
+        self.check_usable()?;
+        self.flush_data_block()?;
+
+        let filter = self
+            .filter_params
+            .map(|params| filter_block::build(params, &self.key_hashes));
+        let filter_handle = match &filter {
+            Some(f) => Some(self.write_block(&f.to_bytes(), BlockKind::Filter)?),
+            None => None,
+        };
+
+        self.props.largest_key = self.last_key.clone();
+        self.props.filter = self.filter_params.map(|p| {
+            (
+                p.bits_per_key(),
+                p.hashes(),
+                p.predicted_false_positive_rate(),
+            )
+        });
+        let properties = self.props.encode();
+        let properties_handle = self.write_block(&properties, BlockKind::Properties)?;
+
+        let index = self.index_block.finish();
+        let index_handle = self.write_block(&index, BlockKind::Index)?;
+
+        let footer = Footer {
+            index: index_handle,
+            filter: filter_handle,
+            properties: properties_handle,
+            version: FORMAT_VERSION,
+        };
+        self.append(&footer.encode())?;
+
+        let mut file = self
+            .file
+            .take()
+            .ok_or_else(|| Error::InvalidArgument("table file already closed".to_string()))?;
+        file.sync()?;
+        drop(file);
+        self.fs.rename(&self.tmp_path, &self.path)?;
+        self.done = true;
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        self.fs.sync_dir(&dir)?;
+
+        let mut props = self.props.clone();
+        props.filter_size_bytes = filter_handle.map_or(0, |h| h.size_with_trailer());
+        props.properties_size = properties_handle.size_with_trailer();
+        props.index_size = index_handle.size_with_trailer();
+        props.file_size = self.offset;
+        Ok(props)
+    }
+
+    /// Gives up on the table: closes and removes the temporary file.
+    pub fn abandon(mut self) -> Result<()> {
+        drop(self.file.take());
+        self.done = true;
+        self.fs.remove(&self.tmp_path)
+    }
+}
+
+impl Drop for TableBuilder {
+    /// A builder dropped without `finish` or `abandon` (or whose `finish` failed before the
+    /// rename) removes its temporary file, as far as it can.
+    fn drop(&mut self) {
+        if !self.done {
+            drop(self.file.take());
+            let _ = self.fs.remove(&self.tmp_path);
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! Walks a table's entries in entry order, one data block at a time.
+
+use std::sync::Arc;
+
+use super::block::BlockIter;
+use super::format::BlockKind;
+use super::index;
+use super::table::TableInner;
+use crate::entry::{Entry, SeqNo};
+use crate::error::Result;
+
+/// An iterator over a table's entries; it keeps the table alive. After an error it yields
+/// nothing more.
+pub struct TableIterator {
+    table: Arc<TableInner>,
+    /// The next data block to load.
+    next_block: usize,
+    block: Option<(BlockIter, u64)>,
+    /// A position to seek to inside the next block loaded.
+    seek_target: Option<(Vec<u8>, SeqNo)>,
+    failed: bool,
+}
+
+impl TableIterator {
+    pub(crate) fn new(table: Arc<TableInner>) -> TableIterator {
+        TableIterator {
+            table,
+            next_block: 0,
+            block: None,
+            seek_target: None,
+            failed: false,
+        }
+    }
+
+    /// Back to the first entry.
+    pub fn seek_to_first(&mut self) {
+        self.next_block = 0;
+        self.block = None;
+        self.seek_target = None;
+        self.failed = false;
+    }
+
+    /// Positions at the first entry whose user key is `>= key` (its newest version first).
+    pub fn seek(&mut self, key: &[u8]) {
+        self.seek_entry(key, SeqNo::MAX);
+    }
+
+    /// Positions at the first entry at or after `(key, seq)` in entry order.
+    pub fn seek_entry(&mut self, key: &[u8], seq: SeqNo) {
+        self.next_block = index::find_block(&self.table.index, key, seq);
+        self.block = None;
+        self.seek_target = Some((key.to_vec(), seq));
+        self.failed = false;
+    }
+
+    fn advance(&mut self) -> Result<Option<Entry>> {
+        loop {
+            if let Some((it, offset)) = &mut self.block {
+                let offset = *offset;
+                match it.next_entry() {
+                    Ok(Some(e)) => return Ok(Some(e)),
+                    Ok(None) => self.block = None,
+                    Err(m) => return Err(m.in_block(&self.table.path, BlockKind::Data, offset)),
+                }
+            }
+            if self.next_block >= self.table.index.len() {
+                return Ok(None);
+            }
+            let i = self.next_block;
+            let offset = self.table.block_offset(i);
+            let mut it = self.table.read_data_block(i)?;
+            if let Some((key, seq)) = self.seek_target.take() {
+                it.seek(&key, seq)
+                    .map_err(|m| m.in_block(&self.table.path, BlockKind::Data, offset))?;
+            }
+            self.next_block = i + 1;
+            self.block = Some((it, offset));
+        }
+    }
+}
+
+impl Iterator for TableIterator {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        if self.failed {
+            return None;
+        }
+        match self.advance() {
+            Ok(Some(e)) => Some(Ok(e)),
+            Ok(None) => None,
+            Err(e) => {
+                self.failed = true;
+                self.block = None;
+                Some(Err(e))
+            }
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! The immutable sorted table file: data blocks of prefix-compressed entries, one Bloom
+//! filter over the table's user keys, a properties block, an index and a fixed footer.
+//! `docs/format.md`, "Table files", gives the layout byte by byte.
+//!
+//! - [`TableBuilder`] writes a table from entries in entry order.
+//! - [`Table`] opens one, keeps its index and filter in memory, and answers point lookups
+//!   (asking the filter first) and ordered scans ([`TableIterator`]).
+//! - [`verify_table`] reads and checks every block.
+
+mod block;
+mod block_builder;
+mod builder;
+mod filter_block;
+mod format;
+mod index;
+mod iter;
+mod options;
+mod properties;
+mod table;
+mod verify;
+
+pub use builder::{temp_path, TableBuilder};
+pub use format::{FOOTER_LEN, FORMAT_VERSION, MAGIC, TRAILER_LEN};
+pub use iter::TableIterator;
+pub use options::{FilterPolicy, TableOptions, MAX_BLOCK_SIZE};
+pub use properties::TableProperties;
+pub use table::Table;
+pub use verify::verify_table;

@@ -1,0 +1,74 @@
+//! How a table is built: block size, restart interval, filter policy.
+
+use crate::error::{Error, Result};
+use crate::filter::FilterParams;
+
+/// Whether tables carry a Bloom filter, and how selective it is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FilterPolicy {
+    /// No filter block: every lookup inside a table's key range reads a data block.
+    Disabled,
+    /// A filter over the table's distinct user keys, sized for this false-positive rate.
+    FalsePositiveRate(f64),
+}
+
+impl Default for FilterPolicy {
+    fn default() -> FilterPolicy {
+        FilterPolicy::FalsePositiveRate(0.01)
+    }
+}
+
+impl FilterPolicy {
+    /// The filter parameters the policy asks for; `None` when disabled.
+    pub fn params(&self) -> Result<Option<FilterParams>> {
+        match *self {
+            FilterPolicy::Disabled => Ok(None),
+            FilterPolicy::FalsePositiveRate(p) => FilterParams::for_false_positive_rate(p)
+                .map(Some)
+                .map_err(|e| Error::InvalidArgument(format!("filter policy: {e}"))),
+        }
+    }
+}
+
+/// Largest block size accepted: block offsets inside a block are 32-bit.
+pub const MAX_BLOCK_SIZE: usize = 64 << 20;
+
+/// Options for writing a table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TableOptions {
+    /// Target size of a data block's contents; a block is closed once it reaches this size.
+    pub block_size: usize,
+    /// A key is stored whole (not prefix-compressed) every this many entries.
+    pub restart_interval: usize,
+    pub filter_policy: FilterPolicy,
+}
+
+impl Default for TableOptions {
+    fn default() -> TableOptions {
+        TableOptions {
+            block_size: 4096,
+            restart_interval: 16,
+            filter_policy: FilterPolicy::default(),
+        }
+    }
+}
+
+impl TableOptions {
+    /// Checks the options; returns the filter parameters they call for.
+    pub fn validate(&self) -> Result<Option<FilterParams>> {
+        if !(1..=MAX_BLOCK_SIZE).contains(&self.block_size) {
+            return Err(Error::InvalidArgument(format!(
+                "block size must be 1..={MAX_BLOCK_SIZE}, got {}",
+                self.block_size
+            )));
+        }
+        if !(1..=u16::MAX as usize).contains(&self.restart_interval) {
+            return Err(Error::InvalidArgument(format!(
+                "restart interval must be 1..={}, got {}",
+                u16::MAX,
+                self.restart_interval
+            )));
+        }
+        self.filter_policy.params()
+    }
+}

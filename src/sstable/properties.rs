@@ -1,0 +1,221 @@
+//! The properties block: what a table holds, written once by the builder and read at open.
+//!
+//! Stored fields (all varints, then two length-prefixed keys; see `docs/format.md`) are the
+//! ones only the builder knows; sizes of the blocks that follow the properties block (the
+//! index) and of the file itself are filled in by the reader from the footer.
+
+use super::format::{put_varint, Decoder, Malformed};
+use crate::entry::SeqNo;
+use crate::filter::FilterParams;
+
+/// What a table holds and how big its parts are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableProperties {
+    /// The table format version from the footer.
+    pub format_version: u32,
+    /// Entries (values and tombstones, every version counted).
+    pub entries: u64,
+    /// Entries that are tombstones.
+    pub tombstones: u64,
+    /// Distinct user keys: the number of keys in the filter.
+    pub distinct_keys: u64,
+    /// Smallest user key (empty for an empty table).
+    pub smallest_key: Vec<u8>,
+    /// Largest user key (empty for an empty table).
+    pub largest_key: Vec<u8>,
+    /// Smallest sequence number of any entry (0 for an empty table).
+    pub smallest_seq: SeqNo,
+    /// Largest sequence number of any entry (0 for an empty table).
+    pub largest_seq: SeqNo,
+    /// Sum of user key lengths over all entries, before prefix compression.
+    pub raw_key_bytes: u64,
+    /// Sum of value lengths over all entries.
+    pub raw_value_bytes: u64,
+    /// The filter's bits per key, hash count and predicted false-positive rate; `None` when
+    /// the table has no filter.
+    pub filter: Option<(u32, u32, f64)>,
+    /// Bytes of the filter block, trailer included (0 without a filter).
+    pub filter_size_bytes: u64,
+    /// Bytes of all data blocks, trailers included.
+    pub data_size: u64,
+    /// Number of data blocks.
+    pub data_blocks: u64,
+    /// Bytes of the index block, trailer included.
+    pub index_size: u64,
+    /// Bytes of the properties block, trailer included.
+    pub properties_size: u64,
+    /// Size of the whole file.
+    pub file_size: u64,
+}
+
+impl TableProperties {
+    /// The filter's parameters, when the table has a filter.
+    pub fn filter_params(&self) -> Option<FilterParams> {
+        self.filter
+            .and_then(|(bits, hashes, _)| FilterParams::new(bits, hashes).ok())
+    }
+
+    /// The properties block's contents.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let (bits, hashes) = self.filter.map_or((0, 0), |(b, h, _)| (b, h));
+        for v in [
+            self.entries,
+            self.tombstones,
+            self.distinct_keys,
+            self.smallest_seq,
+            self.largest_seq,
+            self.raw_key_bytes,
+            self.raw_value_bytes,
+            self.data_size,
+            self.data_blocks,
+            u64::from(bits),
+            u64::from(hashes),
+        ] {
+            put_varint(&mut out, v);
+        }
+        for key in [&self.smallest_key, &self.largest_key] {
+            put_varint(&mut out, key.len() as u64);
+            out.extend_from_slice(key);
+        }
+        out
+    }
+
+    /// Decodes a properties block and checks that its fields agree with each other. The
+    /// fields the reader derives from the footer are left at zero.
+    pub(crate) fn decode(contents: &[u8]) -> Result<TableProperties, Malformed> {
+        let mut d = Decoder::new(contents, 0);
+        let entries = d.varint("entries")?;
+        let tombstones = d.varint("tombstones")?;
+        let distinct_keys = d.varint("distinct keys")?;
+        let smallest_seq = d.varint("smallest sequence number")?;
+        let largest_seq = d.varint("largest sequence number")?;
+        let raw_key_bytes = d.varint("raw key bytes")?;
+        let raw_value_bytes = d.varint("raw value bytes")?;
+        let data_size = d.varint("data size")?;
+        let data_blocks = d.varint("data blocks")?;
+        let bits_at = d.pos();
+        let bits = d.varint("filter bits per key")?;
+        let hashes = d.varint("filter hashes")?;
+        let smallest_key = d.length_prefixed("smallest key")?.to_vec();
+        let largest_key = d.length_prefixed("largest key")?.to_vec();
+        if !d.is_empty() {
+            return Err(Malformed::new(
+                d.pos(),
+                "unexpected bytes after the last property",
+            ));
+        }
+        let filter = match (bits, hashes) {
+            (0, 0) => None,
+            (b, h) => {
+                let params = u32::try_from(b)
+                    .ok()
+                    .zip(u32::try_from(h).ok())
+                    .and_then(|(b, h)| FilterParams::new(b, h).ok())
+                    .ok_or_else(|| {
+                        Malformed::new(bits_at, format!("invalid filter parameters {b}/{h}"))
+                    })?;
+                Some((
+                    params.bits_per_key(),
+                    params.hashes(),
+                    params.predicted_false_positive_rate(),
+                ))
+            }
+        };
+        let inconsistent = |what: &str| Err(Malformed::new(0, format!("inconsistent: {what}")));
+        if tombstones > entries || distinct_keys > entries {
+            return inconsistent("more tombstones or distinct keys than entries");
+        }
+        if (entries == 0) != (distinct_keys == 0) || (entries == 0) != (data_blocks == 0) {
+            return inconsistent("entry, key and block counts disagree on emptiness");
+        }
+        if entries > 0 && (smallest_seq > largest_seq || smallest_key > largest_key) {
+            return inconsistent("smallest above largest");
+        }
+        if data_blocks > entries {
+            return inconsistent("more data blocks than entries");
+        }
+        Ok(TableProperties {
+            format_version: 0,
+            entries,
+            tombstones,
+            distinct_keys,
+            smallest_key,
+            largest_key,
+            smallest_seq,
+            largest_seq,
+            raw_key_bytes,
+            raw_value_bytes,
+            filter,
+            filter_size_bytes: 0,
+            data_size,
+            data_blocks,
+            index_size: 0,
+            properties_size: 0,
+            file_size: 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> TableProperties {
+        TableProperties {
+            format_version: 0,
+            entries: 10,
+            tombstones: 2,
+            distinct_keys: 7,
+            smallest_key: b"a".to_vec(),
+            largest_key: b"zz".to_vec(),
+            smallest_seq: 3,
+            largest_seq: 90,
+            raw_key_bytes: 15,
+            raw_value_bytes: 1000,
+            filter: Some((
+                10,
+                7,
+                FilterParams::new(10, 7)
+                    .unwrap()
+                    .predicted_false_positive_rate(),
+            )),
+            filter_size_bytes: 0,
+            data_size: 1100,
+            data_blocks: 1,
+            index_size: 0,
+            properties_size: 0,
+            file_size: 0,
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let p = sample();
+        assert_eq!(TableProperties::decode(&p.encode()).unwrap(), p);
+        let no_filter = TableProperties {
+            filter: None,
+            ..sample()
+        };
+        assert_eq!(
+            TableProperties::decode(&no_filter.encode()).unwrap(),
+            no_filter
+        );
+    }
+
+    #[test]
+    fn rejects_truncation_trailing_bytes_and_inconsistency() {
+        let bytes = sample().encode();
+        for cut in 0..bytes.len() {
+            assert!(TableProperties::decode(&bytes[..cut]).is_err());
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(TableProperties::decode(&longer).is_err());
+        let bad = TableProperties {
+            tombstones: 11,
+            ..sample()
+        };
+        assert!(TableProperties::decode(&bad.encode()).is_err());
+    }
+}

@@ -1,0 +1,132 @@
+//! A full check of a table file: every block read and checksummed, every entry decoded, and
+//! the whole checked against the index, the filter and the properties.
+
+use std::cmp::Ordering;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::format::BlockKind;
+use super::properties::TableProperties;
+use super::table::Table;
+use crate::entry::{entry_order, SeqNo, ValueKind};
+use crate::error::{Error, Result};
+use crate::filter::KeyHash;
+use crate::fs::SharedFs;
+use crate::metrics::ReadCounters;
+
+/// Reads and checks every block of the table at `path`. On damage the error names the file
+/// and the offset of the bad block.
+pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
+    let table = Table::open(fs, path, Arc::new(ReadCounters::new()))?;
+    let inner = &table.inner;
+    let props = &inner.properties;
+
+    let mut prev: Option<(Vec<u8>, SeqNo)> = None;
+    let (mut entries, mut tombstones, mut distinct) = (0u64, 0u64, 0u64);
+    let (mut raw_key_bytes, mut raw_value_bytes) = (0u64, 0u64);
+    let (mut smallest_seq, mut largest_seq) = (SeqNo::MAX, 0);
+    let mut smallest_key: Option<Vec<u8>> = None;
+
+    for (i, ie) in inner.index.iter().enumerate() {
+        let offset = ie.handle.offset;
+        let bad = |reason: String| {
+            Error::corruption(
+                path,
+                Some(offset),
+                format!("data block {i} at offset {offset}: {reason}"),
+            )
+        };
+        let mut it = inner.read_data_block(i)?;
+        let mut in_block = 0u64;
+        while let Some(e) = it
+            .next_entry()
+            .map_err(|m| m.in_block(path, BlockKind::Data, offset))?
+        {
+            let new_key = match &prev {
+                Some((pk, ps)) => {
+                    if entry_order(&e.key, e.seq, pk, *ps) != Ordering::Greater {
+                        return Err(bad(
+                            "first entry does not sort after the previous block".into()
+                        ));
+                    }
+                    e.key != *pk
+                }
+                None => true,
+            };
+            if new_key {
+                distinct += 1;
+                if let Some(f) = &inner.filter {
+                    if !f.contains_hash(&KeyHash::of(&e.key)) {
+                        let at = inner.filter_handle.map_or(offset, |h| h.offset);
+                        return Err(Error::corruption(
+                            path,
+                            Some(at),
+                            format!(
+                                "filter block at offset {at} does not hold a key of data block {i}"
+                            ),
+                        ));
+                    }
+                }
+            }
+            if smallest_key.is_none() {
+                smallest_key = Some(e.key.clone());
+            }
+            entries += 1;
+            in_block += 1;
+            if e.kind == ValueKind::Tombstone {
+                tombstones += 1;
+            }
+            raw_key_bytes += e.key.len() as u64;
+            raw_value_bytes += e.value.len() as u64;
+            smallest_seq = smallest_seq.min(e.seq);
+            largest_seq = largest_seq.max(e.seq);
+            prev = Some((e.key, e.seq));
+        }
+        if in_block == 0 {
+            return Err(bad("block holds no entries".into()));
+        }
+        if prev.as_ref().map(|(k, s)| (k.as_slice(), *s))
+            != Some((ie.last_key.as_slice(), ie.last_seq))
+        {
+            return Err(bad("last entry differs from the index's separator".into()));
+        }
+    }
+
+    if entries == 0 {
+        smallest_seq = 0;
+    }
+    let counted = (
+        entries,
+        tombstones,
+        distinct,
+        raw_key_bytes,
+        raw_value_bytes,
+        smallest_seq,
+        largest_seq,
+    );
+    let recorded = (
+        props.entries,
+        props.tombstones,
+        props.distinct_keys,
+        props.raw_key_bytes,
+        props.raw_value_bytes,
+        props.smallest_seq,
+        props.largest_seq,
+    );
+    let smallest_key = smallest_key.unwrap_or_default();
+    let largest_key = prev.map(|(k, _)| k).unwrap_or_default();
+    if counted != recorded || smallest_key != props.smallest_key || largest_key != props.largest_key
+    {
+        let at = props.data_size + props.filter_size_bytes;
+        return Err(Error::corruption(
+            path,
+            Some(at),
+            format!(
+                "properties block at offset {at} disagrees with the data: recorded (entries, tombstones, \
+                 distinct keys, key bytes, value bytes, smallest seq, largest seq) = {recorded:?}, \
+                 counted {counted:?}, or the smallest/largest keys differ"
+            ),
+        ));
+    }
+    Ok(props.clone())
+}
