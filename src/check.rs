@@ -44,7 +44,10 @@ pub fn check_store(dir: &Path) -> Result<CheckReport> {
 pub fn check_store_with(shared: SharedFs, dir: &Path) -> Result<CheckReport> {
     let fs: &dyn FileSystem = shared.as_ref();
     if !fs.exists(&dir.join(filename::CURRENT)) {
-        return Err(Error::InvalidArgument(format!("no store at {}", dir.display())));
+        return Err(Error::InvalidArgument(format!(
+            "no store at {}",
+            dir.display()
+        )));
     }
     let mut report = CheckReport::default();
     let names = fs.list(dir)?;
@@ -66,23 +69,29 @@ pub fn check_store_with(shared: SharedFs, dir: &Path) -> Result<CheckReport> {
     for name in &names {
         let path = dir.join(name);
         match filename::parse_file_name(name) {
-            Some(FileKind::Table(_)) => match sstable::verify_table(std::sync::Arc::clone(&shared), &path) {
-                Ok(props) => {
-                    report.tables_ok += 1;
-                    report.table_entries += props.entries;
-                }
-                Err(e) => report.problems.push(e),
-            },
-            Some(FileKind::Log(_)) => match wal::read_log(fs, &path, RecoveryMode::TolerateTornTail) {
-                Ok(contents) => {
-                    report.logs += 1;
-                    report.log_records += contents.records.len() as u64;
-                    if let Some(tail) = contents.torn_tail {
-                        report.torn_tails.push((path, tail.offset, tail.dropped_bytes));
+            Some(FileKind::Table(_)) => {
+                match sstable::verify_table(std::sync::Arc::clone(&shared), &path) {
+                    Ok(props) => {
+                        report.tables_ok += 1;
+                        report.table_entries += props.entries;
                     }
+                    Err(e) => report.problems.push(e),
                 }
-                Err(e) => report.problems.push(e),
-            },
+            }
+            Some(FileKind::Log(_)) => {
+                match wal::read_log(fs, &path, RecoveryMode::TolerateTornTail) {
+                    Ok(contents) => {
+                        report.logs += 1;
+                        report.log_records += contents.records.len() as u64;
+                        if let Some(tail) = contents.torn_tail {
+                            report
+                                .torn_tails
+                                .push((path, tail.offset, tail.dropped_bytes));
+                        }
+                    }
+                    Err(e) => report.problems.push(e),
+                }
+            }
             _ => {}
         }
     }

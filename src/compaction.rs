@@ -39,12 +39,11 @@ impl Compaction {
             .all_inputs()
             .map(|t| table_stream(&t.table, Bound::Unbounded))
             .collect();
-        NewestVersions::new(MergingIterator::new(streams), SeqNo::MAX, self.drop_tombstones)
-    }
-
-    /// Bytes of all inputs.
-    pub fn input_bytes(&self) -> u64 {
-        self.all_inputs().map(|t| t.meta.file_size).sum()
+        NewestVersions::new(
+            MergingIterator::new(streams),
+            SeqNo::MAX,
+            self.drop_tombstones,
+        )
     }
 }
 
@@ -87,7 +86,10 @@ pub fn pick(version: &Version, options: &Options, cursor: &mut [Vec<u8>]) -> Opt
     let inputs = if level == 0 {
         version.level(0).to_vec()
     } else {
-        vec![next_table_round_robin(version.level(level), &mut cursor[level])]
+        vec![next_table_round_robin(
+            version.level(level),
+            &mut cursor[level],
+        )]
     };
     Some(with_overlaps(version, level, level + 1, inputs))
 }
@@ -124,9 +126,24 @@ fn next_table_round_robin(tables: &[Arc<TableHandle>], cursor: &mut Vec<u8>) -> 
     table
 }
 
-fn with_overlaps(version: &Version, level: usize, output_level: usize, inputs: Vec<Arc<TableHandle>>) -> Compaction {
-    let smallest = inputs.iter().map(|t| &t.meta.smallest_key).min().cloned().unwrap_or_default();
-    let largest = inputs.iter().map(|t| &t.meta.largest_key).max().cloned().unwrap_or_default();
+fn with_overlaps(
+    version: &Version,
+    level: usize,
+    output_level: usize,
+    inputs: Vec<Arc<TableHandle>>,
+) -> Compaction {
+    let smallest = inputs
+        .iter()
+        .map(|t| &t.meta.smallest_key)
+        .min()
+        .cloned()
+        .unwrap_or_default();
+    let largest = inputs
+        .iter()
+        .map(|t| &t.meta.largest_key)
+        .max()
+        .cloned()
+        .unwrap_or_default();
     let output_level_inputs = version.overlapping(output_level, &smallest, &largest);
     let drop_tombstones = (output_level + 1..version.num_levels())
         .all(|l| version.overlapping(l, &smallest, &largest).is_empty());

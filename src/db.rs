@@ -185,8 +185,11 @@ impl Db {
     /// Pairs whose key starts with `prefix`, in key order, as of now.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
         let prefix = prefix.as_ref();
-        self.inner
-            .iter(Bound::Included(prefix), Bound::Unbounded, Some(prefix.to_vec()))
+        self.inner.iter(
+            Bound::Included(prefix),
+            Bound::Unbounded,
+            Some(prefix.to_vec()),
+        )
     }
 
     /// Writes the memtable to a table and waits until it is durable and recorded.
@@ -204,6 +207,12 @@ impl Db {
             Some(job) => inner.run_compaction(&mut shape, job),
             None => Ok(()),
         }
+    }
+
+    /// Waits until every frozen memtable is flushed and no level needs compaction, so the
+    /// tree's shape stays put (benchmarks and tests measure a settled tree this way).
+    pub fn wait_for_background_work(&self) -> Result<()> {
+        self.inner.wait_until(|inner| !inner.has_background_work())
     }
 
     /// Counters and the shape of the tree.
@@ -289,7 +298,12 @@ impl Inner {
         state.version.get(key, &hash)
     }
 
-    fn iter(&self, start: Bound<&[u8]>, end: Bound<Vec<u8>>, prefix: Option<Vec<u8>>) -> DbIterator {
+    fn iter(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<Vec<u8>>,
+        prefix: Option<Vec<u8>>,
+    ) -> DbIterator {
         let snapshot = self.visible_seq.load(Ordering::Acquire);
         let state = self.read_state();
         let mut sources: Vec<EntryStream> = std::iter::once(&state.mem)
@@ -417,6 +431,12 @@ impl Inner {
                 self.freeze_memtable(&mut writer)?;
             }
         }
+        self.wait_until(|inner| inner.read_state().immutable.is_empty())
+    }
+
+    /// Blocks until `done` holds, waking whenever background work finishes; fails if
+    /// background work failed.
+    fn wait_until(&self, done: impl Fn(&Inner) -> bool) -> Result<()> {
         let mut background = lock(&self.background);
         loop {
             if let Some(reason) = &background.error {
@@ -424,7 +444,7 @@ impl Inner {
                     reason: reason.clone(),
                 });
             }
-            if self.read_state().immutable.is_empty() {
+            if done(self) {
                 return Ok(());
             }
             self.background_cv.notify_all();
@@ -482,74 +502,21 @@ impl Inner {
         }
     }
 
-    fn table_options(&self) -> TableOptions {
-        TableOptions {
-            block_size: self.options.block_size,
-            filter_policy: self.options.filter_policy,
-            ..TableOptions::default()
+    fn table_writer(&self) -> TableWriter<'_> {
+        TableWriter {
+            dir: &self.dir,
+            fs: &self.fs,
+            options: &self.options,
+            read_counters: &self.read_counters,
+            next_file_number: &self.next_file_number,
         }
-    }
-
-    /// Writes sorted entries into tables of at most `table_size` bytes at `level`.
-    fn write_tables(
-        &self,
-        entries: impl Iterator<Item = Result<Entry>>,
-        level: u32,
-        expected_keys: u64,
-        cut_at_table_size: bool,
-    ) -> Result<(Vec<TableMeta>, HashMap<u64, Arc<Table>>)> {
-        let mut metas = Vec::new();
-        let mut opened = HashMap::new();
-        let mut builder: Option<(u64, TableBuilder)> = None;
-        for entry in entries {
-            let entry = entry?;
-            if builder.is_none() {
-                let number = self.new_file_number();
-                let path = self.path_of(&filename::table_file_name(number));
-                let b = TableBuilder::new(Arc::clone(&self.fs), &path, self.table_options(), expected_keys)?;
-                builder = Some((number, b));
-            }
-            let (_, b) = builder.as_mut().expect("builder was just created");
-            b.add(&entry)?;
-            if cut_at_table_size && b.estimated_file_size() >= self.options.table_size {
-                let (number, b) = builder.take().expect("builder exists");
-                self.finish_table(number, b, level, &mut metas, &mut opened)?;
-            }
-        }
-        if let Some((number, b)) = builder {
-            self.finish_table(number, b, level, &mut metas, &mut opened)?;
-        }
-        Ok((metas, opened))
-    }
-
-    fn finish_table(
-        &self,
-        number: u64,
-        builder: TableBuilder,
-        level: u32,
-        metas: &mut Vec<TableMeta>,
-        opened: &mut HashMap<u64, Arc<Table>>,
-    ) -> Result<()> {
-        let props = builder.finish()?;
-        let path = self.path_of(&filename::table_file_name(number));
-        let table = Table::open(Arc::clone(&self.fs), &path, Arc::clone(&self.read_counters))?;
-        metas.push(TableMeta {
-            number,
-            level,
-            file_size: props.file_size,
-            smallest_key: props.smallest_key.clone(),
-            largest_key: props.largest_key.clone(),
-            smallest_seq: props.smallest_seq,
-            largest_seq: props.largest_seq,
-            entries: props.entries,
-        });
-        opened.insert(number, Arc::new(table));
-        Ok(())
     }
 
     fn flush_memtable(&self, shape: &mut ShapeState, mem: Arc<MemTable>) -> Result<()> {
         let entries = NewestVersions::new(mem.iter_from(Bound::Unbounded), SeqNo::MAX, false);
-        let (added, opened) = self.write_tables(entries, 0, mem.len() as u64, false)?;
+        let NewTables { added, opened } =
+            self.table_writer()
+                .write(entries, 0, mem.len() as u64, false)?;
         let state = self.read_state();
         // Logs older than the oldest memtable still unflushed hold nothing needed any more.
         let live_log = state
@@ -584,8 +551,12 @@ impl Inner {
 
     fn run_compaction(&self, shape: &mut ShapeState, job: Compaction) -> Result<()> {
         let expected_keys = job.all_inputs().map(|t| t.meta.entries).sum::<u64>();
-        let (added, opened) =
-            self.write_tables(job.merged_entries(), job.output_level as u32, expected_keys, true)?;
+        let NewTables { added, opened } = self.table_writer().write(
+            job.merged_entries(),
+            job.output_level as u32,
+            expected_keys,
+            true,
+        )?;
         let removed: Vec<(u32, u64)> = job
             .inputs
             .iter()
@@ -614,7 +585,9 @@ impl Inner {
         // The manifest no longer names the inputs; readers still holding them keep their open
         // file handles, so removing the files now is safe.
         for (_, number) in &edit.removed {
-            let _ = self.fs.remove(&self.path_of(&filename::table_file_name(*number)));
+            let _ = self
+                .fs
+                .remove(&self.path_of(&filename::table_file_name(*number)));
         }
         Ok(())
     }
@@ -672,7 +645,8 @@ impl Inner {
                     largest_key: handle.meta.largest_key.clone(),
                     bits_per_key: params.map(|p| p.bits_per_key()),
                     hashes: params.map(|p| p.hashes()),
-                    predicted_false_positive_rate: params.map(|p| p.predicted_false_positive_rate()),
+                    predicted_false_positive_rate: params
+                        .map(|p| p.predicted_false_positive_rate()),
                     filter_bytes,
                 });
             }
@@ -716,11 +690,16 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
         .filter_map(|k| k.number())
         .max()
         .unwrap_or(0);
-    let (mut metas, log_number, mut next_file, last_seq) = match &recovered {
-        Some(r) => (r.tables.clone(), r.log_number, r.next_file_number, r.last_seq),
+    let (mut metas, log_number, next_file, last_seq) = match &recovered {
+        Some(r) => (
+            r.tables.clone(),
+            r.log_number,
+            r.next_file_number,
+            r.last_seq,
+        ),
         None => (Vec::new(), 0, 1, 0),
     };
-    next_file = next_file.max(highest_on_disk + 1);
+    let next_file = next_file.max(highest_on_disk + 1);
 
     let mut opened = HashMap::new();
     for meta in &metas {
@@ -728,11 +707,21 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
             return Err(Error::corruption(
                 &dir.join(filename::table_file_name(meta.number)),
                 None,
-                format!("manifest places the table at level {} of {}", meta.level, options.num_levels),
+                format!(
+                    "manifest places the table at level {} of {}",
+                    meta.level, options.num_levels
+                ),
             ));
         }
         let path = dir.join(filename::table_file_name(meta.number));
-        opened.insert(meta.number, Arc::new(Table::open(Arc::clone(&fs), &path, Arc::clone(&read_counters))?));
+        opened.insert(
+            meta.number,
+            Arc::new(Table::open(
+                Arc::clone(&fs),
+                &path,
+                Arc::clone(&read_counters),
+            )?),
+        );
     }
 
     // Replay every log at or after the manifest's log number, oldest first.
@@ -769,38 +758,36 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
         }
     }
 
-    let new_log = next_file;
-    next_file += 1;
-    let inner_partial = PartialStore {
-        dir: &dir,
-        fs: &fs,
-        options: &options,
-        read_counters: &read_counters,
-    };
-    let mut edit_added = Vec::new();
+    let file_numbers = AtomicU64::new(next_file);
     if !replay.is_empty() {
+        let writer = TableWriter {
+            dir: &dir,
+            fs: &fs,
+            options: &options,
+            read_counters: &read_counters,
+            next_file_number: &file_numbers,
+        };
         let entries = NewestVersions::new(replay.iter_from(Bound::Unbounded), SeqNo::MAX, false);
-        let (number, meta, table) = inner_partial.write_level0(entries, &mut next_file, replay.len() as u64)?;
-        opened.insert(number, table);
-        edit_added.push(meta.clone());
-        metas.push(meta);
+        let written = writer.write(entries, 0, replay.len() as u64, false)?;
+        opened.extend(written.opened);
+        metas.extend(written.added);
     }
+    let new_log = file_numbers.fetch_add(1, Ordering::SeqCst);
+    let manifest_number = file_numbers.fetch_add(1, Ordering::SeqCst);
+    let next_file = file_numbers.into_inner();
 
     let log_path = dir.join(filename::log_file_name(new_log));
     let log_file = fs.create(&log_path)?;
     fs.sync_dir(&dir)?;
 
-    let mut version = Version::empty(options.num_levels);
     let snapshot = VersionEdit {
         log_number: Some(new_log),
-        next_file_number: Some(next_file + 1),
+        next_file_number: Some(next_file),
         last_seq: Some(max_seq),
-        added: metas.clone(),
+        added: metas,
         removed: Vec::new(),
     };
-    version = version.apply(&snapshot, &opened);
-    let manifest_number = next_file;
-    next_file += 1;
+    let version = Version::empty(options.num_levels).apply(&snapshot, &opened);
     let manifest = ManifestWriter::create(fs.as_ref(), &dir, manifest_number, &snapshot)?;
 
     // The new manifest is current: everything it does not name is garbage from before.
@@ -833,50 +820,106 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
     })
 }
 
-/// What recovery needs to write a table before the store is assembled.
-struct PartialStore<'a> {
+/// Tables written by one flush or compaction: what the manifest records, and the readers.
+struct NewTables {
+    added: Vec<TableMeta>,
+    opened: HashMap<u64, Arc<Table>>,
+}
+
+/// Writes sorted entries into new table files; used by flush, compaction and recovery (which
+/// writes tables before the store is assembled).
+struct TableWriter<'a> {
     dir: &'a Path,
     fs: &'a SharedFs,
     options: &'a Options,
     read_counters: &'a Arc<ReadCounters>,
+    next_file_number: &'a AtomicU64,
 }
 
-impl PartialStore<'_> {
-    fn write_level0(
-        &self,
-        entries: impl Iterator<Item = Result<Entry>>,
-        next_file: &mut u64,
-        expected_keys: u64,
-    ) -> Result<(u64, TableMeta, Arc<Table>)> {
-        let number = *next_file;
-        *next_file += 1;
-        let path = self.dir.join(filename::table_file_name(number));
-        let table_options = TableOptions {
+impl TableWriter<'_> {
+    fn table_options(&self) -> TableOptions {
+        TableOptions {
             block_size: self.options.block_size,
             filter_policy: self.options.filter_policy,
             ..TableOptions::default()
-        };
-        let mut builder = TableBuilder::new(Arc::clone(self.fs), &path, table_options, expected_keys)?;
-        for entry in entries {
-            builder.add(&entry?)?;
         }
+    }
+
+    /// Writes `entries` into tables at `level`, cut at `table_size` bytes when asked.
+    fn write(
+        &self,
+        entries: impl Iterator<Item = Result<Entry>>,
+        level: u32,
+        expected_keys: u64,
+        cut_at_table_size: bool,
+    ) -> Result<NewTables> {
+        let mut out = NewTables {
+            added: Vec::new(),
+            opened: HashMap::new(),
+        };
+        let mut current: Option<(u64, TableBuilder)> = None;
+        for entry in entries {
+            let entry = entry?;
+            let (_, builder) = match &mut current {
+                Some(open) => open,
+                None => current.insert(self.start_table(expected_keys)?),
+            };
+            builder.add(&entry)?;
+            if cut_at_table_size && builder.estimated_file_size() >= self.options.table_size {
+                let (number, builder) = current.take().expect("a table is open");
+                self.finish_table(number, builder, level, &mut out)?;
+            }
+        }
+        if let Some((number, builder)) = current {
+            self.finish_table(number, builder, level, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    fn start_table(&self, expected_keys: u64) -> Result<(u64, TableBuilder)> {
+        let number = self.next_file_number.fetch_add(1, Ordering::SeqCst);
+        let path = self.dir.join(filename::table_file_name(number));
+        let builder = TableBuilder::new(
+            Arc::clone(self.fs),
+            &path,
+            self.table_options(),
+            expected_keys,
+        )?;
+        Ok((number, builder))
+    }
+
+    fn finish_table(
+        &self,
+        number: u64,
+        builder: TableBuilder,
+        level: u32,
+        out: &mut NewTables,
+    ) -> Result<()> {
         let props = builder.finish()?;
+        let path = self.dir.join(filename::table_file_name(number));
         let table = Table::open(Arc::clone(self.fs), &path, Arc::clone(self.read_counters))?;
-        let meta = TableMeta {
+        out.added.push(TableMeta {
             number,
-            level: 0,
+            level,
             file_size: props.file_size,
-            smallest_key: props.smallest_key.clone(),
-            largest_key: props.largest_key.clone(),
+            smallest_key: props.smallest_key,
+            largest_key: props.largest_key,
             smallest_seq: props.smallest_seq,
             largest_seq: props.largest_seq,
             entries: props.entries,
-        };
-        Ok((number, meta, Arc::new(table)))
+        });
+        out.opened.insert(number, Arc::new(table));
+        Ok(())
     }
 }
 
-fn remove_unreferenced_files(fs: &dyn crate::fs::FileSystem, dir: &Path, live: &VersionEdit, manifest: u64, log: u64) {
+fn remove_unreferenced_files(
+    fs: &dyn crate::fs::FileSystem,
+    dir: &Path,
+    live: &VersionEdit,
+    manifest: u64,
+    log: u64,
+) {
     let live_tables: std::collections::HashSet<u64> = live.added.iter().map(|m| m.number).collect();
     let Ok(names) = fs.list(dir) else { return };
     for name in names {
@@ -884,8 +927,9 @@ fn remove_unreferenced_files(fs: &dyn crate::fs::FileSystem, dir: &Path, live: &
             Some(FileKind::Table(n)) => !live_tables.contains(&n),
             Some(FileKind::Log(n)) => n < log,
             Some(FileKind::Manifest(n)) => n != manifest,
-            Some(FileKind::Temp) => true,
-            _ => false,
+            Some(FileKind::Temp(_) | FileKind::CurrentTemp) => true,
+            // A table builder interrupted before its rename leaves `NNNNNN.sst.tmp`.
+            _ => name.ends_with(".tmp"),
         };
         if obsolete {
             let _ = fs.remove(&dir.join(&name));

@@ -45,6 +45,18 @@ pub enum FileKind {
     Lock,
 }
 
+impl FileKind {
+    /// The file's number, for the kinds that have one.
+    pub fn number(&self) -> Option<u64> {
+        match *self {
+            FileKind::Table(n) | FileKind::Log(n) | FileKind::Manifest(n) | FileKind::Temp(n) => {
+                Some(n)
+            }
+            FileKind::Current | FileKind::CurrentTemp | FileKind::Lock => None,
+        }
+    }
+}
+
 fn number(number: u64) -> String {
     format!("{number:06}")
 }

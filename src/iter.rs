@@ -19,8 +19,13 @@ struct HeapItem {
 impl Ord for HeapItem {
     fn cmp(&self, other: &Self) -> Ordering {
         // BinaryHeap is a max-heap: reverse so the smallest entry comes out first.
-        entry_order(&other.entry.key, other.entry.seq, &self.entry.key, self.entry.seq)
-            .then(other.source.cmp(&self.source))
+        entry_order(
+            &other.entry.key,
+            other.entry.seq,
+            &self.entry.key,
+            self.entry.seq,
+        )
+        .then(other.source.cmp(&self.source))
     }
 }
 
@@ -200,7 +205,10 @@ mod tests {
 
     #[test]
     fn merge_keeps_newest_and_hides_tombstones() {
-        let newer = stream(vec![Entry::value(b"a".to_vec(), 5, b"a5".to_vec()), Entry::tombstone(b"c".to_vec(), 6)]);
+        let newer = stream(vec![
+            Entry::value(b"a".to_vec(), 5, b"a5".to_vec()),
+            Entry::tombstone(b"c".to_vec(), 6),
+        ]);
         let older = stream(vec![
             Entry::value(b"a".to_vec(), 1, b"a1".to_vec()),
             Entry::value(b"b".to_vec(), 2, b"b2".to_vec()),
@@ -208,7 +216,13 @@ mod tests {
         ]);
         let it = DbIterator::new(vec![newer, older], 10, Bound::Unbounded, None);
         let got: Vec<_> = it.map(|r| r.unwrap()).collect();
-        assert_eq!(got, vec![(b"a".to_vec(), b"a5".to_vec()), (b"b".to_vec(), b"b2".to_vec())]);
+        assert_eq!(
+            got,
+            vec![
+                (b"a".to_vec(), b"a5".to_vec()),
+                (b"b".to_vec(), b"b2".to_vec())
+            ]
+        );
     }
 
     #[test]
@@ -221,7 +235,13 @@ mod tests {
         ]);
         let it = DbIterator::new(vec![s], 5, Bound::Excluded(b"c".to_vec()), None);
         let got: Vec<_> = it.map(|r| r.unwrap()).collect();
-        assert_eq!(got, vec![(b"a".to_vec(), b"old".to_vec()), (b"b".to_vec(), b"b".to_vec())]);
+        assert_eq!(
+            got,
+            vec![
+                (b"a".to_vec(), b"old".to_vec()),
+                (b"b".to_vec(), b"b".to_vec())
+            ]
+        );
     }
 
     #[test]

@@ -164,10 +164,14 @@ mod tests {
             .map(|i| Entry::value(format!("{:05}", i / 2).into_bytes(), i as u64, vec![]))
             .collect();
         mem.apply(entries);
-        let got: Vec<Entry> = mem.iter_from(Bound::Unbounded).map(|e| e.unwrap()).collect();
+        let got: Vec<Entry> = mem
+            .iter_from(Bound::Unbounded)
+            .map(|e| e.unwrap())
+            .collect();
         assert_eq!(got.len(), 1000);
         for pair in got.windows(2) {
-            let ord = crate::entry::entry_order(&pair[0].key, pair[0].seq, &pair[1].key, pair[1].seq);
+            let ord =
+                crate::entry::entry_order(&pair[0].key, pair[0].seq, &pair[1].key, pair[1].seq);
             assert_eq!(ord, std::cmp::Ordering::Less);
         }
         let from: Vec<Entry> = mem

@@ -62,11 +62,6 @@ impl Version {
         self.levels[level].iter().map(|t| t.meta.file_size).sum()
     }
 
-    /// Every live table, level 0 first.
-    pub fn all_tables(&self) -> impl Iterator<Item = &Arc<TableHandle>> {
-        self.levels.iter().flatten()
-    }
-
     /// The newest entry for `key` in any table, asking each candidate table's filter first.
     /// `hash` is the key's hash, computed once by the caller for all tables.
     pub fn get(&self, key: &[u8], hash: &KeyHash) -> Result<Option<Entry>> {
@@ -80,7 +75,10 @@ impl Version {
 
     /// The tables that may hold `key`, in the order a lookup must ask them: level-0 tables
     /// covering the key newest first, then at most one table per deeper level.
-    pub fn candidate_tables<'a>(&'a self, key: &'a [u8]) -> impl Iterator<Item = &'a Arc<TableHandle>> + 'a {
+    pub fn candidate_tables<'a>(
+        &'a self,
+        key: &'a [u8],
+    ) -> impl Iterator<Item = &'a Arc<TableHandle>> + 'a {
         let level0 = self.levels[0].iter().filter(move |t| t.covers(key));
         let deeper = self.levels[1..]
             .iter()
@@ -89,13 +87,21 @@ impl Version {
     }
 
     /// In a level of disjoint sorted tables, the one whose range includes `key`.
-    fn table_covering<'a>(tables: &'a [Arc<TableHandle>], key: &[u8]) -> Option<&'a Arc<TableHandle>> {
+    fn table_covering<'a>(
+        tables: &'a [Arc<TableHandle>],
+        key: &[u8],
+    ) -> Option<&'a Arc<TableHandle>> {
         let idx = tables.partition_point(|t| t.meta.largest_key.as_slice() < key);
         tables.get(idx).filter(|t| t.covers(key))
     }
 
     /// Tables of `level` whose key range meets `[smallest, largest]`.
-    pub fn overlapping(&self, level: usize, smallest: &[u8], largest: &[u8]) -> Vec<Arc<TableHandle>> {
+    pub fn overlapping(
+        &self,
+        level: usize,
+        smallest: &[u8],
+        largest: &[u8],
+    ) -> Vec<Arc<TableHandle>> {
         self.levels[level]
             .iter()
             .filter(|t| t.overlaps(smallest, largest))
@@ -127,35 +133,35 @@ impl Version {
             }
         }
         for meta in &edit.added {
-            if let (Some(tables), Some(table)) = (levels.get_mut(meta.level as usize), opened.get(&meta.number)) {
+            if let (Some(tables), Some(table)) = (
+                levels.get_mut(meta.level as usize),
+                opened.get(&meta.number),
+            ) {
                 tables.push(Arc::new(TableHandle {
                     meta: meta.clone(),
                     table: Arc::clone(table),
                 }));
             }
         }
-        levels[0].sort_by(|a, b| b.meta.number.cmp(&a.meta.number));
+        levels[0].sort_by_key(|t| std::cmp::Reverse(t.meta.number));
         for tables in &mut levels[1..] {
             tables.sort_by(|a, b| a.meta.smallest_key.cmp(&b.meta.smallest_key));
         }
         Version { levels }
     }
-
-    /// An edit that recreates this version from nothing (the start of a new manifest).
-    pub fn snapshot_edit(&self) -> Vec<TableMeta> {
-        self.all_tables().map(|t| t.meta.clone()).collect()
-    }
 }
 
 /// A sorted stream over one table from `start` on.
 pub fn table_stream(table: &Arc<Table>, start: Bound<&[u8]>) -> EntryStream {
-    let mut iter = Table::iter(Arc::clone(table));
     match start {
-        Bound::Included(key) => iter.seek(key),
-        Bound::Excluded(key) => iter.seek_after(key),
-        Bound::Unbounded => {}
+        Bound::Included(key) => Box::new(table.iter_from(key)),
+        Bound::Excluded(key) => {
+            let after = key.to_vec();
+            let iter = table.iter_from(key);
+            Box::new(iter.skip_while(move |e| matches!(e, Ok(e) if e.key == after)))
+        }
+        Bound::Unbounded => Box::new(table.iter()),
     }
-    Box::new(iter)
 }
 
 /// A sorted stream over a level of disjoint tables, opening each table's iterator only when
@@ -168,9 +174,17 @@ fn level_stream(tables: Vec<Arc<TableHandle>>, start: Bound<&[u8]>) -> EntryStre
         Bound::Unbounded => 0,
     };
     let owned_start: Bound<Vec<u8>> = start.map(|k| k.to_vec());
-    let iter = tables.into_iter().skip(first).enumerate().flat_map(move |(i, t)| {
-        let bound = if i == 0 { owned_start.as_ref().map(|k| k.as_slice()) } else { Bound::Unbounded };
-        table_stream(&t.table, bound)
-    });
+    let iter = tables
+        .into_iter()
+        .skip(first)
+        .enumerate()
+        .flat_map(move |(i, t)| {
+            let bound = if i == 0 {
+                owned_start.as_ref().map(|k| k.as_slice())
+            } else {
+                Bound::Unbounded
+            };
+            table_stream(&t.table, bound)
+        });
     Box::new(iter)
 }

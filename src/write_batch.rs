@@ -126,7 +126,9 @@ impl WriteBatch {
                 }
                 ValueKind::Tombstone => &[],
             };
-            let seq = first_seq.checked_add(i).ok_or_else(|| bad("sequence overflow"))?;
+            let seq = first_seq
+                .checked_add(i)
+                .ok_or_else(|| bad("sequence overflow"))?;
             entries.push(Entry {
                 key: key.to_vec(),
                 seq,
@@ -148,7 +150,11 @@ mod tests {
     #[test]
     fn encode_decode_round_trip() {
         let mut batch = WriteBatch::new();
-        batch.put(b"a", b"1").delete(b"b").put(b"", b"").put(vec![0u8; 300], vec![7u8; 70_000]);
+        batch
+            .put(b"a", b"1")
+            .delete(b"b")
+            .put(b"", b"")
+            .put(vec![0u8; 300], vec![7u8; 70_000]);
         let record = batch.encode(41);
         let entries = WriteBatch::decode(&record, Path::new("x.log")).unwrap();
         let expected: Vec<Entry> = batch.entries(41).collect();

@@ -27,13 +27,22 @@ fn readers_see_written_values_during_writes_flushes_and_compactions() {
                         continue;
                     }
                     let k = i % upto;
-                    let v = db.get(common::key(k)).expect("get never fails").expect("written key is there");
+                    let v = db
+                        .get(common::key(k))
+                        .expect("get never fails")
+                        .expect("written key is there");
                     let text = String::from_utf8(v).unwrap();
-                    assert!(text.starts_with(&format!("value-{k}-")), "key {k} read {text}");
+                    assert!(
+                        text.starts_with(&format!("value-{k}-")),
+                        "key {k} read {text}"
+                    );
                     i += 7;
                     checks += 1;
-                    if checks % 500 == 0 {
-                        let n = db.range(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded).take(50).count();
+                    if checks.is_multiple_of(500) {
+                        let n = db
+                            .range(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+                            .take(50)
+                            .count();
                         assert!(n > 0);
                     }
                 }

@@ -46,7 +46,12 @@ fn next_index(db: &Db) -> u64 {
 fn run_child_and_kill(dir: &Path, after: Duration) -> Option<u64> {
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
-        .args(["--exact", "crash_child_writer", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "crash_child_writer",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -83,12 +88,26 @@ fn killed_writer_loses_no_acknowledged_write() {
         let present: Vec<Vec<u8>> = db.iter().map(|r| r.unwrap().0).collect();
         // No holes: the keys present are exactly 0..n, in order, with their values.
         for (i, k) in present.iter().enumerate() {
-            assert_eq!(k, &common::key(i as u64), "round {round}: hole before key {i}");
+            assert_eq!(
+                k,
+                &common::key(i as u64),
+                "round {round}: hole before key {i}"
+            );
         }
         if let Some(last) = acknowledged_total {
-            assert!(present.len() as u64 > last, "round {round}: acknowledged write {last} lost ({} present)", present.len());
-            assert_eq!(db.get(common::key(last)).unwrap(), Some(common::value(last, 0)));
+            assert!(
+                present.len() as u64 > last,
+                "round {round}: acknowledged write {last} lost ({} present)",
+                present.len()
+            );
+            assert_eq!(
+                db.get(common::key(last)).unwrap(),
+                Some(common::value(last, 0))
+            );
         }
     }
-    assert!(acknowledged_total.unwrap_or(0) > 0, "the child never acknowledged a write");
+    assert!(
+        acknowledged_total.unwrap_or(0) > 0,
+        "the child never acknowledged a write"
+    );
 }

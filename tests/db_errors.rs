@@ -10,7 +10,10 @@ fn second_open_of_the_same_directory_is_locked() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     db.put(b"k", b"v").unwrap();
-    assert!(matches!(Db::open(dir.path(), Options::default()), Err(Error::Locked { .. })));
+    assert!(matches!(
+        Db::open(dir.path(), Options::default()),
+        Err(Error::Locked { .. })
+    ));
     drop(db);
     let db = Db::open(dir.path(), Options::default()).unwrap();
     assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
@@ -22,14 +25,20 @@ fn oversized_keys_and_values_are_refused_and_nothing_is_lost() {
     let db = Db::open(dir.path(), Options::default()).unwrap();
     db.put(b"kept", b"value").unwrap();
     let big_key = vec![1u8; MAX_KEY_LEN + 1];
-    assert!(matches!(db.put(&big_key, b"v"), Err(Error::KeyTooLarge { .. })));
+    assert!(matches!(
+        db.put(&big_key, b"v"),
+        Err(Error::KeyTooLarge { .. })
+    ));
     assert!(matches!(db.get(&big_key), Err(Error::KeyTooLarge { .. })));
     let max_key = vec![2u8; MAX_KEY_LEN];
     db.put(&max_key, b"ok").unwrap();
     assert_eq!(db.get(&max_key).unwrap(), Some(b"ok".to_vec()));
     // A value one byte over the limit is refused without allocating it in the store.
     let big_value = vec![0u8; MAX_VALUE_LEN + 1];
-    assert!(matches!(db.put(b"k", &big_value), Err(Error::ValueTooLarge { .. })));
+    assert!(matches!(
+        db.put(b"k", &big_value),
+        Err(Error::ValueTooLarge { .. })
+    ));
     drop(big_value);
     assert_eq!(db.get(b"kept").unwrap(), Some(b"value".to_vec()));
 }
@@ -40,10 +49,16 @@ fn bad_options_are_invalid_arguments() {
     let bad = Options::default().filter_policy(FilterPolicy::FalsePositiveRate(1.5));
     assert!(Db::open(dir.path(), bad).is_err());
     let bad = Options::default().memtable_size(10);
-    assert!(matches!(Db::open(dir.path(), bad), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        Db::open(dir.path(), bad),
+        Err(Error::InvalidArgument(_))
+    ));
     let missing = dir.path().join("nope");
     let opts = Options::default().create_if_missing(false);
-    assert!(matches!(Db::open(&missing, opts), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        Db::open(&missing, opts),
+        Err(Error::InvalidArgument(_))
+    ));
 }
 
 #[test]
@@ -73,7 +88,10 @@ fn deletes_and_compaction_drop_tombstones() {
     db.compact().unwrap();
     let stats = db.stats();
     let entries: u64 = stats.levels.iter().map(|l| l.entries).sum();
-    assert_eq!(entries, 1000, "tombstones and shadowed values are gone after a full compaction");
+    assert_eq!(
+        entries, 1000,
+        "tombstones and shadowed values are gone after a full compaction"
+    );
     assert_eq!(db.get(common::key(0)).unwrap(), None);
     assert_eq!(db.get(common::key(1)).unwrap(), Some(common::value(1, 0)));
 }

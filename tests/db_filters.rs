@@ -12,6 +12,7 @@ fn build(dir: &std::path::Path, policy: FilterPolicy, keys: u64) -> Db {
         db.put(common::key(2 * i), common::value(i, 0)).unwrap();
     }
     db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
     db
 }
 
@@ -22,7 +23,9 @@ fn consulted(stats: &Stats, key: &[u8]) -> (u64, f64) {
         .tables
         .iter()
         .filter(|t| t.smallest_key.as_slice() <= key && key <= t.largest_key.as_slice());
-    covering.fold((0, 0.0), |(n, sum), t| (n + 1, sum + t.predicted_false_positive_rate.unwrap_or(1.0)))
+    covering.fold((0, 0.0), |(n, sum), t| {
+        (n + 1, sum + t.predicted_false_positive_rate.unwrap_or(1.0))
+    })
 }
 
 fn absent_lookups(db: &Db, keys: u64) -> (u64, f64, Stats, Stats) {
@@ -43,11 +46,18 @@ fn absent_keys_cost_about_the_predicted_reads() {
     let dir = tempfile::tempdir().unwrap();
     let db = build(dir.path(), FilterPolicy::FalsePositiveRate(0.01), 20_000);
     let shape = db.stats();
-    assert!(shape.levels.iter().skip(1).filter(|l| l.tables > 0).count() >= 2, "{:?}", shape.levels);
+    assert!(
+        shape.levels.iter().skip(1).filter(|l| l.tables > 0).count() >= 2,
+        "{:?}",
+        shape.levels
+    );
     let (tables, predicted, before, after) = absent_lookups(&db, 20_000);
     let reads = after.data_block_reads - before.data_block_reads;
     let probes = after.filter_probes - before.filter_probes;
-    assert_eq!(probes, tables, "one filter probe per table covering the key");
+    assert_eq!(
+        probes, tables,
+        "one filter probe per table covering the key"
+    );
     assert_eq!(after.filter_true_positives, before.filter_true_positives);
     // Poisson noise around a mean of `predicted`: allow 3 standard deviations plus 20%.
     let slack = 3.0 * predicted.sqrt();
@@ -72,8 +82,14 @@ fn present_keys_are_true_positives() {
     let db = build(dir.path(), FilterPolicy::FalsePositiveRate(0.01), 5_000);
     let before = db.stats();
     for i in 0..5_000 {
-        assert_eq!(db.get(common::key(2 * i)).unwrap(), Some(common::value(i, 0)));
+        assert_eq!(
+            db.get(common::key(2 * i)).unwrap(),
+            Some(common::value(i, 0))
+        );
     }
     let after = db.stats();
-    assert_eq!(after.filter_true_positives - before.filter_true_positives, 5_000);
+    assert_eq!(
+        after.filter_true_positives - before.filter_true_positives,
+        5_000
+    );
 }

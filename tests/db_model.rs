@@ -14,7 +14,7 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 fn random_key(rng: &mut SmallRng) -> Vec<u8> {
     // A small key space so overwrites and deletes hit existing keys; some binary keys.
     let n: u32 = rng.gen_range(0..2000);
-    if n % 17 == 0 {
+    if n.is_multiple_of(17) {
         vec![0xff, (n >> 8) as u8, n as u8, 0]
     } else {
         format!("k{n:05}").into_bytes()
@@ -78,13 +78,21 @@ fn run_case(seed: u64, ops: usize) {
             }
             55..=84 => {
                 let k = random_key(&mut rng);
-                assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "seed {seed} step {step} get {k:?}");
+                assert_eq!(
+                    db.get(&k).unwrap(),
+                    model.get(&k).cloned(),
+                    "seed {seed} step {step} get {k:?}"
+                );
             }
             85..=89 => {
                 let (a, b) = (random_key(&mut rng), random_key(&mut rng));
                 let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
                 let (start, end) = (Bound::Included(&lo[..]), Bound::Excluded(&hi[..]));
-                assert_eq!(scan(&db, start, end), model_range(&model, start, end), "seed {seed} step {step} range");
+                assert_eq!(
+                    scan(&db, start, end),
+                    model_range(&model, start, end),
+                    "seed {seed} step {step} range"
+                );
             }
             90..=92 => {
                 let prefix = &random_key(&mut rng)[..3];
@@ -129,7 +137,11 @@ fn values_survive_reopen_and_tree_has_levels() {
         db.flush().unwrap();
         let stats = db.stats();
         let deep_levels = stats.levels.iter().skip(1).filter(|l| l.tables > 0).count();
-        assert!(deep_levels >= 2, "expected several levels, got {:?}", stats.levels);
+        assert!(
+            deep_levels >= 2,
+            "expected several levels, got {:?}",
+            stats.levels
+        );
     }
     let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
     for i in 0..5000 {

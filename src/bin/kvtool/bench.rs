@@ -127,9 +127,11 @@ fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure> {
             if s == "none" || s == "disabled" {
                 return Ok(("none".to_string(), FilterPolicy::Disabled));
             }
-            let p: f64 = s
-                .parse()
-                .map_err(|_| Failure::from(format!("bad --settings entry '{s}': use 'none' or a rate such as 0.01")))?;
+            let p: f64 = s.parse().map_err(|_| {
+                Failure::from(format!(
+                    "bad --settings entry '{s}': use 'none' or a rate such as 0.01"
+                ))
+            })?;
             FilterParams::for_false_positive_rate(p)?;
             Ok((s.to_string(), FilterPolicy::FalsePositiveRate(p)))
         })
@@ -148,9 +150,13 @@ fn progress(len: u64, what: &str) -> ProgressBar {
 pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     let settings = parse_settings(&args.settings)?;
     if settings.is_empty() || args.keys == 0 || args.lookups == 0 {
-        return Err(Failure::from("bench needs at least one setting, one key and one lookup"));
+        return Err(Failure::from(
+            "bench needs at least one setting, one key and one lookup",
+        ));
     }
-    let temp = tempfile::Builder::new().prefix("bloomkv-bench").tempdir_in(dir.unwrap_or(&std::env::temp_dir()))?;
+    let temp = tempfile::Builder::new()
+        .prefix("bloomkv-bench")
+        .tempdir_in(dir.unwrap_or(&std::env::temp_dir()))?;
     let mut order: Vec<u64> = (0..args.keys).collect();
     order.shuffle(&mut SmallRng::seed_from_u64(args.seed));
     let mut results = Vec::new();
@@ -161,7 +167,10 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     }
     print_report(args, &results);
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&results_json(args, &results)).expect("json"))?;
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&results_json(args, &results)).expect("json"),
+        )?;
         eprintln!("wrote {}", path.display());
     }
     if let Some(path) = &args.plot {
@@ -171,7 +180,13 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     Ok(())
 }
 
-fn run_setting(args: &BenchArgs, label: &str, policy: FilterPolicy, dir: &Path, order: &[u64]) -> Result<SettingResult, Failure> {
+fn run_setting(
+    args: &BenchArgs,
+    label: &str,
+    policy: FilterPolicy,
+    dir: &Path,
+    order: &[u64],
+) -> Result<SettingResult, Failure> {
     let db = Db::open(dir, Options::default().filter_policy(policy))?;
     let value = vec![b'v'; args.value_size];
     let bar = progress(order.len() as u64, &format!("load ({label})"));
@@ -185,15 +200,21 @@ fn run_setting(args: &BenchArgs, label: &str, policy: FilterPolicy, dir: &Path, 
         bar.inc(chunk.len() as u64);
     }
     db.flush()?;
+    db.wait_for_background_work()?;
     let load_seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
     let stats = db.stats();
     let shape = stats.levels.iter().map(|l| l.tables).collect();
     let mut rng = SmallRng::seed_from_u64(args.seed ^ 0x5eed);
     let mut pick = |n: u64, present: bool| -> Vec<[u8; 16]> {
-        (0..n).map(|_| bench_key(rng.gen_range(0..args.keys), present)).collect()
+        (0..n)
+            .map(|_| bench_key(rng.gen_range(0..args.keys), present))
+            .collect()
     };
-    let (cold_p, cold_a) = (pick(args.cold_lookups, true), pick(args.cold_lookups, false));
+    let (cold_p, cold_a) = (
+        pick(args.cold_lookups, true),
+        pick(args.cold_lookups, false),
+    );
     let (warm_p, warm_a) = (pick(args.lookups, true), pick(args.lookups, false));
     drop_table_caches(dir)?;
     let cold_present = lookups(&db, &cold_p, true, &format!("cold present ({label})"))?;
@@ -229,9 +250,13 @@ fn drop_table_caches(dir: &Path) -> Result<(), Failure> {
         if path.extension().is_some_and(|e| e == "sst") {
             let file = std::fs::File::open(&path)?;
             // SAFETY: the descriptor is valid while `file` lives; fadvise only advises.
-            let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            let rc =
+                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
             if rc != 0 {
-                return Err(Failure::from(format!("posix_fadvise on {} failed: {rc}", path.display())));
+                return Err(Failure::from(format!(
+                    "posix_fadvise on {} failed: {rc}",
+                    path.display()
+                )));
             }
         }
     }
@@ -249,9 +274,18 @@ fn predicted_reads(stats: &Stats, key: &[u8]) -> f64 {
         .sum()
 }
 
-fn lookups(db: &Db, keys: &[[u8; 16]], present: bool, what: &str) -> Result<LookupFigures, Failure> {
+fn lookups(
+    db: &Db,
+    keys: &[[u8; 16]],
+    present: bool,
+    what: &str,
+) -> Result<LookupFigures, Failure> {
     let before = db.stats();
-    let predicted: f64 = if present { 0.0 } else { keys.iter().map(|k| predicted_reads(&before, k)).sum() };
+    let predicted: f64 = if present {
+        0.0
+    } else {
+        keys.iter().map(|k| predicted_reads(&before, k)).sum()
+    };
     let bar = progress(keys.len() as u64, what);
     let mut latencies = Vec::with_capacity(keys.len());
     let started = Instant::now();
@@ -260,7 +294,10 @@ fn lookups(db: &Db, keys: &[[u8; 16]], present: bool, what: &str) -> Result<Look
         let found = db.get(key)?;
         latencies.push(t.elapsed());
         if found.is_some() != present {
-            return Err(Failure::from(format!("bench key {i} was {}found", if present { "not " } else { "" })));
+            return Err(Failure::from(format!(
+                "bench key {i} was {}found",
+                if present { "not " } else { "" }
+            )));
         }
         if i % 4096 == 0 {
             bar.set_position(i as u64);
@@ -293,7 +330,13 @@ fn print_report(args: &BenchArgs, results: &[SettingResult]) {
     println!();
     println!("shape (tables per level, L0 first):");
     for r in results {
-        println!("  {:<6} {:?}   load {:.1} s ({:.0} puts/s)", r.label, r.shape, r.load_seconds, args.keys as f64 / r.load_seconds);
+        println!(
+            "  {:<6} {:?}   load {:.1} s ({:.0} puts/s)",
+            r.label,
+            r.shape,
+            r.load_seconds,
+            args.keys as f64 / r.load_seconds
+        );
     }
     let baseline = results.iter().find(|r| r.params.is_none());
     println!();
@@ -301,7 +344,9 @@ fn print_report(args: &BenchArgs, results: &[SettingResult]) {
     println!("  setting  bits/key  hashes  filter MiB  predicted fpr  measured fpr  reads/get  predicted reads/get  I/O avoided  gets/s    p50 us  p99 us");
     for r in results {
         let a = &r.warm_absent;
-        let avoided = baseline.map(|b| 100.0 * (1.0 - a.reads_per_get() / b.warm_absent.reads_per_get().max(f64::MIN_POSITIVE)));
+        let avoided = baseline.map(|b| {
+            100.0 * (1.0 - a.reads_per_get() / b.warm_absent.reads_per_get().max(f64::MIN_POSITIVE))
+        });
         println!(
             "  {:<7}  {:>8}  {:>6}  {:>10.2}  {:>13}  {:>12}  {:>9.4}  {:>19.4}  {:>11}  {:>8.0}  {:>6.2}  {:>6.2}",
             r.label,
@@ -385,9 +430,15 @@ fn plot_svg(results: &[SettingResult]) -> String {
     );
     svg.push_str("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
     // Left: bars of reads per absent get.
-    let max_reads = results.iter().map(|r| r.warm_absent.reads_per_get()).fold(0.0, f64::max).max(1e-9);
+    let max_reads = results
+        .iter()
+        .map(|r| r.warm_absent.reads_per_get())
+        .fold(0.0, f64::max)
+        .max(1e-9);
     let bar_w = (w - 2.0 * pad) / results.len() as f64;
-    svg.push_str(&format!("<text x=\"{pad}\" y=\"20\">data-block reads per absent-key get</text>\n"));
+    svg.push_str(&format!(
+        "<text x=\"{pad}\" y=\"20\">data-block reads per absent-key get</text>\n"
+    ));
     for (i, r) in results.iter().enumerate() {
         let v = r.warm_absent.reads_per_get();
         let bh = (h - 2.0 * pad) * v / max_reads;
@@ -406,14 +457,23 @@ fn plot_svg(results: &[SettingResult]) -> String {
         .iter()
         .filter_map(|r| {
             let p = r.params?;
-            Some((p.bits_per_key() as f64, p.predicted_false_positive_rate(), r.warm_absent.measured_rate()?))
+            Some((
+                p.bits_per_key() as f64,
+                p.predicted_false_positive_rate(),
+                r.warm_absent.measured_rate()?,
+            ))
         })
         .collect();
     let x0 = w + pad;
     svg.push_str(&format!("<text x=\"{x0}\" y=\"20\">false-positive rate by bits per key (log scale): predicted o, measured x</text>\n"));
     if !points.is_empty() {
         let max_bits = points.iter().map(|p| p.0).fold(0.0, f64::max) + 2.0;
-        let lo = points.iter().map(|p| p.1.min(p.2.max(1e-7))).fold(1.0, f64::min).log10().floor();
+        let lo = points
+            .iter()
+            .map(|p| p.1.min(p.2.max(1e-7)))
+            .fold(1.0, f64::min)
+            .log10()
+            .floor();
         let sx = |b: f64| x0 + (w - 2.0 * pad) * b / max_bits;
         let sy = |r: f64| pad + (h - 2.0 * pad) * (r.max(1e-7).log10() / lo).clamp(0.0, 1.0);
         for (bits, predicted, measured) in &points {
@@ -424,7 +484,10 @@ fn plot_svg(results: &[SettingResult]) -> String {
         }
         for decade in (lo as i32)..=0 {
             let y = sy(10f64.powi(decade));
-            svg.push_str(&format!("<text x=\"{:.1}\" y=\"{y:.1}\">1e{decade}</text>\n", x0 - 40.0));
+            svg.push_str(&format!(
+                "<text x=\"{:.1}\" y=\"{y:.1}\">1e{decade}</text>\n",
+                x0 - 40.0
+            ));
         }
     }
     svg.push_str("</svg>\n");

@@ -82,7 +82,11 @@ fn unescape(text: &str) -> Result<Vec<u8>, String> {
                 out.push(hex);
                 i += 4;
             }
-            _ => return Err(format!("bad escape at byte {i} of '{text}' (use \\\\ or \\xNN)")),
+            _ => {
+                return Err(format!(
+                    "bad escape at byte {i} of '{text}' (use \\\\ or \\xNN)"
+                ))
+            }
         }
     }
     Ok(out)

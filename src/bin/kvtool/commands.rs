@@ -18,7 +18,9 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     let policy = filter_policy(&cli)?;
     let hex = cli.hex;
     let db_dir = || -> Result<&PathBuf, Failure> {
-        cli.db.as_ref().ok_or_else(|| Failure::from("this command needs --db DIR"))
+        cli.db
+            .as_ref()
+            .ok_or_else(|| Failure::from("this command needs --db DIR"))
     };
     match &cli.command {
         Command::Put { key, value } => {
@@ -63,7 +65,12 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             let mut out = BufWriter::new(std::io::stdout().lock());
             for pair in db.iter() {
                 let (k, v) = pair?;
-                writeln!(out, "{}\t{}", codec::format(&k, hex), codec::format(&v, hex))?;
+                writeln!(
+                    out,
+                    "{}\t{}",
+                    codec::format(&k, hex),
+                    codec::format(&v, hex)
+                )?;
             }
             out.flush()?;
         }
@@ -94,7 +101,10 @@ fn filter_policy(cli: &Cli) -> Result<FilterPolicy, Failure> {
 
 fn open(dir: &Path, policy: FilterPolicy, create: bool) -> Result<Db, Failure> {
     if !create && !dir.join("CURRENT").exists() {
-        return Err(Failure::from(format!("no bloomkv store at {}", dir.display())));
+        return Err(Failure::from(format!(
+            "no bloomkv store at {}",
+            dir.display()
+        )));
     }
     let options = Options::default()
         .filter_policy(policy)
@@ -113,7 +123,10 @@ fn scan(
 ) -> Result<(), Failure> {
     let from = from.as_deref().map(|k| codec::parse(k, hex)).transpose()?;
     let to = to.as_deref().map(|k| codec::parse(k, hex)).transpose()?;
-    let prefix = prefix.as_deref().map(|k| codec::parse(k, hex)).transpose()?;
+    let prefix = prefix
+        .as_deref()
+        .map(|k| codec::parse(k, hex))
+        .transpose()?;
     let start = match (&from, &prefix) {
         (Some(f), Some(p)) => Bound::Included(f.as_slice().max(p.as_slice())),
         (Some(f), None) => Bound::Included(f.as_slice()),
@@ -134,7 +147,12 @@ fn scan(
         if keys_only {
             writeln!(out, "{}", codec::format(&k, hex))?;
         } else {
-            writeln!(out, "{} ==> {}", codec::format(&k, hex), codec::format(&v, hex))?;
+            writeln!(
+                out,
+                "{} ==> {}",
+                codec::format(&k, hex),
+                codec::format(&v, hex)
+            )?;
         }
     }
     out.flush()?;
@@ -149,7 +167,8 @@ fn split_line(line: &str) -> Option<(&str, &str)> {
 fn load(db: &Db, hex: bool, file: Option<&Path>, strict: bool) -> Result<(), Failure> {
     let (reader, total): (Box<dyn BufRead>, Option<u64>) = match file {
         Some(path) if path != Path::new("-") => {
-            let f = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let f = std::fs::File::open(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             let len = f.metadata().ok().map(|m| m.len());
             (Box::new(std::io::BufReader::new(f)), len)
         }
@@ -157,7 +176,8 @@ fn load(db: &Db, hex: bool, file: Option<&Path>, strict: bool) -> Result<(), Fai
     };
     let progress = match total {
         Some(bytes) => ProgressBar::new(bytes).with_style(
-            ProgressStyle::with_template("load {bar:40} {bytes}/{total_bytes} {eta}").expect("valid template"),
+            ProgressStyle::with_template("load {bar:40} {bytes}/{total_bytes} {eta}")
+                .expect("valid template"),
         ),
         None => ProgressBar::new_spinner(),
     };
@@ -246,7 +266,8 @@ fn print_stats(stats: &Stats, as_json: bool) {
             t.file_size,
             fmt_opt(t.bits_per_key),
             fmt_opt(t.hashes),
-            t.predicted_false_positive_rate.map_or("-".to_string(), |p| format!("{p:.6}")),
+            t.predicted_false_positive_rate
+                .map_or("-".to_string(), |p| format!("{p:.6}")),
             t.filter_bytes
         );
     }
@@ -258,7 +279,10 @@ fn print_stats(stats: &Stats, as_json: bool) {
 fn check(dir: &Path) -> Result<(), Failure> {
     let report = bloomkv::check::check_store_with(Arc::new(OsFileSystem), dir)?;
     for (path, offset, bytes) in &report.torn_tails {
-        println!("note: {} ends in a torn record at offset {offset} ({bytes} bytes)", path.display());
+        println!(
+            "note: {} ends in a torn record at offset {offset} ({bytes} bytes)",
+            path.display()
+        );
     }
     println!(
         "checked {} tables ({} entries) and {} logs ({} records)",
