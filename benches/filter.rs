@@ -7,6 +7,8 @@
 //! keeps its default hasher; bloomfilter gets the same bit count and picks its own hash count
 //! (round(10 * ln 2) = 7), as its API does not take one.
 //!
+//! A `hash` group times the key hash alone (bloomkv's xxh3-64, fastbloom's SipHash-1-3).
+//!
 //! Each measured call does one operation on the next key of a fixed set of 1M prebuilt keys,
 //! cycling, so criterion's "time" is directly the time per operation.
 //!
@@ -15,7 +17,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use bloomkv::filter::BloomFilter;
+use bloomkv::filter::{BloomFilter, KeyHash};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
@@ -80,6 +82,17 @@ fn benches(c: &mut Criterion) {
         fast_full.insert(&k[..]);
         bf_full.set(&k[..]);
     }
+
+    // The hash alone: bloomkv's xxh3-64 against fastbloom's default SipHash-1-3.
+    let mut group = c.benchmark_group("hash");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function(BenchmarkId::new("bloomkv", "1M x 16B"), |b| {
+        b.iter(per_key(&present, |k| KeyHash::of(k).as_u64() & 1 == 0))
+    });
+    group.bench_function(BenchmarkId::new("fastbloom", "1M x 16B"), |b| {
+        b.iter(per_key(&present, |k| fast_full.source_hash(k) & 1 == 0))
+    });
+    group.finish();
 
     let mut group = c.benchmark_group("insert");
     group.throughput(Throughput::Elements(1));
