@@ -119,9 +119,11 @@ fn main() -> ExitCode {
         }
     }
 
-    let links_seen = enqueued + dropped;
     println!("pages visited:        {visited}");
-    println!("links followed:       {links_seen}");
+    println!(
+        "URLs offered:         {} (the seed and every link)",
+        enqueued + dropped
+    );
     println!("URLs enqueued:        {enqueued}");
     println!("URLs dropped as seen: {dropped}");
     println!(
