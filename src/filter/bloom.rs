@@ -1,7 +1,7 @@
 //! The classic Bloom filter over 64-bit words.
 
 use super::error::{FilterError, Result};
-use super::hash::KeyHash;
+use super::hash::{reduce, KeyHash};
 use super::params::{textbook_rate, FilterParams};
 
 const WORD_BITS: u64 = 64;
@@ -49,8 +49,12 @@ impl BloomFilter {
     #[inline]
     pub fn insert_hash(&mut self, hash: &KeyHash) {
         let bit_count = self.bit_count();
-        for pos in hash.positions(self.hashes, bit_count) {
-            self.words[(pos / WORD_BITS) as usize] |= 1 << (pos % WORD_BITS);
+        let words = &mut self.words[..];
+        let mut probe = hash.first_probe();
+        for _ in 0..self.hashes {
+            let pos = reduce(probe, bit_count);
+            words[(pos / WORD_BITS) as usize] |= 1 << (pos % WORD_BITS);
+            probe = hash.next_probe(probe);
         }
         self.key_count += 1;
     }
@@ -65,8 +69,16 @@ impl BloomFilter {
     #[inline]
     pub fn contains_hash(&self, hash: &KeyHash) -> bool {
         let bit_count = self.bit_count();
-        hash.positions(self.hashes, bit_count)
-            .all(|pos| self.words[(pos / WORD_BITS) as usize] & (1 << (pos % WORD_BITS)) != 0)
+        let words = &self.words[..];
+        let mut probe = hash.first_probe();
+        for _ in 0..self.hashes {
+            let pos = reduce(probe, bit_count);
+            if words[(pos / WORD_BITS) as usize] & (1 << (pos % WORD_BITS)) == 0 {
+                return false;
+            }
+            probe = hash.next_probe(probe);
+        }
+        true
     }
 
     /// Size of the bit array.
@@ -124,9 +136,12 @@ impl BloomFilter {
     /// Number of distinct keys inserted, estimated from the share of set bits
     /// (Swamidass & Baldi: `n = -(m / k) ln(1 - X / m)`). Infinite once every bit is set.
     pub fn estimated_len(&self) -> f64 {
+        let set = self.set_bits();
+        if set == 0 {
+            return 0.0;
+        }
         let m = self.bit_count() as f64;
-        let set = self.set_bits() as f64;
-        -(m / self.hashes as f64) * (1.0 - set / m).ln()
+        -(m / self.hashes as f64) * (1.0 - set as f64 / m).ln()
     }
 
     /// The rate expected now, from the keys inserted and the real size of the bit array.

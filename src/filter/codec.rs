@@ -1,4 +1,4 @@
-//! The serialized form of a [`BloomFilter`] (see `docs/format.md`, "Filter block"):
+//! The serialized form of a [`BloomFilter`] (also described in `docs/filter.md`):
 //!
 //! ```text
 //! offset  size  field

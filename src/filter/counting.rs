@@ -62,8 +62,7 @@ impl CountingBloomFilter {
     /// Adds a key.
     pub fn insert(&mut self, key: &[u8]) {
         let hash = KeyHash::of(key);
-        let cells: Vec<u64> = hash.positions(self.hashes, self.cell_count()).collect();
-        for cell in cells {
+        for cell in hash.positions(self.hashes, self.cell_count()) {
             self.add_to_counter(cell, 1);
         }
         self.key_count += 1;
@@ -85,8 +84,7 @@ impl CountingBloomFilter {
             return false;
         }
         let hash = KeyHash::of(key);
-        let cells: Vec<u64> = hash.positions(self.hashes, self.cell_count()).collect();
-        for cell in cells {
+        for cell in hash.positions(self.hashes, self.cell_count()) {
             self.add_to_counter(cell, -1);
         }
         self.key_count = self.key_count.saturating_sub(1);

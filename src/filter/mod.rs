@@ -7,7 +7,25 @@
 //!   caller hash a key once and probe any number of filters with that hash.
 //! - [`CountingBloomFilter`] supports removal with saturating 4-bit counters.
 //!
-//! This module depends on nothing else in the crate: it can be lifted out as it is.
+//! This module depends on nothing else in the crate: it can be lifted out as it is. The
+//! parameter rule, hashing scheme and serialized format are described in `docs/filter.md`.
+//!
+//! ```
+//! use bloomkv::filter::{BloomFilter, KeyHash};
+//!
+//! let mut seen = BloomFilter::with_capacity(10_000, 0.01)?; // 10 bits/key, 5 hashes
+//! seen.insert(b"https://example.org/");
+//! assert!(seen.contains(b"https://example.org/")); // never a false negative
+//!
+//! // Hash once, probe any number of filters of any size.
+//! let hash = KeyHash::of(b"https://example.org/");
+//! assert!(seen.contains_hash(&hash));
+//!
+//! // A checksummed byte form; any damage to it is an error, never a panic.
+//! let again = BloomFilter::from_bytes(&seen.to_bytes())?;
+//! assert_eq!(again, seen);
+//! # Ok::<(), bloomkv::filter::FilterError>(())
+//! ```
 
 mod bloom;
 mod codec;

@@ -1,0 +1,84 @@
+//! The measured false-positive rate of a filter filled to capacity, over a million absent keys,
+//! against the rate its parameters predict.
+//!
+//! `cargo test --test filter_fpr -- --nocapture` prints the measured figures.
+
+use bloomkv::filter::BloomFilter;
+
+const KEYS: u64 = 1_000_000;
+const PROBES: u64 = 1_000_000;
+/// Largest accepted relative gap between the measured and the predicted rate.
+const TOLERANCE: f64 = 0.15;
+
+/// Distinct deterministic keys: a tag byte (present or absent set) and the index.
+fn key(tag: u8, i: u64) -> [u8; 9] {
+    let mut k = [tag; 9];
+    k[1..].copy_from_slice(&i.to_le_bytes());
+    k
+}
+
+fn measure(target: f64) -> (f64, f64) {
+    let mut filter = BloomFilter::with_capacity(KEYS, target).unwrap();
+    for i in 0..KEYS {
+        filter.insert(&key(b'p', i));
+    }
+    assert!(!filter.is_over_capacity());
+    let false_positives = (0..PROBES)
+        .filter(|&i| filter.contains(&key(b'a', i)))
+        .count();
+    let measured = false_positives as f64 / PROBES as f64;
+    let predicted = filter.params().predicted_false_positive_rate();
+    println!(
+        "target {target}: {} bits/key, {} hashes, predicted {predicted}, measured {measured} \
+         ({false_positives} of {PROBES} absent keys)",
+        filter.bits_per_key(),
+        filter.hashes()
+    );
+    (measured, predicted)
+}
+
+fn check(target: f64) {
+    let (measured, predicted) = measure(target);
+    let gap = (measured - predicted).abs() / predicted;
+    assert!(
+        gap <= TOLERANCE,
+        "target {target}: measured {measured}, predicted {predicted} ({:.1}% apart)",
+        gap * 100.0
+    );
+}
+
+#[test]
+fn measured_rate_at_one_in_ten() {
+    check(0.1);
+}
+
+#[test]
+fn measured_rate_at_one_in_a_hundred() {
+    check(0.01);
+}
+
+#[test]
+fn measured_rate_at_one_in_a_thousand() {
+    check(0.001);
+}
+
+#[test]
+fn an_overfilled_filter_exceeds_its_prediction() {
+    // Twice the keys it was sized for: the rate must be well above the prediction, and the
+    // filter must say it is over capacity.
+    let mut filter = BloomFilter::with_capacity(50_000, 0.01).unwrap();
+    for i in 0..100_000 {
+        filter.insert(&key(b'p', i));
+    }
+    assert!(filter.is_over_capacity());
+    let hits = (0..200_000)
+        .filter(|&i| filter.contains(&key(b'a', i)))
+        .count();
+    let measured = hits as f64 / 200_000.0;
+    assert!(measured > 5.0 * 0.00943, "measured {measured}");
+    let expected = filter.expected_false_positive_rate();
+    assert!(
+        (measured - expected).abs() / expected < 0.15,
+        "{measured} vs {expected}"
+    );
+}
