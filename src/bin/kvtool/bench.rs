@@ -43,6 +43,10 @@ pub struct BenchArgs {
     /// Write an SVG chart of reads per get and of measured against predicted rate.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// Also run the same load and warm lookups on RocksDB and fjall (needs a build with
+    /// `--features peers`).
+    #[arg(long)]
+    peers: bool,
     /// Seed for key order and lookups.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -50,7 +54,7 @@ pub struct BenchArgs {
 
 /// The figures for one kind of lookup (present or absent keys) in one phase.
 #[derive(Debug, Clone, Default)]
-struct LookupFigures {
+pub struct LookupFigures {
     lookups: u64,
     data_block_reads: u64,
     bytes_read: u64,
@@ -59,7 +63,7 @@ struct LookupFigures {
     false_positives: u64,
     /// Sum over lookups of the predicted rates of the tables each lookup consulted.
     predicted_reads: f64,
-    gets_per_second: f64,
+    pub gets_per_second: f64,
     p50: Duration,
     p99: Duration,
 }
@@ -85,6 +89,43 @@ impl LookupFigures {
             "gets_per_second": self.gets_per_second,
             "p50_us": self.p50.as_secs_f64() * 1e6, "p99_us": self.p99.as_secs_f64() * 1e6,
         })
+    }
+}
+
+/// The keys loaded and looked up: the same for every setting and every peer store.
+pub struct Workload {
+    /// Key indexes in load order.
+    pub order: Vec<u64>,
+    pub value: Vec<u8>,
+    pub cold_present: Vec<[u8; 16]>,
+    pub cold_absent: Vec<[u8; 16]>,
+    pub warm_present: Vec<[u8; 16]>,
+    pub warm_absent: Vec<[u8; 16]>,
+}
+
+impl Workload {
+    fn new(args: &BenchArgs) -> Workload {
+        let mut order: Vec<u64> = (0..args.keys).collect();
+        order.shuffle(&mut SmallRng::seed_from_u64(args.seed));
+        let mut rng = SmallRng::seed_from_u64(args.seed ^ 0x5eed);
+        let mut pick = |n: u64, present: bool| -> Vec<[u8; 16]> {
+            (0..n)
+                .map(|_| bench_key(rng.gen_range(0..args.keys), present))
+                .collect()
+        };
+        Workload {
+            cold_present: pick(args.cold_lookups, true),
+            cold_absent: pick(args.cold_lookups, false),
+            warm_present: pick(args.lookups, true),
+            warm_absent: pick(args.lookups, false),
+            order,
+            value: vec![b'v'; args.value_size],
+        }
+    }
+
+    /// The key loaded `i`-th.
+    pub fn loaded_keys(&self) -> impl Iterator<Item = [u8; 16]> + '_ {
+        self.order.iter().map(|&i| bench_key(i, true))
     }
 }
 
@@ -149,6 +190,11 @@ fn progress(len: u64, what: &str) -> ProgressBar {
 
 pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     let settings = parse_settings(&args.settings)?;
+    if args.peers && !cfg!(feature = "peers") {
+        return Err(Failure::from(
+            "--peers needs kvtool built with `--features peers`",
+        ));
+    }
     if settings.is_empty() || args.keys == 0 || args.lookups == 0 {
         return Err(Failure::from(
             "bench needs at least one setting, one key and one lookup",
@@ -157,20 +203,29 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     let temp = tempfile::Builder::new()
         .prefix("bloomkv-bench")
         .tempdir_in(dir.unwrap_or(&std::env::temp_dir()))?;
-    let mut order: Vec<u64> = (0..args.keys).collect();
-    order.shuffle(&mut SmallRng::seed_from_u64(args.seed));
+    let workload = Workload::new(args);
     let mut results = Vec::new();
     for (label, policy) in &settings {
         let store_dir = temp.path().join(format!("store-{label}"));
-        results.push(run_setting(args, label, *policy, &store_dir, &order)?);
+        results.push(run_setting(label, *policy, &store_dir, &workload)?);
         std::fs::remove_dir_all(&store_dir)?;
     }
     print_report(args, &results);
+    let peers = if args.peers {
+        let ours = results
+            .iter()
+            .find(|r| r.params.is_some_and(|p| p.bits_per_key() == 10))
+            .ok_or_else(|| {
+                Failure::from("--peers compares at 10 bits per key: include the 0.01 setting")
+            })?;
+        compare_with_peers(ours, &workload, temp.path())?
+    } else {
+        Vec::new()
+    };
     if let Some(path) = &args.json {
-        std::fs::write(
-            path,
-            serde_json::to_string_pretty(&results_json(args, &results)).expect("json"),
-        )?;
+        let mut doc = results_json(args, &results);
+        doc["peers"] = serde_json::Value::Array(peers);
+        std::fs::write(path, serde_json::to_string_pretty(&doc).expect("json"))?;
         eprintln!("wrote {}", path.display());
     }
     if let Some(path) = &args.plot {
@@ -180,21 +235,47 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     Ok(())
 }
 
+#[cfg(feature = "peers")]
+fn compare_with_peers(
+    ours: &SettingResult,
+    workload: &Workload,
+    dir: &Path,
+) -> Result<Vec<serde_json::Value>, Failure> {
+    let peers = crate::peers::run(workload, dir)?;
+    crate::peers::print_comparison(
+        ours.load_seconds,
+        &ours.warm_present,
+        &ours.warm_absent,
+        &peers,
+    );
+    Ok(peers.iter().map(|p| p.to_json()).collect())
+}
+
+#[cfg(not(feature = "peers"))]
+fn compare_with_peers(
+    _: &SettingResult,
+    _: &Workload,
+    _: &Path,
+) -> Result<Vec<serde_json::Value>, Failure> {
+    Err(Failure::from(
+        "--peers needs kvtool built with `--features peers`",
+    ))
+}
+
 fn run_setting(
-    args: &BenchArgs,
     label: &str,
     policy: FilterPolicy,
     dir: &Path,
-    order: &[u64],
+    workload: &Workload,
 ) -> Result<SettingResult, Failure> {
     let db = Db::open(dir, Options::default().filter_policy(policy))?;
-    let value = vec![b'v'; args.value_size];
-    let bar = progress(order.len() as u64, &format!("load ({label})"));
+    let bar = progress(workload.order.len() as u64, &format!("load ({label})"));
     let started = Instant::now();
-    for chunk in order.chunks(1000) {
+    let keys: Vec<[u8; 16]> = workload.loaded_keys().collect();
+    for chunk in keys.chunks(1000) {
         let mut batch = WriteBatch::new();
-        for &i in chunk {
-            batch.put(bench_key(i, true), &value);
+        for key in chunk {
+            batch.put(key, &workload.value);
         }
         db.write(batch)?;
         bar.inc(chunk.len() as u64);
@@ -205,23 +286,14 @@ fn run_setting(
     bar.finish_and_clear();
     let stats = db.stats();
     let shape = stats.levels.iter().map(|l| l.tables).collect();
-    let mut rng = SmallRng::seed_from_u64(args.seed ^ 0x5eed);
-    let mut pick = |n: u64, present: bool| -> Vec<[u8; 16]> {
-        (0..n)
-            .map(|_| bench_key(rng.gen_range(0..args.keys), present))
-            .collect()
-    };
-    let (cold_p, cold_a) = (
-        pick(args.cold_lookups, true),
-        pick(args.cold_lookups, false),
-    );
-    let (warm_p, warm_a) = (pick(args.lookups, true), pick(args.lookups, false));
+    let (cold_p, cold_a) = (&workload.cold_present, &workload.cold_absent);
+    let (warm_p, warm_a) = (&workload.warm_present, &workload.warm_absent);
     drop_table_caches(dir)?;
-    let cold_present = lookups(&db, &cold_p, true, &format!("cold present ({label})"))?;
+    let cold_present = lookups(&db, cold_p, true, &format!("cold present ({label})"))?;
     drop_table_caches(dir)?;
-    let cold_absent = lookups(&db, &cold_a, false, &format!("cold absent ({label})"))?;
-    let warm_present = lookups(&db, &warm_p, true, &format!("warm present ({label})"))?;
-    let warm_absent = lookups(&db, &warm_a, false, &format!("warm absent ({label})"))?;
+    let cold_absent = lookups(&db, cold_a, false, &format!("cold absent ({label})"))?;
+    let warm_present = lookups(&db, warm_p, true, &format!("warm present ({label})"))?;
+    let warm_absent = lookups(&db, warm_a, false, &format!("warm absent ({label})"))?;
     let params = match policy {
         FilterPolicy::Disabled => None,
         FilterPolicy::FalsePositiveRate(p) => Some(FilterParams::for_false_positive_rate(p)?),

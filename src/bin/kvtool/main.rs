@@ -5,6 +5,8 @@
 mod bench;
 mod codec;
 mod commands;
+#[cfg(feature = "peers")]
+mod peers;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
