@@ -14,11 +14,11 @@ use crate::iter::{EntryStream, MergingIterator, NewestVersions};
 use crate::options::Options;
 use crate::version::{table_stream, TableHandle, Version};
 
-/// One merge of tables from `level` (and the overlapping tables of `output_level`).
+/// One merge of tables from one level (or, for a full compaction, every level above
+/// `output_level`) with the overlapping tables of `output_level`.
 pub struct Compaction {
-    pub level: usize,
     pub output_level: usize,
-    /// Inputs from `level`, newest first for level 0.
+    /// Inputs from above `output_level`, newest first for level 0.
     pub inputs: Vec<Arc<TableHandle>>,
     /// Inputs from `output_level`, sorted by key.
     pub output_level_inputs: Vec<Arc<TableHandle>>,
@@ -91,7 +91,7 @@ pub fn pick(version: &Version, options: &Options, cursor: &mut [Vec<u8>]) -> Opt
             &mut cursor[level],
         )]
     };
-    Some(with_overlaps(version, level, level + 1, inputs))
+    Some(with_overlaps(version, level + 1, inputs))
 }
 
 /// A compaction of everything into one level: the deepest level that holds data (at least 1).
@@ -108,7 +108,6 @@ pub fn full(version: &Version) -> Option<Compaction> {
         return None;
     }
     Some(Compaction {
-        level: 0,
         output_level: deepest,
         inputs,
         output_level_inputs,
@@ -128,7 +127,6 @@ fn next_table_round_robin(tables: &[Arc<TableHandle>], cursor: &mut Vec<u8>) -> 
 
 fn with_overlaps(
     version: &Version,
-    level: usize,
     output_level: usize,
     inputs: Vec<Arc<TableHandle>>,
 ) -> Compaction {
@@ -148,7 +146,6 @@ fn with_overlaps(
     let drop_tombstones = (output_level + 1..version.num_levels())
         .all(|l| version.overlapping(l, &smallest, &largest).is_empty());
     Compaction {
-        level,
         output_level,
         inputs,
         output_level_inputs,

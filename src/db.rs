@@ -557,17 +557,12 @@ impl Inner {
             expected_keys,
             true,
         )?;
+        // Each input is removed from the level it lives in (a full compaction takes inputs
+        // from every level).
         let removed: Vec<(u32, u64)> = job
-            .inputs
-            .iter()
-            .map(|t| (job.level as u32, t.meta.number))
-            .chain(
-                job.output_level_inputs
-                    .iter()
-                    .map(|t| (job.output_level as u32, t.meta.number)),
-            )
+            .all_inputs()
+            .map(|t| (t.meta.level, t.meta.number))
             .collect();
-        let removed = self.with_true_levels(removed);
         let edit = VersionEdit {
             log_number: None,
             next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
@@ -590,20 +585,6 @@ impl Inner {
                 .remove(&self.path_of(&filename::table_file_name(*number)));
         }
         Ok(())
-    }
-
-    /// A full compaction takes inputs from several levels; record each at its real level.
-    fn with_true_levels(&self, removed: Vec<(u32, u64)>) -> Vec<(u32, u64)> {
-        let version = Arc::clone(&self.read_state().version);
-        removed
-            .into_iter()
-            .map(|(level, number)| {
-                let real = (0..version.num_levels())
-                    .find(|&l| version.level(l).iter().any(|t| t.meta.number == number))
-                    .map_or(level, |l| l as u32);
-                (real, number)
-            })
-            .collect()
     }
 
     fn remove_obsolete_logs(&self, live_log: u64) {
