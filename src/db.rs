@@ -402,7 +402,11 @@ impl Inner {
             // The new log's directory entry must be durable before synced writes land in it.
             self.fs.sync_dir(&self.dir).map(|()| file)
         });
-        let file = match opened.and_then(|f| writer.wal.flush().map(|()| f)) {
+        // The old log is synced, not just flushed: a synced write in the new log makes every
+        // earlier write durable, and the unsynced writes at the end of the old log are
+        // earlier. Without this a power loss could keep a synced write in the new log and
+        // drop unsynced ones before it, leaving a hole in the recovered history.
+        let file = match opened.and_then(|f| writer.wal.sync().map(|()| f)) {
             Ok(file) => file,
             Err(e) => {
                 self.fail_writes(format!("starting a new WAL failed: {e}"));
