@@ -59,6 +59,9 @@ struct ShapeState {
 #[derive(Default)]
 struct BackgroundState {
     shutdown: bool,
+    /// True while the background thread runs a flush or compaction step, including the
+    /// removal of the files it made obsolete.
+    busy: bool,
     /// Set when a flush or compaction failed; writes are refused from then on.
     error: Option<String>,
 }
@@ -212,7 +215,8 @@ impl Db {
     /// Waits until every frozen memtable is flushed and no level needs compaction, so the
     /// tree's shape stays put (benchmarks and tests measure a settled tree this way).
     pub fn wait_for_background_work(&self) -> Result<()> {
-        self.inner.wait_until(|inner| !inner.has_background_work())
+        self.inner
+            .wait_until(|inner, background| !background.busy && !inner.has_background_work())
     }
 
     /// Counters and the shape of the tree.
@@ -435,12 +439,12 @@ impl Inner {
                 self.freeze_memtable(&mut writer)?;
             }
         }
-        self.wait_until(|inner| inner.read_state().immutable.is_empty())
+        self.wait_until(|inner, _| inner.read_state().immutable.is_empty())
     }
 
     /// Blocks until `done` holds, waking whenever background work finishes; fails if
     /// background work failed.
-    fn wait_until(&self, done: impl Fn(&Inner) -> bool) -> Result<()> {
+    fn wait_until(&self, done: impl Fn(&Inner, &BackgroundState) -> bool) -> Result<()> {
         let mut background = lock(&self.background);
         loop {
             if let Some(reason) = &background.error {
@@ -448,7 +452,7 @@ impl Inner {
                     reason: reason.clone(),
                 });
             }
-            if done(self) {
+            if done(self, &background) {
                 return Ok(());
             }
             self.background_cv.notify_all();
@@ -476,6 +480,7 @@ impl Inner {
                         return;
                     }
                     if background.error.is_none() && self.has_background_work() {
+                        background.busy = true;
                         break;
                     }
                     background = self
@@ -488,6 +493,7 @@ impl Inner {
             if let Err(e) = self.do_background_step() {
                 self.fail_writes(format!("background flush or compaction failed: {e}"));
             }
+            lock(&self.background).busy = false;
             self.background_cv.notify_all();
         }
     }
