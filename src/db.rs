@@ -710,6 +710,9 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
         None => (Vec::new(), 0, 1, 0),
     };
     let next_file = next_file.max(highest_on_disk + 1);
+    if let Some(r) = &recovered {
+        check_manifest_files(&dir, r, &names)?;
+    }
 
     let mut opened = HashMap::new();
     for meta in &metas {
@@ -828,6 +831,44 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
         options,
         _lock: lock,
     })
+}
+
+/// Fails when a file the manifest relies on is missing: a live table, or the WAL the manifest
+/// names as the oldest still needed. Neither is ever deleted while a durable manifest edit
+/// needs it, so a missing one means the manifest lost an edit that had been synced (a damaged
+/// last edit looks like a torn one and is dropped) or the file was removed from outside.
+/// Opening anyway would delete the tables that lost edit added and lose their data.
+fn check_manifest_files(
+    dir: &Path,
+    recovered: &manifest::RecoveredManifest,
+    names: &[String],
+) -> Result<()> {
+    let manifest_path = dir.join(filename::manifest_file_name(recovered.manifest_number));
+    let log = filename::log_file_name(recovered.log_number);
+    if !names.contains(&log) {
+        return Err(Error::corruption(
+            &manifest_path,
+            None,
+            format!(
+                "names WAL {log} as still needed, but it is missing: an edit of the manifest \
+                 was lost or the file was removed"
+            ),
+        ));
+    }
+    for table in &recovered.tables {
+        let name = filename::table_file_name(table.number);
+        if !names.contains(&name) {
+            return Err(Error::corruption(
+                &manifest_path,
+                None,
+                format!(
+                    "names table {name} but it is missing: an edit of the manifest was lost \
+                     or the file was removed"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Tables written by one flush or compaction: what the manifest records, and the readers.
