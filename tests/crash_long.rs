@@ -4,7 +4,7 @@
 //! holds every write the child acknowledged, synced or not: an unsynced write is handed to
 //! the operating system before the call returns, so it survives the death of the process.
 //!
-//! Run it with `cargo test --release --test crash_long -- --ignored --nocapture`.
+//! Run it with `cargo test --test crash_long -- --ignored --nocapture` (about 70 s).
 
 mod common;
 
