@@ -63,6 +63,17 @@ pub fn check_store_with(shared: SharedFs, dir: &Path) -> Result<CheckReport> {
                     ));
                 }
             }
+            let log = filename::log_file_name(recovered.log_number);
+            if !names.contains(&log) {
+                report.problems.push(Error::corruption(
+                    &dir.join(filename::manifest_file_name(recovered.manifest_number)),
+                    None,
+                    format!(
+                        "names WAL {log} as still needed, but it is missing: an edit of the \
+                         manifest was lost or the file was removed"
+                    ),
+                ));
+            }
         }
         Err(e) => report.problems.push(e),
     }

@@ -59,6 +59,9 @@ struct ShapeState {
 #[derive(Default)]
 struct BackgroundState {
     shutdown: bool,
+    /// True while the background thread runs a flush or compaction step, including the
+    /// removal of the files it made obsolete.
+    busy: bool,
     /// Set when a flush or compaction failed; writes are refused from then on.
     error: Option<String>,
 }
@@ -212,7 +215,8 @@ impl Db {
     /// Waits until every frozen memtable is flushed and no level needs compaction, so the
     /// tree's shape stays put (benchmarks and tests measure a settled tree this way).
     pub fn wait_for_background_work(&self) -> Result<()> {
-        self.inner.wait_until(|inner| !inner.has_background_work())
+        self.inner
+            .wait_until(|inner, background| !background.busy && !inner.has_background_work())
     }
 
     /// Counters and the shape of the tree.
@@ -402,7 +406,11 @@ impl Inner {
             // The new log's directory entry must be durable before synced writes land in it.
             self.fs.sync_dir(&self.dir).map(|()| file)
         });
-        let file = match opened.and_then(|f| writer.wal.flush().map(|()| f)) {
+        // The old log is synced, not just flushed: a synced write in the new log makes every
+        // earlier write durable, and the unsynced writes at the end of the old log are
+        // earlier. Without this a power loss could keep a synced write in the new log and
+        // drop unsynced ones before it, leaving a hole in the recovered history.
+        let file = match opened.and_then(|f| writer.wal.sync().map(|()| f)) {
             Ok(file) => file,
             Err(e) => {
                 self.fail_writes(format!("starting a new WAL failed: {e}"));
@@ -431,12 +439,12 @@ impl Inner {
                 self.freeze_memtable(&mut writer)?;
             }
         }
-        self.wait_until(|inner| inner.read_state().immutable.is_empty())
+        self.wait_until(|inner, _| inner.read_state().immutable.is_empty())
     }
 
     /// Blocks until `done` holds, waking whenever background work finishes; fails if
     /// background work failed.
-    fn wait_until(&self, done: impl Fn(&Inner) -> bool) -> Result<()> {
+    fn wait_until(&self, done: impl Fn(&Inner, &BackgroundState) -> bool) -> Result<()> {
         let mut background = lock(&self.background);
         loop {
             if let Some(reason) = &background.error {
@@ -444,7 +452,7 @@ impl Inner {
                     reason: reason.clone(),
                 });
             }
-            if done(self) {
+            if done(self, &background) {
                 return Ok(());
             }
             self.background_cv.notify_all();
@@ -472,6 +480,7 @@ impl Inner {
                         return;
                     }
                     if background.error.is_none() && self.has_background_work() {
+                        background.busy = true;
                         break;
                     }
                     background = self
@@ -484,6 +493,7 @@ impl Inner {
             if let Err(e) = self.do_background_step() {
                 self.fail_writes(format!("background flush or compaction failed: {e}"));
             }
+            lock(&self.background).busy = false;
             self.background_cv.notify_all();
         }
     }
@@ -681,6 +691,9 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
         None => (Vec::new(), 0, 1, 0),
     };
     let next_file = next_file.max(highest_on_disk + 1);
+    if let Some(r) = &recovered {
+        check_manifest_files(&dir, r, &names)?;
+    }
 
     let mut opened = HashMap::new();
     for meta in &metas {
@@ -799,6 +812,44 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
         options,
         _lock: lock,
     })
+}
+
+/// Fails when a file the manifest relies on is missing: a live table, or the WAL the manifest
+/// names as the oldest still needed. Neither is ever deleted while a durable manifest edit
+/// needs it, so a missing one means the manifest lost an edit that had been synced (a damaged
+/// last edit looks like a torn one and is dropped) or the file was removed from outside.
+/// Opening anyway would delete the tables that lost edit added and lose their data.
+fn check_manifest_files(
+    dir: &Path,
+    recovered: &manifest::RecoveredManifest,
+    names: &[String],
+) -> Result<()> {
+    let manifest_path = dir.join(filename::manifest_file_name(recovered.manifest_number));
+    let log = filename::log_file_name(recovered.log_number);
+    if !names.contains(&log) {
+        return Err(Error::corruption(
+            &manifest_path,
+            None,
+            format!(
+                "names WAL {log} as still needed, but it is missing: an edit of the manifest \
+                 was lost or the file was removed"
+            ),
+        ));
+    }
+    for table in &recovered.tables {
+        let name = filename::table_file_name(table.number);
+        if !names.contains(&name) {
+            return Err(Error::corruption(
+                &manifest_path,
+                None,
+                format!(
+                    "names table {name} but it is missing: an edit of the manifest was lost \
+                     or the file was removed"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Tables written by one flush or compaction: what the manifest records, and the readers.

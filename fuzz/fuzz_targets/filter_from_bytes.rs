@@ -1,0 +1,12 @@
+//! Arbitrary bytes as a serialized Bloom filter; what decodes must re-encode to the same bytes.
+#![no_main]
+
+use bloomkv::filter::BloomFilter;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(filter) = BloomFilter::from_bytes(data) {
+        assert_eq!(filter.to_bytes(), data);
+        let _ = filter.contains(b"probe");
+    }
+});

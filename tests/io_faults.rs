@@ -1,0 +1,227 @@
+//! Injected I/O errors: a failed append, a failed sync, a failed directory sync, a full disk,
+//! in the WAL write path and in background flush and compaction. In every case the call that
+//! hit the fault (or a later one) returns an error, nothing acknowledged is lost, reads keep
+//! working while writes are refused with `Error::WritesRefused`, and reopening the store
+//! recovers it.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bloomkv::fs::FaultFs;
+use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+const DIR: &str = "/store";
+
+fn options(fs: &FaultFs) -> Options {
+    let mut options = common::small_tree_options().file_system(Arc::new(fs.clone()));
+    options.memtable_size = 4 * 1024;
+    options
+}
+
+fn put(db: &Db, i: u64, sync: bool) -> bloomkv::Result<()> {
+    let mut batch = WriteBatch::new();
+    batch.put(common::key(i), common::value(i, 0));
+    db.write_opt(batch, &WriteOptions { sync })
+}
+
+/// Every key below `acked` reads back with its value.
+fn assert_all_readable(db: &Db, acked: u64, what: &str) {
+    for i in 0..acked {
+        assert_eq!(
+            db.get(common::key(i)).unwrap(),
+            Some(common::value(i, 0)),
+            "{what}: acknowledged key {i} unreadable"
+        );
+    }
+    let scanned = db.iter().take_while(|r| r.is_ok()).count() as u64;
+    assert!(scanned >= acked, "{what}: scan saw {scanned} of {acked}");
+}
+
+/// After a failure: reads work; the store either refuses writes with a clear error or goes
+/// on (and then keeps what it takes); a reopen (no crash: the process just closed the
+/// store) keeps every acknowledged write and takes writes again. Returns whether the store
+/// refused writes.
+fn after_failure(fs: &FaultFs, db: Db, acked: u64, what: &str) -> bool {
+    assert_all_readable(&db, acked, what);
+    let mut acked = acked;
+    let refused = match put(&db, acked, false) {
+        Err(Error::WritesRefused { reason }) => {
+            assert!(!reason.is_empty());
+            true
+        }
+        Ok(()) => {
+            acked += 1;
+            false
+        }
+        // The store went on, but the fault is still there (a full disk): this write fails in
+        // the WAL, and from then on writes are refused.
+        Err(Error::Io { .. }) => {
+            assert!(
+                matches!(put(&db, acked, false), Err(Error::WritesRefused { .. })),
+                "{what}: write after a failed WAL write not refused"
+            );
+            true
+        }
+        Err(e) => panic!("{what}: write after the failure gave {e:?}"),
+    };
+    fs.clear_faults();
+    fs.set_space_left(None);
+    drop(db);
+    let db = Db::open(DIR, options(fs)).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+    assert_all_readable(&db, acked, what);
+    put(&db, acked, true).unwrap();
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let report = bloomkv::check::check_store_with(Arc::new(fs.clone()), Path::new(DIR)).unwrap();
+    assert!(report.is_clean(), "{what}: {:?}", report.problems);
+    refused
+}
+
+fn fill(db: &Db, from: u64, to: u64) {
+    for i in from..to {
+        put(db, i, i % 7 == 0).unwrap();
+    }
+}
+
+#[test]
+fn failed_wal_append_refuses_writes_and_loses_nothing() {
+    let fs = FaultFs::new();
+    let db = Db::open(DIR, options(&fs)).unwrap();
+    fill(&db, 0, 500);
+    fs.fail_nth_append(1);
+    assert!(matches!(put(&db, 500, false), Err(Error::Io { .. })));
+    assert!(after_failure(&fs, db, 500, "WAL append"));
+}
+
+#[test]
+fn failed_wal_sync_refuses_writes_and_loses_nothing() {
+    let fs = FaultFs::new();
+    let db = Db::open(DIR, options(&fs)).unwrap();
+    fill(&db, 0, 300);
+    fs.fail_next_sync();
+    assert!(put(&db, 300, true).is_err());
+    assert!(after_failure(&fs, db, 300, "WAL sync"));
+}
+
+#[test]
+fn full_disk_refuses_writes_and_loses_nothing() {
+    let fs = FaultFs::new();
+    let db = Db::open(DIR, options(&fs)).unwrap();
+    fill(&db, 0, 200);
+    fs.set_space_left(Some(20_000));
+    let mut i = 200;
+    let err = loop {
+        match put(&db, i, false) {
+            Ok(()) => i += 1,
+            Err(e) => break e,
+        }
+        assert!(i < 100_000, "the disk never filled");
+    };
+    // The failure is either the WAL append itself or a background flush that ran out of room.
+    match &err {
+        Error::Io { source, .. } => assert_eq!(source.kind(), std::io::ErrorKind::StorageFull),
+        Error::WritesRefused { reason } => assert!(reason.contains("no space"), "{reason}"),
+        other => panic!("unexpected error {other:?}"),
+    }
+    assert!(after_failure(&fs, db, i, "full disk"));
+}
+
+#[test]
+fn failed_flush_refuses_writes_and_loses_nothing() {
+    for fault in ["append", "sync", "dir sync", "full"] {
+        let fs = FaultFs::new();
+        let db = Db::open(DIR, options(&fs)).unwrap();
+        fill(&db, 0, 60);
+        db.wait_for_background_work().unwrap();
+        match fault {
+            "append" => fs.fail_nth_append(1),
+            "sync" => fs.fail_next_sync(),
+            "dir sync" => fs.fail_next_dir_sync(),
+            _ => fs.set_space_left(Some(100)),
+        }
+        let err = db.flush().unwrap_err();
+        assert!(
+            matches!(err, Error::WritesRefused { .. } | Error::Io { .. }),
+            "{fault}: {err:?}"
+        );
+        let what = format!("flush ({fault})");
+        assert!(
+            after_failure(&fs, db, 60, &what),
+            "{what}: writes not refused"
+        );
+    }
+}
+
+#[test]
+fn failed_compaction_refuses_writes_and_loses_nothing() {
+    let mut refused = 0;
+    for fault in ["append", "sync", "full"] {
+        let fs = FaultFs::new();
+        let db = Db::open(DIR, options(&fs)).unwrap();
+        fill(&db, 0, 1500);
+        db.flush().unwrap();
+        db.wait_for_background_work().unwrap();
+        match fault {
+            "append" => fs.fail_nth_append(3),
+            "sync" => fs.fail_next_sync(),
+            _ => fs.set_space_left(Some(3000)),
+        }
+        let err = db.compact().unwrap_err();
+        assert!(
+            matches!(err, Error::WritesRefused { .. } | Error::Io { .. }),
+            "{fault}: {err:?}"
+        );
+        // A compaction whose output could not be written changed nothing: the store may go
+        // on. One whose manifest edit failed refuses writes.
+        if after_failure(&fs, db, 1500, &format!("compaction ({fault})")) {
+            refused += 1;
+        }
+    }
+    eprintln!("io_faults: {refused} of 3 failed compactions refused later writes");
+}
+
+/// The n-th append (or the disk filling after n bytes) fails somewhere in a mixed workload
+/// (WAL appends, table writes of flushes and compactions, manifest edits): the workload stops
+/// at its first error, and the invariants hold wherever the fault landed.
+#[test]
+fn a_fault_at_every_point_of_a_mixed_workload() {
+    let mut faults_hit = 0;
+    let mut refused_later = 0;
+    for n in 1..120u64 {
+        let mut rng = SmallRng::seed_from_u64(n);
+        let fs = FaultFs::new();
+        let db = Db::open(DIR, options(&fs)).unwrap();
+        if n % 2 == 0 {
+            fs.fail_nth_append(n * 7);
+        } else {
+            fs.set_space_left(Some(n * 600));
+        }
+        let mut acked = 0u64;
+        let mut failed = false;
+        for _ in 0..3000 {
+            let r = match rng.gen_range(0..100) {
+                0..=1 => db.flush(),
+                2 => db.compact(),
+                _ => put(&db, acked, rng.gen_bool(0.2)).map(|()| acked += 1),
+            };
+            if let Err(e) = r {
+                assert!(
+                    matches!(e, Error::Io { .. } | Error::WritesRefused { .. }),
+                    "fault {n}: {e:?}"
+                );
+                failed = true;
+                break;
+            }
+        }
+        assert!(failed, "fault {n} was never hit");
+        faults_hit += 1;
+        if after_failure(&fs, db, acked, &format!("fault {n}")) {
+            refused_later += 1;
+        }
+    }
+    eprintln!("io_faults: {faults_hit} faults hit, {refused_later} refused the next write");
+}

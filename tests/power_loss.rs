@@ -1,0 +1,199 @@
+//! Simulated power loss through `FaultFs`: a workload of synced and unsynced writes, flushes
+//! and compactions runs until the power is cut after a random number of file-system
+//! operations; everything not yet synced (file bytes and directory entries) is then lost or
+//! torn according to a `CrashMode`, and the store is reopened. After every reboot:
+//! - the store opens and `check_store_with` finds no damage (torn WAL tails are allowed);
+//! - the keys present are exactly `key(0) .. key(n)` (a prefix of the write order) with their
+//!   values;
+//! - every write acknowledged as durable (a synced write, or any write before a successful
+//!   `flush`) is among them.
+//!
+//! Each seed runs several power cycles on the same store, and some cuts land inside
+//! `Db::open` itself, so recovery is cut too.
+//!
+//! `cargo test --test power_loss` runs a bounded number of seeds;
+//! `cargo test --test power_loss -- --ignored` runs many more.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bloomkv::check::check_store_with;
+use bloomkv::fs::{CrashMode, FaultFs};
+use bloomkv::{Db, Options, WriteBatch, WriteOptions};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+const DIR: &str = "/store";
+
+fn options(fs: &FaultFs) -> Options {
+    let mut options = common::small_tree_options().file_system(Arc::new(fs.clone()));
+    options.memtable_size = 4 * 1024;
+    options
+}
+
+fn crash_mode(seed: u64) -> CrashMode {
+    match seed % 4 {
+        0 => CrashMode::DropUnsynced,
+        1 => CrashMode::KeepPrefix { seed },
+        2 => CrashMode::ZeroTail { seed },
+        _ => CrashMode::GarbageTail { seed },
+    }
+}
+
+/// Counts what the runs did, for the report.
+#[derive(Default, Debug)]
+struct Tally {
+    cycles: u64,
+    writes_acknowledged: u64,
+    cuts_during_open: u64,
+    flushes: u64,
+    compactions: u64,
+    torn_tails_seen: u64,
+}
+
+/// Opens the store after a reboot, retrying when a power cut lands inside the open itself.
+fn reopen(fs: &FaultFs, rng: &mut SmallRng, tally: &mut Tally, seed: u64, cycle: u32) -> Db {
+    loop {
+        let cut_open = rng.gen_bool(0.25);
+        if cut_open {
+            fs.cut_power_after(rng.gen_range(0..12));
+        }
+        match Db::open(DIR, options(fs)) {
+            Ok(db) => {
+                fs.clear_faults();
+                return db;
+            }
+            Err(e) if cut_open && fs.power_is_cut() => {
+                tally.cuts_during_open += 1;
+                fs.crash();
+                let _ = e;
+            }
+            Err(e) => panic!("seed {seed} cycle {cycle}: reopen failed: {e}"),
+        }
+    }
+}
+
+/// Checks the store's state after a reboot; returns the number of keys present.
+fn check_prefix(db: &Db, fs: &FaultFs, durable: u64, seed: u64, cycle: u32) -> u64 {
+    let mut n = 0u64;
+    for item in db.iter() {
+        let (k, v) = item.unwrap_or_else(|e| panic!("seed {seed} cycle {cycle}: scan: {e}"));
+        assert_eq!(
+            k,
+            common::key(n),
+            "seed {seed} cycle {cycle}: hole: key {n} missing but a later key is present"
+        );
+        assert_eq!(
+            v,
+            common::value(n, 0),
+            "seed {seed} cycle {cycle}: wrong value"
+        );
+        n += 1;
+    }
+    assert!(
+        n >= durable,
+        "seed {seed} cycle {cycle}: {durable} writes were durable, only {n} survived"
+    );
+    if n > 0 {
+        assert_eq!(
+            db.get(common::key(n - 1)).unwrap(),
+            Some(common::value(n - 1, 0))
+        );
+    }
+    assert_eq!(db.get(common::key(n)).unwrap(), None);
+    // Let background work settle so no compaction deletes files while the check reads them.
+    db.wait_for_background_work().unwrap();
+    let report = check_store_with(Arc::new(fs.clone()), Path::new(DIR)).unwrap();
+    assert!(
+        report.is_clean(),
+        "seed {seed} cycle {cycle}: check found {:?}",
+        report.problems
+    );
+    n
+}
+
+/// Runs the workload from key `next` until the power is cut or it has done its operations.
+/// Returns how many keys (from key 0) are guaranteed durable.
+fn workload(db: &Db, rng: &mut SmallRng, next: u64, durable: u64, tally: &mut Tally) -> u64 {
+    let mut durable = durable;
+    let mut i = next;
+    let writes = rng.gen_range(50..2500);
+    for _ in 0..writes {
+        let action = rng.gen_range(0..100);
+        let result = if action < 2 {
+            db.flush().map(|()| {
+                // Everything written before a successful flush is in a synced table.
+                durable = i;
+            })
+        } else if action < 3 {
+            db.compact().map(|()| durable = i)
+        } else {
+            let sync = rng.gen_bool(0.2);
+            let batch_len = rng.gen_range(1..4);
+            let mut batch = WriteBatch::new();
+            for j in 0..batch_len {
+                batch.put(common::key(i + j), common::value(i + j, 0));
+            }
+            db.write_opt(batch, &WriteOptions { sync }).map(|()| {
+                i += batch_len;
+                tally.writes_acknowledged += batch_len;
+                if sync {
+                    durable = i;
+                }
+            })
+        };
+        if result.is_err() {
+            break;
+        }
+    }
+    durable
+}
+
+fn run_seed(seed: u64, cycles: u32, tally: &mut Tally) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let fs = FaultFs::new();
+    fs.set_crash_mode(crash_mode(seed));
+    let mut db = Db::open(DIR, options(&fs)).unwrap();
+    let mut present = 0u64;
+    let mut durable = 0u64;
+    for cycle in 0..cycles {
+        fs.cut_power_after(rng.gen_range(0..3000));
+        durable = workload(&db, &mut rng, present, durable, tally);
+        let stats = db.stats();
+        tally.flushes += stats.flushes;
+        tally.compactions += stats.compactions;
+        drop(db);
+        fs.power_loss();
+        tally.cycles += 1;
+        db = reopen(&fs, &mut rng, tally, seed, cycle);
+        tally.torn_tails_seen += db.recovery_report().dropped_tails.len() as u64;
+        present = check_prefix(&db, &fs, durable, seed, cycle);
+        // What survived is durable now: recovery wrote it to a synced table.
+        durable = present;
+    }
+}
+
+fn run_seeds(seeds: std::ops::Range<u64>, cycles: u32) {
+    let mut tally = Tally::default();
+    let start = std::time::Instant::now();
+    for seed in seeds.clone() {
+        run_seed(seed, cycles, &mut tally);
+    }
+    eprintln!(
+        "power_loss: seeds {seeds:?}, {tally:?}, {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn acknowledged_synced_writes_survive_power_loss() {
+    run_seeds(0..100, 4);
+}
+
+#[test]
+#[ignore = "long: many more seeds; run with --ignored"]
+fn acknowledged_synced_writes_survive_power_loss_long() {
+    run_seeds(1000..6000, 6);
+}
