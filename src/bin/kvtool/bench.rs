@@ -537,7 +537,11 @@ fn plot_svg(results: &[SettingResult]) -> String {
         })
         .collect();
     let x0 = w + pad;
-    svg.push_str(&format!("<text x=\"{x0}\" y=\"20\">false-positive rate by bits per key (log scale): predicted o, measured x</text>\n"));
+    svg.push_str(&format!(
+        "<text x=\"{x0}\" y=\"20\">false-positive rate (log scale) by bits per key</text>\n<text x=\"{x0}\" y=\"36\"><tspan fill=\"#4a7ab7\">o predicted</tspan>  <tspan fill=\"#c0392b\">x measured</tspan></text>\n<text x=\"{:.1}\" y=\"{:.1}\">bits per key</text>\n",
+        x0 + (w - 2.0 * pad) / 2.0 - 30.0,
+        h - pad + 30.0
+    ));
     if !points.is_empty() {
         let max_bits = points.iter().map(|p| p.0).fold(0.0, f64::max) + 2.0;
         let lo = points
