@@ -116,7 +116,10 @@ fn run_case(seed: u64, ops: usize) {
     let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert_eq!(all, want, "seed {seed}: final full scan");
     let stats = db.stats();
-    assert!(!stats.tables.is_empty(), "seed {seed}: the case should have written tables");
+    assert!(
+        !stats.tables.is_empty(),
+        "seed {seed}: the case should have written tables"
+    );
 }
 
 #[test]
