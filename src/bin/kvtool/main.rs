@@ -112,6 +112,21 @@ impl<E: std::fmt::Display> From<E> for Failure {
 /// Clap's usage errors span several lines (message, tips, usage); kvtool's errors are one line,
 /// so keep the message and tips, drop the usage, and point at `--help`.
 fn usage_error(e: &clap::Error) -> String {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand
+    ) {
+        // Clap would print the whole help, or a usage block, here.
+        let names: Vec<String> = <Cli as clap::CommandFactory>::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        return format!(
+            "no command given; commands: {} (see kvtool --help)",
+            names.join(", ")
+        );
+    }
     let rendered = e.render().to_string();
     let message: Vec<&str> = rendered
         .lines()
