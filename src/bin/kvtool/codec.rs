@@ -3,7 +3,15 @@
 
 /// Parses a command-line key or value.
 pub fn parse(text: &str, hex: bool) -> Result<Vec<u8>, String> {
+    parse_bytes(text.as_bytes(), hex)
+}
+
+/// Parses a key or value read from a file, which need not be UTF-8: in the escaped form any
+/// byte other than a backslash stands for itself.
+pub fn parse_bytes(text: &[u8], hex: bool) -> Result<Vec<u8>, String> {
     if hex {
+        let text =
+            std::str::from_utf8(text).map_err(|_| format!("'{}' is not hex", escape(text)))?;
         parse_hex(text)
     } else {
         unescape(text)
@@ -59,8 +67,8 @@ fn escape(bytes: &[u8]) -> String {
     out
 }
 
-fn unescape(text: &str) -> Result<Vec<u8>, String> {
-    let bytes = text.as_bytes();
+fn unescape(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let text = || escape(bytes);
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
@@ -75,16 +83,18 @@ fn unescape(text: &str) -> Result<Vec<u8>, String> {
                 i += 2;
             }
             Some(b'x') => {
-                let hex = text
+                let hex = bytes
                     .get(i + 2..i + 4)
+                    .and_then(|h| std::str::from_utf8(h).ok())
                     .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| format!("bad escape at byte {i} of '{text}'"))?;
+                    .ok_or_else(|| format!("bad escape at byte {i} of '{}'", text()))?;
                 out.push(hex);
                 i += 4;
             }
             _ => {
                 return Err(format!(
-                    "bad escape at byte {i} of '{text}' (use \\\\ or \\xNN)"
+                    "bad escape at byte {i} of '{}' (use \\\\ or \\xNN)",
+                    text()
                 ))
             }
         }
@@ -99,7 +109,7 @@ mod tests {
     #[test]
     fn escape_round_trips_every_byte() {
         let all: Vec<u8> = (0..=255).collect();
-        assert_eq!(unescape(&escape(&all)).unwrap(), all);
+        assert_eq!(unescape(escape(&all).as_bytes()).unwrap(), all);
         assert_eq!(parse_hex(&format_hex(&all)).unwrap(), all);
     }
 
@@ -109,5 +119,13 @@ mod tests {
         assert!(parse_hex("0xabc").is_err());
         assert!(parse_hex("0xzz").is_err());
         assert_eq!(parse_hex("0x").unwrap(), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn raw_bytes_other_than_backslash_stand_for_themselves() {
+        assert_eq!(parse_bytes(b"a\xff\x00", false).unwrap(), b"a\xff\x00");
+        assert!(parse_bytes(b"a\\q", false).is_err());
+        assert!(parse_bytes(b"a\\x4", false).is_err());
+        assert!(parse_bytes(b"0x\xff", true).is_err());
     }
 }

@@ -5,13 +5,15 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bloomkv::entry::{MAX_KEY_LEN, MAX_VALUE_LEN};
+use bloomkv::filename::{self, FileKind, CURRENT};
 use bloomkv::fs::OsFileSystem;
 use bloomkv::{Db, FilterPolicy, Options, Stats, WriteBatch};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::codec;
-use crate::{Cli, Command, Failure};
+use crate::{output_error, Cli, Command, Failure, NOT_FOUND};
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<(), Failure> {
@@ -24,26 +26,33 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     };
     match &cli.command {
         Command::Put { key, value } => {
+            let (key, value) = (codec::parse(key, hex)?, codec::parse(value, hex)?);
             let db = open(db_dir()?, policy, true)?;
-            db.put(codec::parse(key, hex)?, codec::parse(value, hex)?)?;
-            db.close()?;
+            db.put(key, value)?;
+            close(db)?;
         }
         Command::Get { key } => {
+            let parsed = codec::parse(key, hex)?;
             let db = open(db_dir()?, policy, false)?;
-            match db.get(codec::parse(key, hex)?)? {
-                Some(value) => println!("{}", codec::format(&value, hex)),
+            match db.get(parsed)? {
+                Some(value) => {
+                    let mut out = stdout();
+                    writeln!(out, "{}", codec::format(&value, hex)).map_err(output_error)?;
+                    out.flush().map_err(output_error)?;
+                }
                 None => {
                     return Err(Failure {
-                        code: 1,
-                        message: String::new(),
+                        code: NOT_FOUND,
+                        message: format!("no such key: {key}"),
                     })
                 }
             }
         }
         Command::Delete { key } => {
+            let key = codec::parse(key, hex)?;
             let db = open(db_dir()?, policy, false)?;
-            db.delete(codec::parse(key, hex)?)?;
-            db.close()?;
+            db.delete(key)?;
+            close(db)?;
         }
         Command::Scan {
             from,
@@ -52,17 +61,25 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             limit,
             keys_only,
         } => {
+            let parse = |k: &Option<String>| k.as_deref().map(|k| codec::parse(k, hex)).transpose();
+            let range = ScanRange {
+                from: parse(from)?,
+                to: parse(to)?,
+                prefix: parse(prefix)?,
+            };
             let db = open(db_dir()?, policy, false)?;
-            scan(&db, hex, from, to, prefix, *limit, *keys_only)?;
+            scan(&db, hex, &range, *limit, *keys_only)?;
         }
         Command::Load { file, strict } => {
+            let input = open_input(file.as_deref())?;
             let db = open(db_dir()?, policy, true)?;
-            load(&db, hex, file.as_deref(), *strict)?;
-            db.close()?;
+            let result = load(&db, hex, input, *strict);
+            close(db)?;
+            result?;
         }
         Command::Dump => {
             let db = open(db_dir()?, policy, false)?;
-            let mut out = BufWriter::new(std::io::stdout().lock());
+            let mut out = stdout();
             for pair in db.iter() {
                 let (k, v) = pair?;
                 writeln!(
@@ -70,13 +87,15 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                     "{}\t{}",
                     codec::format(&k, hex),
                     codec::format(&v, hex)
-                )?;
+                )
+                .map_err(output_error)?;
             }
-            out.flush()?;
+            out.flush().map_err(output_error)?;
         }
         Command::Stats { json } => {
             let db = open(db_dir()?, policy, false)?;
-            print_stats(&db.stats(), *json);
+            let text = stats_text(&db.stats(), hex, *json);
+            emit(&text)?;
         }
         Command::Check => check(db_dir()?)?,
         Command::Compact => {
@@ -84,9 +103,29 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             db.compact()?;
             db.close()?;
         }
-        Command::Sst { file, json } => sst(file, *json)?,
+        Command::Sst { file, json } => sst(file, hex, *json)?,
         Command::Bench(args) => crate::bench::run(args, cli.db.as_deref())?,
     }
+    Ok(())
+}
+
+fn stdout() -> BufWriter<std::io::StdoutLock<'static>> {
+    BufWriter::new(std::io::stdout().lock())
+}
+
+/// Writes a command's whole output to stdout.
+fn emit(text: &str) -> Result<(), Failure> {
+    let mut out = stdout();
+    out.write_all(text.as_bytes()).map_err(output_error)?;
+    out.flush().map_err(output_error)
+}
+
+/// Writes what is in the memtable to tables before closing, so the tables are written with
+/// this command's filter policy (`--filter-fpr`, `--no-filter`) rather than with that of
+/// whichever command opens the store next and replays the log.
+fn close(db: Db) -> Result<(), Failure> {
+    db.flush()?;
+    db.close()?;
     Ok(())
 }
 
@@ -99,12 +138,54 @@ fn filter_policy(cli: &Cli) -> Result<FilterPolicy, Failure> {
     Ok(FilterPolicy::FalsePositiveRate(p))
 }
 
+/// Fails unless `dir` holds a store: that is, a CURRENT file.
+fn require_store(dir: &Path) -> Result<(), Failure> {
+    if dir.join(CURRENT).exists() {
+        return Ok(());
+    }
+    let reason = if dir.is_dir() {
+        "the directory has no CURRENT file"
+    } else {
+        "no such directory"
+    };
+    Err(Failure::from(format!(
+        "no bloomkv store at {} ({reason})",
+        dir.display()
+    )))
+}
+
+/// Store files in a directory without CURRENT: a store that lost its pointer file. Creating a
+/// store there would delete them as garbage, so kvtool refuses.
+fn orphaned_store_files(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| {
+            matches!(
+                filename::parse_file_name(n),
+                Some(FileKind::Table(_)) | Some(FileKind::Manifest(_))
+            )
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 fn open(dir: &Path, policy: FilterPolicy, create: bool) -> Result<Db, Failure> {
-    if !create && !dir.join("CURRENT").exists() {
-        return Err(Failure::from(format!(
-            "no bloomkv store at {}",
-            dir.display()
-        )));
+    if !create {
+        require_store(dir)?;
+    } else if !dir.join(CURRENT).exists() {
+        let orphans = orphaned_store_files(dir);
+        if !orphans.is_empty() {
+            return Err(Failure::from(format!(
+                "{} has no CURRENT file but holds store files ({}); not creating a store over them",
+                dir.display(),
+                orphans.join(", ")
+            )));
+        }
     }
     let options = Options::default()
         .filter_policy(policy)
@@ -112,32 +193,34 @@ fn open(dir: &Path, policy: FilterPolicy, create: bool) -> Result<Db, Failure> {
     Ok(Db::open(dir, options)?)
 }
 
+/// The keys `scan` visits.
+struct ScanRange {
+    from: Option<Vec<u8>>,
+    to: Option<Vec<u8>>,
+    prefix: Option<Vec<u8>>,
+}
+
 fn scan(
     db: &Db,
     hex: bool,
-    from: &Option<String>,
-    to: &Option<String>,
-    prefix: &Option<String>,
+    range: &ScanRange,
     limit: Option<usize>,
     keys_only: bool,
 ) -> Result<(), Failure> {
-    let from = from.as_deref().map(|k| codec::parse(k, hex)).transpose()?;
-    let to = to.as_deref().map(|k| codec::parse(k, hex)).transpose()?;
-    let prefix = prefix
-        .as_deref()
-        .map(|k| codec::parse(k, hex))
-        .transpose()?;
-    let start = match (&from, &prefix) {
+    let start = match (&range.from, &range.prefix) {
         (Some(f), Some(p)) => Bound::Included(f.as_slice().max(p.as_slice())),
         (Some(f), None) => Bound::Included(f.as_slice()),
         (None, Some(p)) => Bound::Included(p.as_slice()),
         (None, None) => Bound::Unbounded,
     };
-    let end = to.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-    let mut out = BufWriter::new(std::io::stdout().lock());
+    let end = range
+        .to
+        .as_deref()
+        .map_or(Bound::Unbounded, Bound::Excluded);
+    let mut out = stdout();
     let pairs = db
         .range(start, end)
-        .take_while(|r| match (r, &prefix) {
+        .take_while(|r| match (r, &range.prefix) {
             (Ok((k, _)), Some(p)) => k.starts_with(p),
             _ => true,
         })
@@ -145,120 +228,240 @@ fn scan(
     for pair in pairs {
         let (k, v) = pair?;
         if keys_only {
-            writeln!(out, "{}", codec::format(&k, hex))?;
+            writeln!(out, "{}", codec::format(&k, hex))
         } else {
             writeln!(
                 out,
                 "{} ==> {}",
                 codec::format(&k, hex),
                 codec::format(&v, hex)
-            )?;
+            )
         }
+        .map_err(output_error)?;
     }
-    out.flush()?;
-    Ok(())
+    out.flush().map_err(output_error)
 }
 
-/// Splits a `load` line: `key<TAB>value` or `ldb`'s `key ==> value`.
-fn split_line(line: &str) -> Option<(&str, &str)> {
-    line.split_once('\t').or_else(|| line.split_once(" ==> "))
+/// Where `load` reads from, and its size when known (for the progress bar).
+struct Input {
+    reader: Box<dyn BufRead>,
+    bytes: Option<u64>,
 }
 
-fn load(db: &Db, hex: bool, file: Option<&Path>, strict: bool) -> Result<(), Failure> {
-    let (reader, total): (Box<dyn BufRead>, Option<u64>) = match file {
+fn open_input(file: Option<&Path>) -> Result<Input, Failure> {
+    match file {
         Some(path) if path != Path::new("-") => {
             let f = std::fs::File::open(path)
                 .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            let len = f.metadata().ok().map(|m| m.len());
-            (Box::new(std::io::BufReader::new(f)), len)
+            let bytes = f.metadata().ok().map(|m| m.len());
+            Ok(Input {
+                reader: Box::new(std::io::BufReader::new(f)),
+                bytes,
+            })
         }
-        _ => (Box::new(std::io::stdin().lock()), None),
-    };
-    let progress = match total {
-        Some(bytes) => ProgressBar::new(bytes).with_style(
-            ProgressStyle::with_template("load {bar:40} {bytes}/{total_bytes} {eta}")
+        _ => Ok(Input {
+            reader: Box::new(std::io::stdin().lock()),
+            bytes: None,
+        }),
+    }
+}
+
+/// Splits a `load` line: `key<TAB>value` (what `dump` prints) or `ldb`'s `key ==> value`
+/// (what `scan` prints).
+fn split_line(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    if let Some(tab) = line.iter().position(|&b| b == b'\t') {
+        return Some((&line[..tab], &line[tab + 1..]));
+    }
+    const ARROW: &[u8] = b" ==> ";
+    let at = line.windows(ARROW.len()).position(|w| w == ARROW)?;
+    Some((&line[..at], &line[at + ARROW.len()..]))
+}
+
+/// One `load` line as a pair, or why it is bad.
+fn parse_line(line: &[u8], hex: bool) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let (k, v) = split_line(line).ok_or("no TAB or ' ==> ' between key and value")?;
+    let key = codec::parse_bytes(k, hex).map_err(|e| format!("key: {e}"))?;
+    let value = codec::parse_bytes(v, hex).map_err(|e| format!("value: {e}"))?;
+    if key.len() > MAX_KEY_LEN {
+        return Err(format!(
+            "key of {} bytes exceeds the limit of {MAX_KEY_LEN} bytes",
+            key.len()
+        ));
+    }
+    if value.len() > MAX_VALUE_LEN {
+        return Err(format!(
+            "value of {} bytes exceeds the limit of {MAX_VALUE_LEN} bytes",
+            value.len()
+        ));
+    }
+    Ok((key, value))
+}
+
+/// Pairs per write batch during `load`.
+const LOAD_BATCH: usize = 1000;
+/// Inputs at least this long get a progress bar (when stderr is a terminal).
+const PROGRESS_MIN_BYTES: u64 = 1 << 20;
+
+fn load(db: &Db, hex: bool, mut input: Input, strict: bool) -> Result<(), Failure> {
+    let progress = match input.bytes {
+        Some(bytes) if bytes >= PROGRESS_MIN_BYTES => ProgressBar::new(bytes).with_style(
+            ProgressStyle::with_template(
+                "load {bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+            )
+            .expect("valid template"),
+        ),
+        Some(_) => ProgressBar::hidden(),
+        // A pipe's length is unknown: count lines instead.
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("load {spinner} {pos} lines {per_sec}")
                 .expect("valid template"),
         ),
-        None => ProgressBar::new_spinner(),
     };
-    progress.set_draw_target(indicatif::ProgressDrawTarget::stderr());
     let (mut loaded, mut bad) = (0u64, 0u64);
+    let mut first_bad: Option<(u64, String)> = None;
     let mut batch = WriteBatch::new();
-    for (index, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| format!("reading input: {e}"))?;
-        progress.inc(line.len() as u64 + 1);
+    let mut line = Vec::new();
+    let mut number = 0u64;
+    loop {
+        line.clear();
+        let read = input
+            .reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| format!("reading input at line {}: {e}", number + 1))?;
+        if read == 0 {
+            break;
+        }
+        number += 1;
+        match input.bytes {
+            Some(_) => progress.inc(read as u64),
+            None => progress.inc(1),
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+        }
         if line.is_empty() {
             continue;
         }
-        let parsed = split_line(&line)
-            .ok_or_else(|| "no TAB or ' ==> ' separator".to_string())
-            .and_then(|(k, v)| Ok((codec::parse(k, hex)?, codec::parse(v, hex)?)));
-        match parsed {
+        match parse_line(&line, hex) {
             Ok((k, v)) => {
                 batch.put(k, v);
                 loaded += 1;
             }
             Err(e) if strict => {
                 progress.finish_and_clear();
-                return Err(Failure::from(format!("line {}: {e}", index + 1)));
+                // The pairs before the bad line go in, as those of earlier batches did.
+                db.write(std::mem::take(&mut batch))?;
+                return Err(Failure::from(format!(
+                    "line {number}: {e} ({loaded} pairs before it were loaded)"
+                )));
             }
-            Err(_) => bad += 1,
+            Err(e) => {
+                bad += 1;
+                first_bad.get_or_insert((number, e));
+            }
         }
-        if batch.len() >= 1000 {
+        if batch.len() >= LOAD_BATCH {
             db.write(std::mem::take(&mut batch))?;
         }
     }
     db.write(batch)?;
     progress.finish_and_clear();
-    eprintln!("loaded {loaded} pairs, skipped {bad} bad lines");
+    match first_bad {
+        None => eprintln!("loaded {loaded} pairs"),
+        Some((number, e)) => {
+            eprintln!("loaded {loaded} pairs, skipped {bad} bad lines (first: line {number}: {e})")
+        }
+    }
     Ok(())
 }
 
-fn print_stats(stats: &Stats, as_json: bool) {
-    if as_json {
-        let tables: Vec<_> = stats
-            .tables
-            .iter()
-            .map(|t| {
-                json!({
-                    "level": t.level, "number": t.number, "file_size": t.file_size,
-                    "entries": t.entries, "bits_per_key": t.bits_per_key, "hashes": t.hashes,
-                    "predicted_false_positive_rate": t.predicted_false_positive_rate,
-                    "filter_bytes": t.filter_bytes,
-                })
+fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
+    let tables: Vec<_> = stats
+        .tables
+        .iter()
+        .map(|t| {
+            json!({
+                "level": t.level, "number": t.number, "file_size": t.file_size,
+                "entries": t.entries,
+                "smallest_key": codec::format(&t.smallest_key, hex),
+                "largest_key": codec::format(&t.largest_key, hex),
+                "bits_per_key": t.bits_per_key, "hashes": t.hashes,
+                "predicted_false_positive_rate": t.predicted_false_positive_rate,
+                "filter_bytes": t.filter_bytes,
             })
-            .collect();
-        let levels: Vec<_> = stats
-            .levels
-            .iter()
-            .enumerate()
-            .map(|(i, l)| json!({"level": i, "tables": l.tables, "bytes": l.bytes, "entries": l.entries}))
-            .collect();
-        let doc = json!({
-            "levels": levels, "tables": tables,
-            "counters": {
-                "filter_probes": stats.filter_probes, "filter_negatives": stats.filter_negatives,
-                "filter_positives": stats.filter_positives,
-                "filter_true_positives": stats.filter_true_positives,
-                "data_block_reads": stats.data_block_reads, "bytes_read": stats.bytes_read,
-            },
-            "filter_memory_bytes": stats.filter_memory_bytes,
-            "last_sequence": stats.last_sequence,
-        });
-        println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
-        return;
+        })
+        .collect();
+    let levels: Vec<_> = stats
+        .levels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| json!({"level": i, "tables": l.tables, "bytes": l.bytes, "entries": l.entries}))
+        .collect();
+    json!({
+        "levels": levels,
+        "tables": tables,
+        "totals": {
+            "tables": stats.tables.len(),
+            "entries": stats.levels.iter().map(|l| l.entries).sum::<u64>(),
+            "bytes": stats.table_bytes(),
+        },
+        "counters": {
+            "filter_probes": stats.filter_probes,
+            "filter_negatives": stats.filter_negatives,
+            "filter_positives": stats.filter_positives,
+            "filter_true_positives": stats.filter_true_positives,
+            "filter_false_positives": stats.filter_false_positives(),
+            "measured_false_positive_rate": stats.measured_false_positive_rate(),
+            "data_block_reads": stats.data_block_reads,
+            "bytes_read": stats.bytes_read,
+            "flushes": stats.flushes,
+            "compactions": stats.compactions,
+            "write_stalls": stats.write_stalls,
+        },
+        "memtable_bytes": stats.memtable_bytes,
+        "immutable_memtables": stats.immutable_memtables,
+        "filter_memory_bytes": stats.filter_memory_bytes,
+        "last_sequence": stats.last_sequence,
+    })
+}
+
+fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
+    use std::fmt::Write as _;
+    if as_json {
+        let doc = stats_json(stats, hex);
+        return serde_json::to_string_pretty(&doc).expect("a JSON value serializes") + "\n";
     }
-    println!("level  tables  entries     bytes");
+    let mut out = String::new();
+    let total_entries: u64 = stats.levels.iter().map(|l| l.entries).sum();
+    let _ = writeln!(out, "level  tables  entries     bytes");
     for (i, l) in stats.levels.iter().enumerate() {
         if l.tables > 0 {
-            println!("L{i:<5} {:>6}  {:>7}  {:>8}", l.tables, l.entries, l.bytes);
+            let _ = writeln!(
+                out,
+                "L{i:<5} {:>6}  {:>7}  {:>8}",
+                l.tables, l.entries, l.bytes
+            );
         }
     }
-    println!();
-    println!("table       level  entries     bytes  bits/key  hashes  predicted fpr  filter bytes");
+    let _ = writeln!(
+        out,
+        "total  {:>6}  {:>7}  {:>8}",
+        stats.tables.len(),
+        total_entries,
+        stats.table_bytes()
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "table       level  entries     bytes  bits/key  hashes  predicted fpr  filter bytes"
+    );
     for t in &stats.tables {
-        let fmt_opt = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
-        println!(
+        let fmt_opt = |v: Option<u32>| v.map_or("none".to_string(), |v| v.to_string());
+        let _ = writeln!(
+            out,
             "{:06}.sst  L{:<4} {:>7}  {:>8}  {:>8}  {:>6}  {:>13}  {:>12}",
             t.number,
             t.level,
@@ -267,34 +470,63 @@ fn print_stats(stats: &Stats, as_json: bool) {
             fmt_opt(t.bits_per_key),
             fmt_opt(t.hashes),
             t.predicted_false_positive_rate
-                .map_or("-".to_string(), |p| format!("{p:.6}")),
+                .map_or("none".to_string(), |p| format!("{p:.6}")),
             t.filter_bytes
         );
     }
-    println!();
-    println!("filter memory bytes    {}", stats.filter_memory_bytes);
-    println!("last sequence          {}", stats.last_sequence);
+    let _ = writeln!(out);
+    let measured = stats
+        .measured_false_positive_rate()
+        .map_or("-".to_string(), |p| format!("{p:.6}"));
+    let counters: [(&str, String); 13] = [
+        ("filter probes", stats.filter_probes.to_string()),
+        ("filter negatives", stats.filter_negatives.to_string()),
+        ("filter positives", stats.filter_positives.to_string()),
+        (
+            "filter true positives",
+            stats.filter_true_positives.to_string(),
+        ),
+        ("measured fpr", measured),
+        ("data block reads", stats.data_block_reads.to_string()),
+        ("bytes read", stats.bytes_read.to_string()),
+        ("flushes", stats.flushes.to_string()),
+        ("compactions", stats.compactions.to_string()),
+        ("write stalls", stats.write_stalls.to_string()),
+        ("memtable bytes", stats.memtable_bytes.to_string()),
+        ("filter memory bytes", stats.filter_memory_bytes.to_string()),
+        ("last sequence", stats.last_sequence.to_string()),
+    ];
+    let _ = writeln!(out, "counters since this open:");
+    for (name, value) in counters {
+        let _ = writeln!(out, "  {name:<22} {value}");
+    }
+    out
 }
 
 fn check(dir: &Path) -> Result<(), Failure> {
+    // First whether there is a store at all, so that a missing directory or CURRENT reads as
+    // "no store" rather than as damage or an I/O error.
+    require_store(dir)?;
     let report = bloomkv::check::check_store_with(Arc::new(OsFileSystem), dir)?;
+    let mut out = String::new();
     for (path, offset, bytes) in &report.torn_tails {
-        println!(
-            "note: {} ends in a torn record at offset {offset} ({bytes} bytes)",
+        out += &format!(
+            "note: {} ends in a torn record at offset {offset} ({bytes} bytes)\n",
             path.display()
         );
     }
-    println!(
-        "checked {} tables ({} entries) and {} logs ({} records)",
+    out += &format!(
+        "checked {} tables ({} entries) and {} logs ({} records)\n",
         report.tables_ok, report.table_entries, report.logs, report.log_records
     );
     if report.is_clean() {
-        println!("OK");
-        return Ok(());
+        out += "OK\n";
+        return emit(&out);
     }
     for problem in &report.problems {
-        println!("damage: {problem}");
+        out += &format!("damage: {problem}\n");
     }
+    emit(&out)?;
     Err(Failure::from(format!(
         "{} damaged file(s); first: {}",
         report.problems.len(),
@@ -302,25 +534,64 @@ fn check(dir: &Path) -> Result<(), Failure> {
     )))
 }
 
-fn sst(file: &Path, as_json: bool) -> Result<(), Failure> {
-    let props = bloomkv::sstable::verify_table(Arc::new(OsFileSystem), file)?;
-    let filter = props.filter.map(|(bits, hashes, fpr)| json!({"bits_per_key": bits, "hashes": hashes, "predicted_false_positive_rate": fpr}));
-    let doc = json!({
-        "file": file.display().to_string(),
-        "entries": props.entries, "tombstones": props.tombstones, "distinct_keys": props.distinct_keys,
-        "smallest_key": codec::format(&props.smallest_key, true),
-        "largest_key": codec::format(&props.largest_key, true),
-        "smallest_seq": props.smallest_seq, "largest_seq": props.largest_seq,
-        "data_blocks": props.data_blocks, "data_size": props.data_size,
-        "index_size": props.index_size, "filter_size": props.filter_size_bytes,
-        "file_size": props.file_size, "filter": filter,
-    });
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
-    } else if let serde_json::Value::Object(map) = doc {
-        for (k, v) in map {
-            println!("{k:<14} {v}");
-        }
+fn sst(file: &Path, hex: bool, as_json: bool) -> Result<(), Failure> {
+    if !file.is_file() {
+        return Err(Failure::from(format!(
+            "no such table file: {}",
+            file.display()
+        )));
     }
-    Ok(())
+    let props = bloomkv::sstable::verify_table(Arc::new(OsFileSystem), file)?;
+    if as_json {
+        let filter = props.filter.map(|(bits, hashes, fpr)| {
+            json!({"bits_per_key": bits, "hashes": hashes, "predicted_false_positive_rate": fpr})
+        });
+        let doc = json!({
+            "file": file.display().to_string(),
+            "entries": props.entries, "tombstones": props.tombstones,
+            "distinct_keys": props.distinct_keys,
+            "smallest_key": codec::format(&props.smallest_key, hex),
+            "largest_key": codec::format(&props.largest_key, hex),
+            "smallest_seq": props.smallest_seq, "largest_seq": props.largest_seq,
+            "data_blocks": props.data_blocks, "data_size": props.data_size,
+            "index_size": props.index_size, "filter_size": props.filter_size_bytes,
+            "file_size": props.file_size, "filter": filter,
+            "format_version": props.format_version,
+            "raw_key_bytes": props.raw_key_bytes, "raw_value_bytes": props.raw_value_bytes,
+        });
+        return emit(
+            &(serde_json::to_string_pretty(&doc).expect("a JSON value serializes") + "\n"),
+        );
+    }
+    let filter = match props.filter {
+        Some((bits, hashes, fpr)) => {
+            format!("bloom, {bits} bits per key, {hashes} hashes, predicted fpr {fpr:.6}")
+        }
+        None => "none".to_string(),
+    };
+    let rows: [(&str, String); 17] = [
+        ("file", file.display().to_string()),
+        ("format version", props.format_version.to_string()),
+        ("file size", props.file_size.to_string()),
+        ("entries", props.entries.to_string()),
+        ("tombstones", props.tombstones.to_string()),
+        ("distinct keys", props.distinct_keys.to_string()),
+        ("smallest key", codec::format(&props.smallest_key, hex)),
+        ("largest key", codec::format(&props.largest_key, hex)),
+        ("smallest seq", props.smallest_seq.to_string()),
+        ("largest seq", props.largest_seq.to_string()),
+        ("raw key bytes", props.raw_key_bytes.to_string()),
+        ("raw value bytes", props.raw_value_bytes.to_string()),
+        ("data blocks", props.data_blocks.to_string()),
+        ("data size", props.data_size.to_string()),
+        ("index size", props.index_size.to_string()),
+        ("filter size", props.filter_size_bytes.to_string()),
+        ("filter", filter),
+    ];
+    let mut out = String::from("table properties:\n");
+    for (name, value) in rows {
+        out += &format!("  {name:<16} {value}\n");
+    }
+    out += "checksums: OK\n";
+    emit(&out)
 }

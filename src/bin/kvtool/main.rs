@@ -13,6 +13,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Exit code when `get` finds no such key.
+pub const NOT_FOUND: u8 = 1;
+/// Exit code for every error.
+pub const ERROR: u8 = 2;
+
 /// The command line for a bloomkv store.
 #[derive(Parser, Debug)]
 #[command(name = "kvtool", version, about)]
@@ -100,14 +105,64 @@ pub struct Failure {
 impl<E: std::fmt::Display> From<E> for Failure {
     fn from(e: E) -> Failure {
         Failure {
-            code: 2,
+            code: ERROR,
             message: e.to_string(),
         }
     }
 }
 
+/// Clap's usage errors span several lines (message, tips, usage); kvtool's errors are one line,
+/// so keep the message and tips, drop the usage, and point at `--help`.
+fn usage_error(e: &clap::Error) -> String {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand
+    ) {
+        // Clap would print the whole help, or a usage block, here.
+        let names: Vec<String> = <Cli as clap::CommandFactory>::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        return format!(
+            "no command given; commands: {} (see kvtool --help)",
+            names.join(", ")
+        );
+    }
+    let rendered = e.render().to_string();
+    let message: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let message = message.join(" ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    format!("{message} (see kvtool --help)")
+}
+
+/// A failure to write to stdout. A closed pipe (`kvtool dump | head`) is the reader's choice,
+/// not an error: stop quietly with success.
+pub fn output_error(e: std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Failure {
+            code: 0,
+            message: String::new(),
+        }
+    } else {
+        Failure::from(format!("writing output: {e}"))
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            eprintln!("kvtool: {}", usage_error(&e));
+            return ExitCode::from(2);
+        }
+    };
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {

@@ -1,0 +1,806 @@
+//! The `kvtool` command line, driven as a user drives it: the built binary, its exit codes,
+//! stdout and stderr.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+const KVTOOL: &str = env!("CARGO_BIN_EXE_kvtool");
+
+/// What one run of kvtool did.
+struct Run {
+    code: i32,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+impl Run {
+    fn out(&self) -> String {
+        String::from_utf8(self.stdout.clone()).expect("stdout is UTF-8")
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.out().lines().map(str::to_string).collect()
+    }
+
+    /// Asserts success and returns stdout.
+    fn ok(&self) -> String {
+        assert_eq!(self.code, 0, "expected success; stderr: {}", self.stderr);
+        self.out()
+    }
+
+    /// Asserts the exit code and that stderr is exactly one `kvtool: ...` line holding
+    /// `needle`; returns that line.
+    fn fails(&self, code: i32, needle: &str) -> String {
+        assert_eq!(
+            self.code,
+            code,
+            "exit code; stdout: {} stderr: {}",
+            self.out(),
+            self.stderr
+        );
+        assert!(
+            self.stderr.ends_with('\n') && self.stderr.lines().count() == 1,
+            "stderr must be exactly one line, got {:?}",
+            self.stderr
+        );
+        assert!(
+            self.stderr.starts_with("kvtool: "),
+            "stderr: {:?}",
+            self.stderr
+        );
+        assert!(!self.stderr.contains("panicked"), "{}", self.stderr);
+        assert!(
+            self.stderr.contains(needle),
+            "stderr {:?} should mention {needle:?}",
+            self.stderr
+        );
+        self.stderr.trim_end().to_string()
+    }
+}
+
+fn run_with(args: &[&str], stdin: Option<&[u8]>) -> Run {
+    let mut child = Command::new(KVTOOL)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("RUST_BACKTRACE", "1")
+        .spawn()
+        .expect("kvtool starts");
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().expect("stdin is piped");
+        // A kvtool that fails before reading its input closes the pipe early.
+        if let Err(e) = pipe.write_all(input) {
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "write stdin: {e}");
+        }
+    }
+    let output = child.wait_with_output().expect("kvtool finishes");
+    Run {
+        code: output.status.code().expect("kvtool exits, not killed"),
+        stdout: output.stdout,
+        stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
+    }
+}
+
+/// `kvtool --db DIR ARGS...`.
+fn kv(db: &Path, args: &[&str]) -> Run {
+    let mut all = vec!["--db", db.to_str().expect("UTF-8 temp path")];
+    all.extend_from_slice(args);
+    run_with(&all, None)
+}
+
+/// `kvtool --db DIR ARGS...` with `input` on stdin.
+fn kv_stdin(db: &Path, args: &[&str], input: &[u8]) -> Run {
+    let mut all = vec!["--db", db.to_str().expect("UTF-8 temp path")];
+    all.extend_from_slice(args);
+    run_with(&all, Some(input))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut s = String::from("0x");
+    for b in bytes {
+        s.push_str(&format!("{b:02X}"));
+    }
+    s
+}
+
+fn store() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let db = tmp.path().join("db");
+    (tmp, db)
+}
+
+fn table_files(db: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(db)
+        .expect("store dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
+        .collect();
+    found.sort();
+    found
+}
+
+fn stats_json(db: &Path) -> Value {
+    serde_json::from_str(&kv(db, &["stats", "--json"]).ok()).expect("stats --json is JSON")
+}
+
+/// `n` pairs `key000000<TAB>value-000000-...` as `load` input.
+fn numbered_pairs(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("key{i:06}\tvalue-{i:06}-{}\n", "v".repeat(i % 40)))
+        .collect()
+}
+
+#[test]
+fn put_get_delete() {
+    let (_tmp, db) = store();
+    kv(&db, &["put", "apple", "red"]).ok();
+    kv(&db, &["put", "banana", "yellow"]).ok();
+    assert_eq!(kv(&db, &["get", "apple"]).ok(), "red\n");
+    assert_eq!(kv(&db, &["get", "banana"]).ok(), "yellow\n");
+
+    kv(&db, &["put", "apple", "green"]).ok();
+    assert_eq!(kv(&db, &["get", "apple"]).ok(), "green\n");
+
+    kv(&db, &["delete", "apple"]).ok();
+    let missing = kv(&db, &["get", "apple"]);
+    missing.fails(1, "no such key");
+    assert!(missing.stdout.is_empty());
+    kv(&db, &["get", "cherry"]).fails(1, "cherry");
+    // Deleting an absent key is not an error.
+    kv(&db, &["delete", "cherry"]).ok();
+    assert_eq!(kv(&db, &["get", "banana"]).ok(), "yellow\n");
+}
+
+#[test]
+fn hex_keys_and_values_carry_binary_data() {
+    let (_tmp, db) = store();
+    let key = [0u8, 0xff, b'\t', b'\n', b'\\'];
+    let value = [0x80u8, 0, 0, 1, b'\r'];
+    kv(&db, &["--hex", "put", &hex(&key), &hex(&value)]).ok();
+    assert_eq!(
+        kv(&db, &["--hex", "get", &hex(&key)]).ok(),
+        format!("{}\n", hex(&value))
+    );
+    // Lower-case digits and a 0X prefix are accepted too.
+    assert_eq!(
+        kv(&db, &["--hex", "get", "0X00ff090a5c"]).ok(),
+        format!("{}\n", hex(&value))
+    );
+    // Without --hex the same pair prints escaped.
+    assert_eq!(
+        kv(&db, &["get", "\\x00\\xff\\x09\\x0a\\\\"]).ok(),
+        "\\x80\\x00\\x00\\x01\\x0d\n"
+    );
+    // The empty key and the empty value are legal.
+    kv(&db, &["--hex", "put", "0x", "0x"]).ok();
+    assert_eq!(kv(&db, &["--hex", "get", "0x"]).ok(), "0x\n");
+}
+
+#[test]
+fn bad_hex_and_bad_escapes_exit_2() {
+    let (_tmp, db) = store();
+    kv(&db, &["put", "k", "v"]).ok();
+    kv(&db, &["--hex", "get", "abcd"]).fails(2, "must start with 0x");
+    kv(&db, &["--hex", "get", "0xabc"]).fails(2, "odd number of digits");
+    kv(&db, &["--hex", "put", "0x6b", "0xzz"]).fails(2, "not hex");
+    kv(&db, &["--hex", "scan", "--from", "nothex"]).fails(2, "not hex");
+    kv(&db, &["get", "a\\q"]).fails(2, "bad escape");
+    kv(&db, &["put", "a\\x4", "v"]).fails(2, "bad escape");
+    // Nothing was written by the failed commands.
+    assert_eq!(kv(&db, &["dump"]).ok(), "k\tv\n");
+}
+
+#[test]
+fn missing_store_fails_for_every_command_but_put_and_load() {
+    let (tmp, db) = store();
+    for args in [
+        &["get", "k"][..],
+        &["delete", "k"],
+        &["scan"],
+        &["dump"],
+        &["stats"],
+        &["stats", "--json"],
+        &["check"],
+        &["compact"],
+    ] {
+        kv(&db, args).fails(2, "no bloomkv store");
+        assert!(!db.exists(), "{args:?} must not create the store");
+    }
+    // An empty directory is no store either.
+    std::fs::create_dir(&db).unwrap();
+    kv(&db, &["get", "k"]).fails(2, "no bloomkv store");
+    kv(&db, &["check"]).fails(2, "no bloomkv store");
+
+    // put and load create it.
+    let other = tmp.path().join("other");
+    kv(&db, &["put", "k", "v"]).ok();
+    assert_eq!(kv(&db, &["get", "k"]).ok(), "v\n");
+    kv_stdin(&other, &["load"], b"a\t1\n").ok();
+    assert_eq!(kv(&other, &["get", "a"]).ok(), "1\n");
+}
+
+#[test]
+fn commands_need_db() {
+    run_with(&["get", "k"], None).fails(2, "--db");
+    run_with(&["dump"], None).fails(2, "--db");
+}
+
+#[test]
+fn check_without_current_says_there_is_no_store() {
+    let (_tmp, db) = store();
+    kv_stdin(&db, &["load"], numbered_pairs(50).as_bytes()).ok();
+    kv(&db, &["compact"]).ok();
+    std::fs::remove_file(db.join("CURRENT")).unwrap();
+    let line = kv(&db, &["check"]).fails(2, "no bloomkv store");
+    assert!(line.contains("CURRENT"), "{line}");
+    kv(&db, &["get", "key000001"]).fails(2, "no bloomkv store");
+    // Creating a fresh store here would delete the tables as garbage: refused.
+    kv(&db, &["put", "k", "v"]).fails(2, "no CURRENT file but holds store files");
+    kv_stdin(&db, &["load"], b"k\tv\n").fails(2, "not creating a store");
+    assert!(!table_files(&db).is_empty(), "the tables are still there");
+}
+
+#[test]
+fn usage_errors_exit_2_with_one_line() {
+    let (_tmp, db) = store();
+    kv(&db, &["put", "k", "v"]).ok();
+    kv(&db, &["frobnicate"]).fails(2, "frobnicate");
+    run_with(&[], None).fails(2, "no command given; commands: put, get, delete");
+    kv(&db, &[]).fails(2, "no command given");
+    kv(&db, &["get"]).fails(2, "<KEY>");
+    kv(&db, &["scan", "--limit", "many"]).fails(2, "many");
+    kv(&db, &["--filter-fpr", "2", "put", "a", "b"]).fails(2, "false-positive rate 2");
+    kv(&db, &["--filter-fpr", "0", "get", "k"]).fails(2, "false-positive rate");
+    kv(&db, &["--filter-fpr", "abc", "get", "k"]).fails(2, "abc");
+    kv(&db, &["--filter-fpr", "0.1", "--no-filter", "get", "k"]).fails(2, "--no-filter");
+    assert_eq!(kv(&db, &["get", "a"]).code, 1, "the bad put wrote nothing");
+    // Help is not an error.
+    let help = run_with(&["--help"], None);
+    assert!(help.ok().contains("Usage"));
+    assert!(run_with(&["scan", "--help"], None)
+        .ok()
+        .contains("--keys-only"));
+}
+
+#[test]
+fn scan_options() {
+    let (_tmp, db) = store();
+    let input = "a1\tv1\na2\tv2\na3\tv3\nb1\tw1\nb2\tw2\nc\tx\n";
+    kv_stdin(&db, &["load", "-"], input.as_bytes()).ok();
+    kv(&db, &["delete", "a2"]).ok();
+
+    assert_eq!(
+        kv(&db, &["scan"]).lines(),
+        [
+            "a1 ==> v1",
+            "a3 ==> v3",
+            "b1 ==> w1",
+            "b2 ==> w2",
+            "c ==> x"
+        ]
+    );
+    assert_eq!(
+        kv(&db, &["scan", "--prefix", "b"]).lines(),
+        ["b1 ==> w1", "b2 ==> w2"]
+    );
+    // --from is inclusive, --to exclusive.
+    assert_eq!(
+        kv(&db, &["scan", "--from", "a3", "--to", "b2"]).lines(),
+        ["a3 ==> v3", "b1 ==> w1"]
+    );
+    assert_eq!(
+        kv(&db, &["scan", "--from", "a15"]).lines(),
+        ["a3 ==> v3", "b1 ==> w1", "b2 ==> w2", "c ==> x"]
+    );
+    assert_eq!(
+        kv(&db, &["scan", "--limit", "2"]).lines(),
+        ["a1 ==> v1", "a3 ==> v3"]
+    );
+    assert!(kv(&db, &["scan", "--limit", "0"]).ok().is_empty());
+    assert_eq!(
+        kv(&db, &["scan", "--keys-only"]).lines(),
+        ["a1", "a3", "b1", "b2", "c"]
+    );
+    assert_eq!(
+        kv(
+            &db,
+            &["scan", "--prefix", "a", "--from", "a2", "--keys-only"]
+        )
+        .lines(),
+        ["a3"]
+    );
+    assert_eq!(
+        kv(
+            &db,
+            &["scan", "--prefix", "b", "--limit", "1", "--keys-only"]
+        )
+        .lines(),
+        ["b1"]
+    );
+    assert!(kv(&db, &["scan", "--prefix", "zz"]).ok().is_empty());
+    assert_eq!(
+        kv(&db, &["--hex", "scan", "--prefix", "0x63"]).lines(),
+        ["0x63 ==> 0x78"]
+    );
+    // What scan prints, load reads back.
+    let (_tmp2, copy) = store();
+    let printed = kv(&db, &["scan"]).stdout;
+    kv_stdin(&copy, &["load", "--strict"], &printed).ok();
+    assert_eq!(kv(&copy, &["dump"]).ok(), kv(&db, &["dump"]).ok());
+}
+
+/// Keys and values no line-based format carries unescaped.
+fn awkward_pairs() -> Vec<(Vec<u8>, Vec<u8>)> {
+    vec![
+        (b"plain".to_vec(), b"value".to_vec()),
+        (b"tab\tkey".to_vec(), b"tab\tvalue".to_vec()),
+        (b"new\nline".to_vec(), b"line\nbreak\r\n".to_vec()),
+        (b"back\\slash".to_vec(), b"\\x41 is not A".to_vec()),
+        (vec![0xff, 0xfe, 0x00, 0x80], vec![0xc3, 0x28, 0xa0, 0xa1]),
+        (b"arrow ==> key".to_vec(), b"arrow ==> value".to_vec()),
+        (b"empty value".to_vec(), Vec::new()),
+        (Vec::new(), b"empty key".to_vec()),
+        (b" spaces ".to_vec(), b"  ".to_vec()),
+        ((0..=255u8).collect(), (0..=255u8).rev().collect()),
+    ]
+}
+
+fn put_all_hex(db: &Path, pairs: &[(Vec<u8>, Vec<u8>)]) {
+    for (k, v) in pairs {
+        kv(db, &["--hex", "put", &hex(k), &hex(v)]).ok();
+    }
+}
+
+fn assert_holds(db: &Path, pairs: &[(Vec<u8>, Vec<u8>)]) {
+    for (k, v) in pairs {
+        assert_eq!(
+            kv(db, &["--hex", "get", &hex(k)]).ok(),
+            format!("{}\n", hex(v)),
+            "key {}",
+            hex(k)
+        );
+    }
+    let mut sorted: Vec<_> = pairs.to_vec();
+    sorted.sort();
+    let expected: Vec<String> = sorted
+        .iter()
+        .map(|(k, v)| format!("{}\t{}", hex(k), hex(v)))
+        .collect();
+    assert_eq!(kv(db, &["--hex", "dump"]).lines(), expected);
+}
+
+#[test]
+fn dump_load_round_trip_escaped() {
+    let (_tmp, db) = store();
+    let pairs = awkward_pairs();
+    put_all_hex(&db, &pairs);
+    let dumped = kv(&db, &["dump"]);
+    let text = dumped.ok();
+    // One line per pair, one TAB per line: every awkward byte is escaped.
+    assert_eq!(text.lines().count(), pairs.len());
+    assert!(text.lines().all(|l| l.matches('\t').count() == 1));
+    assert!(text.is_ascii());
+
+    let (_tmp2, copy) = store();
+    let loaded = kv_stdin(&copy, &["load", "--strict"], &dumped.stdout);
+    loaded.ok();
+    assert_eq!(
+        loaded.stderr,
+        format!("loaded {} pairs\n", pairs.len()),
+        "the progress bar stays off a non-terminal stderr"
+    );
+    assert_holds(&copy, &pairs);
+    assert_eq!(kv(&copy, &["dump"]).stdout, dumped.stdout);
+}
+
+#[test]
+fn dump_load_round_trip_hex() {
+    let (tmp, db) = store();
+    let pairs = awkward_pairs();
+    put_all_hex(&db, &pairs);
+    let dumped = kv(&db, &["--hex", "dump"]);
+    dumped.ok();
+    let file = tmp.path().join("dump.txt");
+    std::fs::write(&file, &dumped.stdout).unwrap();
+
+    let copy = tmp.path().join("copy");
+    kv(
+        &copy,
+        &["--hex", "load", "--strict", file.to_str().unwrap()],
+    )
+    .ok();
+    assert_holds(&copy, &pairs);
+    // Hex dump lines are not escaped text: loading them without --hex would store the
+    // literal digits, and with --hex a plain-text dump is refused.
+    let plain = kv(&db, &["dump"]).stdout;
+    kv_stdin(&copy, &["--hex", "load", "--strict"], &plain).fails(2, "line 1");
+}
+
+#[test]
+fn load_reads_raw_bytes_and_counts_bad_lines() {
+    let (tmp, db) = store();
+    let mut input = Vec::new();
+    input.extend_from_slice(b"good1\tone\n");
+    input.extend_from_slice(b"no separator here\n");
+    input.extend_from_slice(b"\n"); // blank lines are skipped, not bad
+    input.extend_from_slice(b"raw\xff\x01\tbytes\xfe\n");
+    input.extend_from_slice(b"bad\\escape\tx\n");
+    input.extend_from_slice(b"good2 ==> two\r\n");
+    input.extend_from_slice(b"good3\tthree"); // no final newline
+    let loaded = kv_stdin(&db, &["load"], &input);
+    loaded.ok();
+    assert_eq!(
+        loaded.stderr,
+        "loaded 4 pairs, skipped 2 bad lines (first: line 2: no TAB or ' ==> ' between key \
+         and value)\n"
+    );
+    assert_eq!(kv(&db, &["get", "good1"]).ok(), "one\n");
+    assert_eq!(kv(&db, &["get", "good2"]).ok(), "two\n");
+    assert_eq!(kv(&db, &["get", "good3"]).ok(), "three\n");
+    assert_eq!(
+        kv(&db, &["--hex", "get", &hex(b"raw\xff\x01")]).ok(),
+        format!("{}\n", hex(b"bytes\xfe"))
+    );
+    kv(&db, &["get", "no separator here"]).fails(1, "no such key");
+
+    // --strict stops at the first bad line and names it; the lines before it are in.
+    let strict_db = tmp.path().join("strict");
+    let line = kv_stdin(&strict_db, &["load", "--strict"], &input).fails(2, "line 2:");
+    assert!(line.contains("1 pairs before it were loaded"), "{line}");
+    assert_eq!(kv(&strict_db, &["get", "good1"]).ok(), "one\n");
+    kv(&strict_db, &["get", "good2"]).fails(1, "no such key");
+
+    let bad_at_5 = b"a\t1\nb\t2\nc\t3\nd\t4\ne\\x\t5\nf\t6\n";
+    kv_stdin(&strict_db, &["load", "--strict"], bad_at_5).fails(2, "line 5: key: bad escape");
+
+    // A missing input file is an error before the store is touched.
+    let nowhere = tmp.path().join("nowhere");
+    kv(&nowhere, &["load", "/no/such/file.txt"]).fails(2, "cannot read /no/such/file.txt");
+    assert!(!nowhere.exists());
+}
+
+#[test]
+fn large_load_from_file_with_batches() {
+    let (tmp, db) = store();
+    // Over a MiB: long enough for the progress bar, which must not draw on a pipe.
+    let n = 25_000;
+    let input = numbered_pairs(n);
+    assert!(input.len() > 1 << 20);
+    let file = tmp.path().join("pairs.tsv");
+    std::fs::write(&file, &input).unwrap();
+    let loaded = kv(&db, &["load", file.to_str().unwrap()]);
+    loaded.ok();
+    assert_eq!(loaded.stderr, format!("loaded {n} pairs\n"));
+    assert_eq!(kv(&db, &["dump"]).ok(), input);
+    assert_eq!(
+        kv(&db, &["get", "key012345"]).ok(),
+        format!("value-012345-{}\n", "v".repeat(12345 % 40))
+    );
+    let stats = stats_json(&db);
+    assert_eq!(stats["totals"]["entries"], n as u64);
+}
+
+#[test]
+fn key_over_the_size_limit_exits_2() {
+    let (tmp, db) = store();
+    let limit = 64 * 1024;
+    let too_long = "k".repeat(limit + 1);
+    kv(&db, &["put", &too_long, "v"]).fails(2, "key of 65537 bytes exceeds the limit of 65536");
+    kv(&db, &["get", &too_long]).fails(2, "exceeds the limit");
+    // Exactly at the limit is fine.
+    let longest = "k".repeat(limit);
+    kv(&db, &["put", &longest, "v"]).ok();
+    assert_eq!(kv(&db, &["get", &longest]).ok(), "v\n");
+
+    // Through load, with --hex: a bad line, or with --strict a failure naming the line.
+    let line = format!("0x6f6b\t0x01\n{}\t0x02\n", hex(too_long.as_bytes()));
+    let file = tmp.path().join("big.txt");
+    std::fs::write(&file, line).unwrap();
+    let loaded = kv(&db, &["--hex", "load", file.to_str().unwrap()]);
+    loaded.ok();
+    assert!(
+        loaded
+            .stderr
+            .contains("skipped 1 bad lines (first: line 2: key of 65537 bytes"),
+        "{}",
+        loaded.stderr
+    );
+    assert_eq!(kv(&db, &["get", "ok"]).ok(), "\\x01\n");
+    kv(&db, &["--hex", "load", "--strict", file.to_str().unwrap()])
+        .fails(2, "line 2: key of 65537 bytes exceeds the limit");
+}
+
+#[test]
+fn store_held_by_another_process_exits_2() {
+    let (_tmp, db) = store();
+    kv(&db, &["put", "k", "v"]).ok();
+    // The LOCK is a flock: held by this process, a kvtool child cannot take it.
+    let holder = bloomkv::Db::open(&db, bloomkv::Options::default()).expect("open");
+    for args in [
+        &["get", "k"][..],
+        &["put", "k", "w"],
+        &["scan"],
+        &["dump"],
+        &["stats"],
+        &["compact"],
+    ] {
+        kv(&db, args).fails(2, "LOCK");
+    }
+    kv_stdin(&db, &["load"], b"a\tb\n").fails(2, "already open");
+    // check only reads, so it works beside an open store.
+    assert!(kv(&db, &["check"]).ok().contains("OK"));
+    holder.close().expect("close");
+    // Closing releases the lock, but a child another test thread is spawning at that moment
+    // holds a copy of the LOCK descriptor until it execs (and its copy keeps the flock), so
+    // allow that window to pass.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let after = loop {
+        let run = kv(&db, &["get", "k"]);
+        if run.code != 2 || !run.stderr.contains("LOCK") || std::time::Instant::now() > deadline {
+            break run;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(after.ok(), "v\n");
+}
+
+#[test]
+fn check_names_the_damaged_table_and_offset() {
+    let (_tmp, db) = store();
+    kv_stdin(&db, &["load"], numbered_pairs(2000).as_bytes()).ok();
+    kv(&db, &["compact"]).ok();
+    let report = kv(&db, &["check"]);
+    assert!(report.ok().ends_with("OK\n"), "{}", report.out());
+    assert!(report.out().contains("(2000 entries)"));
+
+    let table = table_files(&db)
+        .into_iter()
+        .next()
+        .expect("a table after compact");
+    let props: Value =
+        serde_json::from_str(&kv(&db, &["sst", "--json", table.to_str().unwrap()]).ok()).unwrap();
+    let data_size = props["data_size"].as_u64().unwrap();
+    assert!(props["data_blocks"].as_u64().unwrap() > 2);
+    // Data blocks come first in the file; damage a byte in the middle of them.
+    let mut bytes = std::fs::read(&table).unwrap();
+    let at = (data_size / 2) as usize;
+    bytes[at] ^= 0x55;
+    std::fs::write(&table, &bytes).unwrap();
+
+    let name = table.file_name().unwrap().to_str().unwrap().to_string();
+    let damaged = kv(&db, &["check"]);
+    let line = damaged.fails(2, &name);
+    assert!(line.contains("offset"), "{line}");
+    assert!(line.contains("1 damaged file"), "{line}");
+    assert!(
+        damaged
+            .out()
+            .contains(&format!("damage: corruption in {}", table.display())),
+        "{}",
+        damaged.out()
+    );
+    // The offset named is that of the block holding the damaged byte.
+    let offset: u64 = line
+        .split("at offset ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no offset in {line}"));
+    assert!(offset <= at as u64 && at as u64 - offset < 8192, "{line}");
+
+    kv(&db, &["sst", table.to_str().unwrap()]).fails(2, &name);
+}
+
+#[test]
+fn compact_merges_into_one_level() {
+    let (_tmp, db) = store();
+    for i in 0..5 {
+        kv_stdin(
+            &db,
+            &["load"],
+            format!("k{i}\t{i}\nshared\t{i}\n").as_bytes(),
+        )
+        .ok();
+    }
+    kv(&db, &["delete", "k0"]).ok();
+    kv(&db, &["compact"]).ok();
+    let after = stats_json(&db);
+    let levels: Vec<u64> = after["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["tables"].as_u64().unwrap() > 0)
+        .map(|l| l["level"].as_u64().unwrap())
+        .collect();
+    assert_eq!(levels.len(), 1, "{after}");
+    // Old versions and the tombstone are gone: k1..k4 and shared.
+    assert_eq!(after["totals"]["entries"], 5);
+    assert_eq!(
+        kv(&db, &["scan", "--keys-only"]).lines(),
+        ["k1", "k2", "k3", "k4", "shared"]
+    );
+    assert_eq!(kv(&db, &["get", "shared"]).ok(), "4\n");
+}
+
+#[test]
+fn stats_shows_tables_filters_and_counters() {
+    let (_tmp, db) = store();
+    kv_stdin(&db, &["load"], numbered_pairs(1000).as_bytes()).ok();
+    kv(&db, &["--filter-fpr", "0.001", "compact"]).ok();
+
+    let stats = stats_json(&db);
+    for field in [
+        "levels",
+        "tables",
+        "totals",
+        "counters",
+        "filter_memory_bytes",
+        "last_sequence",
+    ] {
+        assert!(
+            stats.get(field).is_some(),
+            "stats --json lacks {field}: {stats}"
+        );
+    }
+    for counter in [
+        "filter_probes",
+        "filter_negatives",
+        "filter_positives",
+        "filter_true_positives",
+        "data_block_reads",
+        "bytes_read",
+        "flushes",
+        "compactions",
+    ] {
+        assert!(stats["counters"][counter].is_u64(), "{counter}: {stats}");
+    }
+    assert_eq!(stats["last_sequence"], 1000);
+    let tables = stats["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 1);
+    let t = &tables[0];
+    assert_eq!(t["entries"], 1000);
+    assert!(t["file_size"].as_u64().unwrap() > 0);
+    assert!(t["filter_bytes"].as_u64().unwrap() > 0);
+    // 0.1%: about 14.4 bits per key; the table's own prediction is near the target.
+    assert!(t["bits_per_key"].as_u64().unwrap() >= 14, "{t}");
+    assert!(t["hashes"].as_u64().unwrap() >= 7, "{t}");
+    let fpr = t["predicted_false_positive_rate"].as_f64().unwrap();
+    assert!(fpr > 0.0 && fpr < 0.002, "{fpr}");
+    assert_eq!(t["smallest_key"], "key000000");
+    assert_eq!(t["largest_key"], "key000999");
+    let level = t["level"].as_u64().unwrap() as usize;
+    assert_eq!(stats["levels"][level]["tables"], 1);
+    assert_eq!(stats["levels"][level]["entries"], 1000);
+    assert_eq!(stats["levels"][level]["bytes"], t["file_size"]);
+
+    let text = kv(&db, &["stats"]).ok();
+    let number = t["number"].as_u64().unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{number:06}.sst")))
+        .unwrap_or_else(|| panic!("no row for the table in\n{text}"));
+    assert!(row.contains(&format!("{fpr:.6}")), "{row}");
+    assert!(text.contains("filter probes"), "{text}");
+    assert!(text.contains("data block reads"), "{text}");
+}
+
+#[test]
+fn filter_policy_applies_to_tables_written() {
+    let (tmp, db) = store();
+    kv_stdin(
+        &db,
+        &["--no-filter", "load"],
+        numbered_pairs(300).as_bytes(),
+    )
+    .ok();
+    kv(&db, &["--no-filter", "put", "extra", "x"]).ok();
+    // The tables were written by the commands that had the data: a later command with the
+    // default policy finds them filterless.
+    let stats = stats_json(&db);
+    let tables = stats["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 2, "{stats}");
+    for t in tables {
+        assert!(t["bits_per_key"].is_null(), "{t}");
+        assert!(t["hashes"].is_null(), "{t}");
+        assert!(t["predicted_false_positive_rate"].is_null(), "{t}");
+        assert_eq!(t["filter_bytes"], 0);
+    }
+    assert_eq!(stats["filter_memory_bytes"], 0);
+    let text = kv(&db, &["stats"]).ok();
+    assert!(
+        text.lines()
+            .filter(|l| l.contains(".sst"))
+            .all(|l| l.contains("none")),
+        "{text}"
+    );
+
+    let sst = kv(&db, &["sst", table_files(&db)[0].to_str().unwrap()]).ok();
+    assert_eq!(sst_field(&sst, "filter"), "none");
+    assert_eq!(sst_field(&sst, "filter size"), "0");
+
+    // compact rewrites with the filter asked for.
+    kv(&db, &["--filter-fpr", "0.1", "compact"]).ok();
+    let stats = stats_json(&db);
+    let t = &stats["tables"][0];
+    assert!(t["bits_per_key"].as_u64().unwrap() < 10, "{t}");
+    assert!(t["predicted_false_positive_rate"].as_f64().unwrap() > 0.05);
+
+    // And the default is 1%.
+    let other = tmp.path().join("default");
+    kv(&other, &["put", "a", "b"]).ok();
+    let t = &stats_json(&other)["tables"][0];
+    assert_eq!(t["bits_per_key"], 10);
+    assert!((t["predicted_false_positive_rate"].as_f64().unwrap() - 0.0094).abs() < 0.001);
+}
+
+/// The value of one `name  value` row of `kvtool sst`.
+fn sst_field(text: &str, name: &str) -> String {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("  "))
+        .filter(|l| l.len() > 16)
+        .find(|l| l[..16].trim_end() == name)
+        .map(|l| l[16..].trim().to_string())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+}
+
+#[test]
+fn sst_shows_one_tables_properties() {
+    let (_tmp, db) = store();
+    kv_stdin(&db, &["load"], numbered_pairs(500).as_bytes()).ok();
+    kv(&db, &["delete", "key000007"]).ok();
+    let table = table_files(&db)[0].clone();
+    let text = kv(&db, &["sst", table.to_str().unwrap()]).ok();
+    let field = |name: &str| sst_field(&text, name);
+    assert_eq!(field("entries"), "500");
+    assert_eq!(field("tombstones"), "0");
+    assert_eq!(field("smallest key"), "key000000");
+    assert_eq!(field("largest key"), "key000499");
+    assert_eq!(
+        field("filter"),
+        "bloom, 10 bits per key, 5 hashes, predicted fpr 0.009430"
+    );
+    assert!(text.ends_with("checksums: OK\n"));
+    // sst works without --db and does not need the store to be closed.
+    let alone = run_with(&["--hex", "sst", "--json", table.to_str().unwrap()], None);
+    let props: Value = serde_json::from_str(&alone.ok()).unwrap();
+    assert_eq!(props["entries"], 500);
+    assert_eq!(props["smallest_key"], hex(b"key000000"));
+    assert_eq!(props["filter"]["bits_per_key"], 10);
+    assert_eq!(props["filter"]["hashes"], 5);
+    assert!(props["file_size"].as_u64().unwrap() > props["data_size"].as_u64().unwrap());
+
+    // The delete went into a table of its own.
+    let newest = table_files(&db).last().unwrap().clone();
+    let text = kv(&db, &["sst", newest.to_str().unwrap()]).ok();
+    assert_eq!(sst_field(&text, "tombstones"), "1");
+    assert_eq!(sst_field(&text, "entries"), "1");
+
+    run_with(&["sst", "/no/such/000001.sst"], None).fails(2, "no such table file");
+    let not_a_table = db.join("CURRENT");
+    run_with(&["sst", not_a_table.to_str().unwrap()], None).fails(2, "CURRENT");
+}
+
+#[test]
+fn dump_into_a_closed_pipe_is_not_an_error() {
+    let (_tmp, db) = store();
+    kv_stdin(&db, &["load"], numbered_pairs(5000).as_bytes()).ok();
+    // More output than a pipe buffers: the writes after the reader leaves fail with EPIPE.
+    let mut child = Command::new(KVTOOL)
+        .args(["--db", db.to_str().unwrap(), "dump"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(output.stderr.is_empty(), "{output:?}");
+}
