@@ -79,7 +79,7 @@ impl fmt::Display for Error {
             } => write!(f, "corruption in {}: {reason}", file.display()),
             Error::Locked { path } => write!(
                 f,
-                "the store at {} is already open (its LOCK file is held)",
+                "the store is already open elsewhere: {} is locked",
                 path.display()
             ),
             Error::KeyTooLarge { len, max } => {
