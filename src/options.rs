@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::fs::{FileSystem, OsFileSystem, SharedFs};
+use crate::fs::{FileSystem, MmapFileSystem, OsFileSystem, SharedFs};
 use crate::sstable::FilterPolicy;
 
 /// What recovery does with a damaged WAL.
@@ -132,6 +132,18 @@ impl Options {
     pub fn create_if_missing(mut self, create: bool) -> Self {
         self.create_if_missing = create;
         self
+    }
+
+    /// Reads table files through memory maps ([`MmapFileSystem`]) instead of `pread`:
+    /// cheaper point lookups, at the risk described on [`MmapFileSystem`]. Replaces the
+    /// file system with the operating system's.
+    pub fn mmap_reads(self, on: bool) -> Self {
+        let fs: SharedFs = if on {
+            Arc::new(MmapFileSystem)
+        } else {
+            Arc::new(OsFileSystem)
+        };
+        self.file_system(fs)
     }
 
     /// Uses another file system (tests inject faults this way).

@@ -5,6 +5,7 @@
 //! faults (failed writes and syncs, a full disk, loss of everything not yet synced).
 
 mod mem;
+mod mmap;
 mod os;
 
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use crate::error::Result;
 
 pub use mem::{CrashMode, FaultFs};
+pub use mmap::MmapFileSystem;
 pub use os::OsFileSystem;
 
 /// A file being written, append-only.

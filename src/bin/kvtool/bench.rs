@@ -47,6 +47,9 @@ pub struct BenchArgs {
     /// `--features peers`).
     #[arg(long)]
     peers: bool,
+    /// Read table files through memory maps instead of pread.
+    #[arg(long)]
+    mmap_reads: bool,
     /// Seed for key order and lookups.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -101,6 +104,7 @@ pub struct Workload {
     pub cold_absent: Vec<[u8; 16]>,
     pub warm_present: Vec<[u8; 16]>,
     pub warm_absent: Vec<[u8; 16]>,
+    pub mmap_reads: bool,
 }
 
 impl Workload {
@@ -120,6 +124,7 @@ impl Workload {
             warm_absent: pick(args.lookups, false),
             order,
             value: vec![b'v'; args.value_size],
+            mmap_reads: args.mmap_reads,
         }
     }
 
@@ -268,7 +273,10 @@ fn run_setting(
     dir: &Path,
     workload: &Workload,
 ) -> Result<SettingResult, Failure> {
-    let db = Db::open(dir, Options::default().filter_policy(policy))?;
+    let options = Options::default()
+        .filter_policy(policy)
+        .mmap_reads(workload.mmap_reads);
+    let db = Db::open(dir, options)?;
     let bar = progress(workload.order.len() as u64, &format!("load ({label})"));
     let started = Instant::now();
     let keys: Vec<[u8; 16]> = workload.loaded_keys().collect();
