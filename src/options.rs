@@ -47,7 +47,8 @@ pub struct Options {
     pub create_if_missing: bool,
     /// What recovery does with a damaged WAL. Default: tolerate a torn tail only.
     pub wal_recovery_mode: WalRecoveryMode,
-    /// The file system the store uses. Default: the operating system's.
+    /// The file system the store uses. Default: the operating system's, with table files read
+    /// through memory maps ([`MmapFileSystem`]; `mmap_reads(false)` reads with `pread`).
     pub file_system: SharedFs,
 }
 
@@ -67,7 +68,7 @@ impl Default for Options {
             l0_stop_trigger: 12,
             create_if_missing: true,
             wal_recovery_mode: WalRecoveryMode::default(),
-            file_system: Arc::new(OsFileSystem),
+            file_system: Arc::new(MmapFileSystem),
         }
     }
 }
@@ -134,9 +135,10 @@ impl Options {
         self
     }
 
-    /// Reads table files through memory maps ([`MmapFileSystem`]) instead of `pread`:
-    /// cheaper point lookups, at the risk described on [`MmapFileSystem`]. Replaces the
-    /// file system with the operating system's.
+    /// Whether table files are read through memory maps ([`MmapFileSystem`], the default) or
+    /// with `pread` ([`OsFileSystem`]). Maps make a point lookup's block read a copy with no
+    /// system call; `pread` turns the truncation of an open table file by another process into
+    /// an error instead of SIGBUS. Replaces the file system with the operating system's.
     pub fn mmap_reads(self, on: bool) -> Self {
         let fs: SharedFs = if on {
             Arc::new(MmapFileSystem)

@@ -4,8 +4,10 @@
 //! makes a point lookup's one data-block read several times cheaper than `pread`. The price:
 //! if another process truncates a table file while the store has it open, touching the
 //! vanished pages raises SIGBUS. bloomkv never truncates a table file, so this only happens
-//! when something outside the store damages it; choose [`super::OsFileSystem`] (the default)
-//! where that risk matters more than lookup speed.
+//! when something outside the store damages it; choose [`super::OsFileSystem`]
+//! (`Options::mmap_reads(false)`) where that risk matters more than lookup speed. Files are
+//! still read whole by `read_all` and written through the same buffered writer as
+//! [`super::OsFileSystem`].
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -47,9 +47,9 @@ pub struct BenchArgs {
     /// `--features peers`).
     #[arg(long)]
     peers: bool,
-    /// Read table files through memory maps instead of pread.
+    /// Read table files with pread instead of through memory maps (the default).
     #[arg(long)]
-    mmap_reads: bool,
+    pread: bool,
     /// Seed for key order and lookups.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -62,7 +62,7 @@ pub struct LookupFigures {
     data_block_reads: u64,
     bytes_read: u64,
     filter_probes: u64,
-    filter_negatives: u64,
+    pub filter_negatives: u64,
     false_positives: u64,
     /// Sum over lookups of the predicted rates of the tables each lookup consulted.
     predicted_reads: f64,
@@ -124,7 +124,7 @@ impl Workload {
             warm_absent: pick(args.lookups, false),
             order,
             value: vec![b'v'; args.value_size],
-            mmap_reads: args.mmap_reads,
+            mmap_reads: !args.pread,
         }
     }
 
