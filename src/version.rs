@@ -22,14 +22,47 @@ pub struct TableHandle {
 }
 
 impl TableHandle {
-    /// True when the table's key range includes `key`.
-    pub fn covers(&self, key: &[u8]) -> bool {
-        self.meta.smallest_key.as_slice() <= key && key <= self.meta.largest_key.as_slice()
-    }
-
     /// True when the table's key range meets `[smallest, largest]`.
     pub fn overlaps(&self, smallest: &[u8], largest: &[u8]) -> bool {
         self.meta.smallest_key.as_slice() <= largest && smallest <= self.meta.largest_key.as_slice()
+    }
+}
+
+/// The first eight bytes of a key as a big-endian integer, zero-padded. Key order implies
+/// prefix order (`a < b` gives `prefix(a) <= prefix(b)`), so an integer compare settles every
+/// comparison whose prefixes differ; only equal prefixes need the bytes.
+fn key_prefix(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = key.len().min(8);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(bytes)
+}
+
+/// The prefixes of a table's smallest and largest keys, kept in one contiguous array per
+/// level so that choosing the tables for a lookup touches a cache line or two instead of
+/// following a pointer to each table's keys.
+#[derive(Clone, Copy)]
+struct Fence {
+    smallest: u64,
+    largest: u64,
+}
+
+impl Fence {
+    fn of(meta: &TableMeta) -> Fence {
+        Fence {
+            smallest: key_prefix(&meta.smallest_key),
+            largest: key_prefix(&meta.largest_key),
+        }
+    }
+
+    /// True when the table described by `meta` (and this fence) covers `key`, whose prefix is
+    /// `p`; the keys' bytes are read only where the prefixes tie.
+    fn covers(&self, p: u64, key: &[u8], meta: &TableMeta) -> bool {
+        let above_smallest =
+            self.smallest < p || (self.smallest == p && meta.smallest_key.as_slice() <= key);
+        let below_largest =
+            p < self.largest || (p == self.largest && key <= meta.largest_key.as_slice());
+        above_smallest && below_largest
     }
 }
 
@@ -37,6 +70,8 @@ impl TableHandle {
 #[derive(Clone)]
 pub struct Version {
     levels: Vec<Vec<Arc<TableHandle>>>,
+    /// `fences[l][i]` describes `levels[l][i]`.
+    fences: Vec<Vec<Fence>>,
 }
 
 impl Version {
@@ -44,6 +79,7 @@ impl Version {
     pub fn empty(num_levels: usize) -> Version {
         Version {
             levels: vec![Vec::new(); num_levels],
+            fences: vec![Vec::new(); num_levels],
         }
     }
 
@@ -79,20 +115,30 @@ impl Version {
         &'a self,
         key: &'a [u8],
     ) -> impl Iterator<Item = &'a Arc<TableHandle>> + 'a {
-        let level0 = self.levels[0].iter().filter(move |t| t.covers(key));
-        let deeper = self.levels[1..]
+        let p = key_prefix(key);
+        let level0 = self.levels[0]
             .iter()
-            .filter_map(move |tables| Self::table_covering(tables, key));
+            .zip(&self.fences[0])
+            .filter(move |(t, f)| f.covers(p, key, &t.meta))
+            .map(|(t, _)| t);
+        let deeper = (1..self.levels.len()).filter_map(move |l| self.table_covering(l, key, p));
         level0.chain(deeper)
     }
 
-    /// In a level of disjoint sorted tables, the one whose range includes `key`.
-    fn table_covering<'a>(
-        tables: &'a [Arc<TableHandle>],
-        key: &[u8],
-    ) -> Option<&'a Arc<TableHandle>> {
-        let idx = tables.partition_point(|t| t.meta.largest_key.as_slice() < key);
-        tables.get(idx).filter(|t| t.covers(key))
+    /// In a level of disjoint sorted tables, the one whose range includes `key` (prefix `p`).
+    fn table_covering(&self, level: usize, key: &[u8], p: u64) -> Option<&Arc<TableHandle>> {
+        let (tables, fences) = (&self.levels[level], &self.fences[level]);
+        // Every table before `first` ends below the key's prefix, hence below the key. A table
+        // whose largest prefix equals the key's may still end below the key.
+        let first = fences.partition_point(|f| f.largest < p);
+        let idx = first
+            + fences[first..]
+                .iter()
+                .zip(&tables[first..])
+                .take_while(|(f, t)| f.largest == p && t.meta.largest_key.as_slice() < key)
+                .count();
+        let (fence, table) = (fences.get(idx)?, &tables[idx]);
+        fence.covers(p, key, &table.meta).then_some(table)
     }
 
     /// Tables of `level` whose key range meets `[smallest, largest]`.
@@ -147,7 +193,11 @@ impl Version {
         for tables in &mut levels[1..] {
             tables.sort_by(|a, b| a.meta.smallest_key.cmp(&b.meta.smallest_key));
         }
-        Version { levels }
+        let fences = levels
+            .iter()
+            .map(|tables| tables.iter().map(|t| Fence::of(&t.meta)).collect())
+            .collect();
+        Version { levels, fences }
     }
 }
 

@@ -151,3 +151,45 @@ fn values_survive_reopen_and_tree_has_levels() {
         assert_eq!(db.get(common::key(i)).unwrap(), Some(common::value(i, 0)));
     }
 }
+
+#[test]
+fn lookups_where_key_prefixes_tie() {
+    // Keys that share their first eight bytes, short keys, and keys that differ only in
+    // trailing zero bytes: the table fences' prefixes tie and the full keys must decide.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for i in 0..3000u32 {
+        let mut shared = b"samepfx!".to_vec();
+        shared.extend_from_slice(&i.to_be_bytes());
+        keys.push(shared);
+    }
+    for stem in [&b"a"[..], b"ab", b"abcdefg", b""] {
+        for zeros in 0..10 {
+            let mut k = stem.to_vec();
+            k.extend(std::iter::repeat_n(0u8, zeros));
+            keys.push(k);
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    // Store every other key; the rest must read as absent.
+    for (i, k) in keys.iter().enumerate().filter(|(i, _)| i % 2 == 0) {
+        db.put(k, (i as u32).to_be_bytes()).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    assert!(
+        db.stats()
+            .levels
+            .iter()
+            .skip(1)
+            .filter(|l| l.tables > 1)
+            .count()
+            >= 1
+    );
+    for (i, k) in keys.iter().enumerate() {
+        let want = (i % 2 == 0).then(|| (i as u32).to_be_bytes().to_vec());
+        assert_eq!(db.get(k).unwrap(), want, "key {k:?}");
+    }
+}
