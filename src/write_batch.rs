@@ -75,16 +75,16 @@ impl WriteBatch {
         Ok(())
     }
 
-    /// The batch's entries, numbered from `first_seq`.
-    pub(crate) fn entries(&self, first_seq: SeqNo) -> impl Iterator<Item = Entry> + '_ {
+    /// The batch's entries, numbered from `first_seq`; keys and values move, not copy.
+    pub(crate) fn into_entries(self, first_seq: SeqNo) -> impl Iterator<Item = Entry> {
         self.ops
-            .iter()
+            .into_iter()
             .enumerate()
             .map(move |(i, (kind, key, value))| Entry {
-                key: key.clone(),
+                key,
                 seq: first_seq + i as u64,
-                kind: *kind,
-                value: value.clone(),
+                kind,
+                value,
             })
     }
 
@@ -157,7 +157,7 @@ mod tests {
             .put(vec![0u8; 300], vec![7u8; 70_000]);
         let record = batch.encode(41);
         let entries = WriteBatch::decode(&record, Path::new("x.log")).unwrap();
-        let expected: Vec<Entry> = batch.entries(41).collect();
+        let expected: Vec<Entry> = batch.clone().into_entries(41).collect();
         assert_eq!(entries, expected);
         assert_eq!(entries[3].seq, 44);
         assert!(entries[1].is_tombstone());

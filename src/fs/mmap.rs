@@ -116,6 +116,20 @@ impl RandomAccessFile for MappedFile {
 
     fn drop_cache(&self) -> Result<()> {
         use std::os::fd::AsRawFd;
+        // Pages mapped into this process stay cached whatever fadvise says: unmap them from
+        // the page tables first. The mapping stays valid; the next touch faults them back in.
+        if !self.ptr.is_null() {
+            // SAFETY: advising exactly the live read-only mapping made in `open`.
+            let rc = unsafe {
+                libc::madvise(self.ptr as *mut libc::c_void, self.len, libc::MADV_DONTNEED)
+            };
+            if rc != 0 {
+                return Err(Error::io(
+                    format!("dropping mapped pages of {}", self.path.display()),
+                    std::io::Error::last_os_error(),
+                ));
+            }
+        }
         // SAFETY: the descriptor is open for the life of `self.file`; fadvise only advises.
         let rc =
             unsafe { libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };

@@ -64,16 +64,30 @@ pub struct LookupFigures {
     filter_probes: u64,
     pub filter_negatives: u64,
     false_positives: u64,
-    /// Sum over lookups of the predicted rates of the tables each lookup consulted.
+    /// Tables whose key range covered the key, over all lookups: the data-block reads the
+    /// lookups would have cost without filters in the same tree.
+    tables_consulted: u64,
+    /// Sum over lookups of the predicted rates of the tables each lookup consulted (absent
+    /// keys: the predicted data-block reads).
     predicted_reads: f64,
     pub gets_per_second: f64,
     p50: Duration,
-    p99: Duration,
+    pub p99: Duration,
 }
 
 impl LookupFigures {
     fn reads_per_get(&self) -> f64 {
         self.data_block_reads as f64 / self.lookups.max(1) as f64
+    }
+
+    fn tables_per_get(&self) -> f64 {
+        self.tables_consulted as f64 / self.lookups.max(1) as f64
+    }
+
+    /// Share of the reads the lookups would have cost without filters that they did not
+    /// cost (for absent keys).
+    fn io_avoided(&self) -> f64 {
+        1.0 - self.data_block_reads as f64 / self.tables_consulted.max(1) as f64
     }
 
     fn measured_rate(&self) -> Option<f64> {
@@ -89,6 +103,8 @@ impl LookupFigures {
             "filter_probes": self.filter_probes, "filter_negatives": self.filter_negatives,
             "false_positives": self.false_positives, "measured_false_positive_rate": self.measured_rate(),
             "predicted_reads_per_get": self.predicted_reads / self.lookups.max(1) as f64,
+            "tables_consulted_per_get": self.tables_per_get(),
+            "io_avoided": self.io_avoided(),
             "gets_per_second": self.gets_per_second,
             "p50_us": self.p50.as_secs_f64() * 1e6, "p99_us": self.p99.as_secs_f64() * 1e6,
         })
@@ -137,7 +153,10 @@ impl Workload {
 struct SettingResult {
     label: String,
     params: Option<FilterParams>,
+    /// Writes, then the memtable flushed to a table.
     load_seconds: f64,
+    /// Then, until compactions stopped.
+    settle_seconds: f64,
     shape: Vec<usize>,
     filter_memory_bytes: u64,
     cold_present: LookupFigures,
@@ -289,16 +308,18 @@ fn run_setting(
         bar.inc(chunk.len() as u64);
     }
     db.flush()?;
-    db.wait_for_background_work()?;
     let load_seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    let settling = Instant::now();
+    db.wait_for_background_work()?;
+    let settle_seconds = settling.elapsed().as_secs_f64();
     let stats = db.stats();
     let shape = stats.levels.iter().map(|l| l.tables).collect();
     let (cold_p, cold_a) = (&workload.cold_present, &workload.cold_absent);
     let (warm_p, warm_a) = (&workload.warm_present, &workload.warm_absent);
-    drop_table_caches(dir)?;
+    db.drop_table_caches()?;
     let cold_present = lookups(&db, cold_p, true, &format!("cold present ({label})"))?;
-    drop_table_caches(dir)?;
+    db.drop_table_caches()?;
     let cold_absent = lookups(&db, cold_a, false, &format!("cold absent ({label})"))?;
     let warm_present = lookups(&db, warm_p, true, &format!("warm present ({label})"))?;
     let warm_absent = lookups(&db, warm_a, false, &format!("warm absent ({label})"))?;
@@ -312,6 +333,7 @@ fn run_setting(
         label: label.to_string(),
         params,
         load_seconds,
+        settle_seconds,
         shape,
         filter_memory_bytes,
         cold_present,
@@ -321,37 +343,17 @@ fn run_setting(
     })
 }
 
-/// Asks the kernel to forget the cached pages of every table file, so the next reads of
-/// them go to the disk.
-fn drop_table_caches(dir: &Path) -> Result<(), Failure> {
-    use std::os::fd::AsRawFd;
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "sst") {
-            let file = std::fs::File::open(&path)?;
-            // SAFETY: the descriptor is valid while `file` lives; fadvise only advises.
-            let rc =
-                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-            if rc != 0 {
-                return Err(Failure::from(format!(
-                    "posix_fadvise on {} failed: {rc}",
-                    path.display()
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The tables a lookup of `key` consults and the sum of their predicted rates (a table
+/// The number of tables a lookup of `key` consults (those whose key range covers it: what
+/// the lookup would read without filters), and the sum of their predicted rates (a table
 /// without a filter counts 1: it always costs a read).
-fn predicted_reads(stats: &Stats, key: &[u8]) -> f64 {
+fn consulted_tables(stats: &Stats, key: &[u8]) -> (u64, f64) {
     stats
         .tables
         .iter()
         .filter(|t| t.smallest_key.as_slice() <= key && key <= t.largest_key.as_slice())
-        .map(|t| t.predicted_false_positive_rate.unwrap_or(1.0))
-        .sum()
+        .fold((0, 0.0), |(n, p), t| {
+            (n + 1, p + t.predicted_false_positive_rate.unwrap_or(1.0))
+        })
 }
 
 fn lookups(
@@ -361,11 +363,10 @@ fn lookups(
     what: &str,
 ) -> Result<LookupFigures, Failure> {
     let before = db.stats();
-    let predicted: f64 = if present {
-        0.0
-    } else {
-        keys.iter().map(|k| predicted_reads(&before, k)).sum()
-    };
+    let (consulted, predicted) = keys
+        .iter()
+        .map(|k| consulted_tables(&before, k))
+        .fold((0, 0.0), |(n, p), (kn, kp)| (n + kn, p + kp));
     let bar = progress(keys.len() as u64, what);
     let mut latencies = Vec::with_capacity(keys.len());
     let started = Instant::now();
@@ -395,6 +396,7 @@ fn lookups(
         filter_probes: after.filter_probes - before.filter_probes,
         filter_negatives: after.filter_negatives - before.filter_negatives,
         false_positives: after.filter_false_positives() - before.filter_false_positives(),
+        tables_consulted: consulted,
         predicted_reads: predicted,
         gets_per_second: keys.len() as f64 / elapsed,
         p50: percentile(0.50),
@@ -411,33 +413,31 @@ fn print_report(args: &BenchArgs, results: &[SettingResult]) {
     println!("shape (tables per level, L0 first):");
     for r in results {
         println!(
-            "  {:<6} {:?}   load {:.1} s ({:.0} puts/s)",
+            "  {:<6} {:?}   load {:.1} s ({:.0} puts/s), compactions settled {:.1} s later",
             r.label,
             r.shape,
             r.load_seconds,
-            args.keys as f64 / r.load_seconds
+            args.keys as f64 / r.load_seconds,
+            r.settle_seconds
         );
     }
-    let baseline = results.iter().find(|r| r.params.is_none());
     println!();
-    println!("absent keys (warm):");
-    println!("  setting  bits/key  hashes  filter MiB  predicted fpr  measured fpr  reads/get  predicted reads/get  I/O avoided  gets/s    p50 us  p99 us");
+    println!("absent keys (warm); I/O avoided = 1 - reads / tables consulted (what the same tree would read without filters):");
+    println!("  setting  bits/key  hashes  filter MiB  predicted fpr  measured fpr  tables/get  reads/get  predicted reads/get  I/O avoided  gets/s    p50 us  p99 us");
     for r in results {
         let a = &r.warm_absent;
-        let avoided = baseline.map(|b| {
-            100.0 * (1.0 - a.reads_per_get() / b.warm_absent.reads_per_get().max(f64::MIN_POSITIVE))
-        });
         println!(
-            "  {:<7}  {:>8}  {:>6}  {:>10.2}  {:>13}  {:>12}  {:>9.4}  {:>19.4}  {:>11}  {:>8.0}  {:>6.2}  {:>6.2}",
+            "  {:<7}  {:>8}  {:>6}  {:>10.2}  {:>13}  {:>12}  {:>10.3}  {:>9.4}  {:>19.4}  {:>10.2}%  {:>8.0}  {:>6.2}  {:>6.2}",
             r.label,
             r.params.map_or("-".into(), |p| p.bits_per_key().to_string()),
             r.params.map_or("-".into(), |p| p.hashes().to_string()),
             r.filter_memory_bytes as f64 / (1 << 20) as f64,
             r.params.map_or("-".into(), |p| format!("{:.5}", p.predicted_false_positive_rate())),
             a.measured_rate().map_or("-".into(), |m| format!("{m:.5}")),
+            a.tables_per_get(),
             a.reads_per_get(),
             a.predicted_reads / a.lookups as f64,
-            avoided.map_or("-".into(), |v| format!("{v:.2}%")),
+            100.0 * a.io_avoided(),
             a.gets_per_second,
             a.p50.as_secs_f64() * 1e6,
             a.p99.as_secs_f64() * 1e6,
@@ -487,6 +487,7 @@ fn results_json(args: &BenchArgs, results: &[SettingResult]) -> serde_json::Valu
                 "predicted_false_positive_rate": r.params.map(|p| p.predicted_false_positive_rate()),
                 "filter_memory_bytes": r.filter_memory_bytes,
                 "load_seconds": r.load_seconds,
+                "settle_seconds": r.settle_seconds,
                 "tables_per_level": r.shape,
                 "warm": {"present": r.warm_present.to_json(), "absent": r.warm_absent.to_json()},
                 "cold": {"present": r.cold_present.to_json(), "absent": r.cold_absent.to_json()},
