@@ -166,6 +166,7 @@ fn run_fjall(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure> {
 /// Prints each store's load time and warm gets per second, with bloomkv's ratio to it.
 pub fn print_comparison(
     our_load: f64,
+    our_settle: f64,
     present: &LookupFigures,
     absent: &LookupFigures,
     peers: &[PeerResult],
