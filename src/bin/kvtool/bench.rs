@@ -268,6 +268,7 @@ fn compare_with_peers(
     let peers = crate::peers::run(workload, dir)?;
     crate::peers::print_comparison(
         ours.load_seconds,
+        ours.settle_seconds,
         &ours.warm_present,
         &ours.warm_absent,
         &peers,
