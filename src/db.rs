@@ -302,7 +302,8 @@ impl Inner {
         // table of the state read next.
         let snapshot = self.visible_seq.load(Ordering::Acquire);
         let state = self.read_state();
-        for mem in std::iter::once(&state.mem).chain(&state.immutable) {
+        let memtables = std::iter::once(&state.mem).chain(&state.immutable);
+        for mem in memtables.filter(|m| !m.is_empty()) {
             if let Some(entry) = mem.get(key, snapshot) {
                 return Ok(Some(entry));
             }
@@ -719,11 +720,7 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
         let path = dir.join(filename::table_file_name(meta.number));
         opened.insert(
             meta.number,
-            Arc::new(Table::open(
-                Arc::clone(&fs),
-                &path,
-                Arc::clone(&read_counters),
-            )?),
+            Table::open(Arc::clone(&fs), &path, Arc::clone(&read_counters))?,
         );
     }
 
@@ -864,7 +861,7 @@ fn check_manifest_files(
 /// Tables written by one flush or compaction: what the manifest records, and the readers.
 struct NewTables {
     added: Vec<TableMeta>,
-    opened: HashMap<u64, Arc<Table>>,
+    opened: HashMap<u64, Table>,
 }
 
 /// Writes sorted entries into new table files; used by flush, compaction and recovery (which
@@ -949,7 +946,7 @@ impl TableWriter<'_> {
             largest_seq: props.largest_seq,
             entries: props.entries,
         });
-        out.opened.insert(number, Arc::new(table));
+        out.opened.insert(number, table);
         Ok(())
     }
 }

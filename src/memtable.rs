@@ -75,9 +75,9 @@ impl MemTable {
         self.map.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    /// True when no write went in.
+    /// True when no write went in (no lock taken: lookups skip empty memtables cheaply).
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.approximate_bytes.load(Ordering::Relaxed) == 0
     }
 
     /// Entries at or after `start`, in entry order, read in chunks so that the lock is never

@@ -18,7 +18,8 @@ use crate::sstable::Table;
 /// A live table: what the manifest records of it, and the open reader.
 pub struct TableHandle {
     pub meta: TableMeta,
-    pub table: Arc<Table>,
+    /// The open reader (cheap to clone: shared inside).
+    pub table: Table,
 }
 
 impl TableHandle {
@@ -171,7 +172,7 @@ impl Version {
     }
 
     /// The version after `edit`; `opened` holds the readers of the tables the edit adds.
-    pub fn apply(&self, edit: &VersionEdit, opened: &HashMap<u64, Arc<Table>>) -> Version {
+    pub fn apply(&self, edit: &VersionEdit, opened: &HashMap<u64, Table>) -> Version {
         let mut levels = self.levels.clone();
         for (level, number) in &edit.removed {
             if let Some(tables) = levels.get_mut(*level as usize) {
@@ -185,7 +186,7 @@ impl Version {
             ) {
                 tables.push(Arc::new(TableHandle {
                     meta: meta.clone(),
-                    table: Arc::clone(table),
+                    table: table.clone(),
                 }));
             }
         }
@@ -202,7 +203,7 @@ impl Version {
 }
 
 /// A sorted stream over one table from `start` on.
-pub fn table_stream(table: &Arc<Table>, start: Bound<&[u8]>) -> EntryStream {
+pub fn table_stream(table: &Table, start: Bound<&[u8]>) -> EntryStream {
     match start {
         Bound::Included(key) => Box::new(table.iter_from(key)),
         Bound::Excluded(key) => {
