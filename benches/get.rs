@@ -18,8 +18,10 @@ fn key(i: u64, present: bool) -> [u8; 16] {
     k
 }
 
-/// A store whose 200k keys end in several levels (small memtable and level sizes).
-fn build_store(dir: &std::path::Path, policy: FilterPolicy) -> Db {
+/// A store whose 200k keys end in several levels (small memtable and level sizes); with
+/// `level0_tables`, that many more flushes of other keys then leave level-0 tables that cover
+/// the whole key range (fewer than the compaction trigger, so they stay).
+fn build_store(dir: &std::path::Path, policy: FilterPolicy, level0_tables: u64) -> Db {
     let options = Options::default()
         .filter_policy(policy)
         .memtable_size(512 * 1024)
@@ -37,6 +39,14 @@ fn build_store(dir: &std::path::Path, policy: FilterPolicy) -> Db {
     }
     db.flush().expect("flush");
     db.wait_for_background_work().expect("settle");
+    for round in 0..level0_tables {
+        let mut batch = WriteBatch::new();
+        for i in (0..KEYS).step_by(50) {
+            batch.put(key(KEYS + round * KEYS + i, true), value);
+        }
+        db.write(batch).expect("write");
+        db.flush().expect("flush");
+    }
     db
 }
 
@@ -47,12 +57,17 @@ fn bench_get(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(4))
         .throughput(Throughput::Elements(LOOKUPS as u64));
     let probes: Vec<u64> = (0..LOOKUPS as u64).map(|i| (i * 7919) % KEYS).collect();
-    for (label, policy) in [
-        ("filter-0.01", FilterPolicy::FalsePositiveRate(0.01)),
-        ("no-filter", FilterPolicy::Disabled),
+    for (label, policy, level0_tables) in [
+        ("filter-0.01", FilterPolicy::FalsePositiveRate(0.01), 0),
+        (
+            "filter-0.01-3-level0",
+            FilterPolicy::FalsePositiveRate(0.01),
+            3,
+        ),
+        ("no-filter", FilterPolicy::Disabled, 0),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let db = build_store(dir.path(), policy);
+        let db = build_store(dir.path(), policy, level0_tables);
         let levels: Vec<usize> = db.stats().levels.iter().map(|l| l.tables).collect();
         eprintln!("{label}: tables per level {levels:?}");
         for (kind, present) in [("present", true), ("absent", false)] {
