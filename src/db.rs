@@ -309,7 +309,7 @@ impl Inner {
             }
         }
         let hash = KeyHash::of(key);
-        state.version.get(key, &hash)
+        state.version.get(key, &hash, &self.read_counters)
     }
 
     fn iter(

@@ -1,6 +1,7 @@
 //! Counters of what reads cost, shared by every table a store opens.
 //!
-//! Each counter is bumped in exactly one place in the table reader, so the figures add up:
+//! Each counter is counted in exactly one place, the table reader's point lookup, so the
+//! figures add up:
 //! `filter_probes == filter_negatives + filter_positives`, and `filter_true_positives` counts
 //! the positives whose table really held the key.
 
@@ -17,13 +18,14 @@ pub struct ReadCounters {
     pub filter_positives: AtomicU64,
     /// Positives where the data block did hold the key (the rest are false positives).
     pub filter_true_positives: AtomicU64,
-    /// Data blocks read from a table file (lookups and iteration alike).
+    /// Data blocks read from a table file by point lookups (scans and compaction do not count).
     pub data_block_reads: AtomicU64,
     /// Bytes of those data blocks, trailers included.
     pub bytes_read: AtomicU64,
 }
 
-/// A point-in-time copy of [`ReadCounters`].
+/// A point-in-time copy of [`ReadCounters`]; also the tally one lookup keeps while it visits
+/// tables, added to the shared counters once at its end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReadCountersSnapshot {
     pub filter_probes: u64,
@@ -53,8 +55,22 @@ impl ReadCounters {
         }
     }
 
-    pub(crate) fn bump(counter: &AtomicU64, by: u64) {
-        counter.fetch_add(by, Ordering::Relaxed);
+    /// Adds one lookup's tally. Shared atomics are touched once per lookup rather than once
+    /// per table visited, and only for the counts that moved.
+    pub fn add(&self, tally: &ReadCountersSnapshot) {
+        let pairs = [
+            (&self.filter_probes, tally.filter_probes),
+            (&self.filter_negatives, tally.filter_negatives),
+            (&self.filter_positives, tally.filter_positives),
+            (&self.filter_true_positives, tally.filter_true_positives),
+            (&self.data_block_reads, tally.data_block_reads),
+            (&self.bytes_read, tally.bytes_read),
+        ];
+        for (counter, by) in pairs {
+            if by != 0 {
+                counter.fetch_add(by, Ordering::Relaxed);
+            }
+        }
     }
 }
 

@@ -8,11 +8,12 @@ use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::entry::Entry;
+use crate::entry::{Entry, SeqNo};
 use crate::error::Result;
 use crate::filter::KeyHash;
 use crate::iter::EntryStream;
 use crate::manifest::{TableMeta, VersionEdit};
+use crate::metrics::{ReadCounters, ReadCountersSnapshot};
 use crate::sstable::Table;
 
 /// A live table: what the manifest records of it, and the open reader.
@@ -100,10 +101,28 @@ impl Version {
     }
 
     /// The newest entry for `key` in any table, asking each candidate table's filter first.
-    /// `hash` is the key's hash, computed once by the caller for all tables.
-    pub fn get(&self, key: &[u8], hash: &KeyHash) -> Result<Option<Entry>> {
+    /// `hash` is the key's hash, computed once by the caller for all tables; what the lookup
+    /// cost is added to `counters` once, at its end.
+    pub fn get(
+        &self,
+        key: &[u8],
+        hash: &KeyHash,
+        counters: &ReadCounters,
+    ) -> Result<Option<Entry>> {
+        let mut tally = ReadCountersSnapshot::default();
+        let found = self.lookup(key, hash, &mut tally);
+        counters.add(&tally);
+        found
+    }
+
+    fn lookup(
+        &self,
+        key: &[u8],
+        hash: &KeyHash,
+        tally: &mut ReadCountersSnapshot,
+    ) -> Result<Option<Entry>> {
         for handle in self.candidate_tables(key) {
-            if let Some(entry) = handle.table.get(key, hash)? {
+            if let Some(entry) = handle.table.lookup(key, SeqNo::MAX, hash, tally)? {
                 return Ok(Some(entry));
             }
         }

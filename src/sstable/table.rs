@@ -14,7 +14,7 @@ use crate::entry::{Entry, SeqNo};
 use crate::error::{Error, Result};
 use crate::filter::{BloomFilter, FilterParams, KeyHash};
 use crate::fs::{RandomAccessFile, SharedFs};
-use crate::metrics::ReadCounters;
+use crate::metrics::{ReadCounters, ReadCountersSnapshot};
 
 /// An open table. Cloning is cheap (the contents are shared); a `Table` can be shared across
 /// threads.
@@ -231,23 +231,38 @@ impl Table {
 
     /// The newest entry for `key` whose sequence number is at most `snapshot`.
     pub fn get_at(&self, key: &[u8], snapshot: SeqNo, hash: &KeyHash) -> Result<Option<Entry>> {
+        let mut tally = ReadCountersSnapshot::default();
+        let found = self.lookup(key, snapshot, hash, &mut tally);
+        self.inner.counters.add(&tally);
+        found
+    }
+
+    /// [`get_at`](Self::get_at), counting into `tally` instead of the shared counters: a
+    /// store's lookup visits several tables and adds their tally once. This is the one place
+    /// the read counters are counted.
+    pub fn lookup(
+        &self,
+        key: &[u8],
+        snapshot: SeqNo,
+        hash: &KeyHash,
+        tally: &mut ReadCountersSnapshot,
+    ) -> Result<Option<Entry>> {
         let inner = &self.inner;
-        let counters = &inner.counters;
         if let Some(filter) = &inner.filter {
-            ReadCounters::bump(&counters.filter_probes, 1);
+            tally.filter_probes += 1;
             if !filter.contains_hash(hash) {
-                ReadCounters::bump(&counters.filter_negatives, 1);
+                tally.filter_negatives += 1;
                 return Ok(None);
             }
-            ReadCounters::bump(&counters.filter_positives, 1);
+            tally.filter_positives += 1;
         }
         let i = index::find_block(&inner.index, key, snapshot);
         if i >= inner.index.len() {
             return Ok(None);
         }
         let mut it = inner.read_data_block(i)?;
-        ReadCounters::bump(&counters.data_block_reads, 1);
-        ReadCounters::bump(&counters.bytes_read, inner.block_len_with_trailer(i));
+        tally.data_block_reads += 1;
+        tally.bytes_read += inner.block_len_with_trailer(i);
         let offset = inner.block_offset(i);
         it.seek(key, snapshot)
             .map_err(|m| m.in_block(&inner.path, BlockKind::Data, offset))?;
@@ -256,7 +271,7 @@ impl Table {
             .map_err(|m| m.in_block(&inner.path, BlockKind::Data, offset))?
             .filter(|e| e.key == key);
         if found.is_some() && inner.filter.is_some() {
-            ReadCounters::bump(&counters.filter_true_positives, 1);
+            tally.filter_true_positives += 1;
         }
         Ok(found)
     }
