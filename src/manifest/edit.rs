@@ -50,13 +50,7 @@ const TAG_LAST_SEQ: u8 = 3;
 const TAG_REMOVED: u8 = 4;
 const TAG_ADDED: u8 = 5;
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
+use crate::varint::put as put_varint;
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     put_varint(out, bytes.len() as u64);
@@ -82,28 +76,17 @@ impl<'a> Decoder<'a> {
         })
     }
 
-    /// A LEB128 varint in its shortest form, at most 10 bytes, fitting in 64 bits.
+    /// A varint in its shortest form, fitting in 64 bits.
     fn varint(&mut self, what: &str) -> std::result::Result<u64, DecodeError> {
         let start = self.pos;
-        let mut value: u64 = 0;
-        for i in 0..10 {
-            let Some(&byte) = self.data.get(self.pos) else {
-                return self.fail(start, format!("{what}: varint cut short"));
-            };
-            self.pos += 1;
-            let bits = u64::from(byte & 0x7F);
-            if i == 9 && byte > 1 {
-                return self.fail(start, format!("{what}: varint overflows 64 bits"));
+        let rest = self.data.get(start..).unwrap_or_default();
+        match crate::varint::decode(rest) {
+            Ok((value, len)) => {
+                self.pos += len;
+                Ok(value)
             }
-            value |= bits << (7 * i);
-            if byte & 0x80 == 0 {
-                if byte == 0 && i > 0 {
-                    return self.fail(start, format!("{what}: varint not in its shortest form"));
-                }
-                return Ok(value);
-            }
+            Err(e) => self.fail(start, format!("{what}: {e}")),
         }
-        self.fail(start, format!("{what}: varint longer than 10 bytes"))
     }
 
     fn level(&mut self) -> std::result::Result<u32, DecodeError> {

@@ -19,9 +19,6 @@ pub const FOOTER_LEN: usize = 64;
 /// Size of the trailer after every block's contents: a kind byte and a crc32.
 pub const TRAILER_LEN: usize = 5;
 
-/// Longest encoding of a u64 varint.
-pub const MAX_VARINT_LEN: usize = 10;
-
 /// What a block holds; stored in its trailer and covered by its checksum, so a handle that
 /// points at the wrong kind of block is caught.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,13 +71,9 @@ impl Malformed {
     }
 }
 
-/// Appends `v` as a LEB128 varint (7 bits a byte, low bits first, high bit = more follows).
-pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+/// Appends `v` as a varint (the store's one encoding, [`crate::varint`]).
+pub fn put_varint(out: &mut Vec<u8>, v: u64) {
+    crate::varint::put(out, v);
 }
 
 /// A forward reader over a byte slice that never reads past `limit` and reports where it
@@ -103,34 +96,14 @@ impl<'a> Decoder<'a> {
         self.pos >= self.bytes.len()
     }
 
-    /// Reads a varint of at most ten bytes whose value fits in a u64.
+    /// Reads a varint (shortest form, fitting in a u64).
     pub fn varint(&mut self, what: &str) -> Result<u64, Malformed> {
         let start = self.pos;
-        let mut value: u64 = 0;
-        for i in 0..MAX_VARINT_LEN {
-            let Some(&byte) = self.bytes.get(self.pos) else {
-                return Err(Malformed::new(
-                    start,
-                    format!("{what}: varint runs past the end"),
-                ));
-            };
-            self.pos += 1;
-            let bits = u64::from(byte & 0x7f);
-            if i == MAX_VARINT_LEN - 1 && bits > 1 {
-                return Err(Malformed::new(
-                    start,
-                    format!("{what}: varint overflows 64 bits"),
-                ));
-            }
-            value |= bits << (7 * i);
-            if byte & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(Malformed::new(
-            start,
-            format!("{what}: varint longer than 10 bytes"),
-        ))
+        let rest = self.bytes.get(start..).unwrap_or_default();
+        let (value, len) = crate::varint::decode(rest)
+            .map_err(|e| Malformed::new(start, format!("{what}: {e}")))?;
+        self.pos += len;
+        Ok(value)
     }
 
     /// A varint that must fit in `usize` and be at most `max`.
