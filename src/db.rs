@@ -347,7 +347,7 @@ impl Inner {
     fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
         let mut writer = lock(&self.writer);
         self.refuse_if_failed()?;
-        self.wait_for_room(&mut writer)?;
+        self.wait_for_room(&writer)?;
         let first_seq = self.visible_seq.load(Ordering::Acquire) + 1;
         let record = batch.encode(first_seq);
         let logged = writer.wal.add_record(&record).and_then(|()| {
@@ -374,8 +374,9 @@ impl Inner {
     }
 
     /// Delays or stalls the writer while flush or compaction is behind, so memory and
-    /// level 0 do not grow without bound.
-    fn wait_for_room(&self, writer: &mut MutexGuard<'_, WriterState>) -> Result<()> {
+    /// level 0 do not grow without bound. It takes the writer's guard to show the writer lock
+    /// is held: other writers queue behind the one that waits.
+    fn wait_for_room(&self, _writer: &MutexGuard<'_, WriterState>) -> Result<()> {
         let mut delayed = false;
         loop {
             let state = self.read_state();
@@ -404,7 +405,6 @@ impl Inner {
             let _ = self
                 .background_cv
                 .wait_timeout(background, Duration::from_millis(50));
-            let _ = &writer;
         }
     }
 
