@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::compaction::{self, Compaction};
-use crate::entry::{Entry, SeqNo, MAX_KEY_LEN};
+use crate::entry::{check_key_len, Entry, SeqNo};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::filter::KeyHash;
@@ -167,7 +167,7 @@ impl Db {
     /// The value of `key`, or `None` when it is absent or deleted.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
-        check_key(key)?;
+        check_key_len(key)?;
         Ok(self
             .inner
             .get_entry(key)?
@@ -265,16 +265,6 @@ impl Drop for Db {
         let _ = lock(&self.inner.writer).wal.flush();
         self.stop_worker();
     }
-}
-
-fn check_key(key: &[u8]) -> Result<()> {
-    if key.len() > MAX_KEY_LEN {
-        return Err(Error::KeyTooLarge {
-            len: key.len(),
-            max: MAX_KEY_LEN,
-        });
-    }
-    Ok(())
 }
 
 impl Inner {

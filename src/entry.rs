@@ -1,6 +1,8 @@
 //! The unit every layer of the store passes around: a user key at a sequence number, holding
 //! a value or a tombstone.
 
+use crate::error::{Error, Result};
+
 /// Sequence numbers order every write; a larger number is a newer write.
 pub type SeqNo = u64;
 
@@ -8,6 +10,29 @@ pub type SeqNo = u64;
 pub const MAX_KEY_LEN: usize = 64 * 1024;
 /// Largest value the store accepts.
 pub const MAX_VALUE_LEN: usize = 256 * 1024 * 1024;
+
+/// Fails with `KeyTooLarge` for a key over [`MAX_KEY_LEN`].
+pub(crate) fn check_key_len(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY_LEN,
+        });
+    }
+    Ok(())
+}
+
+/// Fails when a key or value is over the store's limits.
+pub(crate) fn check_entry_len(key: &[u8], value: &[u8]) -> Result<()> {
+    check_key_len(key)?;
+    if value.len() > MAX_VALUE_LEN {
+        return Err(Error::ValueTooLarge {
+            len: value.len(),
+            max: MAX_VALUE_LEN,
+        });
+    }
+    Ok(())
+}
 
 /// Whether an entry sets a value or deletes the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::entry::{Entry, SeqNo, ValueKind, MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::entry::{check_entry_len, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::varint;
 
@@ -58,21 +58,9 @@ impl WriteBatch {
 
     /// Checks every key and value against the store's limits.
     pub(crate) fn validate(&self) -> Result<()> {
-        for (_, key, value) in &self.ops {
-            if key.len() > MAX_KEY_LEN {
-                return Err(Error::KeyTooLarge {
-                    len: key.len(),
-                    max: MAX_KEY_LEN,
-                });
-            }
-            if value.len() > MAX_VALUE_LEN {
-                return Err(Error::ValueTooLarge {
-                    len: value.len(),
-                    max: MAX_VALUE_LEN,
-                });
-            }
-        }
-        Ok(())
+        self.ops
+            .iter()
+            .try_for_each(|(_, key, value)| check_entry_len(key, value))
     }
 
     /// The batch's entries, numbered from `first_seq`; keys and values move, not copy.
@@ -146,6 +134,7 @@ impl WriteBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::entry::MAX_KEY_LEN;
 
     #[test]
     fn encode_decode_round_trip() {

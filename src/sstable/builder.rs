@@ -14,7 +14,7 @@ use super::format::{
 use super::index;
 use super::options::TableOptions;
 use super::properties::TableProperties;
-use crate::entry::{entry_order, Entry, SeqNo, ValueKind, MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::entry::{check_entry_len, entry_order, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::{FilterParams, KeyHash};
 use crate::fs::{SharedFs, WritableFile};
@@ -120,18 +120,7 @@ impl TableBuilder {
     /// [`add`](Self::add) from parts.
     pub fn add_raw(&mut self, key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> Result<()> {
         self.check_usable()?;
-        if key.len() > MAX_KEY_LEN {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max: MAX_KEY_LEN,
-            });
-        }
-        if value.len() > MAX_VALUE_LEN {
-            return Err(Error::ValueTooLarge {
-                len: value.len(),
-                max: MAX_VALUE_LEN,
-            });
-        }
+        check_entry_len(key, value)?;
         if kind == ValueKind::Tombstone && !value.is_empty() {
             return Err(Error::InvalidArgument(
                 "a tombstone cannot carry a value".to_string(),
