@@ -125,26 +125,32 @@ fn next_table_round_robin(tables: &[Arc<TableHandle>], cursor: &mut Vec<u8>) -> 
     table
 }
 
+/// The smallest and largest key over `tables`.
+fn key_range<'a>(tables: impl Iterator<Item = &'a Arc<TableHandle>> + Clone) -> (Vec<u8>, Vec<u8>) {
+    let smallest = tables.clone().map(|t| &t.meta.smallest_key).min();
+    let largest = tables.map(|t| &t.meta.largest_key).max();
+    (
+        smallest.cloned().unwrap_or_default(),
+        largest.cloned().unwrap_or_default(),
+    )
+}
+
 fn with_overlaps(
     version: &Version,
     output_level: usize,
     inputs: Vec<Arc<TableHandle>>,
 ) -> Compaction {
-    let smallest = inputs
-        .iter()
-        .map(|t| &t.meta.smallest_key)
-        .min()
-        .cloned()
-        .unwrap_or_default();
-    let largest = inputs
-        .iter()
-        .map(|t| &t.meta.largest_key)
-        .max()
-        .cloned()
-        .unwrap_or_default();
+    let (smallest, largest) = key_range(inputs.iter());
     let output_level_inputs = version.overlapping(output_level, &smallest, &largest);
-    let drop_tombstones = (output_level + 1..version.num_levels())
-        .all(|l| version.overlapping(l, &smallest, &largest).is_empty());
+    // The output-level tables pulled in may reach beyond the inputs' range, and their
+    // tombstones are merged too: a tombstone may go only if no deeper level holds anything in
+    // the range of every table merged.
+    let (merged_smallest, merged_largest) = key_range(inputs.iter().chain(&output_level_inputs));
+    let drop_tombstones = (output_level + 1..version.num_levels()).all(|l| {
+        version
+            .overlapping(l, &merged_smallest, &merged_largest)
+            .is_empty()
+    });
     Compaction {
         output_level,
         inputs,

@@ -95,3 +95,40 @@ fn deletes_and_compaction_drop_tombstones() {
     assert_eq!(db.get(common::key(0)).unwrap(), None);
     assert_eq!(db.get(common::key(1)).unwrap(), Some(common::value(1, 0)));
 }
+
+#[test]
+fn compaction_keeps_a_tombstone_whose_key_a_deeper_level_still_holds() {
+    // A level-1 table holding a tombstone for "a" is pulled into a level-0 compaction whose own
+    // key range ("k".."z") does not reach "a". The tombstone must survive, because level 2
+    // still holds an older value of "a".
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options::default()
+        .l0_compaction_trigger(1)
+        .level1_size(1024)
+        .table_size(1 << 20);
+    let db = Db::open(dir.path(), options).unwrap();
+    db.put(b"a", b"v1").unwrap();
+    db.put(b"b", vec![b'x'; 2000]).unwrap();
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    db.delete(b"a").unwrap();
+    db.put(b"m", b"m").unwrap();
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    assert_eq!(db.get(b"a").unwrap(), None);
+    db.put(b"k", b"k").unwrap();
+    db.put(b"z", b"z").unwrap();
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let deep = db.stats().tables.iter().filter(|t| t.level >= 2).count();
+    assert!(
+        deep >= 1,
+        "the old value of a should still sit in a deeper level"
+    );
+    assert_eq!(db.get(b"a").unwrap(), None, "a deleted key came back");
+    let keys: Vec<Vec<u8>> = db.iter().map(|r| r.unwrap().0).collect();
+    assert_eq!(
+        keys,
+        vec![b"b".to_vec(), b"k".to_vec(), b"m".to_vec(), b"z".to_vec()]
+    );
+}
