@@ -287,11 +287,17 @@ impl Inner {
 
     // ---- read path -------------------------------------------------------------------
 
-    fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
-        // Take the sequence number first: every write at or below it is in a memtable or
-        // table of the state read next.
-        let snapshot = self.visible_seq.load(Ordering::Acquire);
+    /// The read state, then the sequence number: in that order every table of the state holds
+    /// only entries at or below the number (tables keep only each key's newest version, so a
+    /// number taken first could hide a version a concurrent flush collapsed away), and what
+    /// the state lacks is whole later memtables: the reader sees a prefix of the history.
+    fn snapshot(&self) -> (Arc<ReadState>, SeqNo) {
         let state = self.read_state();
+        (state, self.visible_seq.load(Ordering::Acquire))
+    }
+
+    fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        let (state, snapshot) = self.snapshot();
         let memtables = std::iter::once(&state.mem).chain(&state.immutable);
         for mem in memtables.filter(|m| !m.is_empty()) {
             if let Some(entry) = mem.get(key, snapshot) {
@@ -308,8 +314,7 @@ impl Inner {
         end: Bound<Vec<u8>>,
         prefix: Option<Vec<u8>>,
     ) -> DbIterator {
-        let snapshot = self.visible_seq.load(Ordering::Acquire);
-        let state = self.read_state();
+        let (state, snapshot) = self.snapshot();
         let mut sources: Vec<EntryStream> = std::iter::once(&state.mem)
             .chain(&state.immutable)
             .map(|m| Box::new(m.iter_from(start)) as EntryStream)
@@ -358,7 +363,10 @@ impl Inner {
         state.mem.apply(batch.into_entries(first_seq));
         self.visible_seq.store(last_seq, Ordering::Release);
         if state.mem.approximate_bytes() >= self.options.memtable_size {
-            self.freeze_memtable(&mut writer)?;
+            // This batch is logged (synced if asked) and visible: it succeeded. If starting
+            // the next WAL fails, `freeze_memtable` has refused further writes with the reason;
+            // reporting this write as failed would invite a retry that applies it twice.
+            let _ = self.freeze_memtable(&mut writer);
         }
         Ok(())
     }
