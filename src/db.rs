@@ -731,30 +731,9 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
         })
         .collect();
     logs.sort_unstable();
-    let mode = match options.wal_recovery_mode {
-        WalRecoveryMode::TolerateTornTail => RecoveryMode::TolerateTornTail,
-        WalRecoveryMode::PointInTime => RecoveryMode::PointInTime,
-    };
-    let replay = Arc::new(MemTable::new(0));
-    let mut report = RecoveryReport::default();
-    let mut max_seq = last_seq;
-    for number in &logs {
-        let path = dir.join(filename::log_file_name(*number));
-        let contents = wal::read_log(fs.as_ref(), &path, mode)?;
-        if let Some(tail) = &contents.torn_tail {
-            report
-                .dropped_tails
-                .push((path.clone(), tail.offset, tail.dropped_bytes));
-        }
-        for record in &contents.records {
-            let entries = WriteBatch::decode(record, &path)?;
-            if let Some(last) = entries.last() {
-                max_seq = max_seq.max(last.seq);
-            }
-            replay.apply(entries);
-            report.batches_replayed += 1;
-        }
-    }
+    let replayed = replay_logs(fs.as_ref(), &dir, &logs, options.wal_recovery_mode)?;
+    let (replay, report) = (replayed.mem, replayed.report);
+    let max_seq = replayed.max_seq.map_or(last_seq, |s| s.max(last_seq));
 
     let file_numbers = AtomicU64::new(next_file);
     if !replay.is_empty() {
@@ -854,6 +833,80 @@ fn check_manifest_files(
         }
     }
     Ok(())
+}
+
+/// The writes recovered from WAL files.
+struct Replayed {
+    mem: Arc<MemTable>,
+    /// Highest sequence number replayed, if any write was.
+    max_seq: Option<SeqNo>,
+    report: RecoveryReport,
+}
+
+/// Replays WAL files `logs` (oldest first) into a memtable.
+///
+/// A log may end in a torn record: the write it held was never acknowledged. But a later log
+/// that holds writes after such a tear would leave a hole in the history (later writes kept,
+/// earlier ones lost). That is a corruption error under `TolerateTornTail`; under
+/// `PointInTime` replay stops at the tear and the later logs' writes are dropped and
+/// reported.
+fn replay_logs(
+    fs: &dyn crate::fs::FileSystem,
+    dir: &Path,
+    logs: &[u64],
+    mode: WalRecoveryMode,
+) -> Result<Replayed> {
+    let read_mode = match mode {
+        WalRecoveryMode::TolerateTornTail => RecoveryMode::TolerateTornTail,
+        WalRecoveryMode::PointInTime => RecoveryMode::PointInTime,
+    };
+    let mem = Arc::new(MemTable::new(0));
+    let mut report = RecoveryReport::default();
+    let mut max_seq = None;
+    let mut tear: Option<(PathBuf, u64)> = None;
+    for number in logs {
+        let path = dir.join(filename::log_file_name(*number));
+        let contents = wal::read_log(fs, &path, read_mode)?;
+        if let Some((torn_log, offset)) = &tear {
+            if contents.records.is_empty() {
+                continue;
+            }
+            if mode == WalRecoveryMode::TolerateTornTail {
+                return Err(Error::corruption(
+                    torn_log,
+                    Some(*offset),
+                    format!(
+                        "the log ends in a torn record, yet the later log {} holds writes: \
+                         replaying them would leave a hole (open with \
+                         WalRecoveryMode::PointInTime to keep the writes before the tear)",
+                        path.display()
+                    ),
+                ));
+            }
+            let size = fs.open_read(&path)?.size();
+            report.dropped_tails.push((path, 0, size));
+            continue;
+        }
+        if let Some(tail) = &contents.torn_tail {
+            report
+                .dropped_tails
+                .push((path.clone(), tail.offset, tail.dropped_bytes));
+            tear = Some((path.clone(), tail.offset));
+        }
+        for record in &contents.records {
+            let entries = WriteBatch::decode(record, &path)?;
+            if let Some(last) = entries.last() {
+                max_seq = Some(max_seq.map_or(last.seq, |m: SeqNo| m.max(last.seq)));
+            }
+            mem.apply(entries);
+            report.batches_replayed += 1;
+        }
+    }
+    Ok(Replayed {
+        mem,
+        max_seq,
+        report,
+    })
 }
 
 /// Tables written by one flush or compaction: what the manifest records, and the readers.
@@ -970,5 +1023,89 @@ fn remove_unreferenced_files(
         if obsolete {
             let _ = fs.remove(&dir.join(&name));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{FileSystem, OsFileSystem};
+
+    /// Writes WAL `number` in `dir` holding one batch per key, each putting `key` = `key`.
+    fn write_log(dir: &Path, number: u64, first_seq: SeqNo, keys: &[&str]) -> PathBuf {
+        let path = dir.join(filename::log_file_name(number));
+        let mut log = LogWriter::new(OsFileSystem.create(&path).unwrap());
+        for (i, key) in keys.iter().enumerate() {
+            let mut batch = WriteBatch::new();
+            batch.put(key, key);
+            log.add_record(&batch.encode(first_seq + i as u64)).unwrap();
+        }
+        log.sync().unwrap();
+        path
+    }
+
+    /// Cuts the last few bytes off a log: its last record is torn.
+    fn tear(path: &Path) {
+        let bytes = std::fs::read(path).unwrap();
+        std::fs::write(path, &bytes[..bytes.len() - 3]).unwrap();
+    }
+
+    #[test]
+    fn a_torn_log_followed_by_writes_is_a_hole() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = write_log(dir.path(), 5, 1, &["a", "b", "c"]);
+        tear(&first);
+        write_log(dir.path(), 6, 4, &["d"]);
+
+        let strict = replay_logs(
+            &OsFileSystem,
+            dir.path(),
+            &[5, 6],
+            WalRecoveryMode::TolerateTornTail,
+        );
+        match strict {
+            Err(Error::Corruption { file, .. }) => assert_eq!(file, first),
+            other => panic!(
+                "expected a corruption error naming the torn log, got {:?}",
+                other.map(|r| r.report)
+            ),
+        }
+
+        let salvaged = replay_logs(
+            &OsFileSystem,
+            dir.path(),
+            &[5, 6],
+            WalRecoveryMode::PointInTime,
+        )
+        .unwrap();
+        assert_eq!(
+            salvaged.report.batches_replayed, 2,
+            "a and b, before the tear"
+        );
+        assert_eq!(salvaged.max_seq, Some(2));
+        assert!(salvaged.mem.get(b"b", SeqNo::MAX).is_some());
+        assert!(
+            salvaged.mem.get(b"d", SeqNo::MAX).is_none(),
+            "d comes after the hole"
+        );
+        assert_eq!(salvaged.report.dropped_tails.len(), 2);
+    }
+
+    #[test]
+    fn a_torn_log_followed_only_by_empty_logs_is_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = write_log(dir.path(), 5, 1, &["a", "b"]);
+        tear(&first);
+        write_log(dir.path(), 6, 3, &[]);
+        let replayed = replay_logs(
+            &OsFileSystem,
+            dir.path(),
+            &[5, 6],
+            WalRecoveryMode::TolerateTornTail,
+        )
+        .unwrap();
+        assert_eq!(replayed.report.batches_replayed, 1);
+        assert_eq!(replayed.report.dropped_tails.len(), 1);
+        assert_eq!(replayed.report.dropped_tails[0].0, first);
     }
 }
