@@ -52,29 +52,7 @@ pub fn check_store_with(shared: SharedFs, dir: &Path) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let names = fs.list(dir)?;
     match manifest::recover_manifest(fs, dir) {
-        Ok(recovered) => {
-            for table in &recovered.tables {
-                let name = filename::table_file_name(table.number);
-                if !names.contains(&name) {
-                    report.problems.push(Error::corruption(
-                        &dir.join(&name),
-                        None,
-                        "the manifest names this table but the file is missing",
-                    ));
-                }
-            }
-            let log = filename::log_file_name(recovered.log_number);
-            if !names.contains(&log) {
-                report.problems.push(Error::corruption(
-                    &dir.join(filename::manifest_file_name(recovered.manifest_number)),
-                    None,
-                    format!(
-                        "names WAL {log} as still needed, but it is missing: an edit of the \
-                         manifest was lost or the file was removed"
-                    ),
-                ));
-            }
-        }
+        Ok(recovered) => report.problems.extend(recovered.missing_files(dir, &names)),
         Err(e) => report.problems.push(e),
     }
     for name in &names {

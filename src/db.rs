@@ -699,8 +699,13 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
         None => (Vec::new(), 0, 1, 0),
     };
     let next_file = next_file.max(highest_on_disk + 1);
-    if let Some(r) = &recovered {
-        check_manifest_files(&dir, r, &names)?;
+    // A file the manifest relies on is missing: opening anyway would delete the tables a lost
+    // edit added, and their data with them.
+    if let Some(missing) = recovered
+        .as_ref()
+        .and_then(|r| r.missing_files(&dir, &names).into_iter().next())
+    {
+        return Err(missing);
     }
 
     let mut opened = HashMap::new();
@@ -795,44 +800,6 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
         options,
         _lock: lock,
     })
-}
-
-/// Fails when a file the manifest relies on is missing: a live table, or the WAL the manifest
-/// names as the oldest still needed. Neither is ever deleted while a durable manifest edit
-/// needs it, so a missing one means the manifest lost an edit that had been synced (a damaged
-/// last edit looks like a torn one and is dropped) or the file was removed from outside.
-/// Opening anyway would delete the tables that lost edit added and lose their data.
-fn check_manifest_files(
-    dir: &Path,
-    recovered: &manifest::RecoveredManifest,
-    names: &[String],
-) -> Result<()> {
-    let manifest_path = dir.join(filename::manifest_file_name(recovered.manifest_number));
-    let log = filename::log_file_name(recovered.log_number);
-    if !names.contains(&log) {
-        return Err(Error::corruption(
-            &manifest_path,
-            None,
-            format!(
-                "names WAL {log} as still needed, but it is missing: an edit of the manifest \
-                 was lost or the file was removed"
-            ),
-        ));
-    }
-    for table in &recovered.tables {
-        let name = filename::table_file_name(table.number);
-        if !names.contains(&name) {
-            return Err(Error::corruption(
-                &manifest_path,
-                None,
-                format!(
-                    "names table {name} but it is missing: an edit of the manifest was lost \
-                     or the file was removed"
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// The writes recovered from WAL files.

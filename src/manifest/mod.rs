@@ -111,6 +111,34 @@ pub struct RecoveredManifest {
     pub torn_tail: Option<TornTail>,
 }
 
+impl RecoveredManifest {
+    /// The files this manifest relies on that are not among `names` (the directory's
+    /// entries): the WAL it names as the oldest still needed, and every live table. Neither is
+    /// deleted while a durable edit needs it, so each missing one means an edit was lost or
+    /// the file was removed from outside. One corruption error each, naming the manifest.
+    pub fn missing_files(&self, dir: &Path, names: &[String]) -> Vec<Error> {
+        let manifest = dir.join(manifest_file_name(self.manifest_number));
+        let log = crate::filename::log_file_name(self.log_number);
+        let log_problem = (!names.contains(&log))
+            .then(|| format!("names WAL {log} as still needed, but it is missing"));
+        let table_problems = self.tables.iter().filter_map(|t| {
+            let name = crate::filename::table_file_name(t.number);
+            (!names.contains(&name)).then(|| format!("names table {name}, but it is missing"))
+        });
+        log_problem
+            .into_iter()
+            .chain(table_problems)
+            .map(|what| {
+                Error::corruption(
+                    &manifest,
+                    None,
+                    format!("{what}: an edit of the manifest was lost or the file was removed"),
+                )
+            })
+            .collect()
+    }
+}
+
 /// Recovers the state recorded by the manifest `CURRENT` names. A missing `CURRENT` is
 /// [`Error::Corruption`] here: use [`read_current`] first to tell a new store.
 pub fn recover_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifest> {
