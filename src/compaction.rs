@@ -6,13 +6,13 @@
 //! to allowed size goes first. A deeper level gives up one table at a time, taken round-robin
 //! through its key space, together with every table of the next level it overlaps.
 
-use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::entry::SeqNo;
 use crate::iter::{EntryStream, MergingIterator, NewestVersions};
 use crate::options::Options;
-use crate::version::{table_stream, TableHandle, Version};
+use crate::sstable::BlockReads;
+use crate::version::{TableHandle, Version};
 
 /// One merge of tables from one level (or, for a full compaction, every level above
 /// `output_level`) with the overlapping tables of `output_level`.
@@ -34,10 +34,12 @@ impl Compaction {
     }
 
     /// The inputs merged: newest version of each key only, tombstones dropped at the bottom.
+    /// Inputs are read past the block cache: one pass over tables about to be deleted must
+    /// not push out the blocks lookups keep hitting.
     pub fn merged_entries(&self) -> NewestVersions<MergingIterator> {
         let streams: Vec<EntryStream> = self
             .all_inputs()
-            .map(|t| table_stream(&t.table, Bound::Unbounded))
+            .map(|t| Box::new(t.table.iter_with(BlockReads::Bypass)) as EntryStream)
             .collect();
         NewestVersions::new(
             MergingIterator::new(streams),

@@ -9,6 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::cache::{BlockCache, TableCache};
 use crate::compaction::{self, Compaction};
 use crate::entry::{check_key_len, Entry, SeqNo};
 use crate::error::{Error, Result};
@@ -20,7 +21,7 @@ use crate::manifest::{self, ManifestWriter, TableMeta, VersionEdit};
 use crate::memtable::MemTable;
 use crate::metrics::ReadCounters;
 use crate::options::{Options, WalRecoveryMode, WriteOptions};
-use crate::sstable::{Table, TableBuilder, TableOptions};
+use crate::sstable::{Table, TableBuilder, TableEnv, TableOptions};
 use crate::stats::{LevelStats, Stats, TableStats};
 use crate::version::Version;
 use crate::wal::{self, LogWriter, RecoveryMode};
@@ -86,7 +87,8 @@ struct Inner {
     background: Mutex<BackgroundState>,
     /// Signalled when there is background work, and when background work finished.
     background_cv: Condvar,
-    read_counters: Arc<ReadCounters>,
+    /// The file system, read counters and caches every table of the store reads through.
+    table_env: TableEnv,
     counters: Counters,
     recovery: RecoveryReport,
     _lock: Box<dyn FileLock>,
@@ -219,9 +221,13 @@ impl Db {
             .wait_until(|inner, background| !background.busy && !inner.has_background_work())
     }
 
-    /// Asks the operating system to forget every live table file's cached pages, so that the
-    /// next lookups read from the disk. For measuring cold reads; data is unaffected.
+    /// Empties the block cache (all of it, when shared with other stores) and asks the
+    /// operating system to forget every live table file's cached pages, so that the next
+    /// lookups read from the disk. For measuring cold reads; data is unaffected.
     pub fn drop_table_caches(&self) -> Result<()> {
+        if let Some(cache) = &self.inner.table_env.block_cache {
+            cache.clear();
+        }
         let version = Arc::clone(&self.inner.read_state().version);
         (0..version.num_levels())
             .flat_map(|l| version.level(l))
@@ -305,7 +311,7 @@ impl Inner {
             }
         }
         let hash = KeyHash::of(key);
-        state.version.get(key, &hash, &self.read_counters)
+        state.version.get(key, &hash, &self.table_env.counters)
     }
 
     fn iter(
@@ -523,9 +529,8 @@ impl Inner {
     fn table_writer(&self) -> TableWriter<'_> {
         TableWriter {
             dir: &self.dir,
-            fs: &self.fs,
             options: &self.options,
-            read_counters: &self.read_counters,
+            env: &self.table_env,
             next_file_number: &self.next_file_number,
         }
     }
@@ -595,12 +600,11 @@ impl Inner {
             version: Arc::new(old.version.apply(&edit, &opened)),
         });
         self.counters.compactions.fetch_add(1, Ordering::Relaxed);
-        // The manifest no longer names the inputs; readers still holding them keep their open
-        // file handles, so removing the files now is safe.
-        for (_, number) in &edit.removed {
-            let _ = self
-                .fs
-                .remove(&self.path_of(&filename::table_file_name(*number)));
+        // The manifest no longer names the inputs. Readers may still hold them (an iterator
+        // over an older version), and the table cache may need to open their files again for
+        // those readers: each file is deleted when the last holder of its table lets go.
+        for input in job.all_inputs() {
+            input.table.mark_obsolete();
         }
         Ok(())
     }
@@ -620,12 +624,13 @@ impl Inner {
     // ---- stats -----------------------------------------------------------------------
 
     fn stats(&self) -> Stats {
-        let counters = self.read_counters.snapshot();
+        let counters = self.table_env.counters.snapshot();
         let state = self.read_state();
         let version = &state.version;
         let mut levels = Vec::with_capacity(version.num_levels());
         let mut tables = Vec::new();
         let mut filter_memory_bytes = 0;
+        let mut index_memory_bytes = 0;
         for level in 0..version.num_levels() {
             let mut summary = LevelStats::default();
             for handle in version.level(level) {
@@ -633,8 +638,9 @@ impl Inner {
                 summary.bytes += handle.meta.file_size;
                 summary.entries += handle.meta.entries;
                 let params = handle.table.filter_params();
-                let filter_bytes = handle.table.filter().map_or(0, |f| f.memory_bytes() as u64);
+                let filter_bytes = handle.table.filter_memory_bytes() as u64;
                 filter_memory_bytes += filter_bytes;
+                index_memory_bytes += handle.table.index_memory_bytes() as u64;
                 tables.push(TableStats {
                     level,
                     number: handle.meta.number,
@@ -667,6 +673,14 @@ impl Inner {
             compactions: self.counters.compactions.load(Ordering::Relaxed),
             write_stalls: self.counters.write_stalls.load(Ordering::Relaxed),
             filter_memory_bytes,
+            index_memory_bytes,
+            block_cache: self
+                .table_env
+                .block_cache
+                .as_ref()
+                .map(|c| c.stats())
+                .unwrap_or_default(),
+            table_cache: self.table_env.table_cache.stats(),
         }
     }
 }
@@ -676,7 +690,7 @@ impl Inner {
 /// Opens (or creates) the store's files: reads the manifest, opens every live table, replays
 /// WAL files not yet flushed into a level-0 table, and starts a fresh manifest and WAL.
 fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>) -> Result<Inner> {
-    let read_counters = Arc::new(ReadCounters::default());
+    let table_env = table_env(&fs, &options);
     let recovered = if fs.exists(&dir.join(filename::CURRENT)) {
         Some(manifest::recover_manifest(fs.as_ref(), &dir)?)
     } else {
@@ -721,10 +735,7 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
             ));
         }
         let path = dir.join(filename::table_file_name(meta.number));
-        opened.insert(
-            meta.number,
-            Table::open(Arc::clone(&fs), &path, Arc::clone(&read_counters))?,
-        );
+        opened.insert(meta.number, Table::open_in(&path, &table_env)?);
     }
 
     // Replay every log at or after the manifest's log number, oldest first.
@@ -744,9 +755,8 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
     if !replay.is_empty() {
         let writer = TableWriter {
             dir: &dir,
-            fs: &fs,
             options: &options,
-            read_counters: &read_counters,
+            env: &table_env,
             next_file_number: &file_numbers,
         };
         let entries = NewestVersions::new(replay.iter_from(Bound::Unbounded), SeqNo::MAX, false);
@@ -792,7 +802,7 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
         next_file_number: AtomicU64::new(next_file),
         background: Mutex::new(BackgroundState::default()),
         background_cv: Condvar::new(),
-        read_counters,
+        table_env,
         counters: Counters::default(),
         recovery: report,
         dir,
@@ -800,6 +810,22 @@ fn recover(dir: PathBuf, fs: SharedFs, options: Options, lock: Box<dyn FileLock>
         options,
         _lock: lock,
     })
+}
+
+/// What the store's tables read through: its own block cache of `block_cache_size` bytes (or
+/// the shared one it was given, or none) and a table cache of `max_open_files`.
+fn table_env(fs: &SharedFs, options: &Options) -> TableEnv {
+    let block_cache = match (&options.block_cache, options.block_cache_size) {
+        (Some(shared), _) => Some(Arc::clone(shared)),
+        (None, 0) => None,
+        (None, bytes) => Some(Arc::new(BlockCache::new(bytes))),
+    };
+    TableEnv {
+        fs: Arc::clone(fs),
+        counters: Arc::new(ReadCounters::default()),
+        block_cache,
+        table_cache: Arc::new(TableCache::new(Arc::clone(fs), options.max_open_files)),
+    }
 }
 
 /// The writes recovered from WAL files.
@@ -886,9 +912,8 @@ struct NewTables {
 /// writes tables before the store is assembled).
 struct TableWriter<'a> {
     dir: &'a Path,
-    fs: &'a SharedFs,
     options: &'a Options,
-    read_counters: &'a Arc<ReadCounters>,
+    env: &'a TableEnv,
     next_file_number: &'a AtomicU64,
 }
 
@@ -897,6 +922,7 @@ impl TableWriter<'_> {
         TableOptions {
             block_size: self.options.block_size,
             filter_policy: self.options.filter_policy,
+            compression: self.options.compression,
             ..TableOptions::default()
         }
     }
@@ -936,7 +962,7 @@ impl TableWriter<'_> {
         let number = self.next_file_number.fetch_add(1, Ordering::SeqCst);
         let path = self.dir.join(filename::table_file_name(number));
         let builder = TableBuilder::new(
-            Arc::clone(self.fs),
+            Arc::clone(&self.env.fs),
             &path,
             self.table_options(),
             expected_keys,
@@ -953,7 +979,7 @@ impl TableWriter<'_> {
     ) -> Result<()> {
         let props = builder.finish()?;
         let path = self.dir.join(filename::table_file_name(number));
-        let table = Table::open(Arc::clone(self.fs), &path, Arc::clone(self.read_counters))?;
+        let table = Table::open_in(&path, self.env)?;
         out.added.push(TableMeta {
             number,
             level,

@@ -11,9 +11,11 @@
 //! ```
 //!
 //! The read path reads top-down: [`Db`] -> `version` (which tables may hold the key) ->
-//! `sstable` (filter first, then index, then one data block) -> block. The [`filter`] module is
-//! a standalone Bloom filter library and knows nothing of tables.
+//! `sstable` (filter first, then index, then one data block from the [`cache`]'s block cache,
+//! or from the file the table cache keeps open) -> block. The [`filter`] module is a
+//! standalone Bloom filter library and knows nothing of tables.
 
+pub mod cache;
 pub mod check;
 mod compaction;
 mod db;
@@ -34,10 +36,11 @@ mod version;
 pub mod wal;
 mod write_batch;
 
+pub use cache::{BlockCache, BlockCacheStats, TableCacheStats};
 pub use db::{Db, RecoveryReport};
 pub use error::{Error, Result};
 pub use iter::DbIterator;
 pub use options::{Options, WalRecoveryMode, WriteOptions};
-pub use sstable::FilterPolicy;
+pub use sstable::{Compression, FilterPolicy};
 pub use stats::{LevelStats, Stats, TableStats};
 pub use write_batch::WriteBatch;

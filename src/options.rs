@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
+use crate::cache::BlockCache;
 use crate::fs::{FileSystem, MmapFileSystem, OsFileSystem, SharedFs};
-use crate::sstable::FilterPolicy;
+use crate::sstable::{Compression, FilterPolicy};
 
 /// What recovery does with a damaged WAL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -47,8 +48,21 @@ pub struct Options {
     pub create_if_missing: bool,
     /// What recovery does with a damaged WAL. Default: tolerate a torn tail only.
     pub wal_recovery_mode: WalRecoveryMode,
-    /// The file system the store uses. Default: the operating system's, with table files read
-    /// through memory maps ([`MmapFileSystem`]; `mmap_reads(false)` reads with `pread`).
+    /// Bytes of decoded data blocks the store keeps in its block cache. Default 64 MiB; 0 turns
+    /// the cache off. Ignored when `block_cache` is set.
+    pub block_cache_size: u64,
+    /// A block cache shared with other stores (each store's blocks are kept apart inside it).
+    /// Default `None`: the store makes a cache of its own of `block_cache_size` bytes.
+    pub block_cache: Option<Arc<BlockCache>>,
+    /// Table files kept open at once; more are opened on demand and the least used closed.
+    /// Filters and indexes stay in memory regardless. Default 512, within the usual limit of
+    /// 1,024 open files per process with room for logs and the caller's own files.
+    pub max_open_files: usize,
+    /// How table blocks are compressed. Default LZ4; a block that does not shrink by 1/8 is
+    /// stored raw.
+    pub compression: Compression,
+    /// The file system the store uses. Default: the operating system's, read with `pread`
+    /// ([`OsFileSystem`]); `mmap_reads(true)` reads through memory maps instead.
     pub file_system: SharedFs,
 }
 
@@ -68,7 +82,11 @@ impl Default for Options {
             l0_stop_trigger: 12,
             create_if_missing: true,
             wal_recovery_mode: WalRecoveryMode::default(),
-            file_system: Arc::new(MmapFileSystem),
+            block_cache_size: 64 << 20,
+            block_cache: None,
+            max_open_files: 512,
+            compression: Compression::default(),
+            file_system: Arc::new(OsFileSystem),
         }
     }
 }
@@ -82,6 +100,10 @@ impl std::fmt::Debug for Options {
             .field("level1_size", &self.level1_size)
             .field("level_size_ratio", &self.level_size_ratio)
             .field("num_levels", &self.num_levels)
+            .field("block_cache_size", &self.block_cache_size)
+            .field("shared_block_cache", &self.block_cache.is_some())
+            .field("max_open_files", &self.max_open_files)
+            .field("compression", &self.compression)
             .finish_non_exhaustive()
     }
 }
@@ -135,10 +157,42 @@ impl Options {
         self
     }
 
-    /// Whether table files are read through memory maps ([`MmapFileSystem`], the default) or
-    /// with `pread` ([`OsFileSystem`]). Maps make a point lookup's block read a copy with no
-    /// system call; `pread` turns the truncation of an open table file by another process into
-    /// an error instead of SIGBUS. Replaces the file system with the operating system's.
+    /// Sets the block cache's size in bytes (0 turns it off).
+    pub fn block_cache_size(mut self, bytes: u64) -> Self {
+        self.block_cache_size = bytes;
+        self
+    }
+
+    /// Uses a block cache shared with other stores.
+    pub fn block_cache(mut self, cache: Arc<BlockCache>) -> Self {
+        self.block_cache = Some(cache);
+        self
+    }
+
+    /// Sets how many table files may be open at once.
+    pub fn max_open_files(mut self, files: usize) -> Self {
+        self.max_open_files = files;
+        self
+    }
+
+    /// Sets the compression of table blocks written from now on (tables already written keep
+    /// theirs; every table records its own in each block).
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Whether table files are read through memory maps ([`MmapFileSystem`]) or with `pread`
+    /// ([`OsFileSystem`], the default). Replaces the file system with the operating system's.
+    ///
+    /// Maps make a block read that hits the page cache a copy with no system call, but they
+    /// hand the choice of what stays in memory to the kernel: once the data outgrows memory,
+    /// each fault reads around the block wanted and the kernel evicts at will, and lookups run
+    /// several times slower than with `pread` and the block cache. A table file truncated or
+    /// unreadable under a running store raises SIGBUS, which kills the process, where `pread`
+    /// returns an error. Every open table holds a map, counted against the kernel's limit of
+    /// maps per process (`vm.max_map_count`, 65,530 by default). Use maps only for data that
+    /// fits in memory, on files nothing else touches.
     pub fn mmap_reads(self, on: bool) -> Self {
         let fs: SharedFs = if on {
             Arc::new(MmapFileSystem)
@@ -183,6 +237,9 @@ impl Options {
         }
         if self.max_immutable_memtables == 0 {
             return bad("max_immutable_memtables must be at least 1");
+        }
+        if self.max_open_files < 16 {
+            return bad("max_open_files must be at least 16");
         }
         Ok(())
     }

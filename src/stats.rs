@@ -1,4 +1,7 @@
-//! What a store reports about itself: the filter and I/O counters, and the shape of the tree.
+//! What a store reports about itself: the filter and I/O counters, the caches, and the shape
+//! of the tree.
+
+use crate::cache::{BlockCacheStats, TableCacheStats};
 
 /// One table as `Stats` reports it.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +60,12 @@ pub struct Stats {
     pub write_stalls: u64,
     /// Bytes of all filters held in memory.
     pub filter_memory_bytes: u64,
+    /// Bytes of all table indexes held in memory.
+    pub index_memory_bytes: u64,
+    /// The block cache (zeros when it is off; all its users' figures when it is shared).
+    pub block_cache: BlockCacheStats,
+    /// The table cache: open table files.
+    pub table_cache: TableCacheStats,
 }
 
 impl Stats {

@@ -3,7 +3,7 @@
 mod common;
 
 use bloomkv::entry::{MAX_KEY_LEN, MAX_VALUE_LEN};
-use bloomkv::{Db, Error, FilterPolicy, Options};
+use bloomkv::{Compression, Db, Error, FilterPolicy, Options};
 
 #[test]
 fn second_open_of_the_same_directory_is_locked() {
@@ -102,10 +102,12 @@ fn compaction_keeps_a_tombstone_whose_key_a_deeper_level_still_holds() {
     // key range ("k".."z") does not reach "a". The tombstone must survive, because level 2
     // still holds an older value of "a".
     let dir = tempfile::tempdir().unwrap();
+    // Uncompressed, so that the 2,000-byte value below overfills level 1 as intended.
     let options = Options::default()
         .l0_compaction_trigger(1)
         .level1_size(1024)
-        .table_size(1 << 20);
+        .table_size(1 << 20)
+        .compression(Compression::None);
     let db = Db::open(dir.path(), options).unwrap();
     db.put(b"a", b"v1").unwrap();
     db.put(b"b", vec![b'x'; 2000]).unwrap();

@@ -1,13 +1,14 @@
 //! [`FileSystem`] on the operating system's files, with reads served from memory maps.
 //!
-//! A positioned read through a map is a copy out of the page cache with no system call, which
-//! makes a point lookup's one data-block read several times cheaper than `pread`. The price:
-//! if another process truncates a table file while the store has it open, touching the
-//! vanished pages raises SIGBUS. bloomkv never truncates a table file, so this only happens
-//! when something outside the store damages it; choose [`super::OsFileSystem`]
-//! (`Options::mmap_reads(false)`) where that risk matters more than lookup speed. Files are
-//! still read whole by `read_all` and written through the same buffered writer as
-//! [`super::OsFileSystem`].
+//! An option (`Options::mmap_reads(true)`), not the default. A positioned read through a map
+//! is a copy out of the page cache with no system call, cheaper than `pread` while the data
+//! fits in memory. The hazards: the kernel, not the store, decides what stays in memory, so
+//! once the data outgrows it every fault reads from disk; if a table file is truncated or
+//! unreadable while mapped (by another process, or a failing disk), touching the vanished
+//! pages raises SIGBUS and kills the process instead of returning an error; and each map
+//! counts against the kernel's per-process limit (`vm.max_map_count`). The default,
+//! [`super::OsFileSystem`] with the block cache, has none of these. Files are still read whole
+//! by `read_all` and written through the same buffered writer as [`super::OsFileSystem`].
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -67,6 +68,9 @@ impl MappedFile {
                     std::io::Error::last_os_error(),
                 ));
             }
+            // A fault should bring in the page asked for, not a read-ahead window around it.
+            // SAFETY: advising exactly the mapping just made; a failed hint changes nothing.
+            unsafe { libc::madvise(p, len, libc::MADV_RANDOM) };
             p as *const u8
         };
         Ok(MappedFile {

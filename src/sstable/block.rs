@@ -4,13 +4,15 @@
 
 use std::cmp::Ordering;
 use std::ops::Range;
+use std::sync::Arc;
 
 use byteorder::{ByteOrder, LittleEndian};
 
 use super::format::{Decoder, Malformed};
 use crate::entry::{entry_order, Entry, SeqNo, ValueKind};
 
-/// A block's contents whose restart array has been checked.
+/// A block's contents whose restart array has been checked: what the block cache holds, shared
+/// by every reader that walks it.
 #[derive(Debug)]
 pub struct Block {
     data: Vec<u8>,
@@ -82,7 +84,17 @@ impl Block {
             .ok_or_else(|| Malformed::new(at, "restart offset past the end"))
     }
 
+    /// Bytes of memory the block holds.
+    pub fn memory_bytes(&self) -> usize {
+        self.data.capacity() + std::mem::size_of::<Block>()
+    }
+
     pub fn iter(self) -> BlockIter {
+        Arc::new(self).shared_iter()
+    }
+
+    /// An iterator over a shared block (one held by the block cache).
+    pub fn shared_iter(self: Arc<Self>) -> BlockIter {
         BlockIter {
             block: self,
             pos: 0,
@@ -144,7 +156,7 @@ fn decode_entry(
 
 /// Walks a block's entries in order, from the start or from a sought position.
 pub struct BlockIter {
-    block: Block,
+    block: Arc<Block>,
     /// Offset of the next entry to decode.
     pos: usize,
     /// Key of the entry decoded last.

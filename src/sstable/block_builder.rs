@@ -87,6 +87,7 @@ impl BlockBuilder {
 mod tests {
     use super::super::format::{block_trailer, BlockKind};
     use super::*;
+    use crate::sstable::compression::Compression;
 
     /// The worked example of `docs/format.md`, byte for byte.
     #[test]
@@ -102,7 +103,7 @@ mod tests {
         want.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
         assert_eq!(contents, want);
         assert_eq!(
-            block_trailer(&contents, BlockKind::Data),
+            block_trailer(&contents, BlockKind::Data, Compression::None),
             [0x01, 0x2f, 0x9c, 0x97, 0xb3]
         );
         assert!(b.is_empty());

@@ -7,6 +7,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::block_builder::BlockBuilder;
+use super::compression::{self, Compression};
 use super::filter_block;
 use super::format::{
     block_trailer, BlockHandle, BlockKind, Footer, FOOTER_LEN, FORMAT_VERSION, TRAILER_LEN,
@@ -213,13 +214,23 @@ impl TableBuilder {
         }
     }
 
+    /// Writes a block with its trailer; data and index blocks are compressed when that pays.
+    /// Filter blocks are random bits that never shrink, and the properties block is tiny.
     fn write_block(&mut self, contents: &[u8], kind: BlockKind) -> Result<BlockHandle> {
+        let compressible = matches!(kind, BlockKind::Data | BlockKind::Index);
+        let compressed = compressible
+            .then(|| compression::compress(contents, self.options.compression))
+            .flatten();
+        let (stored, used) = match &compressed {
+            Some((bytes, used)) => (bytes.as_slice(), *used),
+            None => (contents, Compression::None),
+        };
         let handle = BlockHandle {
             offset: self.offset,
-            size: contents.len() as u64,
+            size: stored.len() as u64,
         };
-        self.append(contents)?;
-        self.append(&block_trailer(contents, kind))?;
+        self.append(stored)?;
+        self.append(&block_trailer(stored, kind, used))?;
         Ok(handle)
     }
 

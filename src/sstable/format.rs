@@ -5,10 +5,16 @@ use std::path::Path;
 
 use byteorder::{ByteOrder, LittleEndian};
 
+use super::compression::{self, Compression};
 use crate::error::Error;
 
-/// Format version written in the footer; readers refuse any other.
-pub const FORMAT_VERSION: u32 = 1;
+/// Format version written in the footer. Version 2 added per-block compression (in the high
+/// bits of the trailer's type byte); version 1 tables, whose trailers always hold 0 there,
+/// are read by the same code. Readers refuse any other version.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest format version this build reads.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
 
 /// The last eight bytes of every table file: ASCII `bkvtable`.
 pub const MAGIC: [u8; 8] = *b"bkvtable";
@@ -16,7 +22,8 @@ pub const MAGIC: [u8; 8] = *b"bkvtable";
 /// Size of the footer at the end of the file.
 pub const FOOTER_LEN: usize = 64;
 
-/// Size of the trailer after every block's contents: a kind byte and a crc32.
+/// Size of the trailer after every block's contents: a type byte (block kind in the low four
+/// bits, compression in the high four) and a crc32.
 pub const TRAILER_LEN: usize = 5;
 
 /// What a block holds; stored in its trailer and covered by its checksum, so a handle that
@@ -190,16 +197,27 @@ pub fn block_crc(contents: &[u8], kind: u8) -> u32 {
     h.finalize()
 }
 
-/// The trailer for `contents` of `kind`.
-pub fn block_trailer(contents: &[u8], kind: BlockKind) -> [u8; TRAILER_LEN] {
+/// The trailer's type byte: kind in the low four bits, compression in the high four.
+fn type_byte(kind: BlockKind, compression: Compression) -> u8 {
+    kind as u8 | (compression.code() << 4)
+}
+
+/// The trailer for `contents` (as stored: compressed if `compression` says so) of `kind`.
+pub fn block_trailer(
+    contents: &[u8],
+    kind: BlockKind,
+    compression: Compression,
+) -> [u8; TRAILER_LEN] {
     let mut t = [0u8; TRAILER_LEN];
-    t[0] = kind as u8;
-    LittleEndian::write_u32(&mut t[1..5], block_crc(contents, kind as u8));
+    let type_byte = type_byte(kind, compression);
+    t[0] = type_byte;
+    LittleEndian::write_u32(&mut t[1..5], block_crc(contents, type_byte));
     t
 }
 
-/// Splits a block as read from the file (contents + trailer) and checks kind and checksum;
-/// returns the contents. `raw` must be exactly `handle.size_with_trailer()` bytes.
+/// Splits a block as read from the file (stored contents + trailer), checks kind and
+/// checksum, and returns the contents, decompressed. `raw` must be exactly
+/// `handle.size_with_trailer()` bytes.
 pub fn check_block(
     path: &Path,
     handle: BlockHandle,
@@ -231,14 +249,27 @@ pub fn check_block(
             "checksum mismatch: stored {stored_crc:#010x}, computed {actual:#010x}"
         )));
     }
-    if stored_kind != kind as u8 {
+    let (kind_code, compression_code) = (stored_kind & 0x0f, stored_kind >> 4);
+    if kind_code != kind as u8 {
         return Err(corrupt(format!(
-            "trailer says block kind {stored_kind}, expected {} ({})",
+            "trailer says block kind {kind_code}, expected {} ({})",
             kind as u8,
             kind.name()
         )));
     }
-    Ok(raw)
+    let Some(compression) = Compression::from_code(compression_code) else {
+        return Err(corrupt(format!(
+            "trailer names unknown compression {compression_code}"
+        )));
+    };
+    let max_len = compression::max_decompressed_len(raw.len());
+    compression::decompress(raw, compression, max_len).map_err(|m| {
+        corrupt(format!(
+            "{} block does not decompress: {}",
+            compression.name(),
+            m.reason
+        ))
+    })
 }
 
 /// The last [`FOOTER_LEN`] bytes of a table file.
@@ -288,9 +319,10 @@ impl Footer {
             )));
         }
         let version = LittleEndian::read_u32(&f[48..52]);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(corrupt(format!(
-                "unknown table format version {version} (this build reads {FORMAT_VERSION})"
+                "unknown table format version {version} (this build reads \
+                 {OLDEST_READABLE_VERSION} to {FORMAT_VERSION})"
             )));
         }
         let handle = |at: usize| BlockHandle {
@@ -389,7 +421,7 @@ mod tests {
         let path = Path::new("t.sst");
         let handle = BlockHandle { offset: 0, size: 3 };
         let mut raw = b"abc".to_vec();
-        raw.extend_from_slice(&block_trailer(b"abc", BlockKind::Data));
+        raw.extend_from_slice(&block_trailer(b"abc", BlockKind::Data, Compression::None));
         assert_eq!(
             check_block(path, handle, BlockKind::Data, raw.clone()).unwrap(),
             b"abc"

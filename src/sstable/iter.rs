@@ -1,11 +1,12 @@
-//! Walks a table's entries in entry order, one data block at a time.
+//! Walks a table's entries in entry order, one data block at a time, reading ahead.
 
 use std::sync::Arc;
 
 use super::block::BlockIter;
 use super::format::BlockKind;
 use super::index;
-use super::table::TableInner;
+use super::readahead::ReadAhead;
+use super::table::{BlockReads, TableInner};
 use crate::entry::{Entry, SeqNo};
 use crate::error::Result;
 
@@ -16,17 +17,21 @@ pub struct TableIterator {
     /// The next data block to load.
     next_block: usize,
     block: Option<(BlockIter, u64)>,
+    reads: BlockReads,
+    readahead: ReadAhead,
     /// A position to seek to inside the next block loaded.
     seek_target: Option<(Vec<u8>, SeqNo)>,
     failed: bool,
 }
 
 impl TableIterator {
-    pub(crate) fn new(table: Arc<TableInner>) -> TableIterator {
+    pub(crate) fn new(table: Arc<TableInner>, reads: BlockReads) -> TableIterator {
         TableIterator {
             table,
             next_block: 0,
             block: None,
+            reads,
+            readahead: ReadAhead::new(),
             seek_target: None,
             failed: false,
         }
@@ -68,7 +73,10 @@ impl TableIterator {
             }
             let i = self.next_block;
             let offset = self.table.block_offset(i);
-            let mut it = self.table.read_data_block(i)?;
+            let mut it = self
+                .table
+                .data_block(i, self.reads, Some(&mut self.readahead))?
+                .shared_iter();
             if let Some((key, seq)) = self.seek_target.take() {
                 it.seek(&key, seq)
                     .map_err(|m| m.in_block(&self.table.path, BlockKind::Data, offset))?;

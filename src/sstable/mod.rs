@@ -6,23 +6,30 @@
 //! - [`Table`] opens one, keeps its index and filter in memory, and answers point lookups
 //!   (asking the filter first) and ordered scans ([`TableIterator`]).
 //! - [`verify_table`] reads and checks every block.
+//!
+//! Blocks may be compressed ([`Compression`], LZ4 by default); the block cache holds them
+//! decompressed and parsed.
 
 mod block;
 mod block_builder;
 mod builder;
+mod compression;
 mod filter_block;
 mod format;
 mod index;
 mod iter;
 mod options;
 mod properties;
+mod readahead;
 mod table;
 mod verify;
 
+pub use block::Block;
 pub use builder::{temp_path, TableBuilder};
+pub use compression::Compression;
 pub use format::{FOOTER_LEN, FORMAT_VERSION, MAGIC, TRAILER_LEN};
 pub use iter::TableIterator;
 pub use options::{FilterPolicy, TableOptions, MAX_BLOCK_SIZE};
 pub use properties::TableProperties;
-pub use table::Table;
+pub use table::{BlockReads, Table, TableEnv};
 pub use verify::verify_table;

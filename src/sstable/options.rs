@@ -1,5 +1,6 @@
-//! How a table is built: block size, restart interval, filter policy.
+//! How a table is built: block size, restart interval, filter policy, compression.
 
+use super::compression::Compression;
 use crate::error::{Error, Result};
 use crate::filter::FilterParams;
 
@@ -41,6 +42,9 @@ pub struct TableOptions {
     /// A key is stored whole (not prefix-compressed) every this many entries.
     pub restart_interval: usize,
     pub filter_policy: FilterPolicy,
+    /// How data and index blocks are compressed (each one stored raw when compression does not
+    /// save at least 1/8 of it).
+    pub compression: Compression,
 }
 
 impl Default for TableOptions {
@@ -49,6 +53,7 @@ impl Default for TableOptions {
             block_size: 4096,
             restart_interval: 16,
             filter_policy: FilterPolicy::default(),
+            compression: Compression::default(),
         }
     }
 }

@@ -1,7 +1,10 @@
-//! Reads a table file: the footer, index, filter and properties once at open, then one
-//! positioned read of one data block per lookup that the filter does not rule out.
+//! Reads a table file: the footer, index, filter and properties once at open (they stay in
+//! memory), then for each lookup that the filter does not rule out one data block, from the
+//! block cache or with one positioned read. The file itself is held by the store's table
+//! cache, which may close it between reads.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::block::{Block, BlockIter};
@@ -10,11 +13,47 @@ use super::format::{check_block, BlockHandle, BlockKind, Footer, FOOTER_LEN};
 use super::index::{self, IndexEntry};
 use super::iter::TableIterator;
 use super::properties::TableProperties;
+use super::readahead::ReadAhead;
+use crate::cache::{next_table_id, BlockCache, TableCache};
 use crate::entry::{Entry, SeqNo};
 use crate::error::{Error, Result};
 use crate::filter::{BloomFilter, FilterParams, KeyHash};
 use crate::fs::{RandomAccessFile, SharedFs};
 use crate::metrics::{ReadCounters, ReadCountersSnapshot};
+
+/// What a table reads through: the store's file system, its counters and its two caches.
+#[derive(Clone)]
+pub struct TableEnv {
+    pub fs: SharedFs,
+    pub counters: Arc<ReadCounters>,
+    /// `None` turns block caching off: every data block is read from the file.
+    pub block_cache: Option<Arc<BlockCache>>,
+    pub table_cache: Arc<TableCache>,
+}
+
+impl TableEnv {
+    /// For a table read on its own (tools, tests): no block cache, and a table cache of its own.
+    pub fn standalone(fs: SharedFs, counters: Arc<ReadCounters>) -> TableEnv {
+        TableEnv {
+            table_cache: Arc::new(TableCache::new(Arc::clone(&fs), 1)),
+            fs,
+            counters,
+            block_cache: None,
+        }
+    }
+}
+
+/// How a read of data blocks uses the block cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockReads {
+    /// Point lookups and scans: blocks come from the cache when there, and what is read goes
+    /// in. The cache's eviction favours blocks hit more than once, so a long scan does not
+    /// push out the blocks lookups keep hitting.
+    Cached,
+    /// Compaction and verification: the cache is neither asked nor filled. Their reads are
+    /// one pass over whole tables that will soon be deleted.
+    Bypass,
+}
 
 /// An open table. Cloning is cheap (the contents are shared); a `Table` can be shared across
 /// threads.
@@ -24,14 +63,30 @@ pub struct Table {
 }
 
 pub(crate) struct TableInner {
+    /// Unique among every table reader of the process: the caches' key.
+    id: u64,
     pub(crate) path: PathBuf,
-    file: Arc<dyn RandomAccessFile>,
-    counters: Arc<ReadCounters>,
+    env: TableEnv,
     pub(crate) index: Vec<IndexEntry>,
+    /// Where the data blocks end (the filter, or properties, block starts).
+    data_end: u64,
     pub(crate) filter: Option<BloomFilter>,
     pub(crate) filter_handle: Option<BlockHandle>,
     filter_params: Option<FilterParams>,
     pub(crate) properties: TableProperties,
+    /// Set when the store no longer needs the table: the file is deleted once the last reader
+    /// (a version, an iterator) lets go of it, so no reader ever finds its file gone.
+    obsolete: AtomicBool,
+}
+
+impl Drop for TableInner {
+    fn drop(&mut self) {
+        self.env.table_cache.forget(self.id);
+        if self.obsolete.load(Ordering::Acquire) {
+            // A file left behind is found and removed at the next open.
+            let _ = self.env.fs.remove(&self.path);
+        }
+    }
 }
 
 impl std::fmt::Debug for Table {
@@ -67,10 +122,16 @@ fn read_block(
 }
 
 impl Table {
-    /// Opens a table: reads and checks the footer, then the index, filter and properties
-    /// blocks (each checksummed), and keeps them in memory. Data blocks are read on demand.
+    /// Opens a table on its own (no block cache; the file stays open while the table lives).
     pub fn open(fs: SharedFs, path: &Path, counters: Arc<ReadCounters>) -> Result<Table> {
-        let file = fs.open_read(path)?;
+        Table::open_in(path, &TableEnv::standalone(fs, counters))
+    }
+
+    /// Opens a table of a store: reads and checks the footer, then the index, filter and
+    /// properties blocks (each checksummed), and keeps them in memory. Data blocks are read on
+    /// demand, through `env`'s caches.
+    pub fn open_in(path: &Path, env: &TableEnv) -> Result<Table> {
+        let file = env.fs.open_read(path)?;
         let size = file.size();
         let corrupt = |offset: u64, reason: String| Error::corruption(path, Some(offset), reason);
         let Some(footer_offset) = size.checked_sub(FOOTER_LEN as u64) else {
@@ -209,16 +270,20 @@ impl Table {
             }
         };
 
+        let id = next_table_id();
+        env.table_cache.adopt(id, file);
         Ok(Table {
             inner: Arc::new(TableInner {
+                id,
                 path: path.to_path_buf(),
-                file,
-                counters,
+                env: env.clone(),
                 index,
+                data_end,
                 filter,
                 filter_handle: footer.filter,
                 filter_params,
                 properties,
+                obsolete: AtomicBool::new(false),
             }),
         })
     }
@@ -233,7 +298,7 @@ impl Table {
     pub fn get_at(&self, key: &[u8], snapshot: SeqNo, hash: &KeyHash) -> Result<Option<Entry>> {
         let mut tally = ReadCountersSnapshot::default();
         let found = self.lookup(key, snapshot, hash, &mut tally);
-        self.inner.counters.add(&tally);
+        self.inner.env.counters.add(&tally);
         found
     }
 
@@ -260,7 +325,7 @@ impl Table {
         if i >= inner.index.len() {
             return Ok(None);
         }
-        let mut it = inner.read_data_block(i)?;
+        let mut it = inner.data_block(i, BlockReads::Cached, None)?.shared_iter();
         tally.data_block_reads += 1;
         tally.bytes_read += inner.block_len_with_trailer(i);
         let offset = inner.block_offset(i);
@@ -276,9 +341,14 @@ impl Table {
         Ok(found)
     }
 
-    /// Every entry in entry order.
+    /// Every entry in entry order, reading through the block cache.
     pub fn iter(&self) -> TableIterator {
-        TableIterator::new(self.inner.clone())
+        self.iter_with(BlockReads::Cached)
+    }
+
+    /// Every entry in entry order, with the given use of the block cache.
+    pub fn iter_with(&self, reads: BlockReads) -> TableIterator {
+        TableIterator::new(self.inner.clone(), reads)
     }
 
     /// Entries in entry order, starting at the first entry whose user key is `>= key`.
@@ -288,6 +358,12 @@ impl Table {
         it
     }
 
+    /// Marks the table as no longer part of the store: its file is deleted when the last
+    /// reader holding the table drops it.
+    pub fn mark_obsolete(&self) {
+        self.inner.obsolete.store(true, Ordering::Release);
+    }
+
     pub fn properties(&self) -> &TableProperties {
         &self.inner.properties
     }
@@ -295,7 +371,7 @@ impl Table {
     /// Asks the operating system to forget the file's cached pages, so the next reads go to
     /// the disk (benchmarks measure cold lookups this way).
     pub fn drop_cache(&self) -> Result<()> {
-        self.inner.file.drop_cache()
+        self.inner.file()?.drop_cache()
     }
 
     /// The table's Bloom filter, when it has one.
@@ -318,14 +394,21 @@ impl Table {
 
     /// Bytes of memory the table keeps: filter bits and index entries.
     pub fn memory_bytes(&self) -> usize {
-        let filter = self.inner.filter.as_ref().map_or(0, |f| f.memory_bytes());
-        let index: usize = self
-            .inner
+        self.filter_memory_bytes() + self.index_memory_bytes()
+    }
+
+    /// Bytes of the filter held in memory.
+    pub fn filter_memory_bytes(&self) -> usize {
+        self.inner.filter.as_ref().map_or(0, |f| f.memory_bytes())
+    }
+
+    /// Bytes of the index held in memory.
+    pub fn index_memory_bytes(&self) -> usize {
+        self.inner
             .index
             .iter()
-            .map(|e| e.last_key.len() + std::mem::size_of::<IndexEntry>())
-            .sum();
-        filter + index
+            .map(|e| e.last_key.capacity() + std::mem::size_of::<IndexEntry>())
+            .sum()
     }
 }
 
@@ -340,21 +423,54 @@ impl TableInner {
         self.index.get(i).map_or(0, |e| e.handle.offset)
     }
 
-    /// Reads, checksums and parses data block `i`. Point lookups count the read; iterators
-    /// (scans, compaction, verification) do not, so the counters describe lookups only.
-    pub(crate) fn read_data_block(&self, i: usize) -> Result<BlockIter> {
+    /// The table's open file, from the table cache (opened again if it was closed).
+    pub(crate) fn file(&self) -> Result<Arc<dyn RandomAccessFile>> {
+        self.env.table_cache.file(self.id, &self.path)
+    }
+
+    /// Data block `i`, checked and parsed: from the block cache when `reads` allows and it is
+    /// there, else read (through `readahead` when given) and, when `reads` allows, cached.
+    /// Point lookups count their blocks; iterators (scans, compaction, verification) do not,
+    /// so the read counters describe lookups only.
+    pub(crate) fn data_block(
+        &self,
+        i: usize,
+        reads: BlockReads,
+        readahead: Option<&mut ReadAhead>,
+    ) -> Result<Arc<Block>> {
         let handle = self
             .index
             .get(i)
             .map(|e| e.handle)
             .ok_or_else(|| Error::InvalidArgument(format!("no data block {i}")))?;
+        let cache = match reads {
+            BlockReads::Cached => self.env.block_cache.as_deref(),
+            BlockReads::Bypass => None,
+        };
+        if let Some(block) = cache.and_then(|c| c.get(self.id, handle.offset)) {
+            return Ok(block);
+        }
         let len = usize::try_from(handle.size_with_trailer()).map_err(|_| {
             Error::corruption(&self.path, Some(handle.offset), "data block too large")
         })?;
-        let raw = self.file.read_at(handle.offset, len)?;
+        let file = self.file()?;
+        let raw = match readahead {
+            Some(ahead) => ahead.read(file.as_ref(), handle.offset, len, self.data_end)?,
+            None => file.read_at(handle.offset, len)?,
+        };
         let contents = check_block(&self.path, handle, BlockKind::Data, raw)?;
-        let block = Block::new(contents)
-            .map_err(|m| m.in_block(&self.path, BlockKind::Data, handle.offset))?;
-        Ok(block.iter())
+        let block = Arc::new(
+            Block::new(contents)
+                .map_err(|m| m.in_block(&self.path, BlockKind::Data, handle.offset))?,
+        );
+        if let Some(cache) = cache {
+            cache.insert(self.id, handle.offset, Arc::clone(&block));
+        }
+        Ok(block)
+    }
+
+    /// Reads, checksums and parses data block `i` from the file, bypassing the block cache.
+    pub(crate) fn read_data_block(&self, i: usize) -> Result<BlockIter> {
+        Ok(self.data_block(i, BlockReads::Bypass, None)?.shared_iter())
     }
 }

@@ -1,0 +1,158 @@
+//! The block cache: decoded data blocks keyed by (table id, block offset), bounded in bytes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use quick_cache::sync::Cache;
+use quick_cache::{Lifecycle, OptionsBuilder, Weighter};
+
+use crate::sstable::Block;
+
+/// Which block: the reader's unique table id and the block's offset in the file.
+type BlockKey = (u64, u64);
+
+/// Bytes a cached block is charged: its contents plus the bookkeeping around it (key, `Arc`
+/// header, the cache's slot), so that a cache of many small blocks still respects its bound.
+fn charge(block: &Block) -> u64 {
+    block.memory_bytes() as u64 + 64
+}
+
+#[derive(Clone, Copy)]
+struct BlockWeighter;
+
+impl Weighter<BlockKey, Arc<Block>> for BlockWeighter {
+    fn weight(&self, _key: &BlockKey, block: &Arc<Block>) -> u64 {
+        charge(block)
+    }
+}
+
+/// Counts evictions, and drops evicted blocks after the shard lock is released.
+#[derive(Clone)]
+struct CountEvictions(Arc<AtomicU64>);
+
+impl Lifecycle<BlockKey, Arc<Block>> for CountEvictions {
+    type RequestState = Vec<Arc<Block>>;
+
+    fn begin_request(&self) -> Self::RequestState {
+        Vec::new()
+    }
+
+    fn on_evict(&self, evicted: &mut Self::RequestState, _key: BlockKey, block: Arc<Block>) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        evicted.push(block);
+    }
+}
+
+/// What a block cache has done since it was made (a cache shared by several stores counts
+/// for all of them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlockCacheStats {
+    /// Bytes the cache may hold.
+    pub capacity: u64,
+    /// Bytes it holds now.
+    pub bytes: u64,
+    /// Blocks it holds now.
+    pub blocks: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub inserts: u64,
+    pub evictions: u64,
+}
+
+impl BlockCacheStats {
+    /// Hits over lookups (`None` before any lookup).
+    pub fn hit_rate(&self) -> Option<f64> {
+        let lookups = self.hits + self.misses;
+        (lookups > 0).then(|| self.hits as f64 / lookups as f64)
+    }
+}
+
+/// A sharded cache of decoded data blocks, bounded in bytes. Share one between stores by
+/// passing the same `Arc<BlockCache>` to each store's `Options::block_cache`.
+pub struct BlockCache {
+    cache:
+        Cache<BlockKey, Arc<Block>, BlockWeighter, quick_cache::DefaultHashBuilder, CountEvictions>,
+    capacity: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    inserts: AtomicU64,
+    evictions: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for BlockCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockCache")
+            .field("capacity", &self.capacity)
+            .field("bytes", &self.cache.weight())
+            .finish()
+    }
+}
+
+impl BlockCache {
+    /// A cache holding at most `capacity_bytes` of blocks. Shards: enough that readers on
+    /// different cores rarely meet on one lock (quick_cache halves them while a shard would hold
+    /// fewer than 32 blocks).
+    pub fn new(capacity_bytes: u64) -> BlockCache {
+        let evictions = Arc::new(AtomicU64::new(0));
+        // 4 KiB blocks are the default; the estimate only sizes the hash tables up front.
+        let estimated_blocks = (capacity_bytes / 4096).clamp(16, 1 << 24) as usize;
+        let shards = (std::thread::available_parallelism().map_or(4, |n| n.get()) * 4).max(4);
+        let options = OptionsBuilder::new()
+            .estimated_items_capacity(estimated_blocks)
+            .weight_capacity(capacity_bytes.max(1))
+            .shards(shards)
+            .build()
+            .expect("estimated capacity and weight capacity are set");
+        BlockCache {
+            cache: Cache::with_options(
+                options,
+                BlockWeighter,
+                quick_cache::DefaultHashBuilder::default(),
+                CountEvictions(Arc::clone(&evictions)),
+            ),
+            capacity: capacity_bytes,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            inserts: AtomicU64::new(0),
+            evictions,
+        }
+    }
+
+    /// The block at `offset` of table `table_id`, if cached.
+    pub fn get(&self, table_id: u64, offset: u64) -> Option<Arc<Block>> {
+        let found = self.cache.get(&(table_id, offset));
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Caches a block just read and verified.
+    pub fn insert(&self, table_id: u64, offset: u64, block: Arc<Block>) {
+        if charge(&block) > self.capacity {
+            return;
+        }
+        self.inserts.fetch_add(1, Ordering::Relaxed);
+        self.cache.insert((table_id, offset), block);
+    }
+
+    /// Drops every block (benchmarks measure cold reads this way).
+    pub fn clear(&self) {
+        self.cache.clear();
+    }
+
+    pub fn stats(&self) -> BlockCacheStats {
+        BlockCacheStats {
+            capacity: self.capacity,
+            bytes: self.cache.weight(),
+            blocks: self.cache.len() as u64,
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            inserts: self.inserts.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+        }
+    }
+}

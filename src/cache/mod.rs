@@ -1,0 +1,27 @@
+//! The two caches of the read path, both bounded and both shared by every table of a store:
+//!
+//! - [`BlockCache`]: data blocks already read, checksum-verified, decompressed and parsed,
+//!   bounded in bytes. A hit costs a hash-table probe: no read, no copy, no crc.
+//! - [`TableCache`]: open table files, bounded in number (`Options::max_open_files`). Filters
+//!   and indexes of live tables stay in memory whatever this cache holds; only the file
+//!   descriptor (or memory map) of a table is opened on demand and closed when least used.
+//!
+//! Both are built on `quick_cache`, a sharded cache whose eviction (a Clock-PRO / S3-FIFO
+//! variant) keeps entries that were hit more than once ahead of entries seen once, so a long
+//! scan cannot flush the hot blocks. `docs/design.md`, "Caches", explains the choices.
+
+mod block;
+mod table;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use block::{BlockCache, BlockCacheStats};
+pub use table::{TableCache, TableCacheStats};
+
+/// A process-wide unique number for each table reader opened. Cache keys use it rather than
+/// the file number, so that two stores sharing one block cache never see each other's blocks,
+/// and a table reopened after a repair never sees stale blocks.
+pub fn next_table_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}

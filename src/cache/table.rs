@@ -1,0 +1,114 @@
+//! The table cache: open table files, at most `max_open_files` of them, opened on demand and
+//! closed when least used. A store with many more tables than the limit keeps working: a read
+//! of a table whose file is closed opens it again (and closes another).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use quick_cache::sync::Cache;
+use quick_cache::{Lifecycle, OptionsBuilder, UnitWeighter};
+
+use crate::error::Result;
+use crate::fs::{RandomAccessFile, SharedFs};
+
+type OpenFile = Arc<dyn RandomAccessFile>;
+
+/// Counts closes, and closes evicted files after the shard lock is released.
+#[derive(Clone)]
+struct CountCloses(Arc<AtomicU64>);
+
+impl Lifecycle<u64, OpenFile> for CountCloses {
+    type RequestState = Vec<OpenFile>;
+
+    fn begin_request(&self) -> Self::RequestState {
+        Vec::new()
+    }
+
+    fn on_evict(&self, evicted: &mut Self::RequestState, _id: u64, file: OpenFile) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        evicted.push(file);
+    }
+}
+
+/// What a table cache has done since the store opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableCacheStats {
+    /// Files it may keep open.
+    pub capacity: u64,
+    /// Files open now.
+    pub open_files: u64,
+    /// Table files opened (the first time, and again after being closed).
+    pub opens: u64,
+    /// Files closed to make room.
+    pub closes: u64,
+}
+
+/// The open files of a store's tables, keyed by table reader id.
+pub struct TableCache {
+    fs: SharedFs,
+    files: Cache<u64, OpenFile, UnitWeighter, quick_cache::DefaultHashBuilder, CountCloses>,
+    capacity: u64,
+    opens: AtomicU64,
+    closes: Arc<AtomicU64>,
+}
+
+impl TableCache {
+    /// A cache keeping at most `max_open_files` files open (at least 1). Readers in the middle
+    /// of a read keep their file open until they finish, so for an instant the count may pass
+    /// the limit by the number of concurrent readers.
+    pub fn new(fs: SharedFs, max_open_files: usize) -> TableCache {
+        let capacity = max_open_files.max(1) as u64;
+        let closes = Arc::new(AtomicU64::new(0));
+        // Few shards: each holds at least its share of the limit, and a small limit must not
+        // be split into shards of one file each.
+        let shards = (capacity / 64).clamp(1, 16) as usize;
+        let options = OptionsBuilder::new()
+            .estimated_items_capacity(capacity as usize)
+            .weight_capacity(capacity)
+            .shards(shards)
+            .build()
+            .expect("estimated capacity and weight capacity are set");
+        TableCache {
+            fs,
+            files: Cache::with_options(
+                options,
+                UnitWeighter,
+                quick_cache::DefaultHashBuilder::default(),
+                CountCloses(Arc::clone(&closes)),
+            ),
+            capacity,
+            opens: AtomicU64::new(0),
+            closes,
+        }
+    }
+
+    /// The open file of table `id` at `path`, opening it if it is closed.
+    pub fn file(&self, id: u64, path: &Path) -> Result<OpenFile> {
+        self.files.get_or_insert_with(&id, || {
+            self.opens.fetch_add(1, Ordering::Relaxed);
+            self.fs.open_read(path)
+        })
+    }
+
+    /// Hands in a file opened elsewhere (a table reads its footer, index and filter at open
+    /// through this file), so the first data-block read does not open it again.
+    pub fn adopt(&self, id: u64, file: OpenFile) {
+        self.opens.fetch_add(1, Ordering::Relaxed);
+        self.files.insert(id, file);
+    }
+
+    /// Closes table `id`'s file (its table is gone).
+    pub fn forget(&self, id: u64) {
+        self.files.remove(&id);
+    }
+
+    pub fn stats(&self) -> TableCacheStats {
+        TableCacheStats {
+            capacity: self.capacity,
+            open_files: self.files.len() as u64,
+            opens: self.opens.load(Ordering::Relaxed),
+            closes: self.closes.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Large sequential reads for iterators. Table files are opened with a hint that their reads
+//! are random (point lookups must not make the kernel read around every block), which also
+//! turns off the kernel's read-ahead for scans and compaction. They read ahead here instead:
+//! the first read is just the block asked for; each read after it that continues where the
+//! last one ended doubles the window, up to [`MAX_WINDOW`].
+
+use crate::error::Result;
+use crate::fs::RandomAccessFile;
+
+/// The largest single read: big enough that a sequential pass costs few system calls and the
+/// disk sees long requests, small enough to hold one per open iterator.
+pub const MAX_WINDOW: usize = 256 << 10;
+
+/// A window of a file read ahead of an iterator.
+#[derive(Debug, Default)]
+pub struct ReadAhead {
+    /// File offset of `buf[0]`.
+    start: u64,
+    buf: Vec<u8>,
+    /// Bytes the next read from the file asks for (at least the block wanted).
+    window: usize,
+}
+
+impl ReadAhead {
+    pub fn new() -> ReadAhead {
+        ReadAhead::default()
+    }
+
+    /// `len` bytes at `offset` of `file`, from the window when it holds them, else from a new
+    /// read of at least `len` bytes that stops at `limit` (the end of the data blocks).
+    pub fn read(
+        &mut self,
+        file: &dyn RandomAccessFile,
+        offset: u64,
+        len: usize,
+        limit: u64,
+    ) -> Result<Vec<u8>> {
+        if let Some(bytes) = self.cached(offset, len) {
+            return Ok(bytes.to_vec());
+        }
+        let sequential = !self.buf.is_empty() && offset == self.start + self.buf.len() as u64;
+        self.window = if sequential {
+            (self.window * 2).clamp(len, MAX_WINDOW.max(len))
+        } else {
+            len
+        };
+        let available = usize::try_from(limit.saturating_sub(offset)).unwrap_or(usize::MAX);
+        let want = self.window.min(available).max(len);
+        self.buf = file.read_at(offset, want)?;
+        self.start = offset;
+        Ok(self.buf[..len].to_vec())
+    }
+
+    fn cached(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        let from = usize::try_from(offset.checked_sub(self.start)?).ok()?;
+        self.buf.get(from..from.checked_add(len)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A file of `data` that counts its reads.
+    struct Counted {
+        data: Vec<u8>,
+        reads: AtomicUsize,
+    }
+
+    impl RandomAccessFile for Counted {
+        fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            let at = offset as usize;
+            Ok(self.data[at..at + len].to_vec())
+        }
+        fn size(&self) -> u64 {
+            self.data.len() as u64
+        }
+    }
+
+    #[test]
+    fn sequential_reads_grow_the_window_and_return_the_right_bytes() {
+        let data: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
+        let file = Counted {
+            data: data.clone(),
+            reads: AtomicUsize::new(0),
+        };
+        let mut ahead = ReadAhead::new();
+        let limit = 1_900_000u64;
+        let mut offset = 0u64;
+        let mut blocks = 0;
+        while offset + 4096 <= limit {
+            let got = ahead.read(&file, offset, 4096, limit).unwrap();
+            assert_eq!(got, &data[offset as usize..offset as usize + 4096]);
+            offset += 4096;
+            blocks += 1;
+        }
+        let reads = file.reads.load(Ordering::Relaxed);
+        // 463 blocks; windows of 4 KiB, 8, 16, ... up to 256 KiB: about a dozen reads.
+        assert!(reads < 20, "{reads} reads for {blocks} blocks");
+        assert!(reads > 5);
+    }
+
+    #[test]
+    fn a_jump_starts_again_from_one_block_and_never_reads_past_the_limit() {
+        let data = vec![7u8; 100_000];
+        let file = Counted {
+            data,
+            reads: AtomicUsize::new(0),
+        };
+        let mut ahead = ReadAhead::new();
+        ahead.read(&file, 0, 1000, 50_000).unwrap();
+        ahead.read(&file, 1000, 1000, 50_000).unwrap();
+        assert_eq!(ahead.buf.len(), 2000);
+        ahead.read(&file, 30_000, 1000, 50_000).unwrap();
+        assert_eq!(ahead.buf.len(), 1000, "a jump reads one block");
+        for _ in 0..10 {
+            let next = ahead.start + ahead.buf.len() as u64;
+            if next + 1000 > 50_000 {
+                break;
+            }
+            ahead.read(&file, next, 1000, 50_000).unwrap();
+            assert!(ahead.start + ahead.buf.len() as u64 <= 50_000);
+        }
+    }
+}
