@@ -5,6 +5,8 @@
 mod bench;
 mod codec;
 mod commands;
+#[allow(dead_code)]
+mod memlimit;
 #[cfg(feature = "peers")]
 mod peers;
 

@@ -1,0 +1,1129 @@
+//! Memory limits and memory accounting for `kvtool bench`.
+//!
+//! A benchmark of a store whose data fits in memory measures the page cache, not the store.
+//! On a machine with plenty of RAM the only way to see how the store behaves when its data
+//! does *not* fit is to give the benchmark less memory, and the kernel's tool for that is a
+//! memory cgroup: it charges a process both for its own memory and for the page cache its
+//! reads and writes bring in, and reclaims (page cache first) when the charge reaches the
+//! limit. [`MemoryCgroup::enter`] makes a cgroup, limits it and moves this process into it;
+//! dropping the handle undoes both.
+//!
+//! The rest is what a report about such a run needs: [`resident_bytes`] (the process's own
+//! memory), [`dir_bytes`] (how big the store is, to compare with the limit),
+//! [`drop_page_cache`] (start cold) and [`parse_size`] (read `--memory-limit 512MiB`).
+//!
+//! Linux only: cgroups, `/proc` and `posix_fadvise` are Linux interfaces. Elsewhere the
+//! functions return errors rather than failing to build.
+
+use std::fmt;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Which cgroup interface holds the limit.
+///
+/// The two versions name the same things differently (`memory.max` against
+/// `memory.limit_in_bytes`, ...), so the handle remembers which one it used to know which
+/// files to read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupVersion {
+    /// The legacy per-controller hierarchies (a `cgroup` mount with the `memory` option).
+    V1,
+    /// The unified hierarchy (a `cgroup2` mount) with the memory controller enabled.
+    V2,
+}
+
+impl fmt::Display for CgroupVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CgroupVersion::V1 => "cgroup v1",
+            CgroupVersion::V2 => "cgroup v2",
+        })
+    }
+}
+
+/// A memory cgroup this process has moved itself into. Dropping it moves the process back to
+/// the cgroup it came from and removes the directory it made.
+///
+/// The whole process (every thread) is moved, because a benchmark's memory is spent by all its
+/// threads and by the page cache any of them brings in. Child processes started while inside
+/// stay inside; the directory cannot be removed while they live (Drop then leaves it behind).
+#[derive(Debug)]
+pub struct MemoryCgroup {
+    version: CgroupVersion,
+    /// The directory made for this process.
+    path: PathBuf,
+    /// The directory of the cgroup (of the same hierarchy) the process was in before.
+    original: PathBuf,
+    /// The limit as the kernel reports it back (v1 rounds down to whole pages).
+    limit_bytes: u64,
+    /// This process's id, written to `cgroup.procs` to move it.
+    pid: u32,
+    /// Whether a move into `path` was attempted, so Drop knows to move the process back.
+    moved: bool,
+}
+
+/// Numbers the cgroups one process makes, so that entering twice never reuses a name.
+static NEXT_CGROUP: AtomicU64 = AtomicU64::new(0);
+
+impl MemoryCgroup {
+    /// Creates a fresh cgroup named `bloomkv-bench-<pid>-<n>` with a memory limit of `limit_bytes`
+    /// (v2: memory.max, and memory.swap.max = 0 when present; v1: memory.limit_in_bytes, and
+    /// memory.memsw.limit_in_bytes to the same value when present), then moves this whole process
+    /// (write the pid to cgroup.procs) into it. Prefers v2 when a cgroup2 mount has the memory
+    /// controller available (enable it in the parent's cgroup.subtree_control if it is listed in
+    /// cgroup.controllers but not yet enabled; if enabling fails, fall back to v1). Errors are
+    /// `String`s a user can act on: "no memory cgroup controller is mounted", "permission
+    /// denied creating ...: run as root", etc.
+    ///
+    /// Swap is limited too (to nothing on v2, to the same total on v1) because otherwise the
+    /// kernel could push the process's memory to swap instead of reclaiming page cache, and the
+    /// run would measure swapping rather than the store.
+    ///
+    /// The new cgroup is made below the one the process is in (on v2, when that one has
+    /// processes and so cannot hand the controller down, beside it), so any limit the process
+    /// already had still applies.
+    ///
+    /// Memory charged before the move stays charged where it was: on v1 as on v2, neither the
+    /// process's existing pages nor the page cache it has already read are moved with it (v1's
+    /// `memory.move_charge_at_immigrate` could move mapped pages only, and is deprecated). So
+    /// the limit governs what is allocated and read *after* entering; call
+    /// [`drop_page_cache`] on the store afterwards to make its pages be read, and charged,
+    /// anew.
+    pub fn enter(limit_bytes: u64) -> Result<MemoryCgroup, String> {
+        if limit_bytes == 0 {
+            return Err(
+                "a memory limit of 0 bytes would leave the process no memory at all".into(),
+            );
+        }
+        let mountinfo = read_text(Path::new("/proc/self/mountinfo"))?;
+        let proc_cgroup = read_text(Path::new("/proc/self/cgroup"))?;
+        let found = find_cgroups(&mountinfo, &proc_cgroup);
+
+        let mut reasons = Vec::new();
+        if let Some(v2) = &found.v2 {
+            if v2.read_only {
+                reasons.push(format!(
+                    "the cgroup2 file system at {} is mounted read-only",
+                    v2.mount_point.display()
+                ));
+            } else {
+                match v2_parent(v2) {
+                    Ok(parent) => {
+                        match Self::create(CgroupVersion::V2, &parent, &v2.current, limit_bytes) {
+                            Ok(cgroup) => return Ok(cgroup),
+                            Err(e) if found.v1_memory.is_none() => return Err(e),
+                            Err(e) => reasons.push(e),
+                        }
+                    }
+                    Err(why) => reasons.push(why),
+                }
+            }
+        }
+        match &found.v1_memory {
+            Some(v1) if v1.read_only => reasons.push(format!(
+                "the memory cgroup file system at {} is mounted read-only",
+                v1.mount_point.display()
+            )),
+            Some(v1) => {
+                return Self::create(CgroupVersion::V1, &v1.current, &v1.current, limit_bytes)
+                    .map_err(|e| {
+                        // The v1 error is the one to act on; why v2 was passed over comes after.
+                        if reasons.is_empty() {
+                            e
+                        } else {
+                            format!("{e} (cgroup v2 not used: {})", reasons.join("; "))
+                        }
+                    });
+            }
+            None => {}
+        }
+        if found.v2.is_none() && found.v1_memory.is_none() {
+            return Err(
+                "no memory cgroup controller is mounted (no cgroup2 mount and no \
+                        cgroup mount with the memory controller in /proc/self/mountinfo)"
+                    .into(),
+            );
+        }
+        if found.v1_memory.is_none() {
+            reasons.push("no cgroup v1 memory hierarchy is mounted either".into());
+        }
+        Err(format!(
+            "no usable memory cgroup controller: {}",
+            reasons.join("; ")
+        ))
+    }
+
+    /// Makes the directory below `parent`, sets the limits and moves the process in. On any
+    /// error the handle built so far is dropped, which moves the process back and removes the
+    /// directory, so a failed `enter` leaves nothing behind.
+    fn create(
+        version: CgroupVersion,
+        parent: &Path,
+        original: &Path,
+        limit_bytes: u64,
+    ) -> Result<MemoryCgroup, String> {
+        let pid = std::process::id();
+        let mut path = None;
+        for _ in 0..1000 {
+            let n = NEXT_CGROUP.fetch_add(1, Ordering::Relaxed);
+            let dir = parent.join(format!("bloomkv-bench-{pid}-{n}"));
+            match fs::create_dir(&dir) {
+                Ok(()) => {
+                    path = Some(dir);
+                    break;
+                }
+                // Left behind by an earlier run whose pid was the same: take the next number.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(create_error(&dir, &e)),
+            }
+        }
+        let Some(path) = path else {
+            return Err(format!(
+                "cannot create a cgroup in {}: every name bloomkv-bench-{pid}-<n> tried exists",
+                parent.display()
+            ));
+        };
+        let mut cgroup = MemoryCgroup {
+            version,
+            path,
+            original: original.to_path_buf(),
+            limit_bytes,
+            pid,
+            moved: false,
+        };
+        let limit = limit_bytes.to_string();
+        match version {
+            CgroupVersion::V2 => {
+                cgroup.write("memory.max", &limit)?;
+                if cgroup.path.join("memory.swap.max").exists() {
+                    cgroup.write("memory.swap.max", "0")?;
+                }
+            }
+            CgroupVersion::V1 => {
+                // Order matters: memsw must never be below the memory limit, and both start
+                // unlimited, so lower the memory limit first.
+                cgroup.write("memory.limit_in_bytes", &limit)?;
+                if cgroup.path.join("memory.memsw.limit_in_bytes").exists() {
+                    cgroup.write("memory.memsw.limit_in_bytes", &limit)?;
+                }
+            }
+        }
+        // Report the limit the kernel applies: v1 rounds it down to whole pages.
+        let limit_file = match version {
+            CgroupVersion::V2 => "memory.max",
+            CgroupVersion::V1 => "memory.limit_in_bytes",
+        };
+        if let Ok(applied) = cgroup.read_u64(limit_file) {
+            cgroup.limit_bytes = applied;
+        }
+        cgroup.moved = true;
+        write_file(&cgroup.path.join("cgroup.procs"), &pid.to_string()).map_err(|e| {
+            format!(
+                "cannot move process {pid} into {}: {}",
+                cgroup.path.display(),
+                describe(&e)
+            )
+        })?;
+        Ok(cgroup)
+    }
+
+    /// Which interface holds the limit, so a report can say how it was enforced.
+    pub fn version(&self) -> CgroupVersion {
+        self.version
+    }
+
+    /// The cgroup's directory, for a report or for looking at other files in it.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The limit in bytes, as the kernel applies it (v1 rounds the requested value down to
+    /// whole pages).
+    pub fn limit_bytes(&self) -> u64 {
+        self.limit_bytes
+    }
+
+    /// Current charge (v2 memory.current, v1 memory.usage_in_bytes): process memory plus the
+    /// page cache it caused.
+    ///
+    /// This, not the resident size, is what the limit is compared with.
+    pub fn usage_bytes(&self) -> Result<u64, String> {
+        self.read_u64(match self.version {
+            CgroupVersion::V2 => "memory.current",
+            CgroupVersion::V1 => "memory.usage_in_bytes",
+        })
+    }
+
+    /// Peak charge since entering (v2 memory.peak when present, else None; v1 memory.max_usage_in_bytes).
+    ///
+    /// The cgroup is fresh, so its peak is the peak of this run alone. `memory.peak` is new in
+    /// Linux 5.19, hence the `None`.
+    pub fn peak_bytes(&self) -> Option<u64> {
+        self.read_u64(match self.version {
+            CgroupVersion::V2 => "memory.peak",
+            CgroupVersion::V1 => "memory.max_usage_in_bytes",
+        })
+        .ok()
+    }
+
+    /// Times the limit was hit (v1 memory.failcnt; v2 the `max` field of memory.events).
+    ///
+    /// Zero means the run never felt the limit: its data fit, and the limit was not the point.
+    pub fn limit_hits(&self) -> Option<u64> {
+        match self.version {
+            CgroupVersion::V1 => self.read_u64("memory.failcnt").ok(),
+            CgroupVersion::V2 => {
+                let text = read_text(&self.path.join("memory.events")).ok()?;
+                keyed_value(&text, "max")
+            }
+        }
+    }
+
+    /// Writes `value` to the file `name` in the cgroup, with an error that names both.
+    fn write(&self, name: &str, value: &str) -> Result<(), String> {
+        let file = self.path.join(name);
+        write_file(&file, value).map_err(|e| {
+            format!(
+                "cannot write {value} to {}: {}",
+                file.display(),
+                describe(&e)
+            )
+        })
+    }
+
+    /// Reads the file `name` in the cgroup as one decimal number.
+    fn read_u64(&self, name: &str) -> Result<u64, String> {
+        let file = self.path.join(name);
+        let text = read_text(&file)?;
+        text.trim().parse().map_err(|_| {
+            format!(
+                "{} holds {:?}, not a number of bytes",
+                file.display(),
+                text.trim()
+            )
+        })
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        if self.moved {
+            // Ignored: if the original cgroup is gone there is nowhere better to go, and the
+            // rmdir below then fails and leaves the directory, which is harmless.
+            let _ = write_file(&self.original.join("cgroup.procs"), &self.pid.to_string());
+        }
+        // Moving out is synchronous, but retry briefly in case the kernel still counts the
+        // cgroup as populated (EBUSY) for a moment.
+        for attempt in 0..20 {
+            match fs::remove_dir(&self.path) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && attempt < 19 => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// The error for a failed `mkdir` of a cgroup, with what to do about it.
+fn create_error(dir: &Path, e: &io::Error) -> String {
+    if e.kind() == io::ErrorKind::PermissionDenied {
+        format!("permission denied creating {}: run as root", dir.display())
+    } else if e.raw_os_error() == Some(libc::EROFS) {
+        format!(
+            "cannot create {}: the cgroup file system is read-only (in a container, give it a \
+             writable cgroup mount)",
+            dir.display()
+        )
+    } else {
+        format!("cannot create {}: {}", dir.display(), describe(e))
+    }
+}
+
+/// An I/O error as a user reads it, with the hint for the one that means "not root".
+fn describe(e: &io::Error) -> String {
+    if e.kind() == io::ErrorKind::PermissionDenied {
+        format!("{e}: run as root")
+    } else {
+        e.to_string()
+    }
+}
+
+/// Reads a whole text file, with an error that names it.
+fn read_text(path: &Path) -> Result<String, String> {
+    fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {}", path.display(), describe(&e)))
+}
+
+/// Writes `value` to an existing (cgroup) file in one `write`, as the kernel wants; unlike
+/// `fs::write` it neither creates nor truncates.
+fn write_file(path: &Path, value: &str) -> io::Result<()> {
+    let mut file = fs::OpenOptions::new().write(true).open(path)?;
+    file.write_all(value.as_bytes())
+}
+
+/// The number after `key` in a file of `key value` lines (memory.events, memory.stat).
+fn keyed_value(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        if words.next()? == key {
+            words.next()?.parse().ok()
+        } else {
+            None
+        }
+    })
+}
+
+/// One line of /proc/self/mountinfo, the fields this module needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Mount {
+    /// The directory of the file system that is mounted (field 4): for a cgroup mount, the
+    /// cgroup that appears at the mount point, `/` unless only a subtree is mounted.
+    root: String,
+    /// Where it is mounted (field 5).
+    mount_point: PathBuf,
+    /// The file system type, after the ` - ` separator: `cgroup` or `cgroup2` here.
+    fs_type: String,
+    /// Per-mount options (field 6) and super-block options (last field) together: v1 cgroup
+    /// mounts name their controllers among the latter.
+    options: Vec<String>,
+    /// Whether the mount is read-only (`ro` among the per-mount options).
+    read_only: bool,
+}
+
+/// Parses /proc/self/mountinfo (see proc(5)); malformed lines are skipped.
+fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // Optional fields (shared:N, master:N, ...) come between field 6 and the "-".
+            let dash = fields.iter().skip(6).position(|f| *f == "-")? + 6;
+            let root = unescape_octal(fields.get(3)?);
+            let mount_point = PathBuf::from(unescape_octal(fields.get(4)?));
+            let mount_options = fields.get(5)?;
+            let fs_type = fields.get(dash + 1)?.to_string();
+            let super_options = fields.get(dash + 3).copied().unwrap_or("");
+            let read_only = mount_options.split(',').any(|o| o == "ro");
+            let options = mount_options
+                .split(',')
+                .chain(super_options.split(','))
+                .filter(|o| !o.is_empty())
+                .map(str::to_string)
+                .collect();
+            Some(Mount {
+                root,
+                mount_point,
+                fs_type,
+                options,
+                read_only,
+            })
+        })
+        .collect()
+}
+
+/// Undoes mountinfo's escaping of space, tab, newline and backslash as `\ooo`.
+fn unescape_octal(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let digits = bytes.get(i + 1..i + 4);
+        match digits {
+            Some(d) if bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)) => {
+                let value = d.iter().fold(0u32, |v, b| v * 8 + u32::from(b - b'0'));
+                out.push(u8::try_from(value).unwrap_or(b'?'));
+                i += 4;
+            }
+            _ => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// One line of /proc/self/cgroup: `hierarchy-id:controllers:path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CgroupEntry {
+    /// The v1 controllers of the hierarchy (`memory`, `name=systemd`, ...); empty for v2.
+    controllers: Vec<String>,
+    /// The cgroup, relative to the hierarchy's root (or to the cgroup namespace's root).
+    path: String,
+}
+
+impl CgroupEntry {
+    /// Whether this is the unified (v2) hierarchy: id 0 and no controllers.
+    fn is_v2(&self) -> bool {
+        self.controllers.is_empty()
+    }
+}
+
+/// Parses /proc/self/cgroup (see cgroups(7)); malformed lines are skipped.
+fn parse_proc_cgroup(text: &str) -> Vec<CgroupEntry> {
+    text.lines()
+        .filter_map(|line| {
+            // The path may itself contain ':', so split at the first two only.
+            let mut parts = line.splitn(3, ':');
+            let _id = parts.next()?;
+            let controllers = parts
+                .next()?
+                .split(',')
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+                .collect();
+            let path = parts.next()?.to_string();
+            Some(CgroupEntry { controllers, path })
+        })
+        .collect()
+}
+
+/// A cgroup hierarchy this process can use: where it is mounted and where the process is in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Hierarchy {
+    mount_point: PathBuf,
+    /// The directory of the cgroup this process is in.
+    current: PathBuf,
+    read_only: bool,
+}
+
+/// The hierarchies that might hold a memory limit.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Found {
+    /// The unified hierarchy, if a cgroup2 file system is mounted (whether it has the memory
+    /// controller is read from its files later).
+    v2: Option<Hierarchy>,
+    /// The v1 hierarchy with the memory controller, if mounted.
+    v1_memory: Option<Hierarchy>,
+}
+
+/// Finds the v2 and v1-memory hierarchies from the texts of /proc/self/mountinfo and
+/// /proc/self/cgroup, and this process's cgroup directory in each.
+fn find_cgroups(mountinfo: &str, proc_cgroup: &str) -> Found {
+    let mounts = parse_mountinfo(mountinfo);
+    let entries = parse_proc_cgroup(proc_cgroup);
+    let locate = |is_mount: &dyn Fn(&Mount) -> bool, entry: Option<&CgroupEntry>| {
+        let entry = entry?;
+        // A hierarchy may be mounted more than once, or only a subtree of it: use the first
+        // mount that shows the process's cgroup.
+        mounts.iter().filter(|m| is_mount(m)).find_map(|m| {
+            Some(Hierarchy {
+                mount_point: m.mount_point.clone(),
+                current: cgroup_dir(m, &entry.path)?,
+                read_only: m.read_only,
+            })
+        })
+    };
+    Found {
+        v2: locate(
+            &|m| m.fs_type == "cgroup2",
+            entries.iter().find(|e| e.is_v2()),
+        ),
+        v1_memory: locate(
+            &|m| m.fs_type == "cgroup" && m.options.iter().any(|o| o == "memory"),
+            entries
+                .iter()
+                .find(|e| e.controllers.iter().any(|c| c == "memory")),
+        ),
+    }
+}
+
+/// The directory of cgroup `path` under `mount`, or None when the mount does not show it
+/// (it mounts a different subtree) or the path is not a plain absolute path.
+fn cgroup_dir(mount: &Mount, path: &str) -> Option<PathBuf> {
+    let path = Path::new(path);
+    let root = Path::new(&mount.root);
+    if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
+        return None;
+    }
+    let rest = path.strip_prefix(root).ok()?;
+    if rest.as_os_str().is_empty() {
+        // The mount's own root: no trailing separator.
+        return Some(mount.mount_point.clone());
+    }
+    Some(mount.mount_point.join(rest))
+}
+
+/// Whether the controller list in `file` (cgroup.controllers, cgroup.subtree_control) names
+/// the memory controller.
+fn lists_memory(file: &Path) -> bool {
+    fs::read_to_string(file)
+        .map(|text| text.split_whitespace().any(|c| c == "memory"))
+        .unwrap_or(false)
+}
+
+/// The v2 cgroup to make the new one in: one whose children get the memory controller.
+///
+/// The process's own cgroup comes first. But v2 forbids a cgroup other than the root to both
+/// hold processes and hand controllers to its children, and this process is in its own cgroup,
+/// so unless that is the root the new cgroup goes beside it, in the parent (still below
+/// every limit that applied before). Candidates that already hand down the memory controller
+/// are preferred over enabling it anywhere.
+fn v2_parent(v2: &Hierarchy) -> Result<PathBuf, String> {
+    let mut candidates = vec![v2.current.clone()];
+    if v2.current != v2.mount_point {
+        if let Some(parent) = v2.current.parent() {
+            if parent.starts_with(&v2.mount_point) {
+                candidates.push(parent.to_path_buf());
+            }
+        }
+    }
+    if let Some(ready) = candidates
+        .iter()
+        .find(|c| lists_memory(&c.join("cgroup.subtree_control")))
+    {
+        return Ok(ready.clone());
+    }
+    let mut reasons = Vec::new();
+    for candidate in &candidates {
+        if !lists_memory(&candidate.join("cgroup.controllers")) {
+            continue;
+        }
+        let control = candidate.join("cgroup.subtree_control");
+        match write_file(&control, "+memory") {
+            Ok(()) => return Ok(candidate.clone()),
+            Err(e) => reasons.push(format!(
+                "cannot enable the memory controller in {}: {}",
+                control.display(),
+                describe(&e)
+            )),
+        }
+    }
+    if reasons.is_empty() {
+        Err(format!(
+            "the cgroup2 hierarchy at {} has no memory controller (it is bound to cgroup v1 \
+             or disabled)",
+            v2.mount_point.display()
+        ))
+    } else {
+        Err(reasons.join("; "))
+    }
+}
+
+/// Parses sizes such as "1GiB", "1G", "512MiB", "512M", "64k", "1073741824" (binary units:
+/// K/KiB = 1024 etc.; case-insensitive; no fractional parts required). Errors name the input.
+///
+/// Memory limits are set in pages of a power-of-two size, so units are binary; "KB", "MB", ...
+/// are read as binary too, as `docker --memory` and `systemd` read them, rather than rejected.
+/// A trailing "B" alone means bytes, and a space may separate number and unit.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let digits_end = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (digits, unit) = trimmed.split_at(digits_end);
+    if digits.is_empty() {
+        return Err(format!(
+            "invalid size {text:?}: expected a number of bytes, optionally followed by a unit \
+             such as K, M, G (e.g. \"512MiB\")"
+        ));
+    }
+    if unit.starts_with('.') {
+        return Err(format!(
+            "invalid size {text:?}: fractions are not supported, use a smaller unit (e.g. \
+             \"1536M\" for 1.5G)"
+        ));
+    }
+    let shift = match unit.trim_start().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        "p" | "pb" | "pib" => 50,
+        "e" | "eb" | "eib" => 60,
+        _ => {
+            return Err(format!(
+                "invalid size {text:?}: unknown unit {:?} (use B, K, M, G, T, P or E, with or \
+                 without \"iB\")",
+                unit.trim_start()
+            ))
+        }
+    };
+    let too_large = || format!("invalid size {text:?}: too large (the largest is 2^64 - 1 bytes)");
+    let number: u64 = digits.parse().map_err(|_| too_large())?;
+    number.checked_mul(1u64 << shift).ok_or_else(too_large)
+}
+
+/// This process's resident memory now and at its peak (VmRSS and VmHWM of /proc/self/status), in bytes.
+///
+/// Unlike the cgroup's charge this leaves out the page cache, so the two together tell how
+/// much of a limit the store's own caches took and how much was left for the kernel's.
+pub fn resident_bytes() -> Result<(u64, u64), String> {
+    parse_status(&read_text(Path::new("/proc/self/status"))?)
+}
+
+/// VmRSS and VmHWM, in bytes, from the text of /proc/<pid>/status.
+fn parse_status(text: &str) -> Result<(u64, u64), String> {
+    let field = |name: &str| -> Result<u64, String> {
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .ok_or_else(|| format!("/proc/self/status has no {name} line"))?;
+        let mut words = line.split_whitespace();
+        let value: u64 = words
+            .next()
+            .and_then(|w| w.parse().ok())
+            .ok_or_else(|| format!("/proc/self/status has a malformed {name} line: {line:?}"))?;
+        let scale = match words.next() {
+            Some("kB") => 1024,
+            None => 1,
+            Some(unit) => {
+                return Err(format!(
+                    "/proc/self/status: unknown unit {unit:?} for {name}"
+                ))
+            }
+        };
+        value
+            .checked_mul(scale)
+            .ok_or_else(|| format!("/proc/self/status: {name} is out of range"))
+    };
+    Ok((field("VmRSS")?, field("VmHWM")?))
+}
+
+/// Total bytes of the regular files under `dir` (recursively): a store's size on disk.
+///
+/// Sizes are file lengths, not allocated blocks. Symbolic links are not followed (except
+/// `dir` itself), and files that vanish during the walk (a compaction removing its inputs)
+/// are skipped rather than failing it.
+pub fn dir_bytes(dir: &Path) -> io::Result<u64> {
+    let mut total = 0u64;
+    for_each_file(dir, &mut |_, metadata| {
+        total = total.saturating_add(metadata.len());
+        Ok(())
+    })?;
+    Ok(total)
+}
+
+/// Asks the kernel to drop clean page-cache pages of every regular file under `dir`
+/// (posix_fadvise DONTNEED on each), so that the next reads come from the disk.
+///
+/// Dirty pages are not dropped (the kernel must write them first): close or flush the store
+/// before calling this. After [`MemoryCgroup::enter`] it also makes the store's pages, which
+/// stay charged to the cgroup that first read them, be read and charged to the new one.
+pub fn drop_page_cache(dir: &Path) -> io::Result<()> {
+    for_each_file(dir, &mut |path, _| {
+        let file = match fs::File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(with_path(path, e)),
+        };
+        fadvise_dontneed(&file).map_err(|e| with_path(path, e))
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn fadvise_dontneed(file: &fs::File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the descriptor is open for the life of `file`; fadvise only advises.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(rc))
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn fadvise_dontneed(_file: &fs::File) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "dropping the page cache of a file needs Linux",
+    ))
+}
+
+/// An I/O error that names the file it concerns.
+fn with_path(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+/// Calls `f` with the path and metadata of every regular file under `dir`, depth first,
+/// without following symbolic links and skipping entries that vanish during the walk.
+fn for_each_file(
+    dir: &Path,
+    f: &mut dyn FnMut(&Path, &fs::Metadata) -> io::Result<()>,
+) -> io::Result<()> {
+    // A stack rather than recursion, so a deep tree cannot overflow the thread's stack.
+    let mut pending = vec![dir.to_path_buf()];
+    let mut first = true;
+    while let Some(current) = pending.pop() {
+        let entries = match fs::read_dir(&current) {
+            Ok(entries) => entries,
+            Err(e) if !first && e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(with_path(&current, e)),
+        };
+        first = false;
+        for entry in entries {
+            let entry = entry.map_err(|e| with_path(&current, e))?;
+            let path = entry.path();
+            // DirEntry::metadata does not follow symbolic links.
+            let metadata = match entry.metadata() {
+                Ok(metadata) => metadata,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(with_path(&path, e)),
+            };
+            if metadata.is_dir() {
+                pending.push(path);
+            } else if metadata.is_file() {
+                f(&path, &metadata)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn parse_size_accepts_units() {
+        let cases: &[(&str, u64)] = &[
+            ("0", 0),
+            ("1073741824", 1 << 30),
+            ("1GiB", 1 << 30),
+            ("1G", 1 << 30),
+            ("1g", 1 << 30),
+            ("1gb", 1 << 30),
+            ("512MiB", 512 * MIB),
+            ("512M", 512 * MIB),
+            ("512mib", 512 * MIB),
+            ("64k", 64 << 10),
+            ("64KiB", 64 << 10),
+            ("64 KiB", 64 << 10),
+            ("  2T ", 2 << 40),
+            ("100B", 100),
+            ("1P", 1 << 50),
+            ("15E", 15 << 60),
+            ("18446744073709551615", u64::MAX),
+        ];
+        for &(text, want) in cases {
+            assert_eq!(parse_size(text), Ok(want), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn parse_size_rejects_bad_input() {
+        let cases: &[(&str, &str)] = &[
+            ("", "expected a number"),
+            ("   ", "expected a number"),
+            ("GiB", "expected a number"),
+            ("-1G", "expected a number"),
+            ("1.5G", "fractions are not supported"),
+            ("12X", "unknown unit \"X\""),
+            ("12 GiBs", "unknown unit \"GiBs\""),
+            ("1G1", "unknown unit"),
+            ("16E", "too large"),
+            ("18446744073709551616", "too large"),
+            ("99999999999999999999999G", "too large"),
+        ];
+        for &(text, want) in cases {
+            let err = parse_size(text).expect_err(text);
+            assert!(err.contains(want), "{text:?}: {err}");
+            assert!(
+                err.contains(&format!("{text:?}")),
+                "error names the input: {err}"
+            );
+        }
+    }
+
+    /// This machine's layout: cgroup v1 controllers, plus a cgroup2 mount without controllers.
+    const V1_MOUNTINFO: &str = "\
+22 1 259:1 / / rw,relatime shared:1 - ext4 /dev/root rw
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+35 31 0:32 / /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime shared:9 - cgroup cgroup rw,memory
+40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+    const V1_CGROUP: &str = "\
+9:name=systemd:/
+4:memory:/process_api/1cf3ef28
+1:cpu:/
+0::/
+";
+
+    /// A systemd machine with pure cgroup v2.
+    const V2_MOUNTINFO: &str = "\
+24 1 8:2 / / rw,relatime shared:1 - ext4 /dev/sda2 rw,errors=remount-ro
+28 24 0:25 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
+";
+    const V2_CGROUP: &str = "0::/user.slice/user-1000.slice/session-2.scope\n";
+
+    #[test]
+    fn parses_mountinfo() {
+        let mounts = parse_mountinfo(V1_MOUNTINFO);
+        assert_eq!(mounts.len(), 6);
+        assert_eq!(
+            mounts[3],
+            Mount {
+                root: "/".into(),
+                mount_point: "/sys/fs/cgroup/memory".into(),
+                fs_type: "cgroup".into(),
+                options: ["rw", "nosuid", "nodev", "noexec", "relatime", "rw", "memory"]
+                    .map(String::from)
+                    .to_vec(),
+                read_only: false,
+            }
+        );
+        assert_eq!(mounts[5].fs_type, "cgroup2");
+        assert_eq!(mounts[5].mount_point, Path::new("/sys/fs/cgroup/unified"));
+
+        let mounts = parse_mountinfo(V2_MOUNTINFO);
+        assert_eq!(mounts.len(), 2);
+        assert_eq!(mounts[1].fs_type, "cgroup2");
+        assert_eq!(mounts[1].mount_point, Path::new("/sys/fs/cgroup"));
+
+        // Escaped blanks, a read-only mount, a subtree root, and lines that are not mountinfo.
+        let odd = "\
+50 1 0:40 /docker/abc /mnt/my\\040cgroups ro,relatime - cgroup cg rw,memory
+garbage
+1 2 3 4 5 6 no separator here
+";
+        let mounts = parse_mountinfo(odd);
+        assert_eq!(mounts.len(), 1);
+        assert_eq!(mounts[0].root, "/docker/abc");
+        assert_eq!(mounts[0].mount_point, Path::new("/mnt/my cgroups"));
+        assert!(mounts[0].read_only);
+        assert_eq!(unescape_octal("a\\134b\\011c\\9"), "a\\b\tc\\9");
+    }
+
+    #[test]
+    fn parses_proc_self_cgroup() {
+        let entries = parse_proc_cgroup(V1_CGROUP);
+        assert_eq!(entries.len(), 4);
+        assert_eq!(
+            entries[1],
+            CgroupEntry {
+                controllers: vec!["memory".into()],
+                path: "/process_api/1cf3ef28".into(),
+            }
+        );
+        assert!(!entries[0].is_v2());
+        assert!(entries[3].is_v2());
+        assert_eq!(entries[3].path, "/");
+
+        let entries = parse_proc_cgroup("5:cpu,cpuacct:/a:b\n0::/x\nnonsense\n");
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].controllers, ["cpu", "cpuacct"]);
+        assert_eq!(entries[0].path, "/a:b");
+        assert!(entries[1].is_v2());
+    }
+
+    #[test]
+    fn finds_cgroup_directories() {
+        let found = find_cgroups(V1_MOUNTINFO, V1_CGROUP);
+        assert_eq!(
+            found.v1_memory,
+            Some(Hierarchy {
+                mount_point: "/sys/fs/cgroup/memory".into(),
+                current: "/sys/fs/cgroup/memory/process_api/1cf3ef28".into(),
+                read_only: false,
+            })
+        );
+        assert_eq!(
+            found.v2,
+            Some(Hierarchy {
+                mount_point: "/sys/fs/cgroup/unified".into(),
+                current: "/sys/fs/cgroup/unified".into(),
+                read_only: false,
+            })
+        );
+
+        let found = find_cgroups(V2_MOUNTINFO, V2_CGROUP);
+        assert_eq!(found.v1_memory, None);
+        assert_eq!(
+            found.v2.map(|h| h.current),
+            Some("/sys/fs/cgroup/user.slice/user-1000.slice/session-2.scope".into())
+        );
+
+        // A container that mounts only its own subtree: paths are relative to the mount root.
+        let mountinfo =
+            "60 50 0:32 /docker/abc /sys/fs/cgroup/memory ro,nosuid - cgroup cgroup rw,memory\n";
+        let found = find_cgroups(mountinfo, "4:memory:/docker/abc/inner\n");
+        let v1 = found.v1_memory.expect("subtree mount");
+        assert_eq!(v1.current, Path::new("/sys/fs/cgroup/memory/inner"));
+        assert!(v1.read_only);
+        // ...and one whose mount does not show the process's cgroup.
+        assert_eq!(
+            find_cgroups(mountinfo, "4:memory:/elsewhere\n").v1_memory,
+            None
+        );
+        assert_eq!(
+            find_cgroups(mountinfo, "4:memory:/docker/abc/../x\n").v1_memory,
+            None
+        );
+
+        // Nothing mounted, or nothing readable.
+        assert_eq!(find_cgroups("", ""), Found::default());
+        assert_eq!(find_cgroups(V1_MOUNTINFO, ""), Found::default());
+    }
+
+    #[test]
+    fn parses_status() {
+        let text = "Name:\tkvtool\nVmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\nThreads:\t1\n";
+        assert_eq!(parse_status(text), Ok((10240 * 1024, 20480 * 1024)));
+        assert!(parse_status("VmRSS:\t1 kB\n").is_err());
+        assert!(parse_status("VmRSS:\tx kB\nVmHWM:\t1 kB\n").is_err());
+        assert_eq!(keyed_value("low 0\nhigh 3\nmax 7\noom 1\n", "max"), Some(7));
+        assert_eq!(keyed_value("max_x 7\n", "max"), None);
+    }
+
+    #[test]
+    fn resident_bytes_is_plausible() {
+        let (rss, hwm) = resident_bytes().expect("read /proc/self/status");
+        assert!(rss > 0, "rss {rss}");
+        assert!(hwm >= rss, "hwm {hwm} < rss {rss}");
+        assert!(rss < 1 << 40, "rss {rss}");
+    }
+
+    #[test]
+    fn dir_bytes_counts_files_recursively() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(dir.path().join("a"), vec![1u8; 1000]).expect("write a");
+        fs::write(dir.path().join("empty"), b"").expect("write empty");
+        fs::create_dir_all(dir.path().join("sub/deeper")).expect("mkdir");
+        fs::write(dir.path().join("sub/b"), vec![2u8; 4096]).expect("write b");
+        fs::write(dir.path().join("sub/deeper/c"), vec![3u8; 7]).expect("write c");
+        std::os::unix::fs::symlink(dir.path().join("a"), dir.path().join("link")).expect("symlink");
+        assert_eq!(dir_bytes(dir.path()).expect("dir_bytes"), 1000 + 4096 + 7);
+        drop_page_cache(dir.path()).expect("drop_page_cache");
+        assert!(dir_bytes(&dir.path().join("missing")).is_err());
+        assert!(drop_page_cache(&dir.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn enter_rejects_a_zero_limit() {
+        let err = MemoryCgroup::enter(0).expect_err("zero limit");
+        assert!(err.contains("0 bytes"), "{err}");
+    }
+
+    /// Set in the environment of the child process that really enters a cgroup.
+    const CHILD_ENV: &str = "BLOOMKV_MEMLIMIT_CHILD";
+
+    /// Why this machine cannot run the end-to-end test, or None when it can.
+    fn cannot_enter() -> Option<String> {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        if euid != 0 {
+            return Some(format!("not root (euid {euid})"));
+        }
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let proc_cgroup = fs::read_to_string("/proc/self/cgroup").ok()?;
+        let found = find_cgroups(&mountinfo, &proc_cgroup);
+        let v1 = found.v1_memory.filter(|h| !h.read_only);
+        let v2 = found.v2.filter(|h| {
+            !h.read_only
+                && (lists_memory(&h.current.join("cgroup.controllers"))
+                    || h.current
+                        .parent()
+                        .is_some_and(|p| lists_memory(&p.join("cgroup.controllers"))))
+        });
+        if v1.is_none() && v2.is_none() {
+            return Some("no writable memory cgroup controller is mounted".into());
+        }
+        None
+    }
+
+    /// Runs `child_entry` in a child process (moving this multi-threaded test process into a
+    /// cgroup would move every other test with it) and checks that it passed.
+    #[test]
+    fn enters_a_cgroup_in_a_child_process() {
+        if let Some(why) = cannot_enter() {
+            println!("skipping the memory cgroup test: {why}");
+            return;
+        }
+        let exe = std::env::current_exe().expect("current_exe");
+        let output = std::process::Command::new(exe)
+            .args(["--exact", "memlimit::tests::child_entry", "--nocapture"])
+            .env(CHILD_ENV, "1")
+            .output()
+            .expect("run the child test");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        println!("child stdout:\n{stdout}\nchild stderr:\n{stderr}");
+        assert!(output.status.success(), "child failed: {}", output.status);
+        assert!(
+            stdout.contains("1 passed"),
+            "the child did not run child_entry"
+        );
+        assert!(
+            stdout.contains("child: entered"),
+            "the child skipped its checks"
+        );
+    }
+
+    /// The child's half of `enters_a_cgroup_in_a_child_process`; does nothing without its
+    /// environment variable.
+    #[test]
+    fn child_entry() {
+        if std::env::var_os(CHILD_ENV).is_none() {
+            return;
+        }
+        let limit = 256 * MIB;
+        let cgroup = MemoryCgroup::enter(limit).expect("enter a memory cgroup");
+        let path = cgroup.path().to_path_buf();
+        println!(
+            "child: entered {} ({}), limit {}",
+            path.display(),
+            cgroup.version(),
+            cgroup.limit_bytes()
+        );
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("cgroup name")
+            .to_string();
+        assert!(
+            name.starts_with(&format!("bloomkv-bench-{}-", std::process::id())),
+            "{name}"
+        );
+        assert_eq!(cgroup.limit_bytes(), limit);
+        let procs = fs::read_to_string(path.join("cgroup.procs")).expect("read cgroup.procs");
+        let pid = std::process::id().to_string();
+        assert!(
+            procs.lines().any(|l| l.trim() == pid),
+            "{pid} not in {procs:?}"
+        );
+        let own = fs::read_to_string("/proc/self/cgroup").expect("read /proc/self/cgroup");
+        assert!(
+            own.contains(&name),
+            "/proc/self/cgroup does not show {name}: {own}"
+        );
+
+        let before = cgroup.usage_bytes().expect("usage");
+        assert!(before > 0, "usage {before}");
+        let mut block = vec![0u8; 64 * MIB as usize];
+        // Write to every page, so that each is really allocated and charged.
+        for byte in block.iter_mut().step_by(4096) {
+            *byte = 1;
+        }
+        std::hint::black_box(&mut block);
+        let after = cgroup.usage_bytes().expect("usage");
+        println!("child: usage {before} -> {after} after touching 64 MiB");
+        assert!(after >= before + 48 * MIB, "usage {before} -> {after}");
+        assert!(after < limit, "usage {after} over the limit {limit}");
+        let peak = cgroup.peak_bytes();
+        if cgroup.version() == CgroupVersion::V1 {
+            assert!(
+                peak.is_some_and(|p| p >= after),
+                "peak {peak:?} < usage {after}"
+            );
+        }
+        assert!(cgroup.limit_hits().is_some());
+        let (rss, hwm) = resident_bytes().expect("resident_bytes");
+        assert!(rss >= 48 * MIB && hwm >= rss, "rss {rss}, hwm {hwm}");
+        drop(block);
+
+        drop(cgroup);
+        assert!(!path.exists(), "{} still exists", path.display());
+        let own = fs::read_to_string("/proc/self/cgroup").expect("read /proc/self/cgroup");
+        assert!(!own.contains(&name), "still in {name}: {own}");
+    }
+}
