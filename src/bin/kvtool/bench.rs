@@ -11,10 +11,9 @@ use std::time::{Duration, Instant};
 
 use bloomkv::filter::FilterParams;
 use bloomkv::{Db, FilterPolicy, Options, Stats, WriteBatch};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::SmallRng;
-use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
@@ -24,22 +23,49 @@ use crate::Failure;
 pub struct BenchArgs {
     /// Keys loaded into each store.
     #[arg(long, default_value_t = 1_000_000)]
-    keys: u64,
+    pub keys: u64,
     /// Warm lookups of present keys, and as many of absent keys, per setting.
     #[arg(long, default_value_t = 200_000)]
-    lookups: u64,
+    pub lookups: u64,
     /// Cold lookups of each kind per setting (each may read from disk, so fewer).
     #[arg(long, default_value_t = 10_000)]
     cold_lookups: u64,
     /// Bytes per value (keys are 16 bytes).
     #[arg(long, default_value_t = 100)]
-    value_size: usize,
+    pub value_size: usize,
+    /// What values hold: `compressible` (half random bytes, half one repeated byte: LZ4 halves
+    /// it, about as it does real records) or `random` (nothing to compress).
+    #[arg(long, value_enum, default_value_t = Values::Compressible)]
+    pub values: Values,
+    /// Compare whole stores instead of filter settings: each of these (`bloomkv`, `rocksdb`,
+    /// `fjall`; the peers need `--features peers`) is loaded and queried with its default
+    /// options in a process of its own, one after another.
+    #[arg(long, value_delimiter = ',', value_name = "STORES")]
+    pub stores: Vec<String>,
+    /// With `--stores`: hold each store's process, and the page cache it causes, to this much
+    /// memory (`1GiB`, `512MiB`, ...) with a memory cgroup, so the data need not fit in
+    /// memory. Needs root and a memory cgroup controller (v1 or v2).
+    #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
+    pub memory_limit: Option<u64>,
+    /// With `--stores`: write an SVG chart of gets per second against keys for each store,
+    /// from this run and the earlier runs' JSON files given with `--chart-from`.
+    #[arg(long, value_name = "FILE.svg", requires = "stores")]
+    pub chart: Option<PathBuf>,
+    /// JSON files of earlier `--stores` runs (written with `--json`) to put on the `--chart`.
+    #[arg(long, value_delimiter = ',', value_name = "FILES")]
+    pub chart_from: Vec<PathBuf>,
+    /// Internal: run one store of a `--stores` comparison in this process and write its
+    /// figures as JSON to `--child-out`.
+    #[arg(long, hide = true, requires = "child_out")]
+    pub child_store: Option<String>,
+    #[arg(long, hide = true)]
+    pub child_out: Option<PathBuf>,
     /// Comma-separated filter settings: `none` or a false-positive rate.
     #[arg(long, default_value = "none,0.1,0.01,0.001")]
     settings: String,
     /// Write the results as JSON to this file.
     #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
+    pub json: Option<PathBuf>,
     /// Write an SVG chart of reads per get and of measured against predicted rate.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
@@ -50,9 +76,27 @@ pub struct BenchArgs {
     /// Read table files with pread instead of through memory maps (the default).
     #[arg(long)]
     pread: bool,
-    /// Seed for key order and lookups.
+    /// Seed for the lookups.
     #[arg(long, default_value_t = 42)]
-    seed: u64,
+    pub seed: u64,
+}
+
+/// What the values of a bench load hold.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Values {
+    /// Half random bytes, half one byte repeated.
+    Compressible,
+    /// Random bytes.
+    Random,
+}
+
+impl Values {
+    pub fn name(self) -> &'static str {
+        match self {
+            Values::Compressible => "compressible",
+            Values::Random => "random",
+        }
+    }
 }
 
 /// The figures for one kind of lookup (present or absent keys) in one phase.
@@ -111,11 +155,17 @@ impl LookupFigures {
     }
 }
 
-/// The keys loaded and looked up: the same for every setting and every peer store.
+/// Writes go in batches of this many keys, for every store.
+pub const BATCH: u64 = 1000;
+
+/// The keys loaded and looked up: the same for every setting and every peer store. Keys and
+/// values are made on the fly from their index, so a load of 100M keys holds nothing in
+/// memory but the lookup keys.
 pub struct Workload {
-    /// Key indexes in load order.
-    pub order: Vec<u64>,
-    pub value: Vec<u8>,
+    /// Keys loaded: indexes `0..keys`, whose keys are spread over the key space in random order.
+    pub keys: u64,
+    pub values: Values,
+    pub value_size: usize,
     pub cold_present: Vec<[u8; 16]>,
     pub cold_absent: Vec<[u8; 16]>,
     pub warm_present: Vec<[u8; 16]>,
@@ -124,9 +174,7 @@ pub struct Workload {
 }
 
 impl Workload {
-    fn new(args: &BenchArgs) -> Workload {
-        let mut order: Vec<u64> = (0..args.keys).collect();
-        order.shuffle(&mut SmallRng::seed_from_u64(args.seed));
+    pub fn new(args: &BenchArgs) -> Workload {
         let mut rng = SmallRng::seed_from_u64(args.seed ^ 0x5eed);
         let mut pick = |n: u64, present: bool| -> Vec<[u8; 16]> {
             (0..n)
@@ -138,15 +186,37 @@ impl Workload {
             cold_absent: pick(args.cold_lookups, false),
             warm_present: pick(args.lookups, true),
             warm_absent: pick(args.lookups, false),
-            order,
-            value: vec![b'v'; args.value_size],
+            keys: args.keys,
+            values: args.values,
+            value_size: args.value_size,
             mmap_reads: !args.pread,
         }
     }
 
-    /// The key loaded `i`-th.
-    pub fn loaded_keys(&self) -> impl Iterator<Item = [u8; 16]> + '_ {
-        self.order.iter().map(|&i| bench_key(i, true))
+    /// The value of the key loaded `i`-th: deterministic, so every store gets the same bytes.
+    pub fn value(&self, i: u64) -> Vec<u8> {
+        let random_len = match self.values {
+            Values::Random => self.value_size,
+            Values::Compressible => self.value_size / 2,
+        };
+        let mut value = Vec::with_capacity(self.value_size);
+        let mut state = splitmix(i ^ 0x7a1e_5eed);
+        while value.len() < random_len {
+            state = splitmix(state);
+            let take = (random_len - value.len()).min(8);
+            value.extend_from_slice(&state.to_le_bytes()[..take]);
+        }
+        value.resize(self.value_size, b'v');
+        value
+    }
+
+    /// The load, in batches of [`BATCH`] (key, value) pairs, keys in random order.
+    pub fn batches(&self) -> impl Iterator<Item = Vec<([u8; 16], Vec<u8>)>> + '_ {
+        (0..self.keys.div_ceil(BATCH)).map(move |b| {
+            (b * BATCH..((b + 1) * BATCH).min(self.keys))
+                .map(|i| (bench_key(i, true), self.value(i)))
+                .collect()
+        })
     }
 }
 
@@ -167,7 +237,7 @@ struct SettingResult {
 
 /// A deterministic 16-byte key: present keys use even indexes' mixes, absent keys odd ones,
 /// spread over the whole key space so absent keys fall inside the tables' key ranges.
-fn bench_key(index: u64, present: bool) -> [u8; 16] {
+pub fn bench_key(index: u64, present: bool) -> [u8; 16] {
     let tagged = index * 2 + u64::from(!present);
     let hi = splitmix(tagged);
     let lo = splitmix(hi ^ tagged);
@@ -203,7 +273,7 @@ fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure> {
         .collect()
 }
 
-fn progress(len: u64, what: &str) -> ProgressBar {
+pub fn progress(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len).with_style(
         ProgressStyle::with_template(&format!("{what:>24} {{bar:30}} {{pos}}/{{len}} {{eta}}"))
             .expect("valid template"),
@@ -213,6 +283,17 @@ fn progress(len: u64, what: &str) -> ProgressBar {
 }
 
 pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
+    if let Some(store) = &args.child_store {
+        return crate::compare::run_child(args, dir, store);
+    }
+    if !args.stores.is_empty() {
+        return crate::compare::run(args, dir);
+    }
+    if args.memory_limit.is_some() || args.chart.is_some() {
+        return Err(Failure::from(
+            "--memory-limit and --chart apply to store comparisons: add --stores bloomkv,...",
+        ));
+    }
     let settings = parse_settings(&args.settings)?;
     if args.peers && !cfg!(feature = "peers") {
         return Err(Failure::from(
@@ -297,18 +378,9 @@ fn run_setting(
         .filter_policy(policy)
         .mmap_reads(workload.mmap_reads);
     let db = Db::open(dir, options)?;
-    let bar = progress(workload.order.len() as u64, &format!("load ({label})"));
+    let bar = progress(workload.keys, &format!("load ({label})"));
     let started = Instant::now();
-    let keys: Vec<[u8; 16]> = workload.loaded_keys().collect();
-    for chunk in keys.chunks(1000) {
-        let mut batch = WriteBatch::new();
-        for key in chunk {
-            batch.put(key, &workload.value);
-        }
-        db.write(batch)?;
-        bar.inc(chunk.len() as u64);
-    }
-    db.flush()?;
+    load_bloomkv(&db, workload, &bar)?;
     let load_seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
     let settling = Instant::now();
@@ -342,6 +414,20 @@ fn run_setting(
         warm_present,
         warm_absent,
     })
+}
+
+/// Writes the workload's keys into `db` in batches, then flushes the memtable.
+pub fn load_bloomkv(db: &Db, workload: &Workload, bar: &ProgressBar) -> Result<(), Failure> {
+    for pairs in workload.batches() {
+        let mut batch = WriteBatch::new();
+        for (key, value) in &pairs {
+            batch.put(key, value);
+        }
+        db.write(batch)?;
+        bar.inc(pairs.len() as u64);
+    }
+    db.flush()?;
+    Ok(())
 }
 
 /// The number of tables a lookup of `key` consults (those whose key range covers it: what
@@ -407,8 +493,8 @@ fn lookups(
 
 fn print_report(args: &BenchArgs, results: &[SettingResult]) {
     println!(
-        "bloomkv bench: {} keys of 16 bytes, {}-byte values, random order; {} warm and {} cold lookups of each kind",
-        args.keys, args.value_size, args.lookups, args.cold_lookups
+        "bloomkv bench: {} keys of 16 bytes, {}-byte {} values, random order; {} warm and {} cold lookups of each kind",
+        args.keys, args.value_size, args.values.name(), args.lookups, args.cold_lookups
     );
     println!();
     println!("shape (tables per level, L0 first):");
@@ -496,7 +582,7 @@ fn results_json(args: &BenchArgs, results: &[SettingResult]) -> serde_json::Valu
         })
         .collect();
     json!({
-        "keys": args.keys, "key_size": 16, "value_size": args.value_size,
+        "keys": args.keys, "key_size": 16, "value_size": args.value_size, "values": args.values.name(),
         "lookups": args.lookups, "cold_lookups": args.cold_lookups, "seed": args.seed,
         "settings": settings,
     })

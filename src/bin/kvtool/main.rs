@@ -5,10 +5,12 @@
 mod bench;
 mod codec;
 mod commands;
+mod compare;
 #[allow(dead_code)]
 mod memlimit;
 #[cfg(feature = "peers")]
 mod peers;
+mod timing;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,32 +1,34 @@
-//! `kvtool bench --peers`: the same load and warm lookups on RocksDB and fjall, in the same
-//! run, so the ratios to bloomkv compare like with like. Built only with `--features peers`.
+//! The peer stores, RocksDB and fjall, loaded and queried the way bloomkv is, so the ratios
+//! compare like with like: `kvtool bench --peers` runs them in the same process after the
+//! filter settings, and `kvtool bench --stores` runs each in a process of its own. Built only
+//! with `--features peers`.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::json;
 
-use crate::bench::{LookupFigures, Workload};
+use crate::bench::{progress, LookupFigures, Workload};
+use crate::timing::{time_lookups, Timing};
 use crate::Failure;
 
 /// One peer's figures.
 pub struct PeerResult {
-    name: &'static str,
+    pub name: &'static str,
     /// Writes, then the memtable flushed.
-    load_seconds: f64,
+    pub load_seconds: f64,
     /// Then, until compactions stopped, where the store can wait for that.
-    settle_seconds: Option<f64>,
-    present: Timing,
-    absent: Timing,
+    pub settle_seconds: Option<f64>,
+    pub present: Timing,
+    pub absent: Timing,
     /// RocksDB's `BLOOM_FILTER_USEFUL` over the absent lookups (reads its filters avoided).
-    filter_useful: Option<u64>,
-    note: &'static str,
-}
-
-struct Timing {
-    gets_per_second: f64,
-    p50: Duration,
-    p99: Duration,
+    pub filter_useful: Option<u64>,
+    /// Data-block reads that missed the block cache, per present-key get (RocksDB's
+    /// `BLOCK_CACHE_DATA_MISS`).
+    pub present_block_misses_per_get: Option<f64>,
+    /// Data-block cache hits over lookups during the gets (RocksDB's data hit and miss tickers).
+    pub block_cache_hit_rate: Option<f64>,
+    pub note: &'static str,
 }
 
 impl PeerResult {
@@ -40,35 +42,12 @@ impl PeerResult {
             "absent_gets_per_second": self.absent.gets_per_second,
             "absent_p50_us": self.absent.p50.as_secs_f64() * 1e6,
             "absent_p99_us": self.absent.p99.as_secs_f64() * 1e6,
-            "bloom_filter_useful": self.filter_useful, "configuration": self.note,
+            "bloom_filter_useful": self.filter_useful,
+            "present_block_misses_per_get": self.present_block_misses_per_get,
+            "block_cache_hit_rate": self.block_cache_hit_rate,
+            "configuration": self.note,
         })
     }
-}
-
-/// Times `get` over `keys`, checking each answer is as expected.
-fn time_lookups(
-    keys: &[[u8; 16]],
-    present: bool,
-    mut get: impl FnMut(&[u8]) -> Result<bool, String>,
-) -> Result<Timing, Failure> {
-    let mut latencies = Vec::with_capacity(keys.len());
-    let started = Instant::now();
-    for key in keys {
-        let t = Instant::now();
-        let found = get(key).map_err(Failure::from)?;
-        latencies.push(t.elapsed());
-        if found != present {
-            return Err(Failure::from("a peer store answered a lookup wrongly"));
-        }
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    latencies.sort_unstable();
-    let percentile = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
-    Ok(Timing {
-        gets_per_second: keys.len() as f64 / elapsed,
-        p50: percentile(0.5),
-        p99: percentile(0.99),
-    })
 }
 
 /// Runs both peers in subdirectories of `dir`.
@@ -78,32 +57,31 @@ pub fn run(workload: &Workload, dir: &Path) -> Result<Vec<PeerResult>, Failure> 
     Ok(vec![rocks, fjall])
 }
 
-fn run_rocksdb(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure> {
+/// Loads RocksDB with its default options but a full Bloom filter of 10 bits per key (its
+/// default has no filter), then times the warm lookups.
+pub fn run_rocksdb(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure> {
     use rocksdb::statistics::Ticker;
-    use rocksdb::{
-        BlockBasedOptions, DBCompressionType, Options, WaitForCompactOptions, WriteBatch, DB,
-    };
-    eprintln!("peers: loading RocksDB");
+    use rocksdb::{BlockBasedOptions, Options, WaitForCompactOptions, WriteBatch, DB};
     let mut options = Options::default();
     options.create_if_missing(true);
     options.enable_statistics();
-    // bloomkv does not compress either.
-    options.set_compression_type(DBCompressionType::None);
     let mut table = BlockBasedOptions::default();
     table.set_bloom_filter(10.0, false);
     options.set_block_based_table_factory(&table);
     let db = DB::open(&options, dir).map_err(|e| e.to_string())?;
+    let bar = progress(workload.keys, "load (RocksDB)");
     let started = Instant::now();
-    let keys: Vec<[u8; 16]> = workload.loaded_keys().collect();
-    for chunk in keys.chunks(1000) {
+    for pairs in workload.batches() {
         let mut batch = WriteBatch::default();
-        for key in chunk {
-            batch.put(key, &workload.value);
+        for (key, value) in &pairs {
+            batch.put(key, value);
         }
         db.write(batch).map_err(|e| e.to_string())?;
+        bar.inc(pairs.len() as u64);
     }
     db.flush().map_err(|e| e.to_string())?;
     let load_seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
     let settling = Instant::now();
     let mut wait = WaitForCompactOptions::default();
     wait.set_flush(true);
@@ -114,10 +92,18 @@ fn run_rocksdb(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure> {
             .map(|v| v.is_some())
             .map_err(|e| e.to_string())
     };
+    let ticker = |t: Ticker| options.get_ticker_count(t);
+    let (hits_before, misses_before) = (
+        ticker(Ticker::BlockCacheDataHit),
+        ticker(Ticker::BlockCacheDataMiss),
+    );
     let present = time_lookups(&workload.warm_present, true, get)?;
-    let useful_before = options.get_ticker_count(Ticker::BloomFilterUseful);
+    let present_misses = ticker(Ticker::BlockCacheDataMiss) - misses_before;
+    let useful_before = ticker(Ticker::BloomFilterUseful);
     let absent = time_lookups(&workload.warm_absent, false, get)?;
-    let useful = options.get_ticker_count(Ticker::BloomFilterUseful) - useful_before;
+    let useful = ticker(Ticker::BloomFilterUseful) - useful_before;
+    let hits = ticker(Ticker::BlockCacheDataHit) - hits_before;
+    let misses = ticker(Ticker::BlockCacheDataMiss) - misses_before;
     Ok(PeerResult {
         name: "RocksDB",
         load_seconds,
@@ -125,30 +111,36 @@ fn run_rocksdb(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure> {
         present,
         absent,
         filter_useful: Some(useful),
-        note: "full Bloom filter 10 bits/key, no compression, default block cache, statistics on",
+        present_block_misses_per_get: Some(present_misses as f64 / present.lookups.max(1) as f64),
+        block_cache_hit_rate: (hits + misses > 0).then(|| hits as f64 / (hits + misses) as f64),
+        note:
+            "default options (Snappy compression, its default block cache) and a full Bloom filter \
+               of 10 bits/key; statistics on",
     })
 }
 
-fn run_fjall(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure> {
+/// Loads fjall with its default options, then times the warm lookups.
+pub fn run_fjall(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure> {
     use fjall::{Database, KeyspaceCreateOptions};
-    eprintln!("peers: loading fjall");
     let db = Database::builder(dir).open().map_err(|e| e.to_string())?;
     let items = db
         .keyspace("bench", KeyspaceCreateOptions::default)
         .map_err(|e| e.to_string())?;
+    let bar = progress(workload.keys, "load (fjall)");
     let started = Instant::now();
-    let keys: Vec<[u8; 16]> = workload.loaded_keys().collect();
-    for chunk in keys.chunks(1000) {
+    for pairs in workload.batches() {
         let mut batch = db.batch();
-        for key in chunk {
-            batch.insert(&items, key.to_vec(), workload.value.clone());
+        for (key, value) in pairs.iter() {
+            batch.insert(&items, key.to_vec(), value.clone());
         }
         batch.commit().map_err(|e| e.to_string())?;
+        bar.inc(pairs.len() as u64);
     }
     items
         .rotate_memtable_and_wait()
         .map_err(|e| e.to_string())?;
     let load_seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
     let get = |k: &[u8]| items.get(k).map(|v| v.is_some()).map_err(|e| e.to_string());
     let present = time_lookups(&workload.warm_present, true, get)?;
     let absent = time_lookups(&workload.warm_absent, false, get)?;
@@ -159,7 +151,9 @@ fn run_fjall(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure> {
         present,
         absent,
         filter_useful: None,
-        note: "default options (its default filters and LZ4 compression)",
+        present_block_misses_per_get: None,
+        block_cache_hit_rate: None,
+        note: "default options (its default filters, LZ4 compression, 32 MiB block cache)",
     })
 }
 

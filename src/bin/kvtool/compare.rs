@@ -1,0 +1,401 @@
+//! `kvtool bench --stores bloomkv,rocksdb,fjall`: whole stores side by side, each with its
+//! default options, each loaded and queried in a process of its own (so one store's memory
+//! never counts against another's), optionally held with its page cache to a memory limit
+//! by a memory cgroup, so that the data does not fit in memory.
+//!
+//! The parent runs `kvtool --db DIR bench --child-store NAME ...` once per store, one after
+//! another; the child enters the cgroup before it opens the store, loads the keys, waits for
+//! compactions where the store can, times the present-key and then the absent-key gets, reads
+//! its own resident memory and the store's size on disk, and writes its figures as JSON.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use bloomkv::{Db, Options, Stats};
+use serde_json::{json, Value};
+
+use crate::bench::{load_bloomkv, progress, BenchArgs, Workload};
+use crate::memlimit::{self, MemoryCgroup};
+use crate::timing::time_lookups;
+use crate::Failure;
+
+const KNOWN_STORES: [&str; 3] = ["bloomkv", "rocksdb", "fjall"];
+
+/// Runs every store of `args.stores` in a child process and reports them side by side.
+pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
+    for store in &args.stores {
+        if !KNOWN_STORES.contains(&store.as_str()) {
+            return Err(Failure::from(format!(
+                "unknown store '{store}' in --stores: use {}",
+                KNOWN_STORES.join(", ")
+            )));
+        }
+        if store != "bloomkv" && !cfg!(feature = "peers") {
+            return Err(Failure::from(format!(
+                "--stores {store} needs kvtool built with `--features peers`"
+            )));
+        }
+    }
+    if args.keys == 0 || args.lookups == 0 {
+        return Err(Failure::from("bench needs at least one key and one lookup"));
+    }
+    let temp = tempfile::Builder::new()
+        .prefix("bloomkv-compare")
+        .tempdir_in(dir.unwrap_or(&std::env::temp_dir()))?;
+    let exe = std::env::current_exe()?;
+    let mut runs = Vec::new();
+    for store in &args.stores {
+        let store_dir = temp.path().join(format!("store-{store}"));
+        let out = temp.path().join(format!("{store}.json"));
+        let mut child = Command::new(&exe);
+        child.arg("--db").arg(&store_dir).arg("bench");
+        child.args(child_args(args, store, &out));
+        eprintln!("{store}: running in a process of its own");
+        let status = child.status()?;
+        if !status.success() {
+            return Err(Failure::from(format!(
+                "the {store} run failed ({status}); its error is printed above"
+            )));
+        }
+        runs.push(serde_json::from_slice::<Value>(&std::fs::read(&out)?)?);
+        std::fs::remove_dir_all(&store_dir)?;
+    }
+    let doc = json!({
+        "keys": args.keys, "key_size": 16, "value_size": args.value_size,
+        "values": args.values.name(), "lookups": args.lookups, "seed": args.seed,
+        "memory_limit_bytes": args.memory_limit, "stores": runs,
+    });
+    print_report(&doc);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.chart {
+        let mut docs = vec![doc];
+        for earlier in &args.chart_from {
+            docs.push(serde_json::from_slice(&std::fs::read(earlier)?)?);
+        }
+        std::fs::write(path, chart_svg(&docs))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// The arguments that make a child run `store` with this run's workload.
+fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "--keys",
+        &args.keys.to_string(),
+        "--lookups",
+        &args.lookups.to_string(),
+        "--cold-lookups",
+        "0",
+        "--value-size",
+        &args.value_size.to_string(),
+        "--values",
+        args.values.name(),
+        "--seed",
+        &args.seed.to_string(),
+        "--child-store",
+        store,
+        "--child-out",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push(out.display().to_string());
+    if let Some(limit) = args.memory_limit {
+        v.push("--memory-limit".into());
+        v.push(limit.to_string());
+    }
+    v
+}
+
+/// In the child: enters the cgroup, runs one store in `dir`, writes its figures.
+pub fn run_child(args: &BenchArgs, dir: Option<&Path>, store: &str) -> Result<(), Failure> {
+    let (Some(dir), Some(out)) = (dir, args.child_out.as_ref()) else {
+        return Err(Failure::from("--child-store needs --db and --child-out"));
+    };
+    let cgroup = match args.memory_limit {
+        Some(limit) => Some(MemoryCgroup::enter(limit).map_err(|e| {
+            Failure::from(format!(
+                "cannot hold the run to {limit} bytes of memory: {e}"
+            ))
+        })?),
+        None => None,
+    };
+    let workload = Workload::new(args);
+    let mut figures = match store {
+        "bloomkv" => run_bloomkv(&workload, dir)?,
+        other => run_peer(other, &workload, dir)?,
+    };
+    figures["bytes_on_disk"] = json!(memlimit::dir_bytes(dir)?);
+    if let Some(cgroup) = &cgroup {
+        figures["memory_limit_bytes"] = json!(cgroup.limit_bytes());
+        figures["cgroup_version"] = json!(match cgroup.version() {
+            memlimit::CgroupVersion::V1 => "v1",
+            memlimit::CgroupVersion::V2 => "v2",
+        });
+        figures["cgroup_peak_bytes"] = json!(cgroup.peak_bytes());
+        figures["cgroup_limit_hits"] = json!(cgroup.limit_hits());
+    }
+    std::fs::write(out, serde_json::to_string_pretty(&figures)?)?;
+    Ok(())
+}
+
+/// This process's resident memory, now and at its peak.
+fn resident() -> Result<(u64, u64), Failure> {
+    memlimit::resident_bytes().map_err(Failure::from)
+}
+
+fn run_bloomkv(workload: &Workload, dir: &Path) -> Result<Value, Failure> {
+    let db = Db::open(dir, Options::default())?;
+    let bar = progress(workload.keys, "load (bloomkv)");
+    let started = Instant::now();
+    load_bloomkv(&db, workload, &bar)?;
+    let load_seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let settling = Instant::now();
+    db.wait_for_background_work()?;
+    let settle_seconds = settling.elapsed().as_secs_f64();
+    let get = |k: &[u8]| db.get(k).map(|v| v.is_some()).map_err(|e| e.to_string());
+    let before = db.stats();
+    let present = time_lookups(&workload.warm_present, true, get)?;
+    let middle = db.stats();
+    let absent = time_lookups(&workload.warm_absent, false, get)?;
+    let after = db.stats();
+    let (resident_bytes, peak_resident_bytes) = resident()?;
+    let per_get = |later: &Stats, earlier: &Stats, count: fn(&Stats) -> u64, gets: u64| {
+        (count(later) - count(earlier)) as f64 / gets.max(1) as f64
+    };
+    let blocks = |s: &Stats| s.data_block_reads;
+    let misses = |s: &Stats| s.block_cache.misses;
+    let hits = |s: &Stats| s.block_cache.hits;
+    let lookups = (after.block_cache.hits + after.block_cache.misses)
+        - (before.block_cache.hits + before.block_cache.misses);
+    Ok(json!({
+        "store": "bloomkv",
+        "configuration": "default options (pread, 64 MiB block cache, LZ4, filters at 1%)",
+        "load_seconds": load_seconds, "settle_seconds": settle_seconds,
+        "present": present.to_json(), "absent": absent.to_json(),
+        "present_blocks_per_get": per_get(&middle, &before, blocks, present.lookups),
+        "present_block_misses_per_get": per_get(&middle, &before, misses, present.lookups),
+        "absent_blocks_per_get": per_get(&after, &middle, blocks, absent.lookups),
+        "block_cache_hit_rate": (lookups > 0)
+            .then(|| (hits(&after) - hits(&before)) as f64 / lookups as f64),
+        "resident_bytes": resident_bytes, "peak_resident_bytes": peak_resident_bytes,
+        "filter_memory_bytes": after.filter_memory_bytes,
+        "index_memory_bytes": after.index_memory_bytes,
+        "block_cache_bytes": after.block_cache.bytes,
+        "open_files": after.table_cache.open_files,
+        "tables_per_level": after.levels.iter().map(|l| l.tables).collect::<Vec<_>>(),
+    }))
+}
+
+#[cfg(feature = "peers")]
+fn run_peer(store: &str, workload: &Workload, dir: &Path) -> Result<Value, Failure> {
+    let result = match store {
+        "rocksdb" => crate::peers::run_rocksdb(workload, dir)?,
+        _ => crate::peers::run_fjall(workload, dir)?,
+    };
+    let (resident_bytes, peak_resident_bytes) = resident()?;
+    Ok(json!({
+        "store": result.name, "configuration": result.note,
+        "load_seconds": result.load_seconds, "settle_seconds": result.settle_seconds,
+        "present": result.present.to_json(), "absent": result.absent.to_json(),
+        "present_block_misses_per_get": result.present_block_misses_per_get,
+        "block_cache_hit_rate": result.block_cache_hit_rate,
+        "resident_bytes": resident_bytes, "peak_resident_bytes": peak_resident_bytes,
+    }))
+}
+
+#[cfg(not(feature = "peers"))]
+fn run_peer(store: &str, _: &Workload, _: &Path) -> Result<Value, Failure> {
+    Err(Failure::from(format!(
+        "--stores {store} needs kvtool built with `--features peers`"
+    )))
+}
+
+fn mib(v: &Value) -> String {
+    v.as_f64()
+        .map_or("-".into(), |b| format!("{:.0}", b / (1 << 20) as f64))
+}
+
+fn number(v: &Value, digits: usize) -> String {
+    v.as_f64().map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+fn print_report(doc: &Value) {
+    println!(
+        "store comparison: {} keys of 16 bytes, {}-byte {} values; {} present and {} absent gets each; memory {}",
+        doc["keys"],
+        doc["value_size"],
+        doc["values"].as_str().unwrap_or("?"),
+        doc["lookups"],
+        doc["lookups"],
+        doc["memory_limit_bytes"]
+            .as_u64()
+            .map_or("not limited".to_string(), |b| format!(
+                "held to {} MiB (process and page cache)",
+                b >> 20
+            )),
+    );
+    println!();
+    println!("  store    load s  settle s  disk MiB  present gets/s  p99 us  absent gets/s  p99 us  resident MiB  peak MiB  cgroup peak MiB  cache hit rate  blocks/present get  cache misses/present get");
+    let empty = Vec::new();
+    let stores = doc["stores"].as_array().unwrap_or(&empty);
+    for s in stores {
+        println!(
+            "  {:<7} {:>7} {:>9} {:>9} {:>15} {:>7} {:>14} {:>7} {:>13} {:>9} {:>16} {:>15} {:>19} {:>25}",
+            s["store"].as_str().unwrap_or("?"),
+            number(&s["load_seconds"], 1),
+            number(&s["settle_seconds"], 1),
+            mib(&s["bytes_on_disk"]),
+            number(&s["present"]["gets_per_second"], 0),
+            number(&s["present"]["p99_us"], 0),
+            number(&s["absent"]["gets_per_second"], 0),
+            number(&s["absent"]["p99_us"], 1),
+            mib(&s["resident_bytes"]),
+            mib(&s["peak_resident_bytes"]),
+            mib(&s["cgroup_peak_bytes"]),
+            number(&s["block_cache_hit_rate"], 3),
+            number(&s["present_blocks_per_get"], 3),
+            number(&s["present_block_misses_per_get"], 3),
+        );
+    }
+    let Some(ours) = stores.iter().find(|s| s["store"] == "bloomkv") else {
+        return;
+    };
+    let ratio = |a: &Value, b: &Value| match (a.as_f64(), b.as_f64()) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".into(),
+    };
+    println!();
+    println!("  bloomkv / peer    present gets/s  absent gets/s  resident memory  bytes on disk  load time");
+    for peer in stores.iter().filter(|s| s["store"] != "bloomkv") {
+        println!(
+            "  bloomkv / {:<7} {:>14} {:>14} {:>16} {:>14} {:>10}",
+            peer["store"].as_str().unwrap_or("?"),
+            ratio(
+                &ours["present"]["gets_per_second"],
+                &peer["present"]["gets_per_second"]
+            ),
+            ratio(
+                &ours["absent"]["gets_per_second"],
+                &peer["absent"]["gets_per_second"]
+            ),
+            ratio(&ours["resident_bytes"], &peer["resident_bytes"]),
+            ratio(&ours["bytes_on_disk"], &peer["bytes_on_disk"]),
+            ratio(&ours["load_seconds"], &peer["load_seconds"]),
+        );
+    }
+}
+
+/// Gets per second against keys loaded, one line per store, present keys on the left and
+/// absent keys on the right; both axes logarithmic.
+fn chart_svg(docs: &[Value]) -> String {
+    // (store, keys, present gets/s, absent gets/s)
+    let mut points: Vec<(String, f64, f64, f64)> = Vec::new();
+    for doc in docs {
+        let keys = doc["keys"].as_f64().unwrap_or(0.0);
+        for s in doc["stores"].as_array().into_iter().flatten() {
+            if let (Some(name), Some(p), Some(a)) = (
+                s["store"].as_str(),
+                s["present"]["gets_per_second"].as_f64(),
+                s["absent"]["gets_per_second"].as_f64(),
+            ) {
+                points.push((name.to_string(), keys, p, a));
+            }
+        }
+    }
+    points.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let (w, h, pad) = (420.0, 320.0, 60.0);
+    let colors = [
+        ("bloomkv", "#4a7ab7"),
+        ("RocksDB", "#c0392b"),
+        ("fjall", "#27ae60"),
+    ];
+    let color = |name: &str| {
+        colors
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or("#555555", |(_, c)| c)
+    };
+    let span = |f: &dyn Fn(&(String, f64, f64, f64)) -> f64| {
+        let lo = points
+            .iter()
+            .map(f)
+            .fold(f64::MAX, f64::min)
+            .max(1.0)
+            .log10()
+            .floor();
+        let hi = points.iter().map(f).fold(1.0, f64::max).log10().ceil();
+        (lo, hi.max(lo + 1.0))
+    };
+    let (kx0, kx1) = span(&|p| p.1);
+    let (gy0, gy1) = span(&|p| p.2.min(p.3));
+    let (_, gy1b) = span(&|p| p.2.max(p.3));
+    let gy1 = gy1.max(gy1b);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+        2.0 * w
+    );
+    for (panel, title) in [(0usize, "present-key gets/s"), (1, "absent-key gets/s")] {
+        let x0 = panel as f64 * w;
+        let sx = |k: f64| x0 + pad + (w - 2.0 * pad) * (k.log10() - kx0) / (kx1 - kx0);
+        let sy = |g: f64| h - pad - (h - 2.0 * pad) * (g.max(1.0).log10() - gy0) / (gy1 - gy0);
+        svg.push_str(&format!(
+            "<text x=\"{:.0}\" y=\"20\">{title} against keys loaded (log scales)</text>\n",
+            x0 + pad
+        ));
+        for decade in (kx0 as i32)..=(kx1 as i32) {
+            let x = sx(10f64.powi(decade));
+            svg.push_str(&format!(
+                "<line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>\n<text x=\"{:.1}\" y=\"{:.1}\">1e{decade}</text>\n",
+                pad, h - pad, x - 10.0, h - pad + 15.0
+            ));
+        }
+        for decade in (gy0 as i32)..=(gy1 as i32) {
+            let y = sy(10f64.powi(decade));
+            svg.push_str(&format!(
+                "<line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\n<text x=\"{:.1}\" y=\"{:.1}\">1e{decade}</text>\n",
+                x0 + pad, x0 + w - pad, x0 + 10.0, y + 4.0
+            ));
+        }
+        let mut names: Vec<&str> = points.iter().map(|p| p.0.as_str()).collect();
+        names.dedup();
+        for (i, name) in names.iter().enumerate() {
+            let line: Vec<String> = points
+                .iter()
+                .filter(|p| p.0 == *name)
+                .map(|p| {
+                    let g = if panel == 0 { p.2 } else { p.3 };
+                    format!("{:.1},{:.1}", sx(p.1), sy(g))
+                })
+                .collect();
+            svg.push_str(&format!(
+                "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n<text x=\"{:.0}\" y=\"{:.0}\" fill=\"{}\">{name}</text>\n",
+                line.join(" "),
+                color(name),
+                x0 + w - pad - 50.0,
+                40.0 + 14.0 * i as f64,
+                color(name)
+            ));
+            for p in line {
+                let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
+                svg.push_str(&format!(
+                    "<circle cx=\"{x}\" cy=\"{y}\" r=\"3\" fill=\"{}\"/>\n",
+                    color(name)
+                ));
+            }
+        }
+        svg.push_str(&format!(
+            "<text x=\"{:.0}\" y=\"{:.0}\">keys loaded</text>\n",
+            x0 + w / 2.0 - 30.0,
+            h - pad + 32.0
+        ));
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
