@@ -424,6 +424,23 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         "memtable_bytes": stats.memtable_bytes,
         "immutable_memtables": stats.immutable_memtables,
         "filter_memory_bytes": stats.filter_memory_bytes,
+        "index_memory_bytes": stats.index_memory_bytes,
+        "block_cache": {
+            "capacity_bytes": stats.block_cache.capacity,
+            "bytes": stats.block_cache.bytes,
+            "blocks": stats.block_cache.blocks,
+            "hits": stats.block_cache.hits,
+            "misses": stats.block_cache.misses,
+            "inserts": stats.block_cache.inserts,
+            "evictions": stats.block_cache.evictions,
+            "hit_rate": stats.block_cache.hit_rate(),
+        },
+        "table_cache": {
+            "max_open_files": stats.table_cache.capacity,
+            "open_files": stats.table_cache.open_files,
+            "opens": stats.table_cache.opens,
+            "closes": stats.table_cache.closes,
+        },
         "last_sequence": stats.last_sequence,
     })
 }
@@ -478,7 +495,8 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
     let measured = stats
         .measured_false_positive_rate()
         .map_or("-".to_string(), |p| format!("{p:.6}"));
-    let counters: [(&str, String); 13] = [
+    let cache = &stats.block_cache;
+    let counters: [(&str, String); 20] = [
         ("filter probes", stats.filter_probes.to_string()),
         ("filter negatives", stats.filter_negatives.to_string()),
         ("filter positives", stats.filter_positives.to_string()),
@@ -494,6 +512,22 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("write stalls", stats.write_stalls.to_string()),
         ("memtable bytes", stats.memtable_bytes.to_string()),
         ("filter memory bytes", stats.filter_memory_bytes.to_string()),
+        ("index memory bytes", stats.index_memory_bytes.to_string()),
+        (
+            "block cache bytes",
+            format!("{} of {}", cache.bytes, cache.capacity),
+        ),
+        ("block cache hits", cache.hits.to_string()),
+        ("block cache misses", cache.misses.to_string()),
+        ("block cache inserts", cache.inserts.to_string()),
+        ("block cache evictions", cache.evictions.to_string()),
+        (
+            "open table files",
+            format!(
+                "{} of {} ({} opens)",
+                stats.table_cache.open_files, stats.table_cache.capacity, stats.table_cache.opens
+            ),
+        ),
         ("last sequence", stats.last_sequence.to_string()),
     ];
     let _ = writeln!(out, "counters since this open:");

@@ -292,11 +292,13 @@ fn print_report(doc: &Value) {
     }
 }
 
+/// (store, keys loaded, present gets/s, absent gets/s).
+type ChartPoint = (String, f64, f64, f64);
+
 /// Gets per second against keys loaded, one line per store, present keys on the left and
 /// absent keys on the right; both axes logarithmic.
 fn chart_svg(docs: &[Value]) -> String {
-    // (store, keys, present gets/s, absent gets/s)
-    let mut points: Vec<(String, f64, f64, f64)> = Vec::new();
+    let mut points: Vec<ChartPoint> = Vec::new();
     for doc in docs {
         let keys = doc["keys"].as_f64().unwrap_or(0.0);
         for s in doc["stores"].as_array().into_iter().flatten() {
@@ -322,7 +324,7 @@ fn chart_svg(docs: &[Value]) -> String {
             .find(|(n, _)| *n == name)
             .map_or("#555555", |(_, c)| c)
     };
-    let span = |f: &dyn Fn(&(String, f64, f64, f64)) -> f64| {
+    let span = |f: &dyn Fn(&ChartPoint) -> f64| {
         let lo = points
             .iter()
             .map(f)
