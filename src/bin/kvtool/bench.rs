@@ -34,7 +34,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 100)]
     pub value_size: usize,
     /// What values hold: `compressible` (half random bytes, half one repeated byte: LZ4 halves
-    /// it, about as it does real records) or `random` (nothing to compress).
+    /// it, about as it does real records), `random` (nothing to compress) or `repeated` (one
+    /// byte repeated: what this bench loaded before it had this option).
     #[arg(long, value_enum, default_value_t = Values::Compressible)]
     pub values: Values,
     /// Compare whole stores instead of filter settings: each of these (`bloomkv`, `rocksdb`,
@@ -88,6 +89,8 @@ pub enum Values {
     Compressible,
     /// Random bytes.
     Random,
+    /// One byte repeated.
+    Repeated,
 }
 
 impl Values {
@@ -95,6 +98,7 @@ impl Values {
         match self {
             Values::Compressible => "compressible",
             Values::Random => "random",
+            Values::Repeated => "repeated",
         }
     }
 }
@@ -198,6 +202,7 @@ impl Workload {
         let random_len = match self.values {
             Values::Random => self.value_size,
             Values::Compressible => self.value_size / 2,
+            Values::Repeated => 0,
         };
         let mut value = Vec::with_capacity(self.value_size);
         let mut state = splitmix(i ^ 0x7a1e_5eed);
