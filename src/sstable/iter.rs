@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use super::block::BlockIter;
 use super::format::BlockKind;
-use super::index;
 use super::readahead::ReadAhead;
 use super::table::{BlockReads, TableInner};
 use crate::entry::{Entry, SeqNo};
@@ -52,7 +51,7 @@ impl TableIterator {
 
     /// Positions at the first entry at or after `(key, seq)` in entry order.
     pub fn seek_entry(&mut self, key: &[u8], seq: SeqNo) {
-        self.next_block = index::find_block(&self.table.index, key, seq);
+        self.next_block = self.table.index.find_block(key, seq);
         self.block = None;
         self.seek_target = Some((key.to_vec(), seq));
         self.failed = false;

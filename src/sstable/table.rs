@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::block::{Block, BlockIter};
 use super::filter_block;
 use super::format::{check_block, BlockHandle, BlockKind, Footer, FOOTER_LEN};
-use super::index::{self, IndexEntry};
+use super::index::{self, BlockIndex};
 use super::iter::TableIterator;
 use super::properties::TableProperties;
 use super::readahead::ReadAhead;
@@ -67,7 +67,7 @@ pub(crate) struct TableInner {
     id: u64,
     pub(crate) path: PathBuf,
     env: TableEnv,
-    pub(crate) index: Vec<IndexEntry>,
+    pub(crate) index: BlockIndex,
     /// Where the data blocks end (the filter, or properties, block starts).
     data_end: u64,
     pub(crate) filter: Option<BloomFilter>,
@@ -191,14 +191,14 @@ impl Table {
             )
         };
         let mut expected = 0u64;
-        for (i, e) in index.iter().enumerate() {
-            if e.handle.offset != expected {
+        for (i, handle) in index.handles().iter().enumerate() {
+            if handle.offset != expected {
                 return Err(index_corrupt(format!(
                     "data block {i} starts at {}, expected {expected}",
-                    e.handle.offset
+                    handle.offset
                 )));
             }
-            expected = e.handle.end();
+            expected = handle.end();
         }
         if expected != data_end {
             return Err(index_corrupt(format!(
@@ -247,8 +247,8 @@ impl Table {
                 index.len()
             )));
         }
-        if let Some(last) = index.last() {
-            if last.last_key != properties.largest_key {
+        if let Some(last_key) = index.last_key() {
+            if last_key != properties.largest_key.as_slice() {
                 return Err(props_corrupt(
                     "largest key differs from the last index entry".to_string(),
                 ));
@@ -321,7 +321,7 @@ impl Table {
             }
             tally.filter_positives += 1;
         }
-        let i = index::find_block(&inner.index, key, snapshot);
+        let i = inner.index.find_block(key, snapshot);
         if i >= inner.index.len() {
             return Ok(None);
         }
@@ -404,23 +404,17 @@ impl Table {
 
     /// Bytes of the index held in memory.
     pub fn index_memory_bytes(&self) -> usize {
-        self.inner
-            .index
-            .iter()
-            .map(|e| e.last_key.capacity() + std::mem::size_of::<IndexEntry>())
-            .sum()
+        self.inner.index.memory_bytes()
     }
 }
 
 impl TableInner {
     fn block_len_with_trailer(&self, i: usize) -> u64 {
-        self.index
-            .get(i)
-            .map_or(0, |e| e.handle.size_with_trailer())
+        self.index.handle(i).map_or(0, |h| h.size_with_trailer())
     }
 
     pub(crate) fn block_offset(&self, i: usize) -> u64 {
-        self.index.get(i).map_or(0, |e| e.handle.offset)
+        self.index.handle(i).map_or(0, |h| h.offset)
     }
 
     /// The table's open file, from the table cache (opened again if it was closed).
@@ -440,8 +434,7 @@ impl TableInner {
     ) -> Result<Arc<Block>> {
         let handle = self
             .index
-            .get(i)
-            .map(|e| e.handle)
+            .handle(i)
             .ok_or_else(|| Error::InvalidArgument(format!("no data block {i}")))?;
         let cache = match reads {
             BlockReads::Cached => self.env.block_cache.as_deref(),

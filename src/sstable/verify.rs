@@ -27,8 +27,8 @@ pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
     let (mut smallest_seq, mut largest_seq) = (SeqNo::MAX, 0);
     let mut smallest_key: Option<Vec<u8>> = None;
 
-    for (i, ie) in inner.index.iter().enumerate() {
-        let offset = ie.handle.offset;
+    for (i, handle) in inner.index.handles().iter().enumerate() {
+        let offset = handle.offset;
         let bad = |reason: String| {
             Error::corruption(
                 path,
@@ -86,7 +86,7 @@ pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
             return Err(bad("block holds no entries".into()));
         }
         if prev.as_ref().map(|(k, s)| (k.as_slice(), *s))
-            != Some((ie.last_key.as_slice(), ie.last_seq))
+            != Some((inner.index.key(i), inner.index.seq(i)))
         {
             return Err(bad("last entry differs from the index's separator".into()));
         }
