@@ -15,10 +15,30 @@ use bloomkv::entry::{Entry, ValueKind};
 use bloomkv::filter::{BloomFilter, FilterParams};
 use bloomkv::fs::{FaultFs, FileSystem};
 use bloomkv::manifest::{TableMeta, VersionEdit};
-use bloomkv::sstable::{FilterPolicy, TableBuilder, TableOptions};
+use bloomkv::sstable::{
+    Compression, FilterPolicy, TableBuilder, TableOptions, TableProperties, TRAILER_LEN,
+};
 use bloomkv::wal::LogWriter;
 
 fn table(keys: u64, options: TableOptions, value_len: usize) -> Vec<u8> {
+    build_table(keys, options, value_len).0
+}
+
+/// A table of one data block stored with `compression`: checked here, its trailer's type byte
+/// is the data kind (1) with the compression code in the high four bits.
+fn one_block_table(compression: Compression) -> Vec<u8> {
+    let options = TableOptions {
+        compression,
+        ..TableOptions::default()
+    };
+    let (bytes, props) = build_table(30, options, 64);
+    assert_eq!(props.data_blocks, 1);
+    let type_byte = bytes[props.data_size as usize - TRAILER_LEN];
+    assert_eq!(type_byte, 1 | compression.code() << 4, "{compression:?}");
+    bytes
+}
+
+fn build_table(keys: u64, options: TableOptions, value_len: usize) -> (Vec<u8>, TableProperties) {
     let fs = FaultFs::new();
     fs.create_dir_all(Path::new("/t")).unwrap();
     let path = Path::new("/t/000001.sst");
@@ -42,8 +62,8 @@ fn table(keys: u64, options: TableOptions, value_len: usize) -> Vec<u8> {
             })
             .unwrap();
     }
-    builder.finish().unwrap();
-    fs.contents(path).unwrap()
+    let props = builder.finish().unwrap();
+    (fs.contents(path).unwrap(), props)
 }
 
 fn log(records: &[Vec<u8>]) -> Vec<u8> {
@@ -102,6 +122,9 @@ fn main() -> ExitCode {
         table(40, small_blocks, 12),
         table(30, no_filter, 20),
         table(200, TableOptions::default(), 8),
+        // Blocks compressed with LZ4 (the default) and stored raw.
+        one_block_table(Compression::Lz4),
+        one_block_table(Compression::None),
     ];
 
     let logs = [

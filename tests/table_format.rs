@@ -1,0 +1,653 @@
+//! The table file format on disk: per-block LZ4 compression as `docs/format.md` and
+//! `src/sstable/format.rs` describe it (the trailer's type byte is `kind | compression << 4`,
+//! under the crc32), damage that only decompression can catch, and tables of the previous
+//! format (version 1) written by the previous code, read and rewritten by this one.
+//!
+//! The raw bytes are read here with a small decoder of our own (footer, trailers, the index
+//! and data block layout, LZ4 with its 4-byte length prefix), so these tests check the bytes
+//! on disk and not only that the library agrees with itself.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bloomkv::entry::{Entry, ValueKind};
+use bloomkv::filter::KeyHash;
+use bloomkv::fs::{OsFileSystem, SharedFs};
+use bloomkv::metrics::ReadCounters;
+use bloomkv::sstable::{
+    verify_table, Compression, Table, TableBuilder, TableOptions, FOOTER_LEN, FORMAT_VERSION,
+    MAGIC, TRAILER_LEN,
+};
+use bloomkv::{Db, Error, Options, Result};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+// ---------------------------------------------------------------------------------------
+// An independent reader of the format.
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
+}
+
+/// A block's place: offset and size of its stored contents (the trailer follows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Handle {
+    offset: u64,
+    size: u64,
+}
+
+impl Handle {
+    fn start(&self) -> usize {
+        self.offset as usize
+    }
+    fn end_of_contents(&self) -> usize {
+        (self.offset + self.size) as usize
+    }
+    fn end(&self) -> usize {
+        self.end_of_contents() + TRAILER_LEN
+    }
+}
+
+#[derive(Debug)]
+struct RawFooter {
+    index: Handle,
+    filter: Option<Handle>,
+    properties: Handle,
+    version: u32,
+}
+
+fn footer(file: &[u8]) -> RawFooter {
+    let f = &file[file.len() - FOOTER_LEN..];
+    assert_eq!(f[56..64], MAGIC, "magic");
+    assert_eq!(u32_at(f, 52), crc32fast::hash(&f[..52]), "footer crc");
+    let handle = |at: usize| Handle {
+        offset: u64_at(f, at),
+        size: u64_at(f, at + 8),
+    };
+    let filter = handle(16);
+    RawFooter {
+        index: handle(0),
+        filter: (filter.size != 0).then_some(filter),
+        properties: handle(32),
+        version: u32_at(f, 48),
+    }
+}
+
+/// The stored contents and type byte of a block, after checking its crc32 (over the stored
+/// contents followed by the type byte).
+fn stored_block(file: &[u8], h: Handle) -> (&[u8], u8) {
+    let contents = &file[h.start()..h.end_of_contents()];
+    let type_byte = file[h.end_of_contents()];
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(contents);
+    crc.update(&[type_byte]);
+    assert_eq!(
+        u32_at(file, h.end_of_contents() + 1),
+        crc.finalize(),
+        "block crc at {}",
+        h.offset
+    );
+    (contents, type_byte)
+}
+
+/// The contents of a block, decompressed according to its type byte's high nibble.
+fn block_contents(file: &[u8], h: Handle) -> Vec<u8> {
+    let (stored, type_byte) = stored_block(file, h);
+    match type_byte >> 4 {
+        0 => stored.to_vec(),
+        1 => {
+            let len = u32_at(stored, 0) as usize;
+            let out = lz4_flex::block::decompress(&stored[4..], len).expect("valid LZ4");
+            assert_eq!(out.len(), len);
+            out
+        }
+        other => panic!("compression code {other} at {}", h.offset),
+    }
+}
+
+fn varint(b: &[u8], pos: &mut usize) -> u64 {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = b[*pos];
+        *pos += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return v;
+        }
+    }
+    panic!("varint too long");
+}
+
+/// The entries of a data (or index) block's contents.
+fn block_entries(contents: &[u8]) -> Vec<Entry> {
+    let restarts = u32_at(contents, contents.len() - 4) as usize;
+    let end = contents.len() - 4 - 4 * restarts;
+    let (mut pos, mut key, mut out) = (0usize, Vec::new(), Vec::new());
+    while pos < end {
+        let shared = varint(contents, &mut pos) as usize;
+        let unshared = varint(contents, &mut pos) as usize;
+        let value_len = varint(contents, &mut pos) as usize;
+        let seq = varint(contents, &mut pos);
+        let kind = contents[pos];
+        pos += 1;
+        key.truncate(shared);
+        key.extend_from_slice(&contents[pos..pos + unshared]);
+        pos += unshared;
+        let value = contents[pos..pos + value_len].to_vec();
+        pos += value_len;
+        out.push(match kind {
+            0 => Entry::tombstone(key.clone(), seq),
+            1 => Entry::value(key.clone(), seq, value),
+            k => panic!("entry kind {k}"),
+        });
+    }
+    assert_eq!(pos, end);
+    out
+}
+
+/// The data block handles, from the index block, with each block's separator key.
+fn data_handles(file: &[u8]) -> Vec<(Vec<u8>, Handle)> {
+    let f = footer(file);
+    let index = block_entries(&block_contents(file, f.index));
+    index
+        .into_iter()
+        .map(|e| {
+            let mut pos = 0;
+            let offset = varint(&e.value, &mut pos);
+            let size = varint(&e.value, &mut pos);
+            assert_eq!(pos, e.value.len());
+            (e.key, Handle { offset, size })
+        })
+        .collect()
+}
+
+/// Type bytes of every block of a table, checked to tile the file as documented.
+struct Layout {
+    data: Vec<(Handle, u8)>,
+    filter: Option<u8>,
+    properties: u8,
+    index: u8,
+    version: u32,
+}
+
+fn layout(file: &[u8]) -> Layout {
+    let f = footer(file);
+    let handles = data_handles(file);
+    let mut expected = 0usize;
+    let mut data = Vec::new();
+    for (_, h) in &handles {
+        assert_eq!(h.start(), expected, "data blocks tile the file");
+        expected = h.end();
+        data.push((*h, stored_block(file, *h).1));
+    }
+    let after_data = f.filter.unwrap_or(f.properties);
+    assert_eq!(after_data.start(), expected);
+    if let Some(filter) = f.filter {
+        assert_eq!(filter.end(), f.properties.start());
+    }
+    assert_eq!(f.properties.end(), f.index.start());
+    assert_eq!(f.index.end(), file.len() - FOOTER_LEN);
+    Layout {
+        data,
+        filter: f.filter.map(|h| stored_block(file, h).1),
+        properties: stored_block(file, f.properties).1,
+        index: stored_block(file, f.index).1,
+        version: f.version,
+    }
+}
+
+/// Every entry of the table, decoded here from the raw data blocks.
+fn raw_entries(file: &[u8]) -> Vec<Entry> {
+    data_handles(file)
+        .into_iter()
+        .flat_map(|(_, h)| block_entries(&block_contents(file, h)))
+        .collect()
+}
+
+/// Rewrites the crc32 of the block at `h` so that it matches its (changed) bytes.
+fn fix_crc(file: &mut [u8], h: Handle) {
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&file[h.start()..h.end_of_contents()]);
+    crc.update(&[file[h.end_of_contents()]]);
+    let at = h.end_of_contents() + 1;
+    file[at..at + 4].copy_from_slice(&crc.finalize().to_le_bytes());
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers.
+
+fn os_fs() -> SharedFs {
+    Arc::new(OsFileSystem)
+}
+
+fn repeat_to(s: &str, n: usize) -> Vec<u8> {
+    s.repeat(n / s.len() + 1).into_bytes()[..n].to_vec()
+}
+
+fn build(path: &Path, compression: Compression, entries: &[Entry]) {
+    let options = TableOptions {
+        compression,
+        ..TableOptions::default()
+    };
+    let mut b = TableBuilder::new(os_fs(), path, options, entries.len() as u64).unwrap();
+    for e in entries {
+        b.add(e).unwrap();
+    }
+    b.finish().unwrap();
+}
+
+fn open(path: &Path) -> Table {
+    Table::open(os_fs(), path, Arc::new(ReadCounters::new())).unwrap()
+}
+
+/// Checks the table answers every entry: a full scan and a lookup of each key's newest entry.
+fn assert_reads_back(path: &Path, entries: &[Entry]) {
+    let table = open(path);
+    let all: Vec<Entry> = table.iter().collect::<Result<_>>().unwrap();
+    assert!(all == entries, "{}: scan differs", path.display());
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 && entries[i - 1].key == e.key {
+            continue;
+        }
+        let got = table.get(&e.key, &KeyHash::of(&e.key)).unwrap();
+        assert_eq!(got.as_ref(), Some(e), "{}", path.display());
+    }
+}
+
+fn text_entries(n: u64) -> Vec<Entry> {
+    (0..n)
+        .map(|i| {
+            let value = repeat_to(
+                &format!("the quick brown fox {i} jumps over the lazy dog; "),
+                200,
+            );
+            Entry::value(format!("key{i:06}"), 1_000_000 - i, value)
+        })
+        .collect()
+}
+
+const DATA_NONE: u8 = 0x01;
+const DATA_LZ4: u8 = 0x11;
+
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn lz4_tables_are_smaller_read_back_and_mark_their_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let entries = text_entries(3_000);
+    let lz4 = dir.path().join("lz4.sst");
+    let none = dir.path().join("none.sst");
+    build(&lz4, Compression::Lz4, &entries);
+    build(&none, Compression::None, &entries);
+
+    let lz4_size = std::fs::metadata(&lz4).unwrap().len();
+    let none_size = std::fs::metadata(&none).unwrap().len();
+    println!("3,000 entries of repeated text: lz4 {lz4_size} bytes, none {none_size} bytes");
+    assert!(
+        lz4_size * 2 < none_size,
+        "lz4 {lz4_size} bytes, none {none_size} bytes"
+    );
+
+    for path in [&lz4, &none] {
+        assert_reads_back(path, &entries);
+        let props = verify_table(os_fs(), path).unwrap();
+        assert_eq!(props.format_version, FORMAT_VERSION);
+        assert_eq!(props.entries, entries.len() as u64);
+        assert_eq!(open(path).properties().format_version, 2);
+        // The raw bytes decode, with our own decoder, to exactly the entries written.
+        let file = std::fs::read(path).unwrap();
+        assert!(raw_entries(&file) == entries);
+    }
+
+    let file = std::fs::read(&lz4).unwrap();
+    let l = layout(&file);
+    assert_eq!(l.version, 2);
+    assert!(l.data.len() > 20, "{} data blocks", l.data.len());
+    assert_eq!(l.data[0].1, DATA_LZ4, "first data block: kind 1, LZ4");
+    assert!(l.data.iter().all(|(_, t)| *t == DATA_LZ4));
+    // The LZ4 data is prefixed with the uncompressed length.
+    let (stored, _) = stored_block(&file, l.data[0].0);
+    let first_block = block_contents(&file, l.data[0].0);
+    assert_eq!(u32_at(stored, 0) as usize, first_block.len());
+    assert!(stored.len() * 2 < first_block.len());
+    // Filters and properties are never compressed; the index may be.
+    assert_eq!(l.filter, Some(0x02));
+    assert_eq!(l.properties, 0x03);
+    assert!(l.index == 0x04 || l.index == 0x14, "index {:#04x}", l.index);
+
+    let file = std::fs::read(&none).unwrap();
+    let l = layout(&file);
+    assert_eq!(l.version, 2);
+    assert_eq!(l.data[0].1, DATA_NONE, "first data block: kind 1, none");
+    assert!(l.data.iter().all(|(_, t)| *t == DATA_NONE));
+    assert_eq!((l.filter, l.properties, l.index), (Some(0x02), 0x03, 0x04));
+}
+
+#[test]
+fn blocks_lz4_cannot_shrink_are_stored_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SmallRng::seed_from_u64(0xc0ffee);
+    // The first 1,500 values are random bytes, the rest repeated text.
+    let entries: Vec<Entry> = (0..3_000u64)
+        .map(|i| {
+            let value: Vec<u8> = if i < 1_500 {
+                (0..100).map(|_| rng.gen()).collect()
+            } else {
+                repeat_to(&format!("compressible {i} "), 100)
+            };
+            Entry::value(format!("key{i:06}"), 7, value)
+        })
+        .collect();
+    let random_only = &entries[..1_500];
+
+    // Random values only: with LZ4 asked for, every data block is stored as it is, byte for
+    // byte the same as with no compression.
+    let lz4 = dir.path().join("random-lz4.sst");
+    let none = dir.path().join("random-none.sst");
+    build(&lz4, Compression::Lz4, random_only);
+    build(&none, Compression::None, random_only);
+    let (lz4_file, none_file) = (std::fs::read(&lz4).unwrap(), std::fs::read(&none).unwrap());
+    let (l, n) = (layout(&lz4_file), layout(&none_file));
+    assert!(l.data.len() > 10);
+    assert!(l.data.iter().all(|(_, t)| *t == DATA_NONE));
+    let data_end = l.data.last().unwrap().0.end();
+    assert_eq!(data_end, n.data.last().unwrap().0.end());
+    assert!(lz4_file[..data_end] == none_file[..data_end]);
+    assert_reads_back(&lz4, random_only);
+
+    // Mixed: each block compressed or not according to its own contents.
+    let mixed = dir.path().join("mixed.sst");
+    build(&mixed, Compression::Lz4, &entries);
+    let file = std::fs::read(&mixed).unwrap();
+    let (mut raw_blocks, mut lz4_blocks) = (0, 0);
+    for (h, type_byte) in layout(&file).data {
+        let keys: Vec<u64> = block_entries(&block_contents(&file, h))
+            .iter()
+            .map(|e| std::str::from_utf8(&e.key[3..]).unwrap().parse().unwrap())
+            .collect();
+        if keys.iter().all(|&k| k < 1_500) {
+            assert_eq!(type_byte, DATA_NONE, "random block at {}", h.offset);
+            raw_blocks += 1;
+        } else if keys.iter().all(|&k| k >= 1_500) {
+            assert_eq!(type_byte, DATA_LZ4, "text block at {}", h.offset);
+            lz4_blocks += 1;
+        }
+    }
+    assert!(
+        raw_blocks > 10 && lz4_blocks > 3,
+        "{raw_blocks} raw, {lz4_blocks} lz4"
+    );
+    assert_reads_back(&mixed, &entries);
+    verify_table(os_fs(), &mixed).unwrap();
+}
+
+/// Damages data block `target` of an LZ4 table with `damage` (given the file and the block),
+/// recomputes the block's crc32 so that the checksum passes, and checks that lookups of keys
+/// in that block fail with a corruption error naming the file and the block's offset, while
+/// keys of other blocks still read. Returns the error's reason.
+fn check_damaged_block(name: &str, target: usize, damage: impl Fn(&mut [u8], Handle)) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{name}.sst"));
+    let entries = text_entries(600);
+    build(&path, Compression::Lz4, &entries);
+    let mut file = std::fs::read(&path).unwrap();
+    let blocks = data_handles(&file);
+    assert!(blocks.len() >= 3);
+    let index = target;
+    let target = blocks[index].1;
+    assert_eq!(stored_block(&file, target).1, DATA_LZ4);
+    let in_target: Vec<Entry> = block_entries(&block_contents(&file, target));
+    let elsewhere: Vec<Entry> = (0..3)
+        .filter(|&i| i != index)
+        .flat_map(|i| block_entries(&block_contents(&file, blocks[i].1)))
+        .collect();
+    let before_target: usize = blocks[..index]
+        .iter()
+        .map(|(_, h)| block_entries(&block_contents(&file, *h)).len())
+        .sum();
+
+    damage(&mut file, target);
+    fix_crc(&mut file, target);
+    std::fs::write(&path, &file).unwrap();
+
+    // The index, filter and properties are intact: the table opens.
+    let table = open(&path);
+    let mut reason = String::new();
+    for e in &in_target {
+        match table.get(&e.key, &KeyHash::of(&e.key)) {
+            Err(Error::Corruption {
+                file,
+                offset,
+                reason: r,
+            }) => {
+                assert_eq!(file, path, "{name}");
+                assert_eq!(offset, Some(target.offset), "{name}: {r}");
+                reason = r;
+            }
+            other => panic!("{name}: get {:?} gave {other:?}", e.key),
+        }
+    }
+    for e in &elsewhere {
+        let got = table.get(&e.key, &KeyHash::of(&e.key)).unwrap();
+        assert_eq!(got.as_ref(), Some(e), "{name}");
+    }
+    // A scan yields the blocks before the damaged one, then the error.
+    let scanned: Vec<Result<Entry>> = table.iter().collect();
+    assert_eq!(scanned.len(), before_target + 1, "{name}");
+    assert!(matches!(scanned.last(), Some(Err(e)) if e.is_corruption()));
+    match verify_table(os_fs(), &path) {
+        Err(Error::Corruption { file, offset, .. }) => {
+            assert_eq!(file, path);
+            assert_eq!(offset, Some(target.offset), "{name}");
+        }
+        other => panic!("{name}: verify gave {other:?}"),
+    }
+    println!("{name}: {reason}");
+    reason
+}
+
+#[test]
+fn damaged_lz4_data_under_a_valid_checksum_is_corruption() {
+    for block in [0, 1] {
+        // The length prefix says one byte more than the data decompresses to.
+        let reason = check_damaged_block("prefix-plus-one", block, |file, h| {
+            let len = u32_at(file, h.start()) + 1;
+            file[h.start()..h.start() + 4].copy_from_slice(&len.to_le_bytes());
+        });
+        assert!(reason.contains("lz4 block does not decompress"), "{reason}");
+        // The length prefix claims more than LZ4 could expand the stored bytes to.
+        let reason = check_damaged_block("prefix-huge", block, |file, h| {
+            file[h.start()..h.start() + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        });
+        assert!(reason.contains("lz4 block does not decompress"), "{reason}");
+        // The first LZ4 token (literal and match lengths) flipped: the sequences no longer
+        // parse into the stated length.
+        let reason = check_damaged_block("first-token-flipped", block, |file, h| {
+            file[h.start() + 4] ^= 0xff;
+        });
+        assert!(reason.contains("lz4 block does not decompress"), "{reason}");
+    }
+    // LZ4 data presented as uncompressed: the block parser rejects it.
+    check_damaged_block("lz4-marked-raw", 1, |file, h| {
+        file[h.end_of_contents()] = DATA_NONE;
+    });
+}
+
+#[test]
+fn unknown_compression_codes_are_corruption() {
+    for type_byte in [0x31u8, 0x21, 0xf1] {
+        let reason = check_damaged_block(&format!("code-{type_byte:#04x}"), 1, |file, h| {
+            file[h.end_of_contents()] = type_byte;
+        });
+        let code = type_byte >> 4;
+        assert!(
+            reason.contains(&format!("unknown compression {code}")),
+            "{reason}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Version 1 files, written by the code of commit a1ab4b1 (see tests/data/format-v1/README.md).
+
+fn v1_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format-v1")
+}
+
+/// The entries of tests/data/format-v1/table.sst, as the generator wrote them.
+fn v1_table_entries() -> Vec<Entry> {
+    let mut out = Vec::new();
+    for i in 0..1500u64 {
+        let key = format!("t{i:05}").into_bytes();
+        let seq = 10_000 + 3 * i;
+        if i % 11 == 0 {
+            out.push(Entry::tombstone(key.clone(), seq + 2));
+        }
+        out.push(Entry::value(
+            key.clone(),
+            seq + 1,
+            repeat_to(&format!("table-{i}-"), 60),
+        ));
+        if i % 7 == 0 {
+            out.push(Entry::value(key, seq, repeat_to(&format!("old-{i}-"), 30)));
+        }
+    }
+    out
+}
+
+fn v1_value(i: u64) -> Vec<u8> {
+    repeat_to(&format!("value-{i}-"), 100)
+}
+
+fn sst_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn version_1_table_reads_every_entry() {
+    let path = v1_dir().join("table.sst");
+    let file = std::fs::read(&path).unwrap();
+    let l = layout(&file);
+    assert_eq!(l.version, 1, "the fixture is a version 1 table");
+    assert!(l.data.len() > 50);
+    assert!(l.data.iter().all(|(_, t)| *t == DATA_NONE));
+    assert_eq!(l.index, 0x04);
+
+    let entries = v1_table_entries();
+    assert!(
+        raw_entries(&file) == entries,
+        "fixture differs from its generator"
+    );
+    assert_reads_back(&path, &entries);
+    let table = open(&path);
+    assert_eq!(table.properties().format_version, 1);
+    assert_eq!(table.properties().entries, 1_852);
+    // Older versions through a snapshot.
+    for i in (0..1500u64).step_by(7) {
+        let key = format!("t{i:05}").into_bytes();
+        let seq = 10_000 + 3 * i;
+        let old = table
+            .get_at(&key, seq, &KeyHash::of(&key))
+            .unwrap()
+            .unwrap();
+        assert_eq!(old.value, repeat_to(&format!("old-{i}-"), 30));
+        assert_eq!(old.kind, ValueKind::Value);
+    }
+    let absent = b"t99999";
+    assert_eq!(table.get(absent, &KeyHash::of(absent)).unwrap(), None);
+    assert_eq!(verify_table(os_fs(), &path).unwrap().format_version, 1);
+}
+
+fn expected_v1_store_value(i: u64) -> Option<Vec<u8>> {
+    (!i.is_multiple_of(10)).then(|| v1_value(i))
+}
+
+#[test]
+fn version_1_store_opens_reads_writes_and_compacts_to_version_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    for entry in std::fs::read_dir(v1_dir().join("store")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), store.join(entry.file_name())).unwrap();
+    }
+    let v1_tables = sst_files(&store);
+    assert_eq!(v1_tables.len(), 4);
+    for path in &v1_tables {
+        let file = std::fs::read(path).unwrap();
+        assert_eq!(footer(&file).version, 1, "{}", path.display());
+        assert_eq!(verify_table(os_fs(), path).unwrap().format_version, 1);
+    }
+
+    let mut model = std::collections::BTreeMap::new();
+    for i in 0..2000u64 {
+        if let Some(v) = expected_v1_store_value(i) {
+            model.insert(format!("key{i:05}").into_bytes(), v);
+        }
+    }
+    let check = |db: &Db, model: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>| {
+        for i in 0..2100u64 {
+            let key = format!("key{i:05}").into_bytes();
+            assert_eq!(db.get(&key).unwrap(), model.get(&key).cloned(), "key{i:05}");
+        }
+        let all: Vec<(Vec<u8>, Vec<u8>)> = db.iter().collect::<Result<_>>().unwrap();
+        let want: Vec<(Vec<u8>, Vec<u8>)> =
+            model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert!(all == want, "scan differs from the model");
+    };
+
+    let db = Db::open(&store, Options::default()).unwrap();
+    assert_eq!(db.stats().tables.len(), 4);
+    check(&db, &model);
+
+    // New writes on top of version 1 tables.
+    for i in 2000..2050u64 {
+        db.put(format!("key{i:05}"), v1_value(i)).unwrap();
+        model.insert(format!("key{i:05}").into_bytes(), v1_value(i));
+    }
+    db.put("key00001", "overwritten").unwrap();
+    model.insert(b"key00001".to_vec(), b"overwritten".to_vec());
+    db.delete("key00003").unwrap();
+    model.remove(&b"key00003"[..]);
+    db.put("key00010", "back from the dead").unwrap();
+    model.insert(b"key00010".to_vec(), b"back from the dead".to_vec());
+    check(&db, &model);
+
+    db.compact().unwrap();
+    db.wait_for_background_work().unwrap();
+    check(&db, &model);
+    let v2_tables = sst_files(&store);
+    assert!(!v2_tables.is_empty());
+    for path in &v2_tables {
+        assert!(
+            !v1_tables.contains(path),
+            "{} survived compaction",
+            path.display()
+        );
+        let file = std::fs::read(path).unwrap();
+        let l = layout(&file);
+        assert_eq!(l.version, FORMAT_VERSION, "{}", path.display());
+        // The values repeat themselves: compaction wrote LZ4 blocks.
+        assert!(
+            l.data.iter().all(|(_, t)| *t == DATA_LZ4),
+            "{}",
+            path.display()
+        );
+        assert_eq!(verify_table(os_fs(), path).unwrap().format_version, 2);
+    }
+    db.close().unwrap();
+
+    let db = Db::open(&store, Options::default()).unwrap();
+    check(&db, &model);
+    db.close().unwrap();
+}
