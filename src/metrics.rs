@@ -18,7 +18,8 @@ pub struct ReadCounters {
     pub filter_positives: AtomicU64,
     /// Positives where the data block did hold the key (the rest are false positives).
     pub filter_true_positives: AtomicU64,
-    /// Data blocks read from a table file by point lookups (scans and compaction do not count).
+    /// Data blocks searched by point lookups, whether the block cache held them or they were
+    /// read from the file (scans and compaction do not count).
     pub data_block_reads: AtomicU64,
     /// Bytes of those data blocks, trailers included.
     pub bytes_read: AtomicU64,

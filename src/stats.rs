@@ -38,9 +38,10 @@ pub struct Stats {
     pub filter_positives: u64,
     /// "Maybe" answers where the table really held the key.
     pub filter_true_positives: u64,
-    /// Data blocks read from table files by point lookups.
+    /// Data blocks point lookups searched, because no filter ruled their table out: from the
+    /// block cache or from the file (`block_cache.misses` counts those read from files).
     pub data_block_reads: u64,
-    /// Bytes read from table files by point lookups.
+    /// Stored bytes (trailers included) of those blocks.
     pub bytes_read: u64,
     /// Level by level, level 0 first.
     pub levels: Vec<LevelStats>,

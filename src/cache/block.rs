@@ -101,6 +101,10 @@ impl BlockCache {
             .estimated_items_capacity(estimated_blocks)
             .weight_capacity(capacity_bytes.max(1))
             .shards(shards)
+            // A tenth of each shard for blocks seen once (S3-FIFO's small queue): at quick_cache's
+            // default of 3%, a small cache's probation queue holds less than one block, and a
+            // scan's blocks then push hot ones out.
+            .hot_allocation(0.9)
             .build()
             .expect("estimated capacity and weight capacity are set");
         BlockCache {
