@@ -8,7 +8,8 @@
 
 use std::sync::Arc;
 
-use crate::entry::SeqNo;
+use crate::entry::{Entry, SeqNo};
+use crate::error::Result;
 use crate::iter::{EntryStream, MergingIterator, NewestVersions};
 use crate::options::Options;
 use crate::sstable::BlockReads;
@@ -36,15 +37,26 @@ impl Compaction {
     /// The inputs merged: newest version of each key only, tombstones dropped at the bottom.
     /// Inputs are read past the block cache: one pass over tables about to be deleted must
     /// not push out the blocks lookups keep hitting.
-    pub fn merged_entries(&self) -> NewestVersions<MergingIterator> {
+    ///
+    /// At the bottom (no deeper level holds the range) each key's one remaining entry gets
+    /// sequence number 0, as RocksDB does: nothing older lies below to be ordered against, and
+    /// anything newer is in a higher level or a memtable, which a lookup asks first. A varint
+    /// 0 is one byte where a real sequence number takes three to five, none of which compress.
+    pub fn merged_entries(&self) -> impl Iterator<Item = Result<Entry>> {
         let streams: Vec<EntryStream> = self
             .all_inputs()
             .map(|t| Box::new(t.table.iter_with(BlockReads::Bypass)) as EntryStream)
             .collect();
-        NewestVersions::new(
-            MergingIterator::new(streams),
-            SeqNo::MAX,
-            self.drop_tombstones,
+        let at_bottom = self.drop_tombstones;
+        NewestVersions::new(MergingIterator::new(streams), SeqNo::MAX, at_bottom).map(
+            move |entry| {
+                entry.map(|mut e| {
+                    if at_bottom {
+                        e.seq = 0;
+                    }
+                    e
+                })
+            },
         )
     }
 }

@@ -48,8 +48,9 @@ pub struct Options {
     pub create_if_missing: bool,
     /// What recovery does with a damaged WAL. Default: tolerate a torn tail only.
     pub wal_recovery_mode: WalRecoveryMode,
-    /// Bytes of decoded data blocks the store keeps in its block cache. Default 64 MiB; 0 turns
-    /// the cache off. Ignored when `block_cache` is set.
+    /// Bytes of decoded data blocks the store keeps in its block cache. Default 32 MiB, as
+    /// RocksDB's and fjall's; 0 turns the cache off. Ignored when `block_cache` is set. Memory
+    /// the cache does not take is left to the page cache, which holds blocks compressed.
     pub block_cache_size: u64,
     /// A block cache shared with other stores (each store's blocks are kept apart inside it).
     /// Default `None`: the store makes a cache of its own of `block_cache_size` bytes.
@@ -82,7 +83,7 @@ impl Default for Options {
             l0_stop_trigger: 12,
             create_if_missing: true,
             wal_recovery_mode: WalRecoveryMode::default(),
-            block_cache_size: 64 << 20,
+            block_cache_size: 32 << 20,
             block_cache: None,
             max_open_files: 512,
             compression: Compression::default(),
