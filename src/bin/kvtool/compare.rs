@@ -176,7 +176,7 @@ fn run_bloomkv(workload: &Workload, dir: &Path) -> Result<Value, Failure> {
         - (before.block_cache.hits + before.block_cache.misses);
     Ok(json!({
         "store": "bloomkv",
-        "configuration": "default options (pread, 64 MiB block cache, LZ4, filters at 1%)",
+        "configuration": "default options (pread, 32 MiB block cache, LZ4, filters at 1%)",
         "load_seconds": load_seconds, "settle_seconds": settle_seconds,
         "present": present.to_json(), "absent": absent.to_json(),
         "present_blocks_per_get": per_get(&middle, &before, blocks, present.lookups),
