@@ -223,16 +223,23 @@ impl BlockIter {
         }
     }
 
-    /// The key and sequence number of the entry at restart point `i`.
-    fn restart_key(&self, i: usize) -> Result<(Vec<u8>, SeqNo), Malformed> {
+    /// The key and sequence number of the entry at restart point `i`. A restart entry shares
+    /// no prefix with the one before it, so its key lies whole in the block: a seek compares it
+    /// in place, with no copy. The rest of the entry is checked when a scan decodes it.
+    fn restart_key(&self, i: usize) -> Result<(&[u8], SeqNo), Malformed> {
         let entries = self
             .block
             .data
             .get(..self.block.restarts_start)
             .unwrap_or_default();
-        let mut key = Vec::new();
-        let (raw, _, _) = decode_entry(entries, self.block.restart(i)?, &mut key)?;
-        Ok((key, raw.seq))
+        let at = self.block.restart(i)?;
+        let mut d = Decoder::new(entries, at);
+        d.varint_len("shared key length", 0)?;
+        let key_len = d.varint_len("unshared key length", entries.len())?;
+        d.varint_len("value length", entries.len())?;
+        let seq = d.varint("sequence number")?;
+        d.u8("kind")?;
+        Ok((d.bytes(key_len, "key")?, seq))
     }
 
     /// Positions the iterator so that `next_entry` returns the first entry at or after
@@ -255,7 +262,7 @@ impl BlockIter {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let (k, s) = self.restart_key(mid)?;
-            if entry_order(&k, s, key, seq) == Ordering::Less {
+            if entry_order(k, s, key, seq) == Ordering::Less {
                 lo = mid + 1;
             } else {
                 hi = mid;
