@@ -53,13 +53,17 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
         child.args(child_args(args, store, &out));
         eprintln!("{store}: running in a process of its own");
         let status = child.status()?;
-        if !status.success() {
-            return Err(Failure::from(format!(
-                "the {store} run failed ({status}); its error is printed above"
-            )));
+        if status.success() {
+            runs.push(serde_json::from_slice::<Value>(&std::fs::read(&out)?)?);
+        } else {
+            // One store failing (out of memory, out of file descriptors) is a result too: record
+            // it and go on with the others.
+            eprintln!("{store}: failed ({status}); its error is printed above");
+            runs.push(json!({"store": store, "failed": status.to_string()}));
         }
-        runs.push(serde_json::from_slice::<Value>(&std::fs::read(&out)?)?);
-        std::fs::remove_dir_all(&store_dir)?;
+        if store_dir.exists() {
+            std::fs::remove_dir_all(&store_dir)?;
+        }
     }
     let doc = json!({
         "keys": args.keys, "key_size": 16, "value_size": args.value_size,
@@ -246,6 +250,13 @@ fn print_report(doc: &Value) {
     let empty = Vec::new();
     let stores = doc["stores"].as_array().unwrap_or(&empty);
     for s in stores {
+        if let Some(failure) = s["failed"].as_str() {
+            println!(
+                "  {:<7} failed: {failure}",
+                s["store"].as_str().unwrap_or("?")
+            );
+            continue;
+        }
         println!(
             "  {:<7} {:>7} {:>9} {:>9} {:>15} {:>7} {:>14} {:>7} {:>13} {:>9} {:>16} {:>15} {:>19} {:>25}",
             s["store"].as_str().unwrap_or("?"),
