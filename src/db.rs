@@ -60,8 +60,9 @@ struct ShapeState {
 #[derive(Default)]
 struct BackgroundState {
     shutdown: bool,
-    /// True while the background thread runs a flush or compaction step, including the
-    /// removal of the files it made obsolete.
+    /// True while the background thread runs a flush or compaction step. (The files a
+    /// compaction made obsolete are deleted when their last reader drops them, which may be
+    /// later.)
     busy: bool,
     /// Set when a flush or compaction failed; writes are refused from then on.
     error: Option<String>,
@@ -258,6 +259,12 @@ impl Db {
     }
 
     fn stop_worker(&mut self) {
+        // From here on, tables that readers still hold keep their obsolete files: the next
+        // open removes them.
+        self.inner
+            .table_env
+            .store_open
+            .store(false, Ordering::Release);
         lock(&self.inner.background).shutdown = true;
         self.inner.background_cv.notify_all();
         if let Some(worker) = self.worker.take() {
@@ -825,6 +832,7 @@ fn table_env(fs: &SharedFs, options: &Options) -> TableEnv {
         counters: Arc::new(ReadCounters::default()),
         block_cache,
         table_cache: Arc::new(TableCache::new(Arc::clone(fs), options.max_open_files)),
+        store_open: Arc::new(std::sync::atomic::AtomicBool::new(true)),
     }
 }
 

@@ -38,8 +38,9 @@ pub struct Stats {
     pub filter_positives: u64,
     /// "Maybe" answers where the table really held the key.
     pub filter_true_positives: u64,
-    /// Data blocks point lookups searched, because no filter ruled their table out: from the
-    /// block cache or from the file (`block_cache.misses` counts those read from files).
+    /// Data blocks point lookups searched, because no filter ruled their table out, whether
+    /// the block cache held them or they were read from the file. (`block_cache` counts the
+    /// cache's own hits and misses, scans included, for every store sharing it.)
     pub data_block_reads: u64,
     /// Stored bytes (trailers included) of those blocks.
     pub bytes_read: u64,

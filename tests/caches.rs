@@ -687,3 +687,51 @@ fn truncated_table_under_a_running_store_without_block_cache() {
 fn truncated_table_under_a_running_store_with_pread() {
     truncated_table_under_a_running_store(Options::default().mmap_reads(false), "pread");
 }
+
+/// An iterator that outlives its store, in a directory a new store has since taken over (file
+/// numbers start again at 1, so the names match): dropping it must not delete the new store's
+/// files, and reading on must give an error or the old data, never the new store's.
+#[test]
+fn an_iterator_that_outlives_its_store_touches_no_file_of_a_later_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = || many_tables_options().block_cache_size(0);
+    let db = Db::open(dir.path(), options()).unwrap();
+    fill(&db, 0..3_000, 0);
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let mut it = db.iter();
+    let first = it.next().unwrap().unwrap();
+    assert_eq!(first, (key(0), value(0, 0)));
+    db.compact().unwrap();
+    drop(db);
+
+    // A new store in the same directory, written with other values.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let db = Db::open(dir.path(), options()).unwrap();
+    fill(&db, 0..3_000, 7);
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let files_before = table_files(dir.path());
+
+    for (i, item) in it.by_ref().enumerate() {
+        match item {
+            Ok((k, v)) => {
+                let i = i as u64 + 1;
+                assert_eq!(k, key(i));
+                assert_eq!(v, value(i, 0), "the old iterator read the new store's data");
+            }
+            Err(_) => break,
+        }
+    }
+    drop(it);
+    assert_eq!(
+        table_files(dir.path()),
+        files_before,
+        "the old iterator deleted files of the new store"
+    );
+    for i in (0..3_000).step_by(97) {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 7)));
+    }
+}

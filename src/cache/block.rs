@@ -73,6 +73,8 @@ pub struct BlockCache {
     cache:
         Cache<BlockKey, Arc<Block>, BlockWeighter, quick_cache::DefaultHashBuilder, CountEvictions>,
     capacity: u64,
+    /// The largest charge kept: the main queue's share of one shard.
+    largest_block: u64,
     hits: AtomicU64,
     misses: AtomicU64,
     inserts: AtomicU64,
@@ -107,13 +109,15 @@ impl BlockCache {
             .hot_allocation(0.9)
             .build()
             .expect("estimated capacity and weight capacity are set");
+        let cache = Cache::with_options(
+            options,
+            BlockWeighter,
+            quick_cache::DefaultHashBuilder::default(),
+            CountEvictions(Arc::clone(&evictions)),
+        );
         BlockCache {
-            cache: Cache::with_options(
-                options,
-                BlockWeighter,
-                quick_cache::DefaultHashBuilder::default(),
-                CountEvictions(Arc::clone(&evictions)),
-            ),
+            largest_block: cache.shard_capacity() / 10 * 9,
+            cache,
             capacity: capacity_bytes,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -134,9 +138,10 @@ impl BlockCache {
         found
     }
 
-    /// Caches a block just read and verified.
+    /// Caches a block just read and verified. A block too big for one shard's share of the
+    /// cache is not kept (nor counted): it would only push out everything else.
     pub fn insert(&self, table_id: u64, offset: u64, block: Arc<Block>) {
-        if charge(&block) > self.capacity {
+        if charge(&block) > self.largest_block {
             return;
         }
         self.inserts.fetch_add(1, Ordering::Relaxed);

@@ -62,11 +62,14 @@ impl TableCache {
         let closes = Arc::new(AtomicU64::new(0));
         // Few shards: each holds at least its share of the limit, and a small limit must not
         // be split into shards of one file each.
-        let shards = (capacity / 64).clamp(1, 16) as usize;
+        // A power of two, as quick_cache rounds to one, and a limit it divides exactly: each
+        // shard takes the ceiling of its share, which must not add up to more than the limit.
+        let shards = (capacity / 64).clamp(1, 16).next_power_of_two();
+        let per_shard_total = capacity / shards * shards;
         let options = OptionsBuilder::new()
-            .estimated_items_capacity(capacity as usize)
-            .weight_capacity(capacity)
-            .shards(shards)
+            .estimated_items_capacity(per_shard_total as usize)
+            .weight_capacity(per_shard_total)
+            .shards(shards as usize)
             .build()
             .expect("estimated capacity and weight capacity are set");
         TableCache {
@@ -89,6 +92,11 @@ impl TableCache {
             self.opens.fetch_add(1, Ordering::Relaxed);
             self.fs.open_read(path)
         })
+    }
+
+    /// Table `id`'s file if it is open now; never opens it.
+    pub fn open_file(&self, id: u64) -> Option<OpenFile> {
+        self.files.get(&id)
     }
 
     /// Hands in a file opened elsewhere (a table reads its footer, index and filter at open

@@ -215,6 +215,19 @@ pub fn block_trailer(
     t
 }
 
+/// The most a block of `kind` can hold uncompressed, as the writer builds them: a data block
+/// closes once it reaches the block size, so it holds at most that plus one entry; an index
+/// block is refused past 2 GiB. Damaged bytes under a valid checksum (a crafted file) cannot
+/// make a reader allocate more.
+fn max_contents_len(kind: BlockKind) -> usize {
+    use crate::entry::{MAX_KEY_LEN, MAX_VALUE_LEN};
+    match kind {
+        BlockKind::Data => super::options::MAX_BLOCK_SIZE + MAX_KEY_LEN + MAX_VALUE_LEN + 64,
+        BlockKind::Index => u32::MAX as usize / 2,
+        BlockKind::Filter | BlockKind::Properties => 0,
+    }
+}
+
 /// Splits a block as read from the file (stored contents + trailer), checks kind and
 /// checksum, and returns the contents, decompressed. `raw` must be exactly
 /// `handle.size_with_trailer()` bytes.
@@ -262,7 +275,14 @@ pub fn check_block(
             "trailer names unknown compression {compression_code}"
         )));
     };
-    let max_len = compression::max_decompressed_len(raw.len());
+    if compression != Compression::None && !matches!(kind, BlockKind::Data | BlockKind::Index) {
+        return Err(corrupt(format!(
+            "a {} block is never compressed, yet its trailer says {}",
+            kind.name(),
+            compression.name()
+        )));
+    }
+    let max_len = compression::max_decompressed_len(raw.len()).min(max_contents_len(kind));
     compression::decompress(raw, compression, max_len).map_err(|m| {
         corrupt(format!(
             "{} block does not decompress: {}",

@@ -29,6 +29,12 @@ pub struct TableEnv {
     /// `None` turns block caching off: every data block is read from the file.
     pub block_cache: Option<Arc<BlockCache>>,
     pub table_cache: Arc<TableCache>,
+    /// True while the store that owns the tables is open. Files are opened and deleted by path
+    /// only then: a reader that outlives its store (an iterator kept after `Db` was dropped)
+    /// must neither read nor delete a file that a store opened later in the same directory may
+    /// have made under the same name. Such a reader can still use the files the table cache
+    /// holds open, and gets an error past them; recovery removes obsolete files left behind.
+    pub store_open: Arc<AtomicBool>,
 }
 
 impl TableEnv {
@@ -39,6 +45,7 @@ impl TableEnv {
             fs,
             counters,
             block_cache: None,
+            store_open: Arc::new(AtomicBool::new(true)),
         }
     }
 }
@@ -82,7 +89,7 @@ pub(crate) struct TableInner {
 impl Drop for TableInner {
     fn drop(&mut self) {
         self.env.table_cache.forget(self.id);
-        if self.obsolete.load(Ordering::Acquire) {
+        if self.obsolete.load(Ordering::Acquire) && self.env.store_open.load(Ordering::Acquire) {
             // A file left behind is found and removed at the next open.
             let _ = self.env.fs.remove(&self.path);
         }
@@ -418,8 +425,18 @@ impl TableInner {
     }
 
     /// The table's open file, from the table cache (opened again if it was closed).
+    /// Once the store is closed, only a file the cache still holds is used (see
+    /// [`TableEnv::store_open`]).
     pub(crate) fn file(&self) -> Result<Arc<dyn RandomAccessFile>> {
-        self.env.table_cache.file(self.id, &self.path)
+        if self.env.store_open.load(Ordering::Acquire) {
+            return self.env.table_cache.file(self.id, &self.path);
+        }
+        self.env.table_cache.open_file(self.id).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{}: the store was closed and the file is no longer open",
+                self.path.display()
+            ))
+        })
     }
 
     /// Data block `i`, checked and parsed: from the block cache when `reads` allows and it is

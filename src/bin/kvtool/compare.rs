@@ -53,8 +53,11 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
         child.args(child_args(args, store, &out));
         eprintln!("{store}: running in a process of its own");
         let status = child.status()?;
-        if status.success() {
-            runs.push(serde_json::from_slice::<Value>(&std::fs::read(&out)?)?);
+        let figures = std::fs::read(&out)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+        if let (true, Some(figures)) = (status.success(), figures) {
+            runs.push(figures);
         } else {
             // One store failing (out of memory, out of file descriptors) is a result too: record
             // it and go on with the others.
