@@ -74,9 +74,10 @@ pub struct BenchArgs {
     /// `--features peers`).
     #[arg(long)]
     peers: bool,
-    /// Read table files with pread instead of through memory maps (the default).
+    /// Read table files through memory maps instead of with pread and the block cache (the
+    /// default); see `Options::mmap_reads` for what maps cost.
     #[arg(long)]
-    pread: bool,
+    mmap_reads: bool,
     /// Seed for the lookups.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -193,7 +194,7 @@ impl Workload {
             keys: args.keys,
             values: args.values,
             value_size: args.value_size,
-            mmap_reads: !args.pread,
+            mmap_reads: args.mmap_reads,
         }
     }
 
