@@ -52,6 +52,9 @@ pub struct BenchArgs {
     /// from this run and the earlier runs' JSON files given with `--chart-from`.
     #[arg(long, value_name = "FILE.svg", requires = "stores")]
     pub chart: Option<PathBuf>,
+    /// With `--stores`: bloomkv's `Options::max_open_files` (default: the store's default).
+    #[arg(long, value_name = "N")]
+    pub max_open_files: Option<usize>,
     /// JSON files of earlier `--stores` runs (written with `--json`) to put on the `--chart`.
     #[arg(long, value_delimiter = ',', value_name = "FILES")]
     pub chart_from: Vec<PathBuf>,

@@ -116,6 +116,10 @@ fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
         v.push("--memory-limit".into());
         v.push(limit.to_string());
     }
+    if let Some(files) = args.max_open_files {
+        v.push("--max-open-files".into());
+        v.push(files.to_string());
+    }
     v
 }
 
@@ -134,7 +138,13 @@ pub fn run_child(args: &BenchArgs, dir: Option<&Path>, store: &str) -> Result<()
     };
     let workload = Workload::new(args);
     let mut figures = match store {
-        "bloomkv" => run_bloomkv(&workload, dir)?,
+        "bloomkv" => {
+            let mut options = Options::default();
+            if let Some(files) = args.max_open_files {
+                options = options.max_open_files(files);
+            }
+            run_bloomkv(&workload, dir, options)?
+        }
         other => run_peer(other, &workload, dir)?,
     };
     figures["bytes_on_disk"] = json!(memlimit::dir_bytes(dir)?);
@@ -156,8 +166,9 @@ fn resident() -> Result<(u64, u64), Failure> {
     memlimit::resident_bytes().map_err(Failure::from)
 }
 
-fn run_bloomkv(workload: &Workload, dir: &Path) -> Result<Value, Failure> {
-    let db = Db::open(dir, Options::default())?;
+fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Value, Failure> {
+    let max_open_files = options.max_open_files;
+    let db = Db::open(dir, options)?;
     let bar = progress(workload.keys, "load (bloomkv)");
     let started = Instant::now();
     load_bloomkv(&db, workload, &bar)?;
@@ -184,6 +195,8 @@ fn run_bloomkv(workload: &Workload, dir: &Path) -> Result<Value, Failure> {
     Ok(json!({
         "store": "bloomkv",
         "configuration": "default options (pread, 32 MiB block cache, LZ4, filters at 1%)",
+        "max_open_files": max_open_files,
+        "table_files_opened": after.table_cache.opens,
         "load_seconds": load_seconds, "settle_seconds": settle_seconds,
         "present": present.to_json(), "absent": absent.to_json(),
         "present_blocks_per_get": per_get(&middle, &before, blocks, present.lookups),
