@@ -234,7 +234,12 @@ fn get_hot(db: &Db, hot: &[u64], rounds: u64) {
 /// A store of `n` keys (about ten times `capacity` of blocks) whose 16 hot blocks are read
 /// `ROUNDS` times, so the cache knows them as hot.
 fn store_with_hot_blocks(dir: &Path, capacity: u64, n: u64) -> Db {
-    let db = Db::open(dir, Options::default().block_cache_size(capacity)).unwrap();
+    // Tables of 2 MiB, so that the store has several and a full compaction rewrites them.
+    let options = Options::default()
+        .block_cache_size(capacity)
+        .table_size(2 << 20)
+        .level1_size(8 << 20);
+    let db = Db::open(dir, options).unwrap();
     fill(&db, 0..n, 0);
     db.flush().unwrap();
     db.wait_for_background_work().unwrap();
