@@ -48,9 +48,10 @@ pub struct BenchArgs {
     /// memory. Needs root and a memory cgroup controller (v1 or v2).
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
     pub memory_limit: Option<u64>,
-    /// With `--stores`: write an SVG chart of gets per second against keys for each store,
-    /// from this run and the earlier runs' JSON files given with `--chart-from`.
-    #[arg(long, value_name = "FILE.svg", requires = "stores")]
+    /// Write an SVG chart of gets per second against keys for each store, from this
+    /// `--stores` run and the earlier runs' JSON files given with `--chart-from` (or, without
+    /// `--stores`, from those files alone).
+    #[arg(long, value_name = "FILE.svg")]
     pub chart: Option<PathBuf>,
     /// With `--stores`: bloomkv's `Options::max_open_files` (default: the store's default).
     #[arg(long, value_name = "N")]
@@ -297,6 +298,9 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     }
     if !args.stores.is_empty() {
         return crate::compare::run(args, dir);
+    }
+    if let (Some(chart), false) = (&args.chart, args.chart_from.is_empty()) {
+        return crate::compare::chart_from_files(chart, &args.chart_from);
     }
     if args.memory_limit.is_some() || args.chart.is_some() {
         return Err(Failure::from(

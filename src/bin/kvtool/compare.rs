@@ -89,6 +89,17 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Draws the chart of earlier runs' JSON files (`--chart` without `--stores`).
+pub fn chart_from_files(chart: &Path, files: &[std::path::PathBuf]) -> Result<(), Failure> {
+    let mut docs = Vec::new();
+    for file in files {
+        docs.push(serde_json::from_slice(&std::fs::read(file)?)?);
+    }
+    std::fs::write(chart, chart_svg(&docs))?;
+    eprintln!("wrote {}", chart.display());
+    Ok(())
+}
+
 /// The arguments that make a child run `store` with this run's workload.
 fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
     let mut v: Vec<String> = [
