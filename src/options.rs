@@ -27,14 +27,15 @@ pub struct Options {
     pub memtable_size: usize,
     /// Frozen memtables waiting for flush before writers stall. Default 2.
     pub max_immutable_memtables: usize,
-    /// Target size of one table file. Default 16 MiB: few enough tables that a store of
-    /// several GB keeps every table file open within `max_open_files` (reopening files costs
-    /// about half the lookup speed once they outnumber the limit).
+    /// Target size of one table file. Default 2 MiB. A store of several GB then holds more
+    /// tables than `max_open_files`, and reopening files costs lookups about half their speed
+    /// (docs/benchmarks.md); 16 MiB tables measured better at 10M keys but worse at 100M, so
+    /// the default stays until that is understood.
     pub table_size: u64,
     /// Target size of a data block. Default 4 KiB.
     pub block_size: usize,
     /// Target total size of level 1; each deeper level is `level_size_ratio` times larger.
-    /// Default 64 MiB (four tables).
+    /// Default 8 MiB.
     pub level1_size: u64,
     /// Size ratio between adjacent levels. Default 10.
     pub level_size_ratio: u64,
@@ -75,9 +76,9 @@ impl Default for Options {
             filter_policy: FilterPolicy::default(),
             memtable_size: 4 << 20,
             max_immutable_memtables: 2,
-            table_size: 16 << 20,
+            table_size: 2 << 20,
             block_size: 4096,
-            level1_size: 64 << 20,
+            level1_size: 8 << 20,
             level_size_ratio: 10,
             num_levels: 7,
             l0_compaction_trigger: 4,
