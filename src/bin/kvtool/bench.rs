@@ -391,14 +391,7 @@ fn run_setting(
         .filter_policy(policy)
         .mmap_reads(workload.mmap_reads);
     let db = Db::open(dir, options)?;
-    let bar = progress(workload.keys, &format!("load ({label})"));
-    let started = Instant::now();
-    load_bloomkv(&db, workload, &bar)?;
-    let load_seconds = started.elapsed().as_secs_f64();
-    bar.finish_and_clear();
-    let settling = Instant::now();
-    db.wait_for_background_work()?;
-    let settle_seconds = settling.elapsed().as_secs_f64();
+    let (load_seconds, settle_seconds) = load_and_settle(&db, workload, label)?;
     let stats = db.stats();
     let shape = stats.levels.iter().map(|l| l.tables).collect();
     let (cold_p, cold_a) = (&workload.cold_present, &workload.cold_absent);
@@ -447,8 +440,21 @@ fn read_files_into_page_cache(dir: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Loads the workload into `db` (writes, then the memtable flushed) and waits for its
+/// compactions; returns the seconds each took.
+pub fn load_and_settle(db: &Db, workload: &Workload, label: &str) -> Result<(f64, f64), Failure> {
+    let bar = progress(workload.keys, &format!("load ({label})"));
+    let started = Instant::now();
+    load_bloomkv(db, workload, &bar)?;
+    let load_seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let settling = Instant::now();
+    db.wait_for_background_work()?;
+    Ok((load_seconds, settling.elapsed().as_secs_f64()))
+}
+
 /// Writes the workload's keys into `db` in batches, then flushes the memtable.
-pub fn load_bloomkv(db: &Db, workload: &Workload, bar: &ProgressBar) -> Result<(), Failure> {
+fn load_bloomkv(db: &Db, workload: &Workload, bar: &ProgressBar) -> Result<(), Failure> {
     for pairs in workload.batches() {
         let mut batch = WriteBatch::new();
         for (key, value) in &pairs {

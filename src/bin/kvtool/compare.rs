@@ -10,12 +10,11 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 
 use bloomkv::{Db, Options, Stats};
 use serde_json::{json, Value};
 
-use crate::bench::{load_bloomkv, progress, BenchArgs, Workload};
+use crate::bench::{load_and_settle, BenchArgs, Workload};
 use crate::memlimit::{self, MemoryCgroup};
 use crate::timing::time_lookups;
 use crate::Failure;
@@ -180,14 +179,7 @@ fn resident() -> Result<(u64, u64), Failure> {
 fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Value, Failure> {
     let max_open_files = options.max_open_files;
     let db = Db::open(dir, options)?;
-    let bar = progress(workload.keys, "load (bloomkv)");
-    let started = Instant::now();
-    load_bloomkv(&db, workload, &bar)?;
-    let load_seconds = started.elapsed().as_secs_f64();
-    bar.finish_and_clear();
-    let settling = Instant::now();
-    db.wait_for_background_work()?;
-    let settle_seconds = settling.elapsed().as_secs_f64();
+    let (load_seconds, settle_seconds) = load_and_settle(&db, workload, "bloomkv")?;
     let get = |k: &[u8]| db.get(k).map(|v| v.is_some()).map_err(|e| e.to_string());
     let before = db.stats();
     let present = time_lookups(&workload.warm_present, true, get)?;
