@@ -4,8 +4,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use quick_cache::sync::Cache;
-use quick_cache::{Lifecycle, OptionsBuilder, Weighter};
+use quick_cache::{OptionsBuilder, Weighter};
 
+use super::CountEvictions;
 use crate::sstable::Block;
 
 /// Which block: the reader's unique table id and the block's offset in the file.
@@ -23,23 +24,6 @@ struct BlockWeighter;
 impl Weighter<BlockKey, Arc<Block>> for BlockWeighter {
     fn weight(&self, _key: &BlockKey, block: &Arc<Block>) -> u64 {
         charge(block)
-    }
-}
-
-/// Counts evictions, and drops evicted blocks after the shard lock is released.
-#[derive(Clone)]
-struct CountEvictions(Arc<AtomicU64>);
-
-impl Lifecycle<BlockKey, Arc<Block>> for CountEvictions {
-    type RequestState = Vec<Arc<Block>>;
-
-    fn begin_request(&self) -> Self::RequestState {
-        Vec::new()
-    }
-
-    fn on_evict(&self, evicted: &mut Self::RequestState, _key: BlockKey, block: Arc<Block>) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        evicted.push(block);
     }
 }
 

@@ -14,9 +14,33 @@ mod block;
 mod table;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 pub use block::{BlockCache, BlockCacheStats};
 pub use table::{TableCache, TableCacheStats};
+
+/// A cache's eviction hook: counts evictions, and holds the evicted values until the shard
+/// lock is released, so dropping them (freeing a block, closing a file) happens outside it.
+struct CountEvictions(Arc<AtomicU64>);
+
+impl Clone for CountEvictions {
+    fn clone(&self) -> Self {
+        CountEvictions(Arc::clone(&self.0))
+    }
+}
+
+impl<K, V> quick_cache::Lifecycle<K, V> for CountEvictions {
+    type RequestState = Vec<V>;
+
+    fn begin_request(&self) -> Self::RequestState {
+        Vec::new()
+    }
+
+    fn on_evict(&self, evicted: &mut Self::RequestState, _key: K, value: V) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        evicted.push(value);
+    }
+}
 
 /// A process-wide unique number for each table reader opened. Cache keys use it rather than
 /// the file number, so that two stores sharing one block cache never see each other's blocks,

@@ -7,29 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use quick_cache::sync::Cache;
-use quick_cache::{Lifecycle, OptionsBuilder, UnitWeighter};
+use quick_cache::{OptionsBuilder, UnitWeighter};
 
+use super::CountEvictions;
 use crate::error::Result;
 use crate::fs::{RandomAccessFile, SharedFs};
 
 type OpenFile = Arc<dyn RandomAccessFile>;
-
-/// Counts closes, and closes evicted files after the shard lock is released.
-#[derive(Clone)]
-struct CountCloses(Arc<AtomicU64>);
-
-impl Lifecycle<u64, OpenFile> for CountCloses {
-    type RequestState = Vec<OpenFile>;
-
-    fn begin_request(&self) -> Self::RequestState {
-        Vec::new()
-    }
-
-    fn on_evict(&self, evicted: &mut Self::RequestState, _id: u64, file: OpenFile) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        evicted.push(file);
-    }
-}
 
 /// What a table cache has done since the store opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,7 +31,7 @@ pub struct TableCacheStats {
 /// The open files of a store's tables, keyed by table reader id.
 pub struct TableCache {
     fs: SharedFs,
-    files: Cache<u64, OpenFile, UnitWeighter, quick_cache::DefaultHashBuilder, CountCloses>,
+    files: Cache<u64, OpenFile, UnitWeighter, quick_cache::DefaultHashBuilder, CountEvictions>,
     capacity: u64,
     opens: AtomicU64,
     closes: Arc<AtomicU64>,
@@ -60,10 +44,9 @@ impl TableCache {
     pub fn new(fs: SharedFs, max_open_files: usize) -> TableCache {
         let capacity = max_open_files.max(1) as u64;
         let closes = Arc::new(AtomicU64::new(0));
-        // Few shards: each holds at least its share of the limit, and a small limit must not
-        // be split into shards of one file each.
-        // A power of two, as quick_cache rounds to one, and a limit it divides exactly: each
-        // shard takes the ceiling of its share, which must not add up to more than the limit.
+        // Few shards, so a small limit is not split into shards of a file or two; a power of two,
+        // as quick_cache rounds to one; and a total they divide exactly, since each shard takes
+        // the ceiling of its share and those must not add up to more than the limit.
         let shards = (capacity / 64).clamp(1, 16).next_power_of_two();
         let per_shard_total = capacity / shards * shards;
         let options = OptionsBuilder::new()
@@ -78,7 +61,7 @@ impl TableCache {
                 options,
                 UnitWeighter,
                 quick_cache::DefaultHashBuilder::default(),
-                CountCloses(Arc::clone(&closes)),
+                CountEvictions(Arc::clone(&closes)),
             ),
             capacity,
             opens: AtomicU64::new(0),

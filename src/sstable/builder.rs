@@ -214,11 +214,10 @@ impl TableBuilder {
         }
     }
 
-    /// Writes a block with its trailer; data and index blocks are compressed when that pays.
-    /// Filter blocks are random bits that never shrink, and the properties block is tiny.
+    /// Writes a block with its trailer, compressed when its kind may be and that pays.
     fn write_block(&mut self, contents: &[u8], kind: BlockKind) -> Result<BlockHandle> {
-        let compressible = matches!(kind, BlockKind::Data | BlockKind::Index);
-        let compressed = compressible
+        let compressed = kind
+            .may_be_compressed()
             .then(|| compression::compress(contents, self.options.compression))
             .flatten();
         let (stored, used) = match &compressed {

@@ -38,6 +38,12 @@ pub enum BlockKind {
 }
 
 impl BlockKind {
+    /// Data and index blocks may be compressed; a filter is random bits that never shrink, and
+    /// the properties block is a few dozen bytes. Writer and reader both ask here.
+    pub fn may_be_compressed(self) -> bool {
+        matches!(self, BlockKind::Data | BlockKind::Index)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             BlockKind::Data => "data",
@@ -224,7 +230,7 @@ fn max_contents_len(kind: BlockKind) -> usize {
     match kind {
         BlockKind::Data => super::options::MAX_BLOCK_SIZE + MAX_KEY_LEN + MAX_VALUE_LEN + 64,
         BlockKind::Index => u32::MAX as usize / 2,
-        BlockKind::Filter | BlockKind::Properties => 0,
+        BlockKind::Filter | BlockKind::Properties => 0, // never compressed
     }
 }
 
@@ -275,7 +281,7 @@ pub fn check_block(
             "trailer names unknown compression {compression_code}"
         )));
     };
-    if compression != Compression::None && !matches!(kind, BlockKind::Data | BlockKind::Index) {
+    if compression != Compression::None && !kind.may_be_compressed() {
         return Err(corrupt(format!(
             "a {} block is never compressed, yet its trailer says {}",
             kind.name(),
