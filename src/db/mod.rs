@@ -1,0 +1,306 @@
+//! The store: the public API and the state it shares between threads.
+//!
+//! Each part of the work has a file of its own: `write` (the WAL and the memtable), `read`
+//! (memtables, then tables through their filters), `background` (flush and compaction),
+//! `recovery` (opening a store) and `table_writer` (new table files).
+
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::JoinHandle;
+
+use crate::compaction;
+use crate::entry::check_key_len;
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::fs::{FileLock, SharedFs};
+use crate::iter::DbIterator;
+use crate::manifest::ManifestWriter;
+use crate::memtable::MemTable;
+use crate::options::{Options, WriteOptions};
+use crate::sstable::TableEnv;
+use crate::stats::Stats;
+use crate::version::Version;
+use crate::wal::LogWriter;
+use crate::write_batch::WriteBatch;
+
+mod background;
+mod read;
+mod recovery;
+mod table_writer;
+mod write;
+
+use recovery::recover;
+
+/// What recovery found in the WAL when the store was opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Write batches replayed from WAL files.
+    pub batches_replayed: u64,
+    /// Torn or damaged log tails dropped: (log file, offset where the dropped bytes began,
+    /// bytes dropped).
+    pub dropped_tails: Vec<(PathBuf, u64, u64)>,
+}
+
+/// The memtables and tables a reader sees, swapped as a whole when any of them changes.
+struct ReadState {
+    mem: Arc<MemTable>,
+    /// Frozen memtables waiting to be flushed, newest first.
+    immutable: Vec<Arc<MemTable>>,
+    version: Arc<Version>,
+}
+
+/// Held by the one thread writing at a time.
+struct WriterState {
+    wal: LogWriter,
+}
+
+/// Held while the tree's shape changes (flush, compaction): one change at a time.
+struct ShapeState {
+    manifest: ManifestWriter,
+    /// Per level, where round-robin compaction of that level resumes.
+    compact_cursor: Vec<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct BackgroundState {
+    shutdown: bool,
+    /// True while the background thread runs a flush or compaction step. (The files a
+    /// compaction made obsolete are deleted when their last reader drops them, which may be
+    /// later.)
+    busy: bool,
+    /// Set when a flush or compaction failed; writes are refused from then on.
+    error: Option<String>,
+}
+
+#[derive(Default)]
+struct Counters {
+    flushes: AtomicU64,
+    compactions: AtomicU64,
+    write_stalls: AtomicU64,
+}
+
+struct Inner {
+    dir: PathBuf,
+    fs: SharedFs,
+    options: Options,
+    read_state: RwLock<Arc<ReadState>>,
+    writer: Mutex<WriterState>,
+    shape: Mutex<ShapeState>,
+    /// Sequence number of the last write visible to readers.
+    visible_seq: AtomicU64,
+    next_file_number: AtomicU64,
+    background: Mutex<BackgroundState>,
+    /// Signalled when there is background work, and when background work finished.
+    background_cv: Condvar,
+    /// The file system, read counters and caches every table of the store reads through.
+    table_env: TableEnv,
+    counters: Counters,
+    recovery: RecoveryReport,
+    _lock: Box<dyn FileLock>,
+}
+
+/// An open store. `Db` is `Send + Sync`: share it (for example in an `Arc`) between threads;
+/// any number of threads may read while others write.
+pub struct Db {
+    inner: Arc<Inner>,
+    worker: Option<JoinHandle<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Db {
+    /// Opens the store in `path`, creating it if `options.create_if_missing` (the default).
+    /// Recovers unflushed writes from the WAL. A second open of the same directory, from this
+    /// process or another, fails with `Error::Locked`.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let dir = path.as_ref().to_path_buf();
+        let fs = Arc::clone(&options.file_system);
+        let current = dir.join(filename::CURRENT);
+        if !fs.exists(&current) {
+            if !options.create_if_missing {
+                return Err(Error::InvalidArgument(format!(
+                    "no store at {} (create_if_missing is off)",
+                    dir.display()
+                )));
+            }
+            fs.create_dir_all(&dir)?;
+        }
+        let lock = fs.lock(&dir.join(filename::LOCK))?;
+        let inner = Arc::new(recover(dir, fs, options, lock)?);
+        let worker_inner = Arc::clone(&inner);
+        let worker = std::thread::Builder::new()
+            .name("bloomkv-background".into())
+            .spawn(move || worker_inner.background_loop())
+            .map_err(|e| Error::io("starting the background thread", e))?;
+        inner.background_cv.notify_all();
+        Ok(Db {
+            inner,
+            worker: Some(worker),
+        })
+    }
+
+    /// Sets `key` to `value` (not synced: see [`WriteOptions`]).
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write_opt(batch, &WriteOptions::default())
+    }
+
+    /// Deletes `key` (not synced).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write_opt(batch, &WriteOptions::default())
+    }
+
+    /// Applies a batch with default options.
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_opt(batch, &WriteOptions::default())
+    }
+
+    /// Applies every operation of `batch` atomically: after a crash all of it or none of it is
+    /// there, and readers see all of it or none of it.
+    pub fn write_opt(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
+        batch.validate()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.inner.write(batch, options.sync)
+    }
+
+    /// The value of `key`, or `None` when it is absent or deleted.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        check_key_len(key)?;
+        Ok(self
+            .inner
+            .get_entry(key)?
+            .filter(|e| !e.is_tombstone())
+            .map(|e| e.value))
+    }
+
+    /// Every pair in key order, as of now (later writes are not seen).
+    pub fn iter(&self) -> DbIterator {
+        self.inner.iter(Bound::Unbounded, Bound::Unbounded, None)
+    }
+
+    /// Pairs with keys in `[start, end)` bounds, in key order, as of now.
+    pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> DbIterator {
+        self.inner.iter(start, end.map(|k| k.to_vec()), None)
+    }
+
+    /// Pairs whose key starts with `prefix`, in key order, as of now.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
+        let prefix = prefix.as_ref();
+        self.inner.iter(
+            Bound::Included(prefix),
+            Bound::Unbounded,
+            Some(prefix.to_vec()),
+        )
+    }
+
+    /// Writes the memtable to a table and waits until it is durable and recorded.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// Flushes, then merges every table into one level (tombstones and old versions dropped).
+    pub fn compact(&self) -> Result<()> {
+        self.inner.flush()?;
+        let inner = &self.inner;
+        let mut shape = lock(&inner.shape);
+        let version = Arc::clone(&inner.read_state().version);
+        match compaction::full(&version) {
+            Some(job) => inner.run_compaction(&mut shape, job),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every frozen memtable is flushed and no level needs compaction, so the
+    /// tree's shape stays put (benchmarks and tests measure a settled tree this way).
+    pub fn wait_for_background_work(&self) -> Result<()> {
+        self.inner
+            .wait_until(|inner, background| !background.busy && !inner.has_background_work())
+    }
+
+    /// Empties the block cache (all of it, when shared with other stores) and asks the
+    /// operating system to forget every live table file's cached pages, so that the next
+    /// lookups read from the disk. For measuring cold reads; data is unaffected.
+    pub fn drop_table_caches(&self) -> Result<()> {
+        if let Some(cache) = &self.inner.table_env.block_cache {
+            cache.clear();
+        }
+        let version = Arc::clone(&self.inner.read_state().version);
+        (0..version.num_levels())
+            .flat_map(|l| version.level(l))
+            .try_for_each(|t| t.table.drop_cache())
+    }
+
+    /// Counters and the shape of the tree.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// What recovery found in the WAL when this store was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.inner.recovery
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Syncs the WAL, stops background work and releases the directory. Dropping a `Db`
+    /// does the same but cannot report an error.
+    pub fn close(mut self) -> Result<()> {
+        let result = lock(&self.inner.writer).wal.sync();
+        self.stop_worker();
+        result
+    }
+
+    fn stop_worker(&mut self) {
+        // From here on, tables that readers still hold keep their obsolete files: the next
+        // open removes them.
+        self.inner
+            .table_env
+            .store_open
+            .store(false, Ordering::Release);
+        lock(&self.inner.background).shutdown = true;
+        self.inner.background_cv.notify_all();
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = lock(&self.inner.writer).wal.flush();
+        self.stop_worker();
+    }
+}
+
+impl Inner {
+    fn read_state(&self) -> Arc<ReadState> {
+        Arc::clone(&self.read_state.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn replace_read_state(&self, change: impl FnOnce(&ReadState) -> ReadState) {
+        let mut state = self.read_state.write().unwrap_or_else(|e| e.into_inner());
+        *state = Arc::new(change(&state));
+    }
+
+    fn path_of(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn new_file_number(&self) -> u64 {
+        self.next_file_number.fetch_add(1, Ordering::SeqCst)
+    }
+}

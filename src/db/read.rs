@@ -1,0 +1,111 @@
+//! The read path: point lookups and iterators over one consistent view, and the stats.
+
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{Inner, ReadState};
+use crate::entry::{Entry, SeqNo};
+use crate::error::Result;
+use crate::filter::KeyHash;
+use crate::iter::{DbIterator, EntryStream};
+use crate::stats::{LevelStats, Stats, TableStats};
+
+impl Inner {
+    /// The read state, then the sequence number: in that order every table of the state holds
+    /// only entries at or below the number (tables keep only each key's newest version, so a
+    /// number taken first could hide a version a concurrent flush collapsed away), and what
+    /// the state lacks is whole later memtables: the reader sees a prefix of the history.
+    pub(super) fn snapshot(&self) -> (Arc<ReadState>, SeqNo) {
+        let state = self.read_state();
+        (state, self.visible_seq.load(Ordering::Acquire))
+    }
+
+    pub(super) fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        let (state, snapshot) = self.snapshot();
+        let memtables = std::iter::once(&state.mem).chain(&state.immutable);
+        for mem in memtables.filter(|m| !m.is_empty()) {
+            if let Some(entry) = mem.get(key, snapshot) {
+                return Ok(Some(entry));
+            }
+        }
+        let hash = KeyHash::of(key);
+        state.version.get(key, &hash, &self.table_env.counters)
+    }
+
+    pub(super) fn iter(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<Vec<u8>>,
+        prefix: Option<Vec<u8>>,
+    ) -> DbIterator {
+        let (state, snapshot) = self.snapshot();
+        let mut sources: Vec<EntryStream> = std::iter::once(&state.mem)
+            .chain(&state.immutable)
+            .map(|m| Box::new(m.iter_from(start)) as EntryStream)
+            .collect();
+        sources.extend(state.version.streams_from(start));
+        DbIterator::new(sources, snapshot, end, prefix)
+    }
+
+    pub(super) fn stats(&self) -> Stats {
+        let counters = self.table_env.counters.snapshot();
+        let state = self.read_state();
+        let version = &state.version;
+        let mut levels = Vec::with_capacity(version.num_levels());
+        let mut tables = Vec::new();
+        let mut filter_memory_bytes = 0;
+        let mut index_memory_bytes = 0;
+        for level in 0..version.num_levels() {
+            let mut summary = LevelStats::default();
+            for handle in version.level(level) {
+                summary.tables += 1;
+                summary.bytes += handle.meta.file_size;
+                summary.entries += handle.meta.entries;
+                let params = handle.table.filter_params();
+                let filter_bytes = handle.table.filter_memory_bytes() as u64;
+                filter_memory_bytes += filter_bytes;
+                index_memory_bytes += handle.table.index_memory_bytes() as u64;
+                tables.push(TableStats {
+                    level,
+                    number: handle.meta.number,
+                    file_size: handle.meta.file_size,
+                    entries: handle.meta.entries,
+                    smallest_key: handle.meta.smallest_key.clone(),
+                    largest_key: handle.meta.largest_key.clone(),
+                    bits_per_key: params.map(|p| p.bits_per_key()),
+                    hashes: params.map(|p| p.hashes()),
+                    predicted_false_positive_rate: params
+                        .map(|p| p.predicted_false_positive_rate()),
+                    filter_bytes,
+                });
+            }
+            levels.push(summary);
+        }
+        Stats {
+            filter_probes: counters.filter_probes,
+            filter_negatives: counters.filter_negatives,
+            filter_positives: counters.filter_positives,
+            filter_true_positives: counters.filter_true_positives,
+            data_block_reads: counters.data_block_reads,
+            bytes_read: counters.bytes_read,
+            levels,
+            tables,
+            memtable_bytes: state.mem.approximate_bytes() as u64,
+            immutable_memtables: state.immutable.len(),
+            last_sequence: self.visible_seq.load(Ordering::Acquire),
+            flushes: self.counters.flushes.load(Ordering::Relaxed),
+            compactions: self.counters.compactions.load(Ordering::Relaxed),
+            write_stalls: self.counters.write_stalls.load(Ordering::Relaxed),
+            filter_memory_bytes,
+            index_memory_bytes,
+            block_cache: self
+                .table_env
+                .block_cache
+                .as_ref()
+                .map(|c| c.stats())
+                .unwrap_or_default(),
+            table_cache: self.table_env.table_cache.stats(),
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! Opening a store: the manifest, the live tables, WAL replay, and garbage from before.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+
+use super::table_writer::TableWriter;
+use super::{BackgroundState, Counters, Inner, ReadState, RecoveryReport, ShapeState, WriterState};
+use crate::cache::{BlockCache, TableCache};
+use crate::entry::SeqNo;
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::fs::{FileLock, SharedFs};
+use crate::iter::NewestVersions;
+use crate::manifest::{self, ManifestWriter, VersionEdit};
+use crate::memtable::MemTable;
+use crate::metrics::ReadCounters;
+use crate::options::{Options, WalRecoveryMode};
+use crate::sstable::{Table, TableEnv};
+use crate::version::Version;
+use crate::wal::{self, LogWriter, RecoveryMode};
+use crate::write_batch::WriteBatch;
+
+/// Opens (or creates) the store's files: reads the manifest, opens every live table, replays
+/// WAL files not yet flushed into a level-0 table, and starts a fresh manifest and WAL.
+pub(super) fn recover(
+    dir: PathBuf,
+    fs: SharedFs,
+    options: Options,
+    lock: Box<dyn FileLock>,
+) -> Result<Inner> {
+    let table_env = table_env(&fs, &options);
+    let recovered = if fs.exists(&dir.join(filename::CURRENT)) {
+        Some(manifest::recover_manifest(fs.as_ref(), &dir)?)
+    } else {
+        None
+    };
+    let names = fs.list(&dir)?;
+    let highest_on_disk = names
+        .iter()
+        .filter_map(|n| filename::parse_file_name(n))
+        .filter_map(|k| k.number())
+        .max()
+        .unwrap_or(0);
+    let (mut metas, log_number, next_file, last_seq) = match &recovered {
+        Some(r) => (
+            r.tables.clone(),
+            r.log_number,
+            r.next_file_number,
+            r.last_seq,
+        ),
+        None => (Vec::new(), 0, 1, 0),
+    };
+    let next_file = next_file.max(highest_on_disk + 1);
+    // A file the manifest relies on is missing: opening anyway would delete the tables a lost
+    // edit added, and their data with them.
+    if let Some(missing) = recovered
+        .as_ref()
+        .and_then(|r| r.missing_files(&dir, &names).into_iter().next())
+    {
+        return Err(missing);
+    }
+
+    let mut opened = HashMap::new();
+    for meta in &metas {
+        if meta.level as usize >= options.num_levels {
+            return Err(Error::corruption(
+                &dir.join(filename::table_file_name(meta.number)),
+                None,
+                format!(
+                    "manifest places the table at level {} of {}",
+                    meta.level, options.num_levels
+                ),
+            ));
+        }
+        let path = dir.join(filename::table_file_name(meta.number));
+        opened.insert(meta.number, Table::open_in(&path, &table_env)?);
+    }
+
+    // Replay every log at or after the manifest's log number, oldest first.
+    let mut logs: Vec<u64> = names
+        .iter()
+        .filter_map(|n| match filename::parse_file_name(n) {
+            Some(FileKind::Log(number)) if number >= log_number => Some(number),
+            _ => None,
+        })
+        .collect();
+    logs.sort_unstable();
+    let replayed = replay_logs(fs.as_ref(), &dir, &logs, options.wal_recovery_mode)?;
+    let (replay, report) = (replayed.mem, replayed.report);
+    let max_seq = replayed.max_seq.map_or(last_seq, |s| s.max(last_seq));
+
+    let file_numbers = AtomicU64::new(next_file);
+    if !replay.is_empty() {
+        let writer = TableWriter {
+            dir: &dir,
+            options: &options,
+            env: &table_env,
+            next_file_number: &file_numbers,
+        };
+        let entries = NewestVersions::new(replay.iter_from(Bound::Unbounded), SeqNo::MAX, false);
+        let written = writer.write(entries, 0, replay.len() as u64, false)?;
+        opened.extend(written.opened);
+        metas.extend(written.added);
+    }
+    let new_log = file_numbers.fetch_add(1, Ordering::SeqCst);
+    let manifest_number = file_numbers.fetch_add(1, Ordering::SeqCst);
+    let next_file = file_numbers.into_inner();
+
+    let log_path = dir.join(filename::log_file_name(new_log));
+    let log_file = fs.create(&log_path)?;
+    fs.sync_dir(&dir)?;
+
+    let snapshot = VersionEdit {
+        log_number: Some(new_log),
+        next_file_number: Some(next_file),
+        last_seq: Some(max_seq),
+        added: metas,
+        removed: Vec::new(),
+    };
+    let version = Version::empty(options.num_levels).apply(&snapshot, &opened);
+    let manifest = ManifestWriter::create(fs.as_ref(), &dir, manifest_number, &snapshot)?;
+
+    // The new manifest is current: everything it does not name is garbage from before.
+    remove_unreferenced_files(fs.as_ref(), &dir, &snapshot, manifest_number, new_log);
+
+    Ok(Inner {
+        read_state: RwLock::new(Arc::new(ReadState {
+            mem: Arc::new(MemTable::new(new_log)),
+            immutable: Vec::new(),
+            version: Arc::new(version),
+        })),
+        writer: Mutex::new(WriterState {
+            wal: LogWriter::new(log_file),
+        }),
+        shape: Mutex::new(ShapeState {
+            manifest,
+            compact_cursor: vec![Vec::new(); options.num_levels],
+        }),
+        visible_seq: AtomicU64::new(max_seq),
+        next_file_number: AtomicU64::new(next_file),
+        background: Mutex::new(BackgroundState::default()),
+        background_cv: Condvar::new(),
+        table_env,
+        counters: Counters::default(),
+        recovery: report,
+        dir,
+        fs,
+        options,
+        _lock: lock,
+    })
+}
+
+/// What the store's tables read through: its own block cache of `block_cache_size` bytes (or
+/// the shared one it was given, or none) and a table cache of `max_open_files`.
+pub(super) fn table_env(fs: &SharedFs, options: &Options) -> TableEnv {
+    let block_cache = match (&options.block_cache, options.block_cache_size) {
+        (Some(shared), _) => Some(Arc::clone(shared)),
+        (None, 0) => None,
+        (None, bytes) => Some(Arc::new(BlockCache::new(bytes))),
+    };
+    TableEnv {
+        fs: Arc::clone(fs),
+        counters: Arc::new(ReadCounters::default()),
+        block_cache,
+        table_cache: Arc::new(TableCache::new(Arc::clone(fs), options.max_open_files)),
+        store_open: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+    }
+}
+
+/// The writes recovered from WAL files.
+pub(super) struct Replayed {
+    mem: Arc<MemTable>,
+    /// Highest sequence number replayed, if any write was.
+    max_seq: Option<SeqNo>,
+    report: RecoveryReport,
+}
+
+/// Replays WAL files `logs` (oldest first) into a memtable.
+///
+/// A log may end in a torn record: the write it held was never acknowledged. But a later log
+/// that holds writes after such a tear would leave a hole in the history (later writes kept,
+/// earlier ones lost). That is a corruption error under `TolerateTornTail`; under
+/// `PointInTime` replay stops at the tear and the later logs' writes are dropped and
+/// reported.
+pub(super) fn replay_logs(
+    fs: &dyn crate::fs::FileSystem,
+    dir: &Path,
+    logs: &[u64],
+    mode: WalRecoveryMode,
+) -> Result<Replayed> {
+    let read_mode = match mode {
+        WalRecoveryMode::TolerateTornTail => RecoveryMode::TolerateTornTail,
+        WalRecoveryMode::PointInTime => RecoveryMode::PointInTime,
+    };
+    let mem = Arc::new(MemTable::new(0));
+    let mut report = RecoveryReport::default();
+    let mut max_seq = None;
+    let mut tear: Option<(PathBuf, u64)> = None;
+    for number in logs {
+        let path = dir.join(filename::log_file_name(*number));
+        let contents = wal::read_log(fs, &path, read_mode)?;
+        if let Some((torn_log, offset)) = &tear {
+            if contents.records.is_empty() {
+                continue;
+            }
+            if mode == WalRecoveryMode::TolerateTornTail {
+                return Err(Error::corruption(
+                    torn_log,
+                    Some(*offset),
+                    format!(
+                        "the log ends in a torn record, yet the later log {} holds writes: \
+                         replaying them would leave a hole (open with \
+                         WalRecoveryMode::PointInTime to keep the writes before the tear)",
+                        path.display()
+                    ),
+                ));
+            }
+            let size = fs.open_read(&path)?.size();
+            report.dropped_tails.push((path, 0, size));
+            continue;
+        }
+        if let Some(tail) = &contents.torn_tail {
+            report
+                .dropped_tails
+                .push((path.clone(), tail.offset, tail.dropped_bytes));
+            tear = Some((path.clone(), tail.offset));
+        }
+        for record in &contents.records {
+            let entries = WriteBatch::decode(record, &path)?;
+            if let Some(last) = entries.last() {
+                max_seq = Some(max_seq.map_or(last.seq, |m: SeqNo| m.max(last.seq)));
+            }
+            mem.apply(entries);
+            report.batches_replayed += 1;
+        }
+    }
+    Ok(Replayed {
+        mem,
+        max_seq,
+        report,
+    })
+}
+
+pub(super) fn remove_unreferenced_files(
+    fs: &dyn crate::fs::FileSystem,
+    dir: &Path,
+    live: &VersionEdit,
+    manifest: u64,
+    log: u64,
+) {
+    let live_tables: std::collections::HashSet<u64> = live.added.iter().map(|m| m.number).collect();
+    let Ok(names) = fs.list(dir) else { return };
+    for name in names {
+        let obsolete = match filename::parse_file_name(&name) {
+            Some(FileKind::Table(n)) => !live_tables.contains(&n),
+            Some(FileKind::Log(n)) => n < log,
+            Some(FileKind::Manifest(n)) => n != manifest,
+            Some(FileKind::Temp(_) | FileKind::CurrentTemp) => true,
+            // A table builder interrupted before its rename leaves `NNNNNN.sst.tmp`.
+            _ => name.ends_with(".tmp"),
+        };
+        if obsolete {
+            let _ = fs.remove(&dir.join(&name));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{FileSystem, OsFileSystem};
+
+    /// Writes WAL `number` in `dir` holding one batch per key, each putting `key` = `key`.
+    fn write_log(dir: &Path, number: u64, first_seq: SeqNo, keys: &[&str]) -> PathBuf {
+        let path = dir.join(filename::log_file_name(number));
+        let mut log = LogWriter::new(OsFileSystem.create(&path).unwrap());
+        for (i, key) in keys.iter().enumerate() {
+            let mut batch = WriteBatch::new();
+            batch.put(key, key);
+            log.add_record(&batch.encode(first_seq + i as u64)).unwrap();
+        }
+        log.sync().unwrap();
+        path
+    }
+
+    /// Cuts the last few bytes off a log: its last record is torn.
+    fn tear(path: &Path) {
+        let bytes = std::fs::read(path).unwrap();
+        std::fs::write(path, &bytes[..bytes.len() - 3]).unwrap();
+    }
+
+    #[test]
+    fn a_torn_log_followed_by_writes_is_a_hole() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = write_log(dir.path(), 5, 1, &["a", "b", "c"]);
+        tear(&first);
+        write_log(dir.path(), 6, 4, &["d"]);
+
+        let strict = replay_logs(
+            &OsFileSystem,
+            dir.path(),
+            &[5, 6],
+            WalRecoveryMode::TolerateTornTail,
+        );
+        match strict {
+            Err(Error::Corruption { file, .. }) => assert_eq!(file, first),
+            other => panic!(
+                "expected a corruption error naming the torn log, got {:?}",
+                other.map(|r| r.report)
+            ),
+        }
+
+        let salvaged = replay_logs(
+            &OsFileSystem,
+            dir.path(),
+            &[5, 6],
+            WalRecoveryMode::PointInTime,
+        )
+        .unwrap();
+        assert_eq!(
+            salvaged.report.batches_replayed, 2,
+            "a and b, before the tear"
+        );
+        assert_eq!(salvaged.max_seq, Some(2));
+        assert!(salvaged.mem.get(b"b", SeqNo::MAX).is_some());
+        assert!(
+            salvaged.mem.get(b"d", SeqNo::MAX).is_none(),
+            "d comes after the hole"
+        );
+        assert_eq!(salvaged.report.dropped_tails.len(), 2);
+    }
+
+    #[test]
+    fn a_torn_log_followed_only_by_empty_logs_is_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = write_log(dir.path(), 5, 1, &["a", "b"]);
+        tear(&first);
+        write_log(dir.path(), 6, 3, &[]);
+        let replayed = replay_logs(
+            &OsFileSystem,
+            dir.path(),
+            &[5, 6],
+            WalRecoveryMode::TolerateTornTail,
+        )
+        .unwrap();
+        assert_eq!(replayed.report.batches_replayed, 1);
+        assert_eq!(replayed.report.dropped_tails.len(), 1);
+        assert_eq!(replayed.report.dropped_tails[0].0, first);
+    }
+}
