@@ -27,6 +27,10 @@ pub enum Error {
     KeyTooLarge { len: usize, max: usize },
     /// A value longer than the store accepts.
     ValueTooLarge { len: usize, max: usize },
+    /// The directory holds a store's files but no `CURRENT`, the file naming the manifest:
+    /// the store lost its pointer. Creating a new store there would discard them, so opening
+    /// is refused; `files` names what is there.
+    MissingCurrent { dir: PathBuf, files: Vec<String> },
     /// A caller-supplied argument or option is out of range.
     InvalidArgument(String),
     /// An earlier write or sync failed, so the store refuses further writes; reads still work.
@@ -88,6 +92,13 @@ impl fmt::Display for Error {
             Error::ValueTooLarge { len, max } => {
                 write!(f, "value of {len} bytes exceeds the limit of {max} bytes")
             }
+            Error::MissingCurrent { dir, files } => write!(
+                f,
+                "{} holds store files but no CURRENT file ({}): refusing to create a new \
+                 store over them; a repair rebuilds the manifest from them",
+                dir.display(),
+                files.join(", ")
+            ),
             Error::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
             Error::WritesRefused { reason } => {
                 write!(

@@ -9,6 +9,7 @@
 //! | write-ahead log   | `000123.log`       |
 //! | manifest          | `MANIFEST-000123`  |
 //! | temporary file    | `000123.tmp`       |
+//! | table being built | `000123.sst.tmp`   |
 //! | manifest pointer  | `CURRENT`          |
 //! | its replacement   | `CURRENT.tmp`      |
 //! | directory lock    | `LOCK`             |
@@ -37,6 +38,8 @@ pub enum FileKind {
     Manifest(u64),
     /// A temporary file being written, `NNNNNN.tmp`.
     Temp(u64),
+    /// A table being written, renamed to `NNNNNN.sst` when finished: `NNNNNN.sst.tmp`.
+    TableTemp(u64),
     /// `CURRENT`.
     Current,
     /// `CURRENT.tmp`.
@@ -49,9 +52,11 @@ impl FileKind {
     /// The file's number, for the kinds that have one.
     pub fn number(&self) -> Option<u64> {
         match *self {
-            FileKind::Table(n) | FileKind::Log(n) | FileKind::Manifest(n) | FileKind::Temp(n) => {
-                Some(n)
-            }
+            FileKind::Table(n)
+            | FileKind::Log(n)
+            | FileKind::Manifest(n)
+            | FileKind::Temp(n)
+            | FileKind::TableTemp(n) => Some(n),
             FileKind::Current | FileKind::CurrentTemp | FileKind::Lock => None,
         }
     }
@@ -81,6 +86,11 @@ pub fn temp_file_name(n: u64) -> String {
     format!("{}.tmp", number(n))
 }
 
+/// `000123.sst.tmp`.
+pub fn table_temp_file_name(n: u64) -> String {
+    format!("{}.tmp", table_file_name(n))
+}
+
 /// Parses a number exactly as [`number`] writes it: ASCII digits only, at least six, no
 /// superfluous leading zeros beyond the padding, no overflow.
 fn parse_number(s: &str) -> Option<u64> {
@@ -101,6 +111,9 @@ pub fn parse_file_name(name: &str) -> Option<FileKind> {
     }
     if let Some(rest) = name.strip_prefix(MANIFEST_PREFIX) {
         return parse_number(rest).map(FileKind::Manifest);
+    }
+    if let Some(table) = name.strip_suffix(".sst.tmp") {
+        return parse_number(table).map(FileKind::TableTemp);
     }
     let (stem, ext) = name.rsplit_once('.')?;
     let n = parse_number(stem)?;
@@ -129,6 +142,10 @@ mod tests {
                 Some(FileKind::Manifest(n))
             );
             assert_eq!(parse_file_name(&temp_file_name(n)), Some(FileKind::Temp(n)));
+            assert_eq!(
+                parse_file_name(&table_temp_file_name(n)),
+                Some(FileKind::TableTemp(n))
+            );
         }
         assert_eq!(table_file_name(123), "000123.sst");
         assert_eq!(log_file_name(7), "000007.log");
@@ -159,7 +176,9 @@ mod tests {
             "CURRENT2",
             "LOCK.tmp",
             "99999999999999999999.sst",
-            "000001.sst.tmp",
+            "1.sst.tmp",
+            "000001.log.tmp",
+            "notes.tmp",
         ] {
             assert_eq!(parse_file_name(name), None, "{name:?}");
         }

@@ -122,6 +122,10 @@ impl Db {
         let fs = Arc::clone(&options.file_system);
         let current = dir.join(filename::CURRENT);
         if !fs.exists(&current) {
+            let files = recovery::data_files_without_current(fs.as_ref(), &dir)?;
+            if !files.is_empty() {
+                return Err(Error::MissingCurrent { dir, files });
+            }
             if !options.create_if_missing {
                 return Err(Error::InvalidArgument(format!(
                     "no store at {} (create_if_missing is off)",

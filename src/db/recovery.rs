@@ -12,7 +12,7 @@ use crate::cache::{BlockCache, TableCache};
 use crate::entry::SeqNo;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
-use crate::fs::{FileLock, SharedFs};
+use crate::fs::{FileLock, FileSystem, SharedFs};
 use crate::iter::NewestVersions;
 use crate::manifest::{self, ManifestWriter, VersionEdit};
 use crate::memtable::MemTable;
@@ -186,7 +186,7 @@ pub(super) struct Replayed {
 /// `PointInTime` replay stops at the tear and the later logs' writes are dropped and
 /// reported.
 pub(super) fn replay_logs(
-    fs: &dyn crate::fs::FileSystem,
+    fs: &dyn FileSystem,
     dir: &Path,
     logs: &[u64],
     mode: WalRecoveryMode,
@@ -245,7 +245,7 @@ pub(super) fn replay_logs(
 }
 
 pub(super) fn remove_unreferenced_files(
-    fs: &dyn crate::fs::FileSystem,
+    fs: &dyn FileSystem,
     dir: &Path,
     live: &VersionEdit,
     manifest: u64,
@@ -258,9 +258,9 @@ pub(super) fn remove_unreferenced_files(
             Some(FileKind::Table(n)) => !live_tables.contains(&n),
             Some(FileKind::Log(n)) => n < log,
             Some(FileKind::Manifest(n)) => n != manifest,
-            Some(FileKind::Temp(_) | FileKind::CurrentTemp) => true,
-            // A table builder interrupted before its rename leaves `NNNNNN.sst.tmp`.
-            _ => name.ends_with(".tmp"),
+            Some(FileKind::Temp(_) | FileKind::TableTemp(_) | FileKind::CurrentTemp) => true,
+            // Never a file whose name the store did not make.
+            Some(FileKind::Current | FileKind::Lock) | None => false,
         };
         if obsolete {
             let _ = fs.remove(&dir.join(&name));
@@ -350,4 +350,28 @@ mod tests {
         assert_eq!(replayed.report.dropped_tails.len(), 1);
         assert_eq!(replayed.report.dropped_tails[0].0, first);
     }
+}
+
+/// The files in `dir` that hold a store's data when there is no `CURRENT`: tables, logs with
+/// writes in them, and manifests that record any table or write. An empty log or a manifest of
+/// an empty store is what a creation cut short leaves behind, and holds nothing.
+pub(super) fn data_files_without_current(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>> {
+    if !fs.exists(dir) {
+        return Ok(Vec::new());
+    }
+    let mut found = Vec::new();
+    for name in fs.list(dir)? {
+        let path = dir.join(&name);
+        let holds_data = match filename::parse_file_name(&name) {
+            Some(FileKind::Table(_)) => true,
+            Some(FileKind::Log(_)) => fs.open_read(&path).map_or(true, |f| f.size() > 0),
+            Some(FileKind::Manifest(number)) => manifest::read_manifest(fs, &path, number)
+                .map_or(true, |m| !m.tables.is_empty() || m.last_seq > 0),
+            _ => false,
+        };
+        if holds_data {
+            found.push(name);
+        }
+    }
+    Ok(found)
 }
