@@ -37,7 +37,10 @@ fn a_store_without_current_is_refused_and_nothing_is_deleted() {
     match Db::open(dir.path(), common::small_tree_options()) {
         Err(Error::MissingCurrent { files, .. }) => {
             assert!(files.iter().any(|f| f.ends_with(".sst")), "{files:?}");
-            assert!(files.iter().any(|f| f.starts_with("MANIFEST-")), "{files:?}");
+            assert!(
+                files.iter().any(|f| f.starts_with("MANIFEST-")),
+                "{files:?}"
+            );
         }
         Err(e) => panic!("expected MissingCurrent, got {e}"),
         Ok(_) => panic!("a store without CURRENT was opened (and emptied)"),
@@ -50,7 +53,11 @@ fn a_store_without_current_is_refused_and_nothing_is_deleted() {
         refused_without_create,
         Err(Error::MissingCurrent { .. })
     ));
-    assert_eq!(names_in(dir.path()), before, "refusing must not touch a file");
+    assert_eq!(
+        names_in(dir.path()),
+        before,
+        "refusing must not touch a file"
+    );
 }
 
 #[test]

@@ -268,6 +268,30 @@ pub(super) fn remove_unreferenced_files(
     }
 }
 
+/// The files in `dir` that hold a store's data when there is no `CURRENT`: tables, logs with
+/// writes in them, and manifests that record any table or write. An empty log or a manifest of
+/// an empty store is what a creation cut short leaves behind, and holds nothing.
+pub(super) fn data_files_without_current(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>> {
+    if !fs.exists(dir) {
+        return Ok(Vec::new());
+    }
+    let mut found = Vec::new();
+    for name in fs.list(dir)? {
+        let path = dir.join(&name);
+        let holds_data = match filename::parse_file_name(&name) {
+            Some(FileKind::Table(_)) => true,
+            Some(FileKind::Log(_)) => fs.open_read(&path).map_or(true, |f| f.size() > 0),
+            Some(FileKind::Manifest(number)) => manifest::read_manifest(fs, &path, number)
+                .map_or(true, |m| !m.tables.is_empty() || m.last_seq > 0),
+            _ => false,
+        };
+        if holds_data {
+            found.push(name);
+        }
+    }
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,28 +374,4 @@ mod tests {
         assert_eq!(replayed.report.dropped_tails.len(), 1);
         assert_eq!(replayed.report.dropped_tails[0].0, first);
     }
-}
-
-/// The files in `dir` that hold a store's data when there is no `CURRENT`: tables, logs with
-/// writes in them, and manifests that record any table or write. An empty log or a manifest of
-/// an empty store is what a creation cut short leaves behind, and holds nothing.
-pub(super) fn data_files_without_current(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>> {
-    if !fs.exists(dir) {
-        return Ok(Vec::new());
-    }
-    let mut found = Vec::new();
-    for name in fs.list(dir)? {
-        let path = dir.join(&name);
-        let holds_data = match filename::parse_file_name(&name) {
-            Some(FileKind::Table(_)) => true,
-            Some(FileKind::Log(_)) => fs.open_read(&path).map_or(true, |f| f.size() > 0),
-            Some(FileKind::Manifest(number)) => manifest::read_manifest(fs, &path, number)
-                .map_or(true, |m| !m.tables.is_empty() || m.last_seq > 0),
-            _ => false,
-        };
-        if holds_data {
-            found.push(name);
-        }
-    }
-    Ok(found)
 }
