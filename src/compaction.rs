@@ -108,21 +108,30 @@ pub fn pick(version: &Version, options: &Options, cursor: &mut [Vec<u8>]) -> Opt
     Some(with_overlaps(version, level + 1, inputs))
 }
 
-/// A compaction of everything into one level: the deepest level that holds data (at least 1).
-pub fn full(version: &Version) -> Option<Compaction> {
-    let deepest = (1..version.num_levels())
+/// A compaction of every table into one level: the shallowest level, at or below the deepest
+/// that holds data, whose target holds all the bytes (the last level holds any amount), so that
+/// no compaction moves part of it on afterwards. Every table is rewritten, even when one level
+/// already holds them all: that is how a store changes its tables' filter or compression.
+/// `None` for a store without tables.
+pub fn full(version: &Version, options: &Options) -> Option<Compaction> {
+    let last = version.num_levels() - 1;
+    let deepest = (1..=last)
         .rev()
         .find(|&l| !version.level(l).is_empty())
         .unwrap_or(1);
-    let inputs: Vec<Arc<TableHandle>> = (0..deepest)
+    let total: u64 = (0..=last).map(|l| version.level_bytes(l)).sum();
+    let output_level = (deepest..=last)
+        .find(|&l| l == last || total < level_target_bytes(options, l))
+        .unwrap_or(last);
+    let inputs: Vec<Arc<TableHandle>> = (0..output_level)
         .flat_map(|l| version.level(l).iter().cloned())
         .collect();
-    let output_level_inputs = version.level(deepest).to_vec();
-    if inputs.is_empty() && output_level_inputs.len() <= 1 {
+    let output_level_inputs = version.level(output_level).to_vec();
+    if inputs.is_empty() && output_level_inputs.is_empty() {
         return None;
     }
     Some(Compaction {
-        output_level: deepest,
+        output_level,
         inputs,
         output_level_inputs,
         drop_tombstones: true,

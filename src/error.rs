@@ -33,8 +33,16 @@ pub enum Error {
     MissingCurrent { dir: PathBuf, files: Vec<String> },
     /// A caller-supplied argument or option is out of range.
     InvalidArgument(String),
-    /// An earlier write or sync failed, so the store refuses further writes; reads still work.
+    /// A write to the WAL failed, so the store refuses writes until a new log is started
+    /// (by itself, with backoff, or by [`crate::Db::resume`]); reads still work.
     WritesRefused { reason: String },
+    /// A flush or compaction failed. Nothing a reader sees changed; the store retries the
+    /// work with backoff and carries on by itself once the cause is gone (a full disk has room
+    /// again). Returned by calls that wait for that work, and by writes that would have to
+    /// wait for it (memory for writes is full).
+    Background { reason: String },
+    /// The store was opened read-only ([`crate::Db::open_read_only`]).
+    ReadOnly,
     /// A Bloom filter operation failed (bad parameters, shape mismatch, corrupt serialized form).
     Filter(FilterError),
 }
@@ -106,6 +114,11 @@ impl fmt::Display for Error {
                     "the store refuses writes after an earlier failure: {reason}"
                 )
             }
+            Error::Background { reason } => write!(
+                f,
+                "background flush or compaction failed (retrying by itself): {reason}"
+            ),
+            Error::ReadOnly => write!(f, "the store was opened read-only"),
             Error::Filter(e) => write!(f, "{e}"),
         }
     }

@@ -65,6 +65,10 @@ pub struct Options {
     /// How table blocks are compressed. Default LZ4; a block that does not shrink by 1/8 is
     /// stored raw.
     pub compression: Compression,
+    /// Bytes the manifest's log of edits may reach before it is rewritten as one snapshot of
+    /// the tree (and at least twice the last snapshot's size, so a big tree is not rewritten
+    /// at every edit). Default 4 MiB.
+    pub max_manifest_size: u64,
     /// The file system the store uses. Default: the operating system's, read with `pread`
     /// ([`OsFileSystem`]); `mmap_reads(true)` reads through memory maps instead.
     pub file_system: SharedFs,
@@ -90,6 +94,7 @@ impl Default for Options {
             block_cache: None,
             max_open_files: 512,
             compression: Compression::default(),
+            max_manifest_size: 4 << 20,
             file_system: Arc::new(OsFileSystem),
         }
     }
@@ -183,6 +188,12 @@ impl Options {
     /// theirs; every table records its own in each block).
     pub fn compression(mut self, compression: Compression) -> Self {
         self.compression = compression;
+        self
+    }
+
+    /// Sets the size at which the manifest is rewritten as one snapshot.
+    pub fn max_manifest_size(mut self, bytes: u64) -> Self {
+        self.max_manifest_size = bytes;
         self
     }
 

@@ -60,6 +60,16 @@ pub struct Stats {
     pub compactions: u64,
     /// Writes that were delayed or stalled because compaction fell behind.
     pub write_stalls: u64,
+    /// Flushes, compactions and WAL writes that failed since open.
+    pub background_errors: u64,
+    /// Background attempts made after a failure (each retry of a failed step counts).
+    pub background_retries: u64,
+    /// Why the last background step failed, while it has not yet succeeded again.
+    pub background_error: Option<String>,
+    /// Why writes are refused, while they are (the WAL could not be written).
+    pub writes_refused: Option<String>,
+    /// Times the manifest was rewritten as a snapshot.
+    pub manifest_rotations: u64,
     /// Bytes of all filters held in memory.
     pub filter_memory_bytes: u64,
     /// Bytes of all table indexes held in memory.

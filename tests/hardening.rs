@@ -100,3 +100,233 @@ fn a_creation_cut_short_does_not_block_the_next_open() {
         assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
     }
 }
+
+fn fault_options(fs: &FaultFs) -> Options {
+    let mut options = common::small_tree_options().file_system(Arc::new(fs.clone()));
+    options.memtable_size = 4 * 1024;
+    options
+}
+
+fn fill(db: &Db, from: u64, to: u64) {
+    for i in from..to {
+        db.put(common::key(i), common::value(i, 0)).unwrap();
+    }
+}
+
+fn assert_readable(db: &Db, to: u64) {
+    for i in 0..to {
+        assert_eq!(
+            db.get(common::key(i)).unwrap(),
+            Some(common::value(i, 0)),
+            "key {i}"
+        );
+    }
+}
+
+/// Table files in the store's directory, by number.
+fn table_files(fs: &FaultFs) -> Vec<String> {
+    use bloomkv::fs::FileSystem;
+    fs.list(Path::new("/store"))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".sst") || n.ends_with(".sst.tmp"))
+        .collect()
+}
+
+fn live_table_files(db: &Db) -> Vec<String> {
+    let mut names: Vec<String> = db
+        .stats()
+        .tables
+        .iter()
+        .map(|t| format!("{:06}.sst", t.number))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn one_failed_compaction_append_refuses_no_write_and_is_retried() {
+    let fs = FaultFs::new();
+    let db = Db::open("/store", fault_options(&fs)).unwrap();
+    fill(&db, 0, 1_500);
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let compactions_before = db.stats().compactions;
+    fs.fail_nth_append(3);
+    assert!(db.compact().is_err(), "the compaction hit the fault");
+    // Nothing a reader sees changed, so writes go on, and the background work they cause
+    // runs as before.
+    fill(&db, 1_500, 3_000);
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    db.compact().unwrap();
+    assert_readable(&db, 3_000);
+    let stats = db.stats();
+    assert!(stats.compactions > compactions_before);
+    assert_eq!(stats.writes_refused, None);
+    assert_eq!(table_files(&fs), live_table_files(&db), "no orphan tables");
+}
+
+#[test]
+fn a_full_disk_under_background_work_heals_by_itself() {
+    let fs = FaultFs::new();
+    let db = Db::open("/store", fault_options(&fs)).unwrap();
+    fill(&db, 0, 1_000);
+    db.wait_for_background_work().unwrap();
+    // Room for the WAL, not for the tables flushes and compactions write.
+    fs.set_space_left(Some(64 * 1024));
+    let mut written = 1_000;
+    while db.stats().background_errors == 0 && written < 20_000 {
+        match db.put(common::key(written), common::value(written, 0)) {
+            Ok(()) => written += 1,
+            Err(Error::Background { .. }) | Err(Error::Io { .. }) => break,
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert!(db.stats().background_errors > 0, "the disk never filled");
+    // Every failed step deleted what it wrote.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let live = live_table_files(&db);
+    for name in table_files(&fs) {
+        assert!(live.contains(&name), "orphan {name} after a failed step");
+    }
+    assert_readable(&db, written);
+
+    // Room again: no call needed, the store retries and settles by itself.
+    fs.set_space_left(None);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while db.stats().background_error.is_some() || db.stats().writes_refused.is_some() {
+        assert!(std::time::Instant::now() < deadline, "never healed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    fill(&db, written, written + 500);
+    db.wait_for_background_work().unwrap();
+    assert_readable(&db, written + 500);
+    let stats = db.stats();
+    assert!(stats.background_retries > 0, "{stats:?}");
+    assert_eq!(table_files(&fs), live_table_files(&db));
+    drop(db);
+    let db = Db::open("/store", fault_options(&fs)).unwrap();
+    assert_readable(&db, written + 500);
+}
+
+#[test]
+fn resume_starts_a_new_log_after_a_failed_wal_write() {
+    let fs = FaultFs::new();
+    let db = Db::open("/store", fault_options(&fs)).unwrap();
+    fill(&db, 0, 300);
+    fs.fail_next_sync();
+    let synced = bloomkv::WriteOptions { sync: true };
+    let mut batch = bloomkv::WriteBatch::new();
+    batch.put(common::key(300), common::value(300, 0));
+    assert!(db.write_opt(batch, &synced).is_err());
+    db.resume().unwrap();
+    assert_eq!(db.stats().writes_refused, None);
+    fill(&db, 300, 600);
+    assert_readable(&db, 600);
+    drop(db);
+    fs.crash();
+    let db = Db::open("/store", fault_options(&fs)).unwrap();
+    // Resuming flushed everything before the failed write: all of it is durable.
+    assert_readable(&db, 300);
+}
+
+#[test]
+fn the_manifest_is_rewritten_once_its_edits_grow() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = || common::small_tree_options().max_manifest_size(1024);
+    let db = Db::open(dir.path(), options()).unwrap();
+    fill(&db, 0, 20_000);
+    db.wait_for_background_work().unwrap();
+    let stats = db.stats();
+    assert!(stats.manifest_rotations > 0, "{}", stats.manifest_rotations);
+    let manifests: Vec<String> = names_in(dir.path())
+        .into_iter()
+        .filter(|n| n.starts_with("MANIFEST-"))
+        .collect();
+    assert_eq!(manifests.len(), 1, "{manifests:?}");
+    let size = std::fs::metadata(dir.path().join(&manifests[0]))
+        .unwrap()
+        .len();
+    // At most the limit (or twice the snapshot) plus one edit past it.
+    assert!(size < 32 * 1024, "manifest of {size} bytes");
+    drop(db);
+    let db = Db::open(dir.path(), options()).unwrap();
+    assert_readable(&db, 20_000);
+}
+
+fn file_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    names_in(dir)
+        .into_iter()
+        .map(|n| {
+            let bytes = std::fs::read(dir.join(&n)).unwrap();
+            (n, bytes)
+        })
+        .collect()
+}
+
+#[test]
+fn a_read_only_open_reads_tables_and_wal_and_changes_no_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    fill(&db, 0, 3_000);
+    db.wait_for_background_work().unwrap();
+    db.delete(common::key(7)).unwrap();
+    db.put(b"only-in-the-wal", b"yes").unwrap();
+    drop(db);
+    // A store copied to read-only media may come without its lock file.
+    std::fs::remove_file(dir.path().join("LOCK")).unwrap();
+    let before = file_bytes(dir.path());
+
+    let ro = Db::open_read_only(dir.path(), common::small_tree_options()).unwrap();
+    assert!(ro.is_read_only());
+    assert_eq!(ro.get(b"only-in-the-wal").unwrap(), Some(b"yes".to_vec()));
+    assert_eq!(ro.get(common::key(7)).unwrap(), None);
+    assert_eq!(ro.get(common::key(8)).unwrap(), Some(common::value(8, 0)));
+    assert_eq!(ro.iter().count(), 3_000);
+    assert!(matches!(ro.put(b"k", b"v"), Err(Error::ReadOnly)));
+    assert!(matches!(ro.delete(b"k"), Err(Error::ReadOnly)));
+    assert!(matches!(ro.flush(), Err(Error::ReadOnly)));
+    assert!(matches!(ro.compact(), Err(Error::ReadOnly)));
+    ro.wait_for_background_work().unwrap();
+    let stats = ro.stats();
+    assert!(stats.tables.len() > 1);
+    ro.close().unwrap();
+    assert_eq!(file_bytes(dir.path()), before, "a read-only open wrote");
+}
+
+#[test]
+fn read_only_opens_and_a_writer_exclude_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Db::open(dir.path(), Options::default()).unwrap();
+    writer.put(b"k", b"v").unwrap();
+    assert!(matches!(
+        Db::open_read_only(dir.path(), Options::default()),
+        Err(Error::Locked { .. })
+    ));
+    drop(writer);
+    let first = Db::open_read_only(dir.path(), Options::default()).unwrap();
+    let second = Db::open_read_only(dir.path(), Options::default()).unwrap();
+    assert_eq!(second.get(b"k").unwrap(), Some(b"v".to_vec()));
+    assert!(matches!(
+        Db::open(dir.path(), Options::default()),
+        Err(Error::Locked { .. })
+    ));
+    drop(first);
+    drop(second);
+    let writer = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(writer.get(b"k").unwrap(), Some(b"v".to_vec()));
+}
+
+#[test]
+fn a_read_only_open_of_nothing_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none");
+    assert!(Db::open_read_only(&missing, Options::default()).is_err());
+    assert!(!missing.exists());
+    assert!(matches!(
+        Db::open_read_only(dir.path(), Options::default()),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(names_in(dir.path()).is_empty());
+}

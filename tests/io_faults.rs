@@ -1,8 +1,8 @@
 //! Injected I/O errors: a failed append, a failed sync, a failed directory sync, a full disk,
 //! in the WAL write path and in background flush and compaction. In every case the call that
 //! hit the fault (or a later one) returns an error, nothing acknowledged is lost, reads keep
-//! working while writes are refused with `Error::WritesRefused`, and reopening the store
-//! recovers it.
+//! working, writes are refused only while the WAL cannot be written, and once the fault is
+//! gone the store heals without a reopen (and a reopen keeps everything too).
 
 mod common;
 
@@ -41,15 +41,16 @@ fn assert_all_readable(db: &Db, acked: u64, what: &str) {
     assert!(scanned >= acked, "{what}: scan saw {scanned} of {acked}");
 }
 
-/// After a failure: reads work; the store either refuses writes with a clear error or goes
-/// on (and then keeps what it takes); a reopen (no crash: the process just closed the
-/// store) keeps every acknowledged write and takes writes again. Returns whether the store
-/// refused writes.
+/// After a failure: reads work; a write is refused with a clear error (the WAL cannot be
+/// written, or memory for writes is full while background work fails) or taken. Once the
+/// fault is gone the store heals without a reopen: `resume` succeeds, writes are taken and
+/// flushed. A reopen then keeps every acknowledged write and `check` finds nothing wrong.
+/// Returns whether the write right after the failure was refused.
 fn after_failure(fs: &FaultFs, db: Db, acked: u64, what: &str) -> bool {
     assert_all_readable(&db, acked, what);
     let mut acked = acked;
     let refused = match put(&db, acked, false) {
-        Err(Error::WritesRefused { reason }) => {
+        Err(Error::WritesRefused { reason } | Error::Background { reason }) => {
             assert!(!reason.is_empty());
             true
         }
@@ -57,19 +58,19 @@ fn after_failure(fs: &FaultFs, db: Db, acked: u64, what: &str) -> bool {
             acked += 1;
             false
         }
-        // The store went on, but the fault is still there (a full disk): this write fails in
-        // the WAL, and from then on writes are refused.
-        Err(Error::Io { .. }) => {
-            assert!(
-                matches!(put(&db, acked, false), Err(Error::WritesRefused { .. })),
-                "{what}: write after a failed WAL write not refused"
-            );
-            true
-        }
+        // The fault is still there (a full disk): this write failed in the WAL.
+        Err(Error::Io { .. }) => true,
         Err(e) => panic!("{what}: write after the failure gave {e:?}"),
     };
     fs.clear_faults();
     fs.set_space_left(None);
+    db.resume()
+        .unwrap_or_else(|e| panic!("{what}: resume once the fault is gone: {e}"));
+    put(&db, acked, true).unwrap_or_else(|e| panic!("{what}: write after resume: {e}"));
+    acked += 1;
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    assert_all_readable(&db, acked, &format!("{what}, healed"));
     drop(db);
     let db = Db::open(DIR, options(fs)).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
     assert_all_readable(&db, acked, what);
@@ -94,7 +95,7 @@ fn failed_wal_append_refuses_writes_and_loses_nothing() {
     fill(&db, 0, 500);
     fs.fail_nth_append(1);
     assert!(matches!(put(&db, 500, false), Err(Error::Io { .. })));
-    assert!(after_failure(&fs, db, 500, "WAL append"));
+    after_failure(&fs, db, 500, "WAL append");
 }
 
 #[test]
@@ -104,7 +105,7 @@ fn failed_wal_sync_refuses_writes_and_loses_nothing() {
     fill(&db, 0, 300);
     fs.fail_next_sync();
     assert!(put(&db, 300, true).is_err());
-    assert!(after_failure(&fs, db, 300, "WAL sync"));
+    after_failure(&fs, db, 300, "WAL sync");
 }
 
 #[test]
@@ -124,14 +125,16 @@ fn full_disk_refuses_writes_and_loses_nothing() {
     // The failure is either the WAL append itself or a background flush that ran out of room.
     match &err {
         Error::Io { source, .. } => assert_eq!(source.kind(), std::io::ErrorKind::StorageFull),
-        Error::WritesRefused { reason } => assert!(reason.contains("no space"), "{reason}"),
+        Error::WritesRefused { reason } | Error::Background { reason } => {
+            assert!(reason.contains("no space"), "{reason}")
+        }
         other => panic!("unexpected error {other:?}"),
     }
-    assert!(after_failure(&fs, db, i, "full disk"));
+    after_failure(&fs, db, i, "full disk");
 }
 
 #[test]
-fn failed_flush_refuses_writes_and_loses_nothing() {
+fn failed_flush_loses_nothing_and_heals() {
     for fault in ["append", "sync", "dir sync", "full"] {
         let fs = FaultFs::new();
         let db = Db::open(DIR, options(&fs)).unwrap();
@@ -143,22 +146,22 @@ fn failed_flush_refuses_writes_and_loses_nothing() {
             "dir sync" => fs.fail_next_dir_sync(),
             _ => fs.set_space_left(Some(100)),
         }
-        let err = db.flush().unwrap_err();
-        assert!(
-            matches!(err, Error::WritesRefused { .. } | Error::Io { .. }),
-            "{fault}: {err:?}"
-        );
-        let what = format!("flush ({fault})");
-        assert!(
-            after_failure(&fs, db, 60, &what),
-            "{what}: writes not refused"
-        );
+        // The flush fails in the background (its table or manifest edit), or a sync fault
+        // lands on the WAL, which `flush` syncs before it starts a new one. A background
+        // failure may also be retried away before `flush` sees it.
+        match db.flush() {
+            Err(Error::Background { .. }) | Ok(()) => {
+                assert!(db.stats().background_errors >= 1, "{fault}: not counted")
+            }
+            Err(Error::Io { .. }) => {}
+            Err(e) => panic!("{fault}: {e:?}"),
+        }
+        after_failure(&fs, db, 60, &format!("flush ({fault})"));
     }
 }
 
 #[test]
-fn failed_compaction_refuses_writes_and_loses_nothing() {
-    let mut refused = 0;
+fn failed_compaction_loses_nothing_and_refuses_no_write() {
     for fault in ["append", "sync", "full"] {
         let fs = FaultFs::new();
         let db = Db::open(DIR, options(&fs)).unwrap();
@@ -171,17 +174,15 @@ fn failed_compaction_refuses_writes_and_loses_nothing() {
             _ => fs.set_space_left(Some(3000)),
         }
         let err = db.compact().unwrap_err();
+        assert!(matches!(err, Error::Io { .. }), "{fault}: {err:?}");
+        // A failed compaction changed nothing a reader sees: writes go on (unless the disk
+        // is still full, and then the WAL itself cannot take them).
+        let refused = after_failure(&fs, db, 1500, &format!("compaction ({fault})"));
         assert!(
-            matches!(err, Error::WritesRefused { .. } | Error::Io { .. }),
-            "{fault}: {err:?}"
+            !refused || fault == "full",
+            "{fault}: a write after a failed compaction was refused"
         );
-        // A compaction whose output could not be written changed nothing: the store may go
-        // on. One whose manifest edit failed refuses writes.
-        if after_failure(&fs, db, 1500, &format!("compaction ({fault})")) {
-            refused += 1;
-        }
     }
-    eprintln!("io_faults: {refused} of 3 failed compactions refused later writes");
 }
 
 /// The n-th append (or the disk filling after n bytes) fails somewhere in a mixed workload
@@ -210,14 +211,19 @@ fn a_fault_at_every_point_of_a_mixed_workload() {
             };
             if let Err(e) = r {
                 assert!(
-                    matches!(e, Error::Io { .. } | Error::WritesRefused { .. }),
+                    matches!(
+                        e,
+                        Error::Io { .. } | Error::WritesRefused { .. } | Error::Background { .. }
+                    ),
                     "fault {n}: {e:?}"
                 );
                 failed = true;
                 break;
             }
         }
-        assert!(failed, "fault {n} was never hit");
+        // A fault in background work may have been retried away before the workload noticed.
+        let retried_away = db.stats().background_errors > 0;
+        assert!(failed || retried_away, "fault {n} was never hit");
         faults_hit += 1;
         if after_failure(&fs, db, acked, &format!("fault {n}")) {
             refused_later += 1;

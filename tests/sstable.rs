@@ -158,6 +158,10 @@ impl FileSystem for SharedMemFs {
     fn lock(&self, _path: &Path) -> Result<Box<dyn FileLock>> {
         Ok(Box::new(MemLock))
     }
+
+    fn lock_shared(&self, _path: &Path) -> Result<Option<Box<dyn FileLock>>> {
+        Ok(Some(Box::new(MemLock)))
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -847,6 +851,10 @@ impl FileSystem for FaultyFs {
     }
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         self.inner.lock(path)
+    }
+
+    fn lock_shared(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>> {
+        self.inner.lock_shared(path)
     }
 }
 

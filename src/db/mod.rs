@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
-use crate::compaction;
 use crate::entry::check_key_len;
 use crate::error::{Error, Result};
 use crate::filename;
@@ -53,14 +53,39 @@ struct ReadState {
 
 /// Held by the one thread writing at a time.
 struct WriterState {
-    wal: LogWriter,
+    /// `None` in a read-only store.
+    wal: Option<LogWriter>,
+}
+
+impl WriterState {
+    fn wal(&mut self) -> Result<&mut LogWriter> {
+        self.wal.as_mut().ok_or(Error::ReadOnly)
+    }
 }
 
 /// Held while the tree's shape changes (flush, compaction): one change at a time.
 struct ShapeState {
-    manifest: ManifestWriter,
+    /// `None` in a read-only store.
+    manifest: Option<ManifestWriter>,
+    /// Bytes of the snapshot the manifest began with: it is rewritten once its edits have
+    /// grown past `max_manifest_size` and twice this.
+    manifest_snapshot_bytes: u64,
+    /// Set when an edit could not be appended: the manifest may end in part of it, so the
+    /// next edit goes to a new manifest instead.
+    manifest_failed: bool,
+    /// Tables written by a step whose edit failed to reach the manifest. They are deleted
+    /// once a new manifest is current, since the failed edit might have been durable.
+    discarded: Vec<crate::sstable::Table>,
     /// Per level, where round-robin compaction of that level resumes.
     compact_cursor: Vec<Vec<u8>>,
+}
+
+/// A background step that failed, retried after a growing pause.
+struct StepFailure {
+    reason: String,
+    /// Failures in a row.
+    attempts: u32,
+    retry_at: Instant,
 }
 
 #[derive(Default)]
@@ -70,8 +95,13 @@ struct BackgroundState {
     /// compaction made obsolete are deleted when their last reader drops them, which may be
     /// later.)
     busy: bool,
-    /// Set when a flush or compaction failed; writes are refused from then on.
-    error: Option<String>,
+    /// Set while the WAL cannot be written: writes are refused until a new log is started.
+    wal_error: Option<String>,
+    /// The last background step failed; set until one succeeds.
+    step_failure: Option<StepFailure>,
+    /// Background failures since open; a waiter that sees it grow knows the work it waits for
+    /// failed.
+    failures: u64,
 }
 
 #[derive(Default)]
@@ -79,6 +109,9 @@ struct Counters {
     flushes: AtomicU64,
     compactions: AtomicU64,
     write_stalls: AtomicU64,
+    background_errors: AtomicU64,
+    background_retries: AtomicU64,
+    manifest_rotations: AtomicU64,
 }
 
 struct Inner {
@@ -98,7 +131,9 @@ struct Inner {
     table_env: TableEnv,
     counters: Counters,
     recovery: RecoveryReport,
-    _lock: Box<dyn FileLock>,
+    /// The directory's lock: exclusive for a writer, shared for a read-only store (none when
+    /// a read-only store has no lock file).
+    _lock: Option<Box<dyn FileLock>>,
 }
 
 /// An open store. `Db` is `Send + Sync`: share it (for example in an `Arc`) between threads;
@@ -148,6 +183,42 @@ impl Db {
         })
     }
 
+    /// Opens the store in `path` for reading only, writing nothing: no lock file, no WAL, no
+    /// manifest, no compaction, no deletion, so it works on read-only media. It reads the
+    /// manifest's tables and replays the WAL into memory: the view a writer would recover.
+    ///
+    /// It takes a shared lock on the store's lock file (when there is one; taking it writes
+    /// nothing): while a writer has the store open this fails with `Error::Locked`, and while
+    /// read-only opens hold it a writer's open fails the same way. Any number of read-only
+    /// opens may share a store. Writes, `flush` and `compact` return `Error::ReadOnly`.
+    pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let dir = path.as_ref().to_path_buf();
+        let fs = Arc::clone(&options.file_system);
+        let lock = fs.lock_shared(&dir.join(filename::LOCK))?;
+        let inner = recovery::open_read_only(dir, fs, options, lock)?;
+        Ok(Db {
+            inner: Arc::new(inner),
+            worker: None,
+        })
+    }
+
+    /// True for a store opened with [`Db::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.worker.is_none()
+    }
+
+    /// Brings a store whose WAL could not be written back to accepting writes, and retries a
+    /// failed flush or compaction now rather than after its pause. The store does both by
+    /// itself, with backoff; call this to do it at once (for example after freeing disk
+    /// space). Returns the error that still stands, if any.
+    pub fn resume(&self) -> Result<()> {
+        self.refuse_if_read_only()?;
+        self.inner.restart_wal()?;
+        self.inner.retry_now();
+        self.wait_for_background_work()
+    }
+
     /// Sets `key` to `value` (not synced: see [`WriteOptions`]).
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let mut batch = WriteBatch::new();
@@ -170,6 +241,7 @@ impl Db {
     /// Applies every operation of `batch` atomically: after a crash all of it or none of it is
     /// there, and readers see all of it or none of it.
     pub fn write_opt(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
+        self.refuse_if_read_only()?;
         batch.validate()?;
         if batch.is_empty() {
             return Ok(());
@@ -210,24 +282,24 @@ impl Db {
 
     /// Writes the memtable to a table and waits until it is durable and recorded.
     pub fn flush(&self) -> Result<()> {
+        self.refuse_if_read_only()?;
         self.inner.flush()
     }
 
-    /// Flushes, then merges every table into one level (tombstones and old versions dropped).
+    /// Flushes, then merges every table into one level (tombstones and old versions dropped),
+    /// written with the options the store was opened with: its filter and compression.
     pub fn compact(&self) -> Result<()> {
+        self.refuse_if_read_only()?;
         self.inner.flush()?;
-        let inner = &self.inner;
-        let mut shape = lock(&inner.shape);
-        let version = Arc::clone(&inner.read_state().version);
-        match compaction::full(&version) {
-            Some(job) => inner.run_compaction(&mut shape, job),
-            None => Ok(()),
-        }
+        self.inner.compact_all()
     }
 
     /// Waits until every frozen memtable is flushed and no level needs compaction, so the
     /// tree's shape stays put (benchmarks and tests measure a settled tree this way).
     pub fn wait_for_background_work(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Ok(());
+        }
         self.inner
             .wait_until(|inner, background| !background.busy && !inner.has_background_work())
     }
@@ -263,9 +335,19 @@ impl Db {
     /// Syncs the WAL, stops background work and releases the directory. Dropping a `Db`
     /// does the same but cannot report an error.
     pub fn close(mut self) -> Result<()> {
-        let result = lock(&self.inner.writer).wal.sync();
+        let result = match &mut lock(&self.inner.writer).wal {
+            Some(wal) => wal.sync(),
+            None => Ok(()),
+        };
         self.stop_worker();
         result
+    }
+
+    fn refuse_if_read_only(&self) -> Result<()> {
+        match self.is_read_only() {
+            true => Err(Error::ReadOnly),
+            false => Ok(()),
+        }
     }
 
     fn stop_worker(&mut self) {
@@ -285,7 +367,9 @@ impl Db {
 
 impl Drop for Db {
     fn drop(&mut self) {
-        let _ = lock(&self.inner.writer).wal.flush();
+        if let Some(wal) = &mut lock(&self.inner.writer).wal {
+            let _ = wal.flush();
+        }
         self.stop_worker();
     }
 }

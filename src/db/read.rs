@@ -4,7 +4,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{Inner, ReadState};
+use super::{lock, Inner, ReadState};
 use crate::entry::{Entry, SeqNo};
 use crate::error::Result;
 use crate::filter::KeyHash;
@@ -50,6 +50,7 @@ impl Inner {
 
     pub(super) fn stats(&self) -> Stats {
         let counters = self.table_env.counters.snapshot();
+        let background = lock(&self.background);
         let state = self.read_state();
         let version = &state.version;
         let mut levels = Vec::with_capacity(version.num_levels());
@@ -97,6 +98,11 @@ impl Inner {
             flushes: self.counters.flushes.load(Ordering::Relaxed),
             compactions: self.counters.compactions.load(Ordering::Relaxed),
             write_stalls: self.counters.write_stalls.load(Ordering::Relaxed),
+            background_errors: self.counters.background_errors.load(Ordering::Relaxed),
+            background_retries: self.counters.background_retries.load(Ordering::Relaxed),
+            background_error: background.step_failure.as_ref().map(|f| f.reason.clone()),
+            writes_refused: background.wal_error.clone(),
+            manifest_rotations: self.counters.manifest_rotations.load(Ordering::Relaxed),
             filter_memory_bytes,
             index_memory_bytes,
             block_cache: self

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, FileSystem, SharedFs};
 use crate::iter::NewestVersions;
-use crate::manifest::{self, ManifestWriter, VersionEdit};
+use crate::manifest::{self, ManifestWriter, TableMeta, VersionEdit};
 use crate::memtable::MemTable;
 use crate::metrics::ReadCounters;
 use crate::options::{Options, WalRecoveryMode};
@@ -23,28 +23,35 @@ use crate::version::Version;
 use crate::wal::{self, LogWriter, RecoveryMode};
 use crate::write_batch::WriteBatch;
 
-/// Opens (or creates) the store's files: reads the manifest, opens every live table, replays
-/// WAL files not yet flushed into a level-0 table, and starts a fresh manifest and WAL.
-pub(super) fn recover(
-    dir: PathBuf,
-    fs: SharedFs,
-    options: Options,
-    lock: Box<dyn FileLock>,
-) -> Result<Inner> {
-    let table_env = table_env(&fs, &options);
+/// What a store's files hold when it is opened: the manifest's tables, opened, and the writes
+/// of the logs not yet flushed, replayed in memory. Reading it changes no file.
+struct OnDisk {
+    /// The live tables, as the manifest records them.
+    metas: Vec<TableMeta>,
+    opened: HashMap<u64, Table>,
+    /// Above every file number in use (the manifest's counter, and every file present).
+    next_file: u64,
+    /// The highest sequence number in use, in the manifest or the logs.
+    last_seq: SeqNo,
+    replayed: Replayed,
+}
+
+/// Reads the manifest (none for a new store), opens every live table and replays the logs the
+/// manifest still needs, oldest first.
+fn read_on_disk(dir: &Path, fs: &SharedFs, options: &Options, env: &TableEnv) -> Result<OnDisk> {
     let recovered = if fs.exists(&dir.join(filename::CURRENT)) {
-        Some(manifest::recover_manifest(fs.as_ref(), &dir)?)
+        Some(manifest::recover_manifest(fs.as_ref(), dir)?)
     } else {
         None
     };
-    let names = fs.list(&dir)?;
+    let names = fs.list(dir)?;
     let highest_on_disk = names
         .iter()
         .filter_map(|n| filename::parse_file_name(n))
         .filter_map(|k| k.number())
         .max()
         .unwrap_or(0);
-    let (mut metas, log_number, next_file, last_seq) = match &recovered {
+    let (metas, log_number, next_file, last_seq) = match &recovered {
         Some(r) => (
             r.tables.clone(),
             r.log_number,
@@ -53,12 +60,11 @@ pub(super) fn recover(
         ),
         None => (Vec::new(), 0, 1, 0),
     };
-    let next_file = next_file.max(highest_on_disk + 1);
     // A file the manifest relies on is missing: opening anyway would delete the tables a lost
     // edit added, and their data with them.
     if let Some(missing) = recovered
         .as_ref()
-        .and_then(|r| r.missing_files(&dir, &names).into_iter().next())
+        .and_then(|r| r.missing_files(dir, &names).into_iter().next())
     {
         return Err(missing);
     }
@@ -76,10 +82,9 @@ pub(super) fn recover(
             ));
         }
         let path = dir.join(filename::table_file_name(meta.number));
-        opened.insert(meta.number, Table::open_in(&path, &table_env)?);
+        opened.insert(meta.number, Table::open_in(&path, env)?);
     }
 
-    // Replay every log at or after the manifest's log number, oldest first.
     let mut logs: Vec<u64> = names
         .iter()
         .filter_map(|n| match filename::parse_file_name(n) {
@@ -88,9 +93,34 @@ pub(super) fn recover(
         })
         .collect();
     logs.sort_unstable();
-    let replayed = replay_logs(fs.as_ref(), &dir, &logs, options.wal_recovery_mode)?;
-    let (replay, report) = (replayed.mem, replayed.report);
-    let max_seq = replayed.max_seq.map_or(last_seq, |s| s.max(last_seq));
+    let replayed = replay_logs(fs.as_ref(), dir, &logs, options.wal_recovery_mode)?;
+    let last_seq = replayed.max_seq.map_or(last_seq, |s| s.max(last_seq));
+    Ok(OnDisk {
+        metas,
+        opened,
+        next_file: next_file.max(highest_on_disk + 1),
+        last_seq,
+        replayed,
+    })
+}
+
+/// Opens (or creates) the store's files: reads what is on disk, writes the replayed writes
+/// into a level-0 table, and starts a fresh manifest and WAL.
+pub(super) fn recover(
+    dir: PathBuf,
+    fs: SharedFs,
+    options: Options,
+    lock: Box<dyn FileLock>,
+) -> Result<Inner> {
+    let table_env = table_env(&fs, &options);
+    let OnDisk {
+        mut metas,
+        mut opened,
+        next_file,
+        last_seq,
+        replayed,
+    } = read_on_disk(&dir, &fs, &options, &table_env)?;
+    let replay = replayed.mem;
 
     let file_numbers = AtomicU64::new(next_file);
     if !replay.is_empty() {
@@ -116,7 +146,7 @@ pub(super) fn recover(
     let snapshot = VersionEdit {
         log_number: Some(new_log),
         next_file_number: Some(next_file),
-        last_seq: Some(max_seq),
+        last_seq: Some(last_seq),
         added: metas,
         removed: Vec::new(),
     };
@@ -126,31 +156,109 @@ pub(super) fn recover(
     // The new manifest is current: everything it does not name is garbage from before.
     remove_unreferenced_files(fs.as_ref(), &dir, &snapshot, manifest_number, new_log);
 
-    Ok(Inner {
-        read_state: RwLock::new(Arc::new(ReadState {
-            mem: Arc::new(MemTable::new(new_log)),
-            immutable: Vec::new(),
-            version: Arc::new(version),
-        })),
-        writer: Mutex::new(WriterState {
-            wal: LogWriter::new(log_file),
-        }),
-        shape: Mutex::new(ShapeState {
-            manifest,
-            compact_cursor: vec![Vec::new(); options.num_levels],
-        }),
-        visible_seq: AtomicU64::new(max_seq),
-        next_file_number: AtomicU64::new(next_file),
-        background: Mutex::new(BackgroundState::default()),
-        background_cv: Condvar::new(),
-        table_env,
-        counters: Counters::default(),
-        recovery: report,
+    let parts = Parts {
         dir,
         fs,
         options,
-        _lock: lock,
-    })
+        table_env,
+        mem: Arc::new(MemTable::new(new_log)),
+        version,
+        last_seq,
+        next_file,
+        recovery: replayed.report,
+    };
+    Ok(parts.assemble(Some(LogWriter::new(log_file)), Some(manifest), Some(lock)))
+}
+
+/// Opens the store's files without writing a byte: the manifest's tables, and the logs'
+/// writes replayed into a memtable that stays in memory. `lock` is the shared lock held
+/// against writers, if the store has a lock file.
+pub(super) fn open_read_only(
+    dir: PathBuf,
+    fs: SharedFs,
+    options: Options,
+    lock: Option<Box<dyn FileLock>>,
+) -> Result<Inner> {
+    if !fs.exists(&dir.join(filename::CURRENT)) {
+        let files = data_files_without_current(fs.as_ref(), &dir)?;
+        if !files.is_empty() {
+            return Err(Error::MissingCurrent { dir, files });
+        }
+        return Err(Error::InvalidArgument(format!(
+            "no store at {} (read-only opens never create one)",
+            dir.display()
+        )));
+    }
+    let table_env = table_env(&fs, &options);
+    let on_disk = read_on_disk(&dir, &fs, &options, &table_env)?;
+    let snapshot = VersionEdit {
+        added: on_disk.metas,
+        ..VersionEdit::default()
+    };
+    let version = Version::empty(options.num_levels).apply(&snapshot, &on_disk.opened);
+    let parts = Parts {
+        dir,
+        fs,
+        options,
+        table_env,
+        mem: on_disk.replayed.mem,
+        version,
+        last_seq: on_disk.last_seq,
+        next_file: on_disk.next_file,
+        recovery: on_disk.replayed.report,
+    };
+    Ok(parts.assemble(None, None, lock))
+}
+
+/// The pieces of an open store that recovery gathers.
+struct Parts {
+    dir: PathBuf,
+    fs: SharedFs,
+    options: Options,
+    table_env: TableEnv,
+    mem: Arc<MemTable>,
+    version: Version,
+    last_seq: SeqNo,
+    next_file: u64,
+    recovery: RecoveryReport,
+}
+
+impl Parts {
+    /// The store, with its WAL and manifest when it may write.
+    fn assemble(
+        self,
+        wal: Option<LogWriter>,
+        manifest: Option<ManifestWriter>,
+        lock: Option<Box<dyn FileLock>>,
+    ) -> Inner {
+        let num_levels = self.options.num_levels;
+        Inner {
+            read_state: RwLock::new(Arc::new(ReadState {
+                mem: self.mem,
+                immutable: Vec::new(),
+                version: Arc::new(self.version),
+            })),
+            writer: Mutex::new(WriterState { wal }),
+            shape: Mutex::new(ShapeState {
+                manifest_snapshot_bytes: manifest.as_ref().map_or(0, |m| m.len()),
+                manifest,
+                manifest_failed: false,
+                discarded: Vec::new(),
+                compact_cursor: vec![Vec::new(); num_levels],
+            }),
+            visible_seq: AtomicU64::new(self.last_seq),
+            next_file_number: AtomicU64::new(self.next_file),
+            background: Mutex::new(BackgroundState::default()),
+            background_cv: Condvar::new(),
+            table_env: self.table_env,
+            counters: Counters::default(),
+            recovery: self.recovery,
+            dir: self.dir,
+            fs: self.fs,
+            options: self.options,
+            _lock: lock,
+        }
+    }
 }
 
 /// What the store's tables read through: its own block cache of `block_cache_size` bytes (or

@@ -37,7 +37,8 @@ impl TableWriter<'_> {
         }
     }
 
-    /// Writes `entries` into tables at `level`, cut at `table_size` bytes when asked.
+    /// Writes `entries` into tables at `level`, cut at `table_size` bytes when asked. On
+    /// failure no new file stays behind: finished tables are deleted with the one in progress.
     pub(super) fn write(
         &self,
         entries: impl Iterator<Item = Result<Entry>>,
@@ -49,6 +50,25 @@ impl TableWriter<'_> {
             added: Vec::new(),
             opened: HashMap::new(),
         };
+        let written = self.write_into(&mut out, entries, level, expected_keys, cut_at_table_size);
+        if let Err(e) = written {
+            for table in out.opened.values() {
+                table.mark_obsolete();
+            }
+            return Err(e);
+        }
+        Ok(out)
+    }
+
+    fn write_into(
+        &self,
+        out: &mut NewTables,
+        entries: impl Iterator<Item = Result<Entry>>,
+        level: u32,
+        expected_keys: u64,
+        cut_at_table_size: bool,
+    ) -> Result<()> {
+        // A builder dropped unfinished deletes its temporary file.
         let mut current: Option<(u64, TableBuilder)> = None;
         for entry in entries {
             let entry = entry?;
@@ -59,13 +79,13 @@ impl TableWriter<'_> {
             builder.add(&entry)?;
             if cut_at_table_size && builder.estimated_file_size() >= self.options.table_size {
                 let (number, builder) = current.take().expect("a table is open");
-                self.finish_table(number, builder, level, &mut out)?;
+                self.finish_table(number, builder, level, out)?;
             }
         }
         if let Some((number, builder)) = current {
-            self.finish_table(number, builder, level, &mut out)?;
+            self.finish_table(number, builder, level, out)?;
         }
-        Ok(out)
+        Ok(())
     }
 
     fn start_table(&self, expected_keys: u64) -> Result<(u64, TableBuilder)> {
@@ -89,7 +109,9 @@ impl TableWriter<'_> {
     ) -> Result<()> {
         let props = builder.finish()?;
         let path = self.dir.join(filename::table_file_name(number));
-        let table = Table::open_in(&path, self.env)?;
+        let table = Table::open_in(&path, self.env).inspect_err(|_| {
+            let _ = self.env.fs.remove(&path);
+        })?;
         out.added.push(TableMeta {
             number,
             level,

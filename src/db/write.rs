@@ -1,8 +1,9 @@
-//! The write path: the WAL, the memtable, and freezing it for a flush.
+//! The write path: the WAL, the memtable, freezing it for a flush, and starting a new log
+//! after the old one failed.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{lock, BackgroundState, Inner, ReadState, WriterState};
 use crate::error::{Error, Result};
@@ -12,8 +13,9 @@ use crate::wal::LogWriter;
 use crate::write_batch::WriteBatch;
 
 impl Inner {
+    /// Writes are refused while the WAL cannot be written.
     pub(super) fn refuse_if_failed(&self) -> Result<()> {
-        match &lock(&self.background).error {
+        match &lock(&self.background).wal_error {
             Some(reason) => Err(Error::WritesRefused {
                 reason: reason.clone(),
             }),
@@ -21,8 +23,15 @@ impl Inner {
         }
     }
 
-    pub(super) fn fail_writes(&self, reason: String) {
-        lock(&self.background).error.get_or_insert(reason);
+    /// Refuses writes until a new log is started: the failed one may end in part of a record.
+    fn fail_wal(&self, reason: String) {
+        let mut background = lock(&self.background);
+        background.wal_error.get_or_insert(reason);
+        background.failures += 1;
+        self.counters
+            .background_errors
+            .fetch_add(1, Ordering::Relaxed);
+        drop(background);
         self.background_cv.notify_all();
     }
 
@@ -32,17 +41,14 @@ impl Inner {
         self.wait_for_room(&writer)?;
         let first_seq = self.visible_seq.load(Ordering::Acquire) + 1;
         let record = batch.encode(first_seq);
-        let logged = writer.wal.add_record(&record).and_then(|()| {
-            if sync {
-                writer.wal.sync()
-            } else {
-                writer.wal.flush()
-            }
-        });
+        let wal = writer.wal()?;
+        let logged = wal
+            .add_record(&record)
+            .and_then(|()| if sync { wal.sync() } else { wal.flush() });
         if let Err(e) = logged {
             // The log may now end in a partial record: appending after it would hide later
-            // writes from recovery. Refuse writes; reads go on.
-            self.fail_writes(format!("WAL write failed: {e}"));
+            // writes from recovery. Refuse writes until a new log is started; reads go on.
+            self.fail_wal(format!("WAL write failed: {e}"));
             return Err(e);
         }
         let last_seq = first_seq + batch.len() as u64 - 1;
@@ -50,9 +56,9 @@ impl Inner {
         state.mem.apply(batch.into_entries(first_seq));
         self.visible_seq.store(last_seq, Ordering::Release);
         if state.mem.approximate_bytes() >= self.options.memtable_size {
-            // This batch is logged (synced if asked) and visible: it succeeded. If starting
-            // the next WAL fails, `freeze_memtable` has refused further writes with the reason;
-            // reporting this write as failed would invite a retry that applies it twice.
+            // This batch is logged (synced if asked) and visible: it succeeded, whatever
+            // happens to the next log. A memtable that could not be frozen is frozen by a
+            // later write.
             let _ = self.freeze_memtable(&mut writer);
         }
         Ok(())
@@ -60,8 +66,9 @@ impl Inner {
 
     /// Delays or stalls the writer while flush or compaction is behind, so memory and
     /// level 0 do not grow without bound. It takes the writer's guard to show the writer lock
-    /// is held: other writers queue behind the one that waits.
-    pub(super) fn wait_for_room(&self, _writer: &MutexGuard<'_, WriterState>) -> Result<()> {
+    /// is held: other writers queue behind the one that waits. A write that would wait for
+    /// background work that is failing gets `Error::Background` at once.
+    fn wait_for_room(&self, _writer: &MutexGuard<'_, WriterState>) -> Result<()> {
         let mut delayed = false;
         loop {
             let state = self.read_state();
@@ -81,9 +88,9 @@ impl Inner {
                 delayed = true;
             }
             let background = lock(&self.background);
-            if let Some(reason) = &background.error {
-                return Err(Error::WritesRefused {
-                    reason: reason.clone(),
+            if let Some(failure) = &background.step_failure {
+                return Err(Error::Background {
+                    reason: failure.reason.clone(),
                 });
             }
             self.background_cv.notify_all();
@@ -93,35 +100,77 @@ impl Inner {
         }
     }
 
-    /// Freezes the active memtable and starts a new one with a new WAL file.
-    pub(super) fn freeze_memtable(&self, writer: &mut WriterState) -> Result<()> {
+    /// Starts a new WAL file, durable in the directory; a file that was created but whose
+    /// entry could not be synced is removed again.
+    fn new_log(&self) -> Result<(u64, LogWriter)> {
         let number = self.new_file_number();
         let path = self.path_of(&filename::log_file_name(number));
-        let opened = self.fs.create(&path).and_then(|file| {
-            // The new log's directory entry must be durable before synced writes land in it.
-            self.fs.sync_dir(&self.dir).map(|()| file)
-        });
+        let file = self.fs.create(&path)?;
+        // The new log's directory entry must be durable before synced writes land in it.
+        if let Err(e) = self.fs.sync_dir(&self.dir) {
+            drop(file);
+            let _ = self.fs.remove(&path);
+            return Err(e);
+        }
+        Ok((number, LogWriter::new(file)))
+    }
+
+    /// Freezes the active memtable and starts a new one with a new WAL file.
+    pub(super) fn freeze_memtable(&self, writer: &mut WriterState) -> Result<()> {
+        let (number, log) = self.new_log()?;
         // The old log is synced, not just flushed: a synced write in the new log makes every
         // earlier write durable, and the unsynced writes at the end of the old log are
         // earlier. Without this a power loss could keep a synced write in the new log and
         // drop unsynced ones before it, leaving a hole in the recovered history.
-        let file = match opened.and_then(|f| writer.wal.sync().map(|()| f)) {
-            Ok(file) => file,
-            Err(e) => {
-                self.fail_writes(format!("starting a new WAL failed: {e}"));
-                return Err(e);
-            }
-        };
-        writer.wal = LogWriter::new(file);
+        if let Err(e) = writer.wal()?.sync() {
+            self.fail_wal(format!(
+                "syncing the WAL before starting a new one failed: {e}"
+            ));
+            drop(log);
+            let _ = self
+                .fs
+                .remove(&self.path_of(&filename::log_file_name(number)));
+            return Err(e);
+        }
+        writer.wal = Some(log);
+        self.install_new_memtable(number);
+        Ok(())
+    }
+
+    /// Makes the active memtable the newest frozen one, and a new empty one (logged in
+    /// `log_number`) active.
+    fn install_new_memtable(&self, log_number: u64) {
         self.replace_read_state(|old| {
             let mut immutable = vec![Arc::clone(&old.mem)];
             immutable.extend(old.immutable.iter().cloned());
             ReadState {
-                mem: Arc::new(MemTable::new(number)),
+                mem: Arc::new(MemTable::new(log_number)),
                 immutable,
                 version: Arc::clone(&old.version),
             }
         });
+        self.background_cv.notify_all();
+    }
+
+    /// After the WAL failed: starts a new log, then flushes every frozen memtable so that no
+    /// log that may end in a partial record is needed any more, and only then accepts writes
+    /// again. (Were writes accepted first, a power loss would leave a damaged log followed by
+    /// a log of later writes: a hole in the history.) Does nothing while the WAL is healthy.
+    pub(super) fn restart_wal(&self) -> Result<()> {
+        let mut writer = lock(&self.writer);
+        if lock(&self.background).wal_error.is_none() {
+            return Ok(());
+        }
+        if writer.wal()?.has_failed() {
+            let (number, log) = self.new_log()?;
+            writer.wal = Some(log);
+            self.install_new_memtable(number);
+        }
+        let mut shape = lock(&self.shape);
+        while let Some(oldest) = self.read_state().immutable.last().cloned() {
+            self.flush_memtable(&mut shape, oldest)?;
+        }
+        lock(&self.background).wal_error = None;
         self.background_cv.notify_all();
         Ok(())
     }
@@ -137,18 +186,27 @@ impl Inner {
         self.wait_until(|inner, _| inner.read_state().immutable.is_empty())
     }
 
-    /// Blocks until `done` holds, waking whenever background work finishes; fails if
-    /// background work failed.
+    /// Blocks until `done` holds, waking whenever background work finishes. Fails if the WAL
+    /// fails, or if a background step fails while waiting (it is retried, but the caller
+    /// learns of it rather than waiting for a disk that may not come back).
     pub(super) fn wait_until(&self, done: impl Fn(&Inner, &BackgroundState) -> bool) -> Result<()> {
         let mut background = lock(&self.background);
+        let failures_before = background.failures;
         loop {
-            if let Some(reason) = &background.error {
+            if let Some(reason) = &background.wal_error {
                 return Err(Error::WritesRefused {
                     reason: reason.clone(),
                 });
             }
             if done(self, &background) {
                 return Ok(());
+            }
+            if background.failures != failures_before {
+                if let Some(failure) = &background.step_failure {
+                    return Err(Error::Background {
+                        reason: failure.reason.clone(),
+                    });
+                }
             }
             self.background_cv.notify_all();
             background = self
@@ -157,5 +215,13 @@ impl Inner {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+
+    /// Lets a failed background step run again now instead of after its pause.
+    pub(super) fn retry_now(&self) {
+        if let Some(failure) = &mut lock(&self.background).step_failure {
+            failure.retry_at = Instant::now();
+        }
+        self.background_cv.notify_all();
     }
 }

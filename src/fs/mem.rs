@@ -110,7 +110,10 @@ struct State {
     live: BTreeMap<PathBuf, u64>,
     durable: BTreeMap<PathBuf, u64>,
     dirs: HashSet<PathBuf>,
+    /// Exclusive locks held.
     locks: HashSet<PathBuf>,
+    /// Shared locks held, by path: how many holders.
+    shared_locks: HashMap<PathBuf, usize>,
     /// Incremented by every crash; handles from an older epoch are dead.
     epoch: u64,
     faults: Faults,
@@ -240,6 +243,7 @@ impl State {
     fn crash(&mut self) {
         self.epoch += 1;
         self.locks.clear();
+        self.shared_locks.clear();
         self.faults = Faults::default();
         self.live = self.durable.clone();
         let referenced: HashSet<u64> = self.durable.values().copied().collect();
@@ -545,6 +549,7 @@ struct MemFileLock {
     state: Arc<Mutex<State>>,
     path: PathBuf,
     epoch: u64,
+    shared: bool,
 }
 
 impl FileLock for MemFileLock {}
@@ -552,8 +557,16 @@ impl FileLock for MemFileLock {}
 impl Drop for MemFileLock {
     fn drop(&mut self) {
         let mut st = lock_state(&self.state);
-        if st.epoch == self.epoch {
+        if st.epoch != self.epoch {
+            return;
+        }
+        if !self.shared {
             st.locks.remove(&self.path);
+        } else if let Some(holders) = st.shared_locks.get_mut(&self.path) {
+            *holders -= 1;
+            if *holders == 0 {
+                st.shared_locks.remove(&self.path);
+            }
         }
     }
 }
@@ -754,7 +767,7 @@ impl FileSystem for FaultFs {
             let id = st.new_inode();
             st.live.insert(path.to_path_buf(), id);
         }
-        if !st.locks.insert(path.to_path_buf()) {
+        if st.shared_locks.contains_key(path) || !st.locks.insert(path.to_path_buf()) {
             return Err(Error::Locked {
                 path: path.to_path_buf(),
             });
@@ -763,7 +776,28 @@ impl FileSystem for FaultFs {
             state: Arc::clone(&self.state),
             path: path.to_path_buf(),
             epoch: st.epoch,
+            shared: false,
         }))
+    }
+
+    fn lock_shared(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>> {
+        let mut st = self.state();
+        st.check_epoch(st.epoch, "locking", path)?;
+        if !st.live.contains_key(path) {
+            return Ok(None);
+        }
+        if st.locks.contains(path) {
+            return Err(Error::Locked {
+                path: path.to_path_buf(),
+            });
+        }
+        *st.shared_locks.entry(path.to_path_buf()).or_insert(0) += 1;
+        Ok(Some(Box::new(MemFileLock {
+            state: Arc::clone(&self.state),
+            path: path.to_path_buf(),
+            epoch: st.epoch,
+            shared: true,
+        })))
     }
 }
 

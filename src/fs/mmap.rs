@@ -191,6 +191,10 @@ impl FileSystem for MmapFileSystem {
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         OsFileSystem.lock(path)
     }
+
+    fn lock_shared(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>> {
+        OsFileSystem.lock_shared(path)
+    }
 }
 
 #[cfg(test)]

@@ -74,6 +74,10 @@ pub trait FileSystem: Send + Sync + 'static {
     /// Takes an exclusive lock on `path` (created if missing), failing at once with
     /// `Error::Locked` if another holder has it, in this process or another.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+    /// Takes a shared lock on `path` without creating or writing it: `None` when the file
+    /// does not exist. Fails at once with `Error::Locked` while someone holds the exclusive
+    /// lock; shared holders do not exclude each other, but exclude `lock`.
+    fn lock_shared(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>>;
 }
 
 /// A shared handle to a file system.

@@ -215,4 +215,21 @@ impl FileSystem for OsFileSystem {
             Err(std::fs::TryLockError::Error(e)) => Err(io_err("locking", path, e)),
         }
     }
+
+    fn lock_shared(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>> {
+        // Opened for reading only: a shared flock needs no write access, so this works on
+        // read-only media.
+        let file = match File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("opening lock file", path, e)),
+        };
+        match file.try_lock_shared() {
+            Ok(()) => Ok(Some(Box::new(OsFileLock { _file: file }))),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
+                path: path.to_path_buf(),
+            }),
+            Err(std::fs::TryLockError::Error(e)) => Err(io_err("locking", path, e)),
+        }
+    }
 }

@@ -112,6 +112,11 @@ impl LogWriter {
         self.remember(r)
     }
 
+    /// True once an append or sync failed: the log must not be extended.
+    pub fn has_failed(&self) -> bool {
+        self.failed.is_some()
+    }
+
     /// Bytes in the log file, including any it held before this writer.
     pub fn len(&self) -> u64 {
         self.file.len()
