@@ -14,8 +14,25 @@ use crate::error::Result;
 
 type MemKey = (Vec<u8>, Reverse<SeqNo>);
 
-/// Per-entry bookkeeping counted towards the memtable's size on top of key and value bytes.
-const ENTRY_OVERHEAD: usize = 48;
+/// Bytes a B-tree slot of one entry takes: its key (the key's `Vec` and sequence number)
+/// and its value (kind and the value's `Vec`), with nodes two-thirds full on average and
+/// one internal node per eleven leaves.
+const SLOT_BYTES: usize =
+    (std::mem::size_of::<MemKey>() + std::mem::size_of::<(ValueKind, Vec<u8>)>()) * 17 / 10;
+
+/// Bytes the allocator hands out for a heap buffer of `len` bytes: a header of 8 bytes,
+/// rounded up to 16, at least 32 (glibc's malloc; others are close).
+fn heap_bytes(len: usize) -> usize {
+    match len {
+        0 => 0,
+        _ => (len + 8).div_ceil(16).max(2) * 16,
+    }
+}
+
+/// Memory one entry holds in the memtable: its slot and its key's and value's buffers.
+fn entry_bytes(key_len: usize, value_len: usize) -> usize {
+    SLOT_BYTES + heap_bytes(key_len) + heap_bytes(value_len)
+}
 
 /// A sorted, versioned, in-memory write buffer, shared by one writer and many readers.
 #[derive(Debug)]
@@ -46,7 +63,7 @@ impl MemTable {
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         let mut added = 0;
         for e in entries {
-            added += e.key.len() + e.value.len() + ENTRY_OVERHEAD;
+            added += entry_bytes(e.key.len(), e.value.len());
             map.insert((e.key, Reverse(e.seq)), (e.kind, e.value));
         }
         self.approximate_bytes.fetch_add(added, Ordering::Relaxed);
