@@ -330,3 +330,42 @@ fn a_read_only_open_of_nothing_creates_nothing() {
     ));
     assert!(names_in(dir.path()).is_empty());
 }
+
+#[test]
+fn check_reads_what_the_store_relies_on_and_lists_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    fill(&db, 0, 3_000);
+    db.wait_for_background_work().unwrap();
+    // While a writer has the store, a check from outside cannot see one consistent view.
+    assert!(matches!(
+        bloomkv::check::check_store(dir.path()),
+        Err(Error::Locked { .. })
+    ));
+    drop(db);
+    let stray = dir.path().join("009999.sst");
+    std::fs::write(&stray, vec![0x5a; 5_000]).unwrap();
+    let report = bloomkv::check::check_store(dir.path()).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert!(report.tables_ok > 1);
+    assert_eq!(report.unreferenced, vec![stray]);
+}
+
+#[test]
+fn a_check_beside_writes_and_compactions_finds_nothing_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), common::small_tree_options()).unwrap());
+    let writer = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || fill(&db, 0, 8_000))
+    };
+    let mut checks = 0;
+    while !writer.is_finished() || checks == 0 {
+        let report = db.check();
+        assert!(report.is_clean(), "{:?}", report.problems);
+        checks += 1;
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    writer.join().unwrap();
+    assert!(db.stats().compactions > 0);
+}

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use bloomkv::fs::FaultFs;
@@ -77,7 +76,7 @@ fn after_failure(fs: &FaultFs, db: Db, acked: u64, what: &str) -> bool {
     put(&db, acked, true).unwrap();
     db.flush().unwrap();
     db.wait_for_background_work().unwrap();
-    let report = bloomkv::check::check_store_with(Arc::new(fs.clone()), Path::new(DIR)).unwrap();
+    let report = db.check();
     assert!(report.is_clean(), "{what}: {:?}", report.problems);
     refused
 }

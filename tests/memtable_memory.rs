@@ -40,7 +40,11 @@ static ALLOCATOR: Counting = Counting;
 /// bytes counted and the bytes the allocator says were added.
 fn fill_memtable(key_len: usize, value_len: usize, target: u64) -> (u64, u64) {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default().memtable_size(4 * target as usize)).unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options::default().memtable_size(4 * target as usize),
+    )
+    .unwrap();
     let before = LIVE_BYTES.load(Ordering::Relaxed);
     let mut i = 0u64;
     let mut key = vec![0u8; key_len];

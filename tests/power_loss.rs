@@ -2,7 +2,7 @@
 //! and compactions runs until the power is cut after a random number of file-system
 //! operations; everything not yet synced (file bytes and directory entries) is then lost or
 //! torn according to a `CrashMode`, and the store is reopened. After every reboot:
-//! - the store opens and `check_store_with` finds no damage (torn WAL tails are allowed);
+//! - the store opens and `Db::check` finds no damage (torn WAL tails are allowed);
 //! - the keys present are exactly `key(0) .. key(n)` (a prefix of the write order) with their
 //!   values;
 //! - every write acknowledged as durable (a synced write, or any write before a successful
@@ -16,10 +16,8 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::Arc;
 
-use bloomkv::check::check_store_with;
 use bloomkv::fs::{CrashMode, FaultFs};
 use bloomkv::{Db, Options, WriteBatch, WriteOptions};
 use rand::rngs::SmallRng;
@@ -76,7 +74,7 @@ fn reopen(fs: &FaultFs, rng: &mut SmallRng, tally: &mut Tally, seed: u64, cycle:
 }
 
 /// Checks the store's state after a reboot; returns the number of keys present.
-fn check_prefix(db: &Db, fs: &FaultFs, durable: u64, seed: u64, cycle: u32) -> u64 {
+fn check_prefix(db: &Db, durable: u64, seed: u64, cycle: u32) -> u64 {
     let mut n = 0u64;
     for item in db.iter() {
         let (k, v) = item.unwrap_or_else(|e| panic!("seed {seed} cycle {cycle}: scan: {e}"));
@@ -105,7 +103,7 @@ fn check_prefix(db: &Db, fs: &FaultFs, durable: u64, seed: u64, cycle: u32) -> u
     assert_eq!(db.get(common::key(n)).unwrap(), None);
     // Let background work settle so no compaction deletes files while the check reads them.
     db.wait_for_background_work().unwrap();
-    let report = check_store_with(Arc::new(fs.clone()), Path::new(DIR)).unwrap();
+    let report = db.check();
     assert!(
         report.is_clean(),
         "seed {seed} cycle {cycle}: check found {:?}",
@@ -169,7 +167,7 @@ fn run_seed(seed: u64, cycles: u32, tally: &mut Tally) {
         tally.cycles += 1;
         db = reopen(&fs, &mut rng, tally, seed, cycle);
         tally.torn_tails_seen += db.recovery_report().dropped_tails.len() as u64;
-        present = check_prefix(&db, &fs, durable, seed, cycle);
+        present = check_prefix(&db, durable, seed, cycle);
         // What survived is durable now: recovery wrote it to a synced table.
         durable = present;
     }

@@ -317,6 +317,13 @@ impl Db {
             .try_for_each(|t| t.table.drop_cache())
     }
 
+    /// Verifies every checksum of what the store relies on (see [`crate::check`]), holding
+    /// flushes and compactions back meanwhile so the files checked are the ones in use.
+    pub fn check(&self) -> crate::check::CheckReport {
+        let _shape = lock(&self.inner.shape);
+        crate::check::check_view(&self.inner.fs, &self.inner.dir)
+    }
+
     /// Counters and the shape of the tree.
     pub fn stats(&self) -> Stats {
         self.inner.stats()
