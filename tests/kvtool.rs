@@ -346,6 +346,8 @@ fn awkward_pairs() -> Vec<(Vec<u8>, Vec<u8>)> {
         (b"back\\slash".to_vec(), b"\\x41 is not A".to_vec()),
         (vec![0xff, 0xfe, 0x00, 0x80], vec![0xc3, 0x28, 0xa0, 0xa1]),
         (b"arrow ==> key".to_vec(), b"arrow ==> value".to_vec()),
+        (b"ends in ==>".to_vec(), b"==> starts".to_vec()),
+        (b"==>".to_vec(), b"=> ==".to_vec()),
         (b"empty value".to_vec(), Vec::new()),
         (Vec::new(), b"empty key".to_vec()),
         (b" spaces ".to_vec(), b"  ".to_vec()),
@@ -422,6 +424,80 @@ fn dump_load_round_trip_hex() {
     // literal digits, and with --hex a plain-text dump is refused.
     let plain = kv(&db, &["dump"]).stdout;
     kv_stdin(&copy, &["--hex", "load", "--strict"], &plain).fails(2, "line 1");
+}
+
+#[test]
+fn scan_output_with_the_separator_in_a_key_loads_back_exactly() {
+    let (_tmp, db) = store();
+    kv(&db, &["put", "a ==> b", "c"]).ok();
+    kv(&db, &["put", "a", "va"]).ok();
+    let printed = kv(&db, &["scan"]);
+    // The '>' of a '==>' inside a key or value is escaped: one ' ==> ' per line.
+    assert_eq!(printed.lines(), ["a ==> va", "a ==\\x3e b ==> c"]);
+    assert_eq!(
+        kv(&db, &["scan", "--keys-only"]).lines(),
+        ["a", "a ==\\x3e b"]
+    );
+
+    let (_tmp2, copy) = store();
+    let loaded = kv_stdin(&copy, &["load", "--strict"], &printed.stdout);
+    loaded.ok();
+    assert_eq!(loaded.stderr, "loaded 2 pairs\n");
+    assert_eq!(kv(&copy, &["get", "a ==> b"]).ok(), "c\n");
+    assert_eq!(kv(&copy, &["get", "a"]).ok(), "va\n");
+    assert_eq!(kv(&copy, &["dump"]).stdout, kv(&db, &["dump"]).stdout);
+}
+
+#[test]
+fn scan_load_round_trip_escaped_and_hex() {
+    let (_tmp, db) = store();
+    let pairs = awkward_pairs();
+    put_all_hex(&db, &pairs);
+    for format in [&[][..], &["--hex"]] {
+        let scan_args: Vec<&str> = format.iter().copied().chain(["scan"]).collect();
+        let printed = kv(&db, &scan_args);
+        let text = printed.ok();
+        assert_eq!(text.lines().count(), pairs.len());
+        assert!(
+            text.lines()
+                .all(|l| l.matches("==>").count() == 1 && !l.contains('\t')),
+            "{text}"
+        );
+        let (_tmp2, copy) = store();
+        let load_args: Vec<&str> = format.iter().copied().chain(["load", "--strict"]).collect();
+        kv_stdin(&copy, &load_args, &printed.stdout).ok();
+        assert_holds(&copy, &pairs);
+        assert_eq!(kv(&copy, &scan_args).stdout, printed.stdout);
+    }
+}
+
+#[test]
+fn load_refuses_lines_that_split_more_than_one_way() {
+    let (tmp, db) = store();
+    let input = b"a ==> b ==> c\nd\te\tf\ng ==> h\ti\nok ==> fine\nj==>k\nalso\tfine\n";
+    let loaded = kv_stdin(&db, &["load"], input);
+    assert!(
+        loaded.stderr.starts_with(
+            "loaded 2 pairs, skipped 4 bad lines (first: line 1: '==>' appears 2 times"
+        ),
+        "{}",
+        loaded.stderr
+    );
+    assert_eq!(kv(&db, &["scan"]).lines(), ["also ==> fine", "ok ==> fine"]);
+
+    let strict = tmp.path().join("strict");
+    for (line, error) in [
+        (&b"a ==> b ==> c\n"[..], "line 1: '==>' appears 2 times"),
+        (b"d\te\tf\n", "line 1: 2 TABs"),
+        (b"g ==> h\ti\n", "line 1: both a TAB and '==>'"),
+        (
+            b"j==>k\n",
+            "line 1: no TAB or ' ==> ' between key and value",
+        ),
+    ] {
+        kv_stdin(&strict, &["load", "--strict"], line).fails(2, error);
+    }
+    assert!(kv(&strict, &["dump"]).ok().is_empty());
 }
 
 #[test]

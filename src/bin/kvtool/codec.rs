@@ -1,5 +1,13 @@
 //! How keys and values are written on the command line and printed: escaped text by default,
 //! `0x`-prefixed hex with `--hex`.
+//!
+//! Escaped text is printable ASCII as it is, `\\` for a backslash and `\xNN` for every other
+//! byte (tab and newline included). A `>` right after `==`
+//! is written `\x3e`, so that a printed key or value never holds [`ARROW`], the middle of the
+//! separator of `scan`'s lines: whatever the bytes, a printed line splits one way only.
+
+/// Never appears in a printed key or value (see the module documentation).
+pub const ARROW: &str = "==>";
 
 /// Parses a command-line key or value.
 pub fn parse(text: &str, hex: bool) -> Result<Vec<u8>, String> {
@@ -53,18 +61,35 @@ fn format_hex(bytes: &[u8]) -> String {
     out
 }
 
-/// Printable ASCII stays as it is; a backslash is `\\`; every other byte (tab and newline
-/// included) is `\xNN`, so that any bytes survive a `dump | load` round trip.
+/// Printable characters as they are, everything else as `\xNN` per byte: see the module
+/// documentation. Any bytes survive a `dump | load` round trip.
 fn escape(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
-    for &b in bytes {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            0x20..=0x7e => out.push(b as char),
-            _ => out.push_str(&format!("\\x{b:02x}")),
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            let completes_arrow = c == '>' && out.ends_with("==");
+            if c == '\\' {
+                out.push_str("\\\\");
+            } else if completes_arrow || !is_printable(c) {
+                push_escaped_bytes(&mut out, c.encode_utf8(&mut [0; 4]).as_bytes());
+            } else {
+                out.push(c);
+            }
         }
+        push_escaped_bytes(&mut out, chunk.invalid());
     }
     out
+}
+
+fn push_escaped_bytes(out: &mut String, bytes: &[u8]) {
+    for b in bytes {
+        out.push_str(&format!("\\x{b:02x}"));
+    }
+}
+
+/// Whether `c` shows as itself on a terminal.
+fn is_printable(c: char) -> bool {
+    matches!(c, ' '..='~')
 }
 
 fn unescape(bytes: &[u8]) -> Result<Vec<u8>, String> {
@@ -111,6 +136,15 @@ mod tests {
         let all: Vec<u8> = (0..=255).collect();
         assert_eq!(unescape(escape(&all).as_bytes()).unwrap(), all);
         assert_eq!(parse_hex(&format_hex(&all)).unwrap(), all);
+    }
+
+    #[test]
+    fn escape_round_trips_text_with_arrows_and_unicode() {
+        for text in ["a ==> b", "==>", "===>>", "k ==", "> v", "é = ==> ü"] {
+            let escaped = escape(text.as_bytes());
+            assert!(!escaped.contains(ARROW), "{escaped}");
+            assert_eq!(unescape(escaped.as_bytes()).unwrap(), text.as_bytes());
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use bloomkv::{Db, FilterPolicy, Options, Stats, WriteBatch};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
-use crate::codec;
+use crate::{codec, lines};
 use crate::{output_error, Cli, Command, Failure, NOT_FOUND};
 
 /// Runs the parsed command line.
@@ -82,13 +82,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             let mut out = stdout();
             for pair in db.iter() {
                 let (k, v) = pair?;
-                writeln!(
-                    out,
-                    "{}\t{}",
-                    codec::format(&k, hex),
-                    codec::format(&v, hex)
-                )
-                .map_err(output_error)?;
+                writeln!(out, "{}", lines::dump_line(&k, &v, hex)).map_err(output_error)?;
             }
             out.flush().map_err(output_error)?;
         }
@@ -230,12 +224,7 @@ fn scan(
         if keys_only {
             writeln!(out, "{}", codec::format(&k, hex))
         } else {
-            writeln!(
-                out,
-                "{} ==> {}",
-                codec::format(&k, hex),
-                codec::format(&v, hex)
-            )
+            writeln!(out, "{}", lines::scan_line(&k, &v, hex))
         }
         .map_err(output_error)?;
     }
@@ -266,20 +255,9 @@ fn open_input(file: Option<&Path>) -> Result<Input, Failure> {
     }
 }
 
-/// Splits a `load` line: `key<TAB>value` (what `dump` prints) or `ldb`'s `key ==> value`
-/// (what `scan` prints).
-fn split_line(line: &[u8]) -> Option<(&[u8], &[u8])> {
-    if let Some(tab) = line.iter().position(|&b| b == b'\t') {
-        return Some((&line[..tab], &line[tab + 1..]));
-    }
-    const ARROW: &[u8] = b" ==> ";
-    let at = line.windows(ARROW.len()).position(|w| w == ARROW)?;
-    Some((&line[..at], &line[at + ARROW.len()..]))
-}
-
 /// One `load` line as a pair, or why it is bad.
 fn parse_line(line: &[u8], hex: bool) -> Result<(Vec<u8>, Vec<u8>), String> {
-    let (k, v) = split_line(line).ok_or("no TAB or ' ==> ' between key and value")?;
+    let (k, v) = lines::split(line)?;
     let key = codec::parse_bytes(k, hex).map_err(|e| format!("key: {e}"))?;
     let value = codec::parse_bytes(v, hex).map_err(|e| format!("value: {e}"))?;
     if key.len() > MAX_KEY_LEN {

@@ -6,6 +6,7 @@ mod bench;
 mod codec;
 mod commands;
 mod compare;
+mod lines;
 #[allow(dead_code)]
 mod memlimit;
 #[cfg(feature = "peers")]
