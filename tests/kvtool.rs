@@ -185,6 +185,29 @@ fn hex_keys_and_values_carry_binary_data() {
 }
 
 #[test]
+fn printable_utf8_prints_as_text() {
+    let (_tmp, db) = store();
+    kv(&db, &["put", "clé", "été 中 😀"]).ok();
+    assert_eq!(kv(&db, &["get", "clé"]).ok(), "été 中 😀\n");
+    assert_eq!(kv(&db, &["scan"]).lines(), ["clé ==> été 中 😀"]);
+    assert_eq!(kv(&db, &["dump"]).ok(), "clé\tété 中 😀\n");
+    assert_eq!(
+        kv(&db, &["--hex", "get", &hex("clé".as_bytes())]).ok(),
+        format!("{}\n", hex("été 中 😀".as_bytes()))
+    );
+    // Characters that print as nothing, as blank space or that reorder the text after them
+    // are escaped, byte by byte, like control bytes and invalid UTF-8.
+    kv(&db, &["put", "k", "a\u{202e}b\u{a0}c\u{85}d\\xff\\x01"]).ok();
+    assert_eq!(
+        kv(&db, &["get", "k"]).ok(),
+        "a\\xe2\\x80\\xaeb\\xc2\\xa0c\\xc2\\x85d\\xff\\x01\n"
+    );
+    let stats = stats_json(&db);
+    let tables = stats["tables"].as_array().unwrap();
+    assert!(tables.iter().any(|t| t["smallest_key"] == "clé"), "{stats}");
+}
+
+#[test]
 fn bad_hex_and_bad_escapes_exit_2() {
     let (_tmp, db) = store();
     kv(&db, &["put", "k", "v"]).ok();
@@ -351,6 +374,10 @@ fn awkward_pairs() -> Vec<(Vec<u8>, Vec<u8>)> {
         (b"empty value".to_vec(), Vec::new()),
         (Vec::new(), b"empty key".to_vec()),
         (b" spaces ".to_vec(), b"  ".to_vec()),
+        (
+            "clé 中 😀".as_bytes().to_vec(),
+            "\u{202e}reversed\u{a0}\u{85}".as_bytes().to_vec(),
+        ),
         ((0..=255u8).collect(), (0..=255u8).rev().collect()),
     ]
 }
@@ -389,7 +416,12 @@ fn dump_load_round_trip_escaped() {
     // One line per pair, one TAB per line: every awkward byte is escaped.
     assert_eq!(text.lines().count(), pairs.len());
     assert!(text.lines().all(|l| l.matches('\t').count() == 1));
-    assert!(text.is_ascii());
+    assert!(
+        !text
+            .chars()
+            .any(|c| c.is_control() && c != '\t' && c != '\n'),
+        "{text:?}"
+    );
 
     let (_tmp2, copy) = store();
     let loaded = kv_stdin(&copy, &["load", "--strict"], &dumped.stdout);

@@ -1,8 +1,9 @@
 //! How keys and values are written on the command line and printed: escaped text by default,
 //! `0x`-prefixed hex with `--hex`.
 //!
-//! Escaped text is printable ASCII as it is, `\\` for a backslash and `\xNN` for every other
-//! byte (tab and newline included). A `>` right after `==`
+//! Escaped text is the bytes themselves where they are printable UTF-8, and `\xNN` for each
+//! byte of anything else (control characters, invalid UTF-8, characters that print as nothing
+//! or as blank space other than the plain space), `\\` for a backslash. A `>` right after `==`
 //! is written `\x3e`, so that a printed key or value never holds [`ARROW`], the middle of the
 //! separator of `scan`'s lines: whatever the bytes, a printed line splits one way only.
 
@@ -87,9 +88,20 @@ fn push_escaped_bytes(out: &mut String, bytes: &[u8]) {
     }
 }
 
-/// Whether `c` shows as itself on a terminal.
+/// Whether `c` shows as itself on a terminal. Rust's `Debug` for strings draws that line (it
+/// escapes control and format characters, such as the bidirectional overrides that reorder
+/// what follows them, separators, blank space other than the plain space, and unassigned
+/// code points); it also escapes a combining mark at the very start of a string, which is
+/// printable after another character, hence the `a` in front.
 fn is_printable(c: char) -> bool {
-    matches!(c, ' '..='~')
+    if c.is_ascii() {
+        return matches!(c, ' '..='~');
+    }
+    let mut buf = [0u8; 5];
+    buf[0] = b'a';
+    let len = 1 + c.encode_utf8(&mut buf[1..]).len();
+    let text = std::str::from_utf8(&buf[..len]).expect("'a' and a char are UTF-8");
+    text.escape_debug().count() == 2
 }
 
 fn unescape(bytes: &[u8]) -> Result<Vec<u8>, String> {
@@ -140,11 +152,34 @@ mod tests {
 
     #[test]
     fn escape_round_trips_text_with_arrows_and_unicode() {
-        for text in ["a ==> b", "==>", "===>>", "k ==", "> v", "é = ==> ü"] {
+        for text in [
+            "a ==> b",
+            "==>",
+            "===>>",
+            "k ==",
+            "> v",
+            "é = ==> ü",
+            "\u{202e}evil\u{2028}",
+            "a\u{301}",
+        ] {
             let escaped = escape(text.as_bytes());
             assert!(!escaped.contains(ARROW), "{escaped}");
             assert_eq!(unescape(escaped.as_bytes()).unwrap(), text.as_bytes());
         }
+    }
+
+    #[test]
+    fn printable_utf8_stays_text_and_the_rest_is_escaped() {
+        assert_eq!(escape("é 中 😀 a\u{301}".as_bytes()), "é 中 😀 a\u{301}");
+        assert_eq!(escape(b"tab\there\n"), "tab\\x09here\\x0a");
+        assert_eq!(escape(b"\x7f\\"), "\\x7f\\\\");
+        // Invalid UTF-8, a lone continuation byte, a truncated sequence.
+        assert_eq!(escape(b"\xff\x80\xc3"), "\\xff\\x80\\xc3");
+        // Invisible or reordering characters print as their bytes.
+        assert_eq!(escape("\u{202e}".as_bytes()), "\\xe2\\x80\\xae");
+        assert_eq!(escape("\u{a0}".as_bytes()), "\\xc2\\xa0");
+        assert_eq!(escape("\u{85}".as_bytes()), "\\xc2\\x85");
+        assert_eq!(escape(b"a ==> b =>c ==>"), "a ==\\x3e b =>c ==\\x3e");
     }
 
     #[test]
