@@ -59,6 +59,27 @@ impl Run {
         );
         self.stderr.trim_end().to_string()
     }
+
+    /// Asserts a usage error as clap prints it: exit 2, `error: ` and the message, (mostly) the
+    /// command's usage, and where to read more; returns stderr.
+    fn usage_error(&self, needle: &str) -> &str {
+        assert_eq!(self.code, 2, "exit code; stderr: {}", self.stderr);
+        assert!(self.stdout.is_empty(), "stdout: {}", self.out());
+        assert!(self.stderr.starts_with("error: "), "{}", self.stderr);
+        assert!(
+            self.stderr.contains(needle),
+            "stderr {:?} should mention {needle:?}",
+            self.stderr
+        );
+        assert!(
+            self.stderr
+                .ends_with("\n\nFor more information, try '--help'.\n"),
+            "{}",
+            self.stderr
+        );
+        assert!(!self.stderr.contains("panicked"), "{}", self.stderr);
+        &self.stderr
+    }
 }
 
 fn run_with(args: &[&str], stdin: Option<&[u8]>) -> Run {
@@ -252,8 +273,14 @@ fn missing_store_fails_for_every_command_but_put_and_load() {
 
 #[test]
 fn commands_need_db() {
-    run_with(&["get", "k"], None).fails(2, "--db");
-    run_with(&["dump"], None).fails(2, "--db");
+    for args in [&["get", "k"][..], &["dump"], &["check"], &["compact"]] {
+        let run = run_with(args, None);
+        let stderr = run.usage_error("needs the store's directory: --db <DIR>");
+        assert!(
+            stderr.contains(&format!("Usage: kvtool {} ", args[0])),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]
@@ -272,25 +299,148 @@ fn check_without_current_says_there_is_no_store() {
 }
 
 #[test]
-fn usage_errors_exit_2_with_one_line() {
+fn usage_errors_print_clap_usage_and_exit_2() {
     let (_tmp, db) = store();
     kv(&db, &["put", "k", "v"]).ok();
-    kv(&db, &["frobnicate"]).fails(2, "frobnicate");
-    run_with(&[], None).fails(2, "no command given; commands: put, get, delete");
-    kv(&db, &[]).fails(2, "no command given");
-    kv(&db, &["get"]).fails(2, "<KEY>");
-    kv(&db, &["scan", "--limit", "many"]).fails(2, "many");
+    let stderr = kv(&db, &["frobnicate"])
+        .usage_error("unrecognized subcommand 'frobnicate'")
+        .to_string();
+    assert!(stderr.contains("\n\nUsage: kvtool "), "{stderr}");
+    kv(&db, &[]).usage_error("requires a subcommand");
+    let stderr = kv(&db, &["get"]).usage_error("<KEY>").to_string();
+    assert!(stderr.contains("Usage: kvtool get <KEY>"), "{stderr}");
+    assert_eq!(
+        stderr.matches("--help").count(),
+        1,
+        "one pointer to --help: {stderr}"
+    );
+    kv(&db, &["scan", "--limit", "many"]).usage_error("invalid value 'many' for '--limit <N>'");
+    kv(&db, &["--filter-fpr", "abc", "get", "k"]).usage_error("'abc'");
+    kv(&db, &["--filter-fpr", "0.1", "--no-filter", "get", "k"])
+        .usage_error("'--filter-fpr <P>' cannot be used with '--no-filter'");
+    // A rate clap parses but the filter cannot have is kvtool's own one-line error.
     kv(&db, &["--filter-fpr", "2", "put", "a", "b"]).fails(2, "false-positive rate 2");
     kv(&db, &["--filter-fpr", "0", "get", "k"]).fails(2, "false-positive rate");
-    kv(&db, &["--filter-fpr", "abc", "get", "k"]).fails(2, "abc");
-    kv(&db, &["--filter-fpr", "0.1", "--no-filter", "get", "k"]).fails(2, "--no-filter");
     assert_eq!(kv(&db, &["get", "a"]).code, 1, "the bad put wrote nothing");
+
+    // Without arguments, the help, on stderr, as a usage error.
+    let bare = run_with(&[], None);
+    assert_eq!(bare.code, 2);
+    assert!(bare.stdout.is_empty());
+    assert!(bare.stderr.contains("Usage: kvtool"), "{}", bare.stderr);
+    assert!(bare.stderr.contains("Commands:\n  put"), "{}", bare.stderr);
     // Help is not an error.
     let help = run_with(&["--help"], None);
     assert!(help.ok().contains("Usage"));
     assert!(run_with(&["scan", "--help"], None)
         .ok()
         .contains("--keys-only"));
+}
+
+/// The help sections of `kvtool ARGS -h`: heading, then the option or argument lines.
+fn help_sections(args: &[&str]) -> Vec<(String, Vec<String>)> {
+    let help = run_with(args, None).ok();
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    for line in help.lines() {
+        if let Some(heading) = line.strip_suffix(':').filter(|l| !l.starts_with(' ')) {
+            sections.push((heading.to_string(), Vec::new()));
+        } else if let (Some(section), true) = (sections.last_mut(), line.starts_with("  ")) {
+            section.1.push(line.trim().to_string());
+        } else if !line.is_empty() {
+            sections.push((String::new(), Vec::new()));
+        }
+    }
+    sections
+}
+
+/// The names of the options (or arguments) in one help section of `kvtool ARGS -h`.
+fn help_entries(args: &[&str], heading: &str) -> Vec<String> {
+    help_sections(args)
+        .into_iter()
+        .filter(|(h, _)| h == heading)
+        .flat_map(|(_, lines)| lines)
+        .map(|l| l.split("  ").next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn every_argument_has_a_description() {
+    let commands = help_entries(&["-h"], "Commands");
+    assert!(commands.len() > 10, "{commands:?}");
+    for command in commands.iter().filter(|c| *c != "help") {
+        for (heading, lines) in help_sections(&[command, "-h"]) {
+            if !["Arguments", "Options", "Common options"].contains(&heading.as_str()) {
+                continue;
+            }
+            for line in lines {
+                let description = line.split_once("  ").map(|(_, d)| d.trim());
+                assert!(
+                    description.is_some_and(|d| !d.is_empty()),
+                    "{command}: no description for {line:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn each_command_help_lists_only_the_common_options_it_takes() {
+    let common = |command: &str| help_entries(&[command, "-h"], "Common options");
+    let all = ["--db <DIR>", "--hex", "--filter-fpr <P>", "--no-filter"];
+    for command in ["put", "get", "delete", "scan", "load", "dump", "stats"] {
+        assert_eq!(common(command), all, "{command}");
+    }
+    assert_eq!(
+        common("compact"),
+        ["--db <DIR>", "--filter-fpr <P>", "--no-filter"]
+    );
+    assert_eq!(common("check"), ["--db <DIR>"]);
+    assert_eq!(common("sst"), ["--hex"]);
+    assert_eq!(common("bench"), ["--db <DIR>"]);
+    // A command's own options are listed apart from the common ones.
+    let own = help_entries(&["scan", "-h"], "Options");
+    assert!(own.contains(&"--keys-only".to_string()), "{own:?}");
+    assert!(!own.iter().any(|o| o.starts_with("--db")), "{own:?}");
+    assert_eq!(help_entries(&["-h"], "Common options"), all);
+}
+
+#[test]
+fn common_options_go_before_or_after_the_command() {
+    let (tmp, db) = store();
+    let dir = db.to_str().unwrap();
+    run_with(&["put", "--db", dir, "--hex", "0x6b", "0x76"], None).ok();
+    assert_eq!(run_with(&["--db", dir, "get", "k"], None).ok(), "v\n");
+    assert_eq!(
+        run_with(&["--hex", "get", "--db", dir, "0x6b"], None).ok(),
+        "0x76\n"
+    );
+    run_with(&["--db", dir, "get", "--db", dir, "k"], None)
+        .usage_error("'--db <DIR>' is given both before and after 'get'");
+    run_with(
+        &[
+            "--filter-fpr",
+            "0.1",
+            "put",
+            "--db",
+            dir,
+            "--no-filter",
+            "a",
+            "b",
+        ],
+        None,
+    )
+    .usage_error("'--filter-fpr <P>' cannot be used with '--no-filter'");
+    // An option a command does not take is refused, not ignored.
+    let table = table_files(&db)[0].to_str().unwrap().to_string();
+    let refused = run_with(&["--db", dir, "sst", &table], None);
+    let stderr = refused.usage_error("'--db <DIR>' does not apply to 'sst'");
+    assert!(stderr.contains("Usage: kvtool sst "), "{stderr}");
+    run_with(&["sst", "--db", dir, &table], None).usage_error("unexpected argument '--db'");
+    run_with(&["--no-filter", "bench", "--keys", "10"], None)
+        .usage_error("'--no-filter' does not apply to 'bench'");
+    run_with(&["--db", dir, "--hex", "check"], None)
+        .usage_error("'--hex' does not apply to 'check'");
+    assert!(!tmp.path().join("bench").exists());
 }
 
 #[test]
@@ -508,6 +658,7 @@ fn load_refuses_lines_that_split_more_than_one_way() {
     let (tmp, db) = store();
     let input = b"a ==> b ==> c\nd\te\tf\ng ==> h\ti\nok ==> fine\nj==>k\nalso\tfine\n";
     let loaded = kv_stdin(&db, &["load"], input);
+    assert_eq!(loaded.code, 3, "{}", loaded.stderr);
     assert!(
         loaded.stderr.starts_with(
             "loaded 2 pairs, skipped 4 bad lines (first: line 1: '==>' appears 2 times"
@@ -544,7 +695,7 @@ fn load_reads_raw_bytes_and_counts_bad_lines() {
     input.extend_from_slice(b"good2 ==> two\r\n");
     input.extend_from_slice(b"good3\tthree"); // no final newline
     let loaded = kv_stdin(&db, &["load"], &input);
-    loaded.ok();
+    assert_eq!(loaded.code, 3, "{}", loaded.stderr);
     assert_eq!(
         loaded.stderr,
         "loaded 4 pairs, skipped 2 bad lines (first: line 2: no TAB or ' ==> ' between key \
@@ -562,17 +713,57 @@ fn load_reads_raw_bytes_and_counts_bad_lines() {
     // --strict stops at the first bad line and names it; the lines before it are in.
     let strict_db = tmp.path().join("strict");
     let line = kv_stdin(&strict_db, &["load", "--strict"], &input).fails(2, "line 2:");
-    assert!(line.contains("1 pairs before it were loaded"), "{line}");
+    assert!(line.contains("(1 pair before it was loaded)"), "{line}");
     assert_eq!(kv(&strict_db, &["get", "good1"]).ok(), "one\n");
     kv(&strict_db, &["get", "good2"]).fails(1, "no such key");
 
     let bad_at_5 = b"a\t1\nb\t2\nc\t3\nd\t4\ne\\x\t5\nf\t6\n";
-    kv_stdin(&strict_db, &["load", "--strict"], bad_at_5).fails(2, "line 5: key: bad escape");
+    let line =
+        kv_stdin(&strict_db, &["load", "--strict"], bad_at_5).fails(2, "line 5: key: bad escape");
+    assert!(line.ends_with("(4 pairs before it were loaded)"), "{line}");
+    let bad_at_1 = b"e\\x\t5\nf\t6\n";
+    let line = kv_stdin(&strict_db, &["load", "--strict"], bad_at_1).fails(2, "line 1:");
+    assert!(line.ends_with("(nothing was loaded)"), "{line}");
 
     // A missing input file is an error before the store is touched.
     let nowhere = tmp.path().join("nowhere");
     kv(&nowhere, &["load", "/no/such/file.txt"]).fails(2, "cannot read /no/such/file.txt");
     assert!(!nowhere.exists());
+}
+
+#[test]
+fn load_exit_status_says_whether_lines_were_skipped() {
+    let (tmp, db) = store();
+    let all_good = kv_stdin(&db, &["load"], b"a\t1\n");
+    assert_eq!(
+        (all_good.code, all_good.stderr.as_str()),
+        (0, "loaded 1 pair\n")
+    );
+    let empty = kv_stdin(&db, &["load"], b"");
+    assert_eq!((empty.code, empty.stderr.as_str()), (0, "loaded 0 pairs\n"));
+    // Lines skipped: exit 3, whether or not other lines loaded.
+    let some_bad = kv_stdin(&db, &["load"], b"b\t2\nbad\nc\t3\n");
+    assert_eq!(some_bad.code, 3);
+    assert!(
+        some_bad
+            .stderr
+            .starts_with("loaded 2 pairs, skipped 1 bad line (first: line 2: "),
+        "{}",
+        some_bad.stderr
+    );
+    let all_bad = kv_stdin(&db, &["load"], b"bad\nworse\n");
+    assert_eq!(all_bad.code, 3);
+    assert!(
+        all_bad
+            .stderr
+            .starts_with("loaded 0 pairs, skipped 2 bad lines (first: line 1: "),
+        "{}",
+        all_bad.stderr
+    );
+    assert_eq!(kv(&db, &["scan", "--keys-only"]).lines(), ["a", "b", "c"]);
+    // With --strict a bad line is an error.
+    let strict = tmp.path().join("strict");
+    kv_stdin(&strict, &["load", "--strict"], b"bad\n").fails(2, "line 1:");
 }
 
 #[test]
@@ -613,11 +804,11 @@ fn key_over_the_size_limit_exits_2() {
     let file = tmp.path().join("big.txt");
     std::fs::write(&file, line).unwrap();
     let loaded = kv(&db, &["--hex", "load", file.to_str().unwrap()]);
-    loaded.ok();
+    assert_eq!(loaded.code, 3, "{}", loaded.stderr);
     assert!(
         loaded
             .stderr
-            .contains("skipped 1 bad lines (first: line 2: key of 65537 bytes"),
+            .contains("loaded 1 pair, skipped 1 bad line (first: line 2: key of 65537 bytes"),
         "{}",
         loaded.stderr
     );
@@ -674,7 +865,8 @@ fn check_names_the_damaged_table_and_offset() {
         .next()
         .expect("a table after compact");
     let props: Value =
-        serde_json::from_str(&kv(&db, &["sst", "--json", table.to_str().unwrap()]).ok()).unwrap();
+        serde_json::from_str(&run_with(&["sst", "--json", table.to_str().unwrap()], None).ok())
+            .unwrap();
     let data_size = props["data_size"].as_u64().unwrap();
     assert!(props["data_blocks"].as_u64().unwrap() > 2);
     // Data blocks come first in the file; damage a byte in the middle of them.
@@ -704,7 +896,7 @@ fn check_names_the_damaged_table_and_offset() {
         .unwrap_or_else(|| panic!("no offset in {line}"));
     assert!(offset <= at as u64 && at as u64 - offset < 8192, "{line}");
 
-    kv(&db, &["sst", table.to_str().unwrap()]).fails(2, &name);
+    run_with(&["sst", table.to_str().unwrap()], None).fails(2, &name);
 }
 
 #[test]
@@ -830,7 +1022,7 @@ fn filter_policy_applies_to_tables_written() {
         "{text}"
     );
 
-    let sst = kv(&db, &["sst", table_files(&db)[0].to_str().unwrap()]).ok();
+    let sst = run_with(&["sst", table_files(&db)[0].to_str().unwrap()], None).ok();
     assert_eq!(sst_field(&sst, "filter"), "none");
     assert_eq!(sst_field(&sst, "filter size"), "0");
 
@@ -865,7 +1057,7 @@ fn sst_shows_one_tables_properties() {
     kv_stdin(&db, &["load"], numbered_pairs(500).as_bytes()).ok();
     kv(&db, &["delete", "key000007"]).ok();
     let table = table_files(&db)[0].clone();
-    let text = kv(&db, &["sst", table.to_str().unwrap()]).ok();
+    let text = run_with(&["sst", table.to_str().unwrap()], None).ok();
     let field = |name: &str| sst_field(&text, name);
     assert_eq!(field("entries"), "500");
     assert_eq!(field("tombstones"), "0");
@@ -876,7 +1068,7 @@ fn sst_shows_one_tables_properties() {
         "bloom, 10 bits per key, 5 hashes, predicted fpr 0.009430"
     );
     assert!(text.ends_with("checksums: OK\n"));
-    // sst works without --db and does not need the store to be closed.
+    // sst works on the table alone and does not need the store to be closed.
     let alone = run_with(&["--hex", "sst", "--json", table.to_str().unwrap()], None);
     let props: Value = serde_json::from_str(&alone.ok()).unwrap();
     assert_eq!(props["entries"], 500);
@@ -887,13 +1079,69 @@ fn sst_shows_one_tables_properties() {
 
     // The delete went into a table of its own.
     let newest = table_files(&db).last().unwrap().clone();
-    let text = kv(&db, &["sst", newest.to_str().unwrap()]).ok();
+    let text = run_with(&["sst", newest.to_str().unwrap()], None).ok();
     assert_eq!(sst_field(&text, "tombstones"), "1");
     assert_eq!(sst_field(&text, "entries"), "1");
 
     run_with(&["sst", "/no/such/000001.sst"], None).fails(2, "no such table file");
     let not_a_table = db.join("CURRENT");
     run_with(&["sst", not_a_table.to_str().unwrap()], None).fails(2, "CURRENT");
+}
+
+#[test]
+fn bench_says_which_directory_is_wrong_and_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing");
+    let small = [
+        "bench",
+        "--keys",
+        "100",
+        "--lookups",
+        "10",
+        "--cold-lookups",
+        "10",
+    ];
+    let in_dir = |dir: &Path| -> Vec<String> {
+        let mut args = vec!["--db".to_string(), dir.display().to_string()];
+        args.extend(small.iter().map(|a| a.to_string()));
+        args
+    };
+    let args = in_dir(&missing);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let line = run_with(&args, None).fails(
+        2,
+        &format!(
+            "cannot make the bench's stores in {}: no such directory",
+            missing.display()
+        ),
+    );
+    assert!(!line.contains("os error"), "{line}");
+
+    let file = tmp.path().join("file");
+    std::fs::write(&file, b"").unwrap();
+    let args = in_dir(&file);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_with(&args, None).fails(2, "not a directory");
+
+    // A result file that cannot be written is named before the run, not after it.
+    let json = missing.join("run.json");
+    let mut args = in_dir(tmp.path());
+    args.extend(["--json".to_string(), json.display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let failed = run_with(&args, None);
+    failed.fails(
+        2,
+        &format!(
+            "cannot write {}: no such directory {}",
+            json.display(),
+            missing.display()
+        ),
+    );
+    assert!(
+        failed.stdout.is_empty(),
+        "the bench did not run: {}",
+        failed.out()
+    );
 }
 
 #[test]

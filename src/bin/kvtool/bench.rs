@@ -21,6 +21,9 @@ use crate::Failure;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
+    /// The directory in which to make the throwaway stores (default: the temp directory).
+    #[arg(long, value_name = "DIR", help_heading = crate::cli::COMMON)]
+    pub db: Option<PathBuf>,
     /// Keys loaded into each store.
     #[arg(long, default_value_t = 1_000_000)]
     pub keys: u64,
@@ -63,6 +66,7 @@ pub struct BenchArgs {
     /// figures as JSON to `--child-out`.
     #[arg(long, hide = true, requires = "child_out")]
     pub child_store: Option<String>,
+    /// Internal: where a `--child-store` run writes its figures.
     #[arg(long, hide = true)]
     pub child_out: Option<PathBuf>,
     /// Comma-separated filter settings: `none` or a false-positive rate.
@@ -292,10 +296,12 @@ pub fn progress(len: u64, what: &str) -> ProgressBar {
     bar
 }
 
-pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
+pub fn run(args: &BenchArgs) -> Result<(), Failure> {
+    let dir = args.db.as_deref();
     if let Some(store) = &args.child_store {
         return crate::compare::run_child(args, dir, store);
     }
+    check_result_paths(args)?;
     if !args.stores.is_empty() {
         return crate::compare::run(args, dir);
     }
@@ -318,9 +324,7 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
             "bench needs at least one setting, one key and one lookup",
         ));
     }
-    let temp = tempfile::Builder::new()
-        .prefix("bloomkv-bench")
-        .tempdir_in(dir.unwrap_or(&std::env::temp_dir()))?;
+    let temp = scratch_dir(dir, "bloomkv-bench")?;
     let workload = Workload::new(args);
     let mut results = Vec::new();
     for (label, policy) in &settings {
@@ -343,13 +347,58 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     if let Some(path) = &args.json {
         let mut doc = results_json(args, &results);
         doc["peers"] = serde_json::Value::Array(peers);
-        std::fs::write(path, serde_json::to_string_pretty(&doc).expect("json"))?;
-        eprintln!("wrote {}", path.display());
+        write_result(path, &serde_json::to_string_pretty(&doc).expect("json"))?;
     }
     if let Some(path) = &args.plot {
-        std::fs::write(path, plot_svg(&results))?;
-        eprintln!("wrote {}", path.display());
+        write_result(path, &plot_svg(&results))?;
     }
+    Ok(())
+}
+
+/// A directory for throwaway stores inside `parent` (`--db`; the temp directory without it),
+/// removed when dropped.
+pub fn scratch_dir(parent: Option<&Path>, prefix: &str) -> Result<tempfile::TempDir, Failure> {
+    let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    let cannot = |why: String| {
+        Failure::from(format!(
+            "cannot make the bench's stores in {}: {why}",
+            parent.display()
+        ))
+    };
+    if !parent.exists() {
+        return Err(cannot("no such directory".into()));
+    }
+    if !parent.is_dir() {
+        return Err(cannot("not a directory".into()));
+    }
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(&parent)
+        .map_err(|e| cannot(e.to_string()))
+}
+
+/// Fails unless each file the bench will write its results to (`--json`, `--plot`,
+/// `--chart`) is in a directory that exists: better now than after the run.
+fn check_result_paths(args: &BenchArgs) -> Result<(), Failure> {
+    let files = [&args.json, &args.plot, &args.chart];
+    for path in files.into_iter().flatten() {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+            return Err(Failure::from(format!(
+                "cannot write {}: no such directory {}",
+                path.display(),
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Writes one of the bench's result files and says so on stderr.
+pub fn write_result(path: &Path, contents: &str) -> Result<(), Failure> {
+    std::fs::write(path, contents)
+        .map_err(|e| Failure::from(format!("cannot write {}: {e}", path.display())))?;
+    eprintln!("wrote {}", path.display());
     Ok(())
 }
 
