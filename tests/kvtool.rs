@@ -124,6 +124,74 @@ fn kv_stdin(db: &Path, args: &[&str], input: &[u8]) -> Run {
     run_with(&all, Some(input))
 }
 
+/// What a run with stderr on a terminal did: its exit code, stdout, and what it drew on the
+/// terminal.
+struct TerminalRun {
+    code: i32,
+    stdout: String,
+    terminal: String,
+}
+
+/// Runs kvtool with stderr on a pseudo-terminal of 120 columns, as a user at a terminal runs
+/// it, so that what is drawn only on terminals (progress) is drawn.
+fn run_on_terminal(args: &[&str]) -> TerminalRun {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (-1, -1);
+    let size = libc::winsize {
+        ws_row: 24,
+        ws_col: 120,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors, which are then owned here and nowhere else.
+    let (master, slave) = unsafe {
+        let rc = libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        );
+        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        // Children that other tests spawn must not inherit the terminal: a copy of it kept
+        // open would keep the reader below waiting for them.
+        for fd in [master, slave] {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+        (
+            std::fs::File::from(OwnedFd::from_raw_fd(master)),
+            OwnedFd::from_raw_fd(slave),
+        )
+    };
+    let mut command = Command::new(KVTOOL);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(slave));
+    let child = command.spawn().expect("kvtool starts");
+    // The terminal reports its end once no process holds it: the child's copy is the last.
+    drop(command);
+    let reader = std::thread::spawn(move || {
+        let mut master = master;
+        let mut drawn = Vec::new();
+        let mut buf = [0u8; 4096];
+        // Linux answers EIO once the other side is closed.
+        while let Ok(n @ 1..) = master.read(&mut buf) {
+            drawn.extend_from_slice(&buf[..n]);
+        }
+        drawn
+    });
+    let output = child.wait_with_output().expect("kvtool finishes");
+    let drawn = reader.join().expect("the terminal reader");
+    TerminalRun {
+        code: output.status.code().expect("kvtool exits, not killed"),
+        stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
+        terminal: String::from_utf8_lossy(&drawn).into_owned(),
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     let mut s = String::from("0x");
     for b in bytes {
@@ -1142,6 +1210,74 @@ fn bench_says_which_directory_is_wrong_and_why() {
         "the bench did not run: {}",
         failed.out()
     );
+}
+
+#[test]
+fn bench_shows_each_phase_on_a_terminal_and_nothing_on_a_pipe() {
+    let args = [
+        "bench",
+        "--keys",
+        "20000",
+        "--lookups",
+        "2000",
+        "--cold-lookups",
+        "200",
+        "--settings",
+        "0.01",
+    ];
+    let run = run_on_terminal(&args);
+    assert_eq!(run.code, 0, "{}", run.terminal);
+    for phase in [
+        "load (0.01)",
+        "compactions (0.01)",
+        "cold present (0.01)",
+        "cold absent (0.01)",
+        "into the page cache (0.01)",
+        "warm present (0.01)",
+        "warm absent (0.01)",
+    ] {
+        assert!(
+            run.terminal.contains(phase),
+            "no {phase:?} on the terminal: {:?}",
+            run.terminal
+        );
+    }
+    assert!(
+        run.stdout.starts_with("bloomkv bench: 20000 keys"),
+        "{}",
+        run.stdout
+    );
+
+    let piped = run_with(&args, None);
+    assert_eq!(piped.stderr, "", "progress stays off a pipe");
+    assert_eq!(piped.lines()[0], run.stdout.lines().next().unwrap());
+}
+
+#[test]
+fn bench_stores_shows_each_phase_of_each_store_on_a_terminal() {
+    let run = run_on_terminal(&[
+        "bench",
+        "--stores",
+        "bloomkv",
+        "--keys",
+        "20000",
+        "--lookups",
+        "2000",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.terminal);
+    for phase in [
+        "bloomkv: running in a process of its own",
+        "load (bloomkv)",
+        "compactions (bloomkv)",
+        "present keys",
+        "absent keys",
+    ] {
+        assert!(
+            run.terminal.contains(phase),
+            "no {phase:?} on the terminal: {:?}",
+            run.terminal
+        );
+    }
 }
 
 #[test]

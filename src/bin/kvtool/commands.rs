@@ -9,11 +9,11 @@ use bloomkv::entry::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use bloomkv::filename::{self, FileKind, CURRENT};
 use bloomkv::fs::OsFileSystem;
 use bloomkv::{Db, FilterPolicy, Options, Stats, WriteBatch};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde_json::json;
 
 use crate::cli::{Command, StoreDir, TableFilter};
-use crate::{codec, lines};
+use crate::{codec, lines, progress};
 use crate::{output_error, Failure, NOT_FOUND, SKIPPED_LINES};
 
 /// Runs the parsed command.
@@ -321,18 +321,10 @@ const PROGRESS_MIN_BYTES: u64 = 1 << 20;
 
 fn load(db: &Db, hex: bool, mut input: Input, strict: bool) -> Result<(), Failure> {
     let progress = match input.bytes {
-        Some(bytes) if bytes >= PROGRESS_MIN_BYTES => ProgressBar::new(bytes).with_style(
-            ProgressStyle::with_template(
-                "load {bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
-            )
-            .expect("valid template"),
-        ),
+        Some(bytes) if bytes >= PROGRESS_MIN_BYTES => progress::bytes(bytes, "load"),
         Some(_) => ProgressBar::hidden(),
         // A pipe's length is unknown: count lines instead.
-        None => ProgressBar::new_spinner().with_style(
-            ProgressStyle::with_template("load {spinner} {pos} lines {per_sec}")
-                .expect("valid template"),
-        ),
+        None => progress::lines("load"),
     };
     let (mut loaded, mut bad) = (0u64, 0u64);
     let mut first_bad: Option<(u64, String)> = None;

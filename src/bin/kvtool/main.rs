@@ -14,6 +14,7 @@ mod lines;
 mod memlimit;
 #[cfg(feature = "peers")]
 mod peers;
+mod progress;
 mod timing;
 
 use std::process::ExitCode;
