@@ -1280,6 +1280,59 @@ fn bench_stores_shows_each_phase_of_each_store_on_a_terminal() {
     }
 }
 
+/// The README's section on kvtool.
+fn readme_kvtool_section() -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let start = readme.find("\n## kvtool\n").expect("a kvtool section");
+    let rest = &readme[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |at| at + 3);
+    rest[..end].to_string()
+}
+
+/// Every `kvtool ...` command in `text`: code lines and backquoted examples, with pipes,
+/// redirections and comments cut off.
+fn kvtool_commands(text: &str) -> Vec<Vec<String>> {
+    let code_lines = text.lines().filter_map(|l| l.strip_prefix("    "));
+    let quoted = text.split('`').skip(1).step_by(2);
+    code_lines
+        .chain(quoted)
+        .flat_map(|line| line.split('#').next().unwrap().split('|'))
+        .filter_map(|part| part.trim().strip_prefix("kvtool "))
+        .filter(|args| !args.contains("COMMAND"))
+        .map(|args| {
+            let args = args.split('>').next().unwrap();
+            args.split_whitespace().map(str::to_string).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn readme_says_how_to_install_kvtool_and_its_examples_parse() {
+    let section = readme_kvtool_section();
+    // `kvtool` in the examples is a command on the PATH: the README must say how it gets there.
+    assert!(
+        section.contains("\n    cargo install --path .\n"),
+        "{section}"
+    );
+    assert!(
+        section.contains("\n    target/release/kvtool "),
+        "{section}"
+    );
+    let commands = kvtool_commands(&section);
+    assert!(commands.len() >= 15, "{commands:?}");
+    for mut args in commands {
+        args.push("--help".to_string());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let help = run_with(&args, None);
+        assert!(
+            help.code == 0 && help.out().contains("Usage: kvtool "),
+            "kvtool {args:?}: {}",
+            help.stderr
+        );
+    }
+}
+
 #[test]
 fn dump_into_a_closed_pipe_is_not_an_error() {
     let (_tmp, db) = store();
