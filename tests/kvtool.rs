@@ -59,6 +59,27 @@ impl Run {
         );
         self.stderr.trim_end().to_string()
     }
+
+    /// Asserts a usage error as clap prints it: exit 2, `error: ` and the message, (mostly) the
+    /// command's usage, and where to read more; returns stderr.
+    fn usage_error(&self, needle: &str) -> &str {
+        assert_eq!(self.code, 2, "exit code; stderr: {}", self.stderr);
+        assert!(self.stdout.is_empty(), "stdout: {}", self.out());
+        assert!(self.stderr.starts_with("error: "), "{}", self.stderr);
+        assert!(
+            self.stderr.contains(needle),
+            "stderr {:?} should mention {needle:?}",
+            self.stderr
+        );
+        assert!(
+            self.stderr
+                .ends_with("\n\nFor more information, try '--help'.\n"),
+            "{}",
+            self.stderr
+        );
+        assert!(!self.stderr.contains("panicked"), "{}", self.stderr);
+        &self.stderr
+    }
 }
 
 fn run_with(args: &[&str], stdin: Option<&[u8]>) -> Run {
@@ -101,6 +122,74 @@ fn kv_stdin(db: &Path, args: &[&str], input: &[u8]) -> Run {
     let mut all = vec!["--db", db.to_str().expect("UTF-8 temp path")];
     all.extend_from_slice(args);
     run_with(&all, Some(input))
+}
+
+/// What a run with stderr on a terminal did: its exit code, stdout, and what it drew on the
+/// terminal.
+struct TerminalRun {
+    code: i32,
+    stdout: String,
+    terminal: String,
+}
+
+/// Runs kvtool with stderr on a pseudo-terminal of 120 columns, as a user at a terminal runs
+/// it, so that what is drawn only on terminals (progress) is drawn.
+fn run_on_terminal(args: &[&str]) -> TerminalRun {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (-1, -1);
+    let size = libc::winsize {
+        ws_row: 24,
+        ws_col: 120,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors, which are then owned here and nowhere else.
+    let (master, slave) = unsafe {
+        let rc = libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        );
+        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        // Children that other tests spawn must not inherit the terminal: a copy of it kept
+        // open would keep the reader below waiting for them.
+        for fd in [master, slave] {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+        (
+            std::fs::File::from(OwnedFd::from_raw_fd(master)),
+            OwnedFd::from_raw_fd(slave),
+        )
+    };
+    let mut command = Command::new(KVTOOL);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(slave));
+    let child = command.spawn().expect("kvtool starts");
+    // The terminal reports its end once no process holds it: the child's copy is the last.
+    drop(command);
+    let reader = std::thread::spawn(move || {
+        let mut master = master;
+        let mut drawn = Vec::new();
+        let mut buf = [0u8; 4096];
+        // Linux answers EIO once the other side is closed.
+        while let Ok(n @ 1..) = master.read(&mut buf) {
+            drawn.extend_from_slice(&buf[..n]);
+        }
+        drawn
+    });
+    let output = child.wait_with_output().expect("kvtool finishes");
+    let drawn = reader.join().expect("the terminal reader");
+    TerminalRun {
+        code: output.status.code().expect("kvtool exits, not killed"),
+        stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
+        terminal: String::from_utf8_lossy(&drawn).into_owned(),
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -185,6 +274,29 @@ fn hex_keys_and_values_carry_binary_data() {
 }
 
 #[test]
+fn printable_utf8_prints_as_text() {
+    let (_tmp, db) = store();
+    kv(&db, &["put", "clé", "été 中 😀"]).ok();
+    assert_eq!(kv(&db, &["get", "clé"]).ok(), "été 中 😀\n");
+    assert_eq!(kv(&db, &["scan"]).lines(), ["clé ==> été 中 😀"]);
+    assert_eq!(kv(&db, &["dump"]).ok(), "clé\tété 中 😀\n");
+    assert_eq!(
+        kv(&db, &["--hex", "get", &hex("clé".as_bytes())]).ok(),
+        format!("{}\n", hex("été 中 😀".as_bytes()))
+    );
+    // Characters that print as nothing, as blank space or that reorder the text after them
+    // are escaped, byte by byte, like control bytes and invalid UTF-8.
+    kv(&db, &["put", "k", "a\u{202e}b\u{a0}c\u{85}d\\xff\\x01"]).ok();
+    assert_eq!(
+        kv(&db, &["get", "k"]).ok(),
+        "a\\xe2\\x80\\xaeb\\xc2\\xa0c\\xc2\\x85d\\xff\\x01\n"
+    );
+    let stats = stats_json(&db);
+    let tables = stats["tables"].as_array().unwrap();
+    assert!(tables.iter().any(|t| t["smallest_key"] == "clé"), "{stats}");
+}
+
+#[test]
 fn bad_hex_and_bad_escapes_exit_2() {
     let (_tmp, db) = store();
     kv(&db, &["put", "k", "v"]).ok();
@@ -229,8 +341,14 @@ fn missing_store_fails_for_every_command_but_put_and_load() {
 
 #[test]
 fn commands_need_db() {
-    run_with(&["get", "k"], None).fails(2, "--db");
-    run_with(&["dump"], None).fails(2, "--db");
+    for args in [&["get", "k"][..], &["dump"], &["check"], &["compact"]] {
+        let run = run_with(args, None);
+        let stderr = run.usage_error("needs the store's directory: --db <DIR>");
+        assert!(
+            stderr.contains(&format!("Usage: kvtool {} ", args[0])),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]
@@ -249,25 +367,148 @@ fn check_without_current_says_there_is_no_store() {
 }
 
 #[test]
-fn usage_errors_exit_2_with_one_line() {
+fn usage_errors_print_clap_usage_and_exit_2() {
     let (_tmp, db) = store();
     kv(&db, &["put", "k", "v"]).ok();
-    kv(&db, &["frobnicate"]).fails(2, "frobnicate");
-    run_with(&[], None).fails(2, "no command given; commands: put, get, delete");
-    kv(&db, &[]).fails(2, "no command given");
-    kv(&db, &["get"]).fails(2, "<KEY>");
-    kv(&db, &["scan", "--limit", "many"]).fails(2, "many");
+    let stderr = kv(&db, &["frobnicate"])
+        .usage_error("unrecognized subcommand 'frobnicate'")
+        .to_string();
+    assert!(stderr.contains("\n\nUsage: kvtool "), "{stderr}");
+    kv(&db, &[]).usage_error("requires a subcommand");
+    let stderr = kv(&db, &["get"]).usage_error("<KEY>").to_string();
+    assert!(stderr.contains("Usage: kvtool get <KEY>"), "{stderr}");
+    assert_eq!(
+        stderr.matches("--help").count(),
+        1,
+        "one pointer to --help: {stderr}"
+    );
+    kv(&db, &["scan", "--limit", "many"]).usage_error("invalid value 'many' for '--limit <N>'");
+    kv(&db, &["--filter-fpr", "abc", "get", "k"]).usage_error("'abc'");
+    kv(&db, &["--filter-fpr", "0.1", "--no-filter", "get", "k"])
+        .usage_error("'--filter-fpr <P>' cannot be used with '--no-filter'");
+    // A rate clap parses but the filter cannot have is kvtool's own one-line error.
     kv(&db, &["--filter-fpr", "2", "put", "a", "b"]).fails(2, "false-positive rate 2");
     kv(&db, &["--filter-fpr", "0", "get", "k"]).fails(2, "false-positive rate");
-    kv(&db, &["--filter-fpr", "abc", "get", "k"]).fails(2, "abc");
-    kv(&db, &["--filter-fpr", "0.1", "--no-filter", "get", "k"]).fails(2, "--no-filter");
     assert_eq!(kv(&db, &["get", "a"]).code, 1, "the bad put wrote nothing");
+
+    // Without arguments, the help, on stderr, as a usage error.
+    let bare = run_with(&[], None);
+    assert_eq!(bare.code, 2);
+    assert!(bare.stdout.is_empty());
+    assert!(bare.stderr.contains("Usage: kvtool"), "{}", bare.stderr);
+    assert!(bare.stderr.contains("Commands:\n  put"), "{}", bare.stderr);
     // Help is not an error.
     let help = run_with(&["--help"], None);
     assert!(help.ok().contains("Usage"));
     assert!(run_with(&["scan", "--help"], None)
         .ok()
         .contains("--keys-only"));
+}
+
+/// The help sections of `kvtool ARGS -h`: heading, then the option or argument lines.
+fn help_sections(args: &[&str]) -> Vec<(String, Vec<String>)> {
+    let help = run_with(args, None).ok();
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    for line in help.lines() {
+        if let Some(heading) = line.strip_suffix(':').filter(|l| !l.starts_with(' ')) {
+            sections.push((heading.to_string(), Vec::new()));
+        } else if let (Some(section), true) = (sections.last_mut(), line.starts_with("  ")) {
+            section.1.push(line.trim().to_string());
+        } else if !line.is_empty() {
+            sections.push((String::new(), Vec::new()));
+        }
+    }
+    sections
+}
+
+/// The names of the options (or arguments) in one help section of `kvtool ARGS -h`.
+fn help_entries(args: &[&str], heading: &str) -> Vec<String> {
+    help_sections(args)
+        .into_iter()
+        .filter(|(h, _)| h == heading)
+        .flat_map(|(_, lines)| lines)
+        .map(|l| l.split("  ").next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn every_argument_has_a_description() {
+    let commands = help_entries(&["-h"], "Commands");
+    assert!(commands.len() > 10, "{commands:?}");
+    for command in commands.iter().filter(|c| *c != "help") {
+        for (heading, lines) in help_sections(&[command, "-h"]) {
+            if !["Arguments", "Options", "Common options"].contains(&heading.as_str()) {
+                continue;
+            }
+            for line in lines {
+                let description = line.split_once("  ").map(|(_, d)| d.trim());
+                assert!(
+                    description.is_some_and(|d| !d.is_empty()),
+                    "{command}: no description for {line:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn each_command_help_lists_only_the_common_options_it_takes() {
+    let common = |command: &str| help_entries(&[command, "-h"], "Common options");
+    let all = ["--db <DIR>", "--hex", "--filter-fpr <P>", "--no-filter"];
+    for command in ["put", "get", "delete", "scan", "load", "dump", "stats"] {
+        assert_eq!(common(command), all, "{command}");
+    }
+    assert_eq!(
+        common("compact"),
+        ["--db <DIR>", "--filter-fpr <P>", "--no-filter"]
+    );
+    assert_eq!(common("check"), ["--db <DIR>"]);
+    assert_eq!(common("sst"), ["--hex"]);
+    assert_eq!(common("bench"), ["--db <DIR>"]);
+    // A command's own options are listed apart from the common ones.
+    let own = help_entries(&["scan", "-h"], "Options");
+    assert!(own.contains(&"--keys-only".to_string()), "{own:?}");
+    assert!(!own.iter().any(|o| o.starts_with("--db")), "{own:?}");
+    assert_eq!(help_entries(&["-h"], "Common options"), all);
+}
+
+#[test]
+fn common_options_go_before_or_after_the_command() {
+    let (tmp, db) = store();
+    let dir = db.to_str().unwrap();
+    run_with(&["put", "--db", dir, "--hex", "0x6b", "0x76"], None).ok();
+    assert_eq!(run_with(&["--db", dir, "get", "k"], None).ok(), "v\n");
+    assert_eq!(
+        run_with(&["--hex", "get", "--db", dir, "0x6b"], None).ok(),
+        "0x76\n"
+    );
+    run_with(&["--db", dir, "get", "--db", dir, "k"], None)
+        .usage_error("'--db <DIR>' is given both before and after 'get'");
+    run_with(
+        &[
+            "--filter-fpr",
+            "0.1",
+            "put",
+            "--db",
+            dir,
+            "--no-filter",
+            "a",
+            "b",
+        ],
+        None,
+    )
+    .usage_error("'--filter-fpr <P>' cannot be used with '--no-filter'");
+    // An option a command does not take is refused, not ignored.
+    let table = table_files(&db)[0].to_str().unwrap().to_string();
+    let refused = run_with(&["--db", dir, "sst", &table], None);
+    let stderr = refused.usage_error("'--db <DIR>' does not apply to 'sst'");
+    assert!(stderr.contains("Usage: kvtool sst "), "{stderr}");
+    run_with(&["sst", "--db", dir, &table], None).usage_error("unexpected argument '--db'");
+    run_with(&["--no-filter", "bench", "--keys", "10"], None)
+        .usage_error("'--no-filter' does not apply to 'bench'");
+    run_with(&["--db", dir, "--hex", "check"], None)
+        .usage_error("'--hex' does not apply to 'check'");
+    assert!(!tmp.path().join("bench").exists());
 }
 
 #[test]
@@ -346,9 +587,15 @@ fn awkward_pairs() -> Vec<(Vec<u8>, Vec<u8>)> {
         (b"back\\slash".to_vec(), b"\\x41 is not A".to_vec()),
         (vec![0xff, 0xfe, 0x00, 0x80], vec![0xc3, 0x28, 0xa0, 0xa1]),
         (b"arrow ==> key".to_vec(), b"arrow ==> value".to_vec()),
+        (b"ends in ==>".to_vec(), b"==> starts".to_vec()),
+        (b"==>".to_vec(), b"=> ==".to_vec()),
         (b"empty value".to_vec(), Vec::new()),
         (Vec::new(), b"empty key".to_vec()),
         (b" spaces ".to_vec(), b"  ".to_vec()),
+        (
+            "clé 中 😀".as_bytes().to_vec(),
+            "\u{202e}reversed\u{a0}\u{85}".as_bytes().to_vec(),
+        ),
         ((0..=255u8).collect(), (0..=255u8).rev().collect()),
     ]
 }
@@ -387,7 +634,12 @@ fn dump_load_round_trip_escaped() {
     // One line per pair, one TAB per line: every awkward byte is escaped.
     assert_eq!(text.lines().count(), pairs.len());
     assert!(text.lines().all(|l| l.matches('\t').count() == 1));
-    assert!(text.is_ascii());
+    assert!(
+        !text
+            .chars()
+            .any(|c| c.is_control() && c != '\t' && c != '\n'),
+        "{text:?}"
+    );
 
     let (_tmp2, copy) = store();
     let loaded = kv_stdin(&copy, &["load", "--strict"], &dumped.stdout);
@@ -425,6 +677,81 @@ fn dump_load_round_trip_hex() {
 }
 
 #[test]
+fn scan_output_with_the_separator_in_a_key_loads_back_exactly() {
+    let (_tmp, db) = store();
+    kv(&db, &["put", "a ==> b", "c"]).ok();
+    kv(&db, &["put", "a", "va"]).ok();
+    let printed = kv(&db, &["scan"]);
+    // The '>' of a '==>' inside a key or value is escaped: one ' ==> ' per line.
+    assert_eq!(printed.lines(), ["a ==> va", "a ==\\x3e b ==> c"]);
+    assert_eq!(
+        kv(&db, &["scan", "--keys-only"]).lines(),
+        ["a", "a ==\\x3e b"]
+    );
+
+    let (_tmp2, copy) = store();
+    let loaded = kv_stdin(&copy, &["load", "--strict"], &printed.stdout);
+    loaded.ok();
+    assert_eq!(loaded.stderr, "loaded 2 pairs\n");
+    assert_eq!(kv(&copy, &["get", "a ==> b"]).ok(), "c\n");
+    assert_eq!(kv(&copy, &["get", "a"]).ok(), "va\n");
+    assert_eq!(kv(&copy, &["dump"]).stdout, kv(&db, &["dump"]).stdout);
+}
+
+#[test]
+fn scan_load_round_trip_escaped_and_hex() {
+    let (_tmp, db) = store();
+    let pairs = awkward_pairs();
+    put_all_hex(&db, &pairs);
+    for format in [&[][..], &["--hex"]] {
+        let scan_args: Vec<&str> = format.iter().copied().chain(["scan"]).collect();
+        let printed = kv(&db, &scan_args);
+        let text = printed.ok();
+        assert_eq!(text.lines().count(), pairs.len());
+        assert!(
+            text.lines()
+                .all(|l| l.matches("==>").count() == 1 && !l.contains('\t')),
+            "{text}"
+        );
+        let (_tmp2, copy) = store();
+        let load_args: Vec<&str> = format.iter().copied().chain(["load", "--strict"]).collect();
+        kv_stdin(&copy, &load_args, &printed.stdout).ok();
+        assert_holds(&copy, &pairs);
+        assert_eq!(kv(&copy, &scan_args).stdout, printed.stdout);
+    }
+}
+
+#[test]
+fn load_refuses_lines_that_split_more_than_one_way() {
+    let (tmp, db) = store();
+    let input = b"a ==> b ==> c\nd\te\tf\ng ==> h\ti\nok ==> fine\nj==>k\nalso\tfine\n";
+    let loaded = kv_stdin(&db, &["load"], input);
+    assert_eq!(loaded.code, 3, "{}", loaded.stderr);
+    assert!(
+        loaded.stderr.starts_with(
+            "loaded 2 pairs, skipped 4 bad lines (first: line 1: '==>' appears 2 times"
+        ),
+        "{}",
+        loaded.stderr
+    );
+    assert_eq!(kv(&db, &["scan"]).lines(), ["also ==> fine", "ok ==> fine"]);
+
+    let strict = tmp.path().join("strict");
+    for (line, error) in [
+        (&b"a ==> b ==> c\n"[..], "line 1: '==>' appears 2 times"),
+        (b"d\te\tf\n", "line 1: 2 TABs"),
+        (b"g ==> h\ti\n", "line 1: both a TAB and '==>'"),
+        (
+            b"j==>k\n",
+            "line 1: no TAB or ' ==> ' between key and value",
+        ),
+    ] {
+        kv_stdin(&strict, &["load", "--strict"], line).fails(2, error);
+    }
+    assert!(kv(&strict, &["dump"]).ok().is_empty());
+}
+
+#[test]
 fn load_reads_raw_bytes_and_counts_bad_lines() {
     let (tmp, db) = store();
     let mut input = Vec::new();
@@ -436,7 +763,7 @@ fn load_reads_raw_bytes_and_counts_bad_lines() {
     input.extend_from_slice(b"good2 ==> two\r\n");
     input.extend_from_slice(b"good3\tthree"); // no final newline
     let loaded = kv_stdin(&db, &["load"], &input);
-    loaded.ok();
+    assert_eq!(loaded.code, 3, "{}", loaded.stderr);
     assert_eq!(
         loaded.stderr,
         "loaded 4 pairs, skipped 2 bad lines (first: line 2: no TAB or ' ==> ' between key \
@@ -454,17 +781,57 @@ fn load_reads_raw_bytes_and_counts_bad_lines() {
     // --strict stops at the first bad line and names it; the lines before it are in.
     let strict_db = tmp.path().join("strict");
     let line = kv_stdin(&strict_db, &["load", "--strict"], &input).fails(2, "line 2:");
-    assert!(line.contains("1 pairs before it were loaded"), "{line}");
+    assert!(line.contains("(1 pair before it was loaded)"), "{line}");
     assert_eq!(kv(&strict_db, &["get", "good1"]).ok(), "one\n");
     kv(&strict_db, &["get", "good2"]).fails(1, "no such key");
 
     let bad_at_5 = b"a\t1\nb\t2\nc\t3\nd\t4\ne\\x\t5\nf\t6\n";
-    kv_stdin(&strict_db, &["load", "--strict"], bad_at_5).fails(2, "line 5: key: bad escape");
+    let line =
+        kv_stdin(&strict_db, &["load", "--strict"], bad_at_5).fails(2, "line 5: key: bad escape");
+    assert!(line.ends_with("(4 pairs before it were loaded)"), "{line}");
+    let bad_at_1 = b"e\\x\t5\nf\t6\n";
+    let line = kv_stdin(&strict_db, &["load", "--strict"], bad_at_1).fails(2, "line 1:");
+    assert!(line.ends_with("(nothing was loaded)"), "{line}");
 
     // A missing input file is an error before the store is touched.
     let nowhere = tmp.path().join("nowhere");
     kv(&nowhere, &["load", "/no/such/file.txt"]).fails(2, "cannot read /no/such/file.txt");
     assert!(!nowhere.exists());
+}
+
+#[test]
+fn load_exit_status_says_whether_lines_were_skipped() {
+    let (tmp, db) = store();
+    let all_good = kv_stdin(&db, &["load"], b"a\t1\n");
+    assert_eq!(
+        (all_good.code, all_good.stderr.as_str()),
+        (0, "loaded 1 pair\n")
+    );
+    let empty = kv_stdin(&db, &["load"], b"");
+    assert_eq!((empty.code, empty.stderr.as_str()), (0, "loaded 0 pairs\n"));
+    // Lines skipped: exit 3, whether or not other lines loaded.
+    let some_bad = kv_stdin(&db, &["load"], b"b\t2\nbad\nc\t3\n");
+    assert_eq!(some_bad.code, 3);
+    assert!(
+        some_bad
+            .stderr
+            .starts_with("loaded 2 pairs, skipped 1 bad line (first: line 2: "),
+        "{}",
+        some_bad.stderr
+    );
+    let all_bad = kv_stdin(&db, &["load"], b"bad\nworse\n");
+    assert_eq!(all_bad.code, 3);
+    assert!(
+        all_bad
+            .stderr
+            .starts_with("loaded 0 pairs, skipped 2 bad lines (first: line 1: "),
+        "{}",
+        all_bad.stderr
+    );
+    assert_eq!(kv(&db, &["scan", "--keys-only"]).lines(), ["a", "b", "c"]);
+    // With --strict a bad line is an error.
+    let strict = tmp.path().join("strict");
+    kv_stdin(&strict, &["load", "--strict"], b"bad\n").fails(2, "line 1:");
 }
 
 #[test]
@@ -505,11 +872,11 @@ fn key_over_the_size_limit_exits_2() {
     let file = tmp.path().join("big.txt");
     std::fs::write(&file, line).unwrap();
     let loaded = kv(&db, &["--hex", "load", file.to_str().unwrap()]);
-    loaded.ok();
+    assert_eq!(loaded.code, 3, "{}", loaded.stderr);
     assert!(
         loaded
             .stderr
-            .contains("skipped 1 bad lines (first: line 2: key of 65537 bytes"),
+            .contains("loaded 1 pair, skipped 1 bad line (first: line 2: key of 65537 bytes"),
         "{}",
         loaded.stderr
     );
@@ -566,7 +933,8 @@ fn check_names_the_damaged_table_and_offset() {
         .next()
         .expect("a table after compact");
     let props: Value =
-        serde_json::from_str(&kv(&db, &["sst", "--json", table.to_str().unwrap()]).ok()).unwrap();
+        serde_json::from_str(&run_with(&["sst", "--json", table.to_str().unwrap()], None).ok())
+            .unwrap();
     let data_size = props["data_size"].as_u64().unwrap();
     assert!(props["data_blocks"].as_u64().unwrap() > 2);
     // Data blocks come first in the file; damage a byte in the middle of them.
@@ -596,7 +964,7 @@ fn check_names_the_damaged_table_and_offset() {
         .unwrap_or_else(|| panic!("no offset in {line}"));
     assert!(offset <= at as u64 && at as u64 - offset < 8192, "{line}");
 
-    kv(&db, &["sst", table.to_str().unwrap()]).fails(2, &name);
+    run_with(&["sst", table.to_str().unwrap()], None).fails(2, &name);
 }
 
 #[test]
@@ -722,7 +1090,7 @@ fn filter_policy_applies_to_tables_written() {
         "{text}"
     );
 
-    let sst = kv(&db, &["sst", table_files(&db)[0].to_str().unwrap()]).ok();
+    let sst = run_with(&["sst", table_files(&db)[0].to_str().unwrap()], None).ok();
     assert_eq!(sst_field(&sst, "filter"), "none");
     assert_eq!(sst_field(&sst, "filter size"), "0");
 
@@ -757,7 +1125,7 @@ fn sst_shows_one_tables_properties() {
     kv_stdin(&db, &["load"], numbered_pairs(500).as_bytes()).ok();
     kv(&db, &["delete", "key000007"]).ok();
     let table = table_files(&db)[0].clone();
-    let text = kv(&db, &["sst", table.to_str().unwrap()]).ok();
+    let text = run_with(&["sst", table.to_str().unwrap()], None).ok();
     let field = |name: &str| sst_field(&text, name);
     assert_eq!(field("entries"), "500");
     assert_eq!(field("tombstones"), "0");
@@ -768,7 +1136,7 @@ fn sst_shows_one_tables_properties() {
         "bloom, 10 bits per key, 5 hashes, predicted fpr 0.009430"
     );
     assert!(text.ends_with("checksums: OK\n"));
-    // sst works without --db and does not need the store to be closed.
+    // sst works on the table alone and does not need the store to be closed.
     let alone = run_with(&["--hex", "sst", "--json", table.to_str().unwrap()], None);
     let props: Value = serde_json::from_str(&alone.ok()).unwrap();
     assert_eq!(props["entries"], 500);
@@ -779,13 +1147,190 @@ fn sst_shows_one_tables_properties() {
 
     // The delete went into a table of its own.
     let newest = table_files(&db).last().unwrap().clone();
-    let text = kv(&db, &["sst", newest.to_str().unwrap()]).ok();
+    let text = run_with(&["sst", newest.to_str().unwrap()], None).ok();
     assert_eq!(sst_field(&text, "tombstones"), "1");
     assert_eq!(sst_field(&text, "entries"), "1");
 
     run_with(&["sst", "/no/such/000001.sst"], None).fails(2, "no such table file");
     let not_a_table = db.join("CURRENT");
     run_with(&["sst", not_a_table.to_str().unwrap()], None).fails(2, "CURRENT");
+}
+
+#[test]
+fn bench_says_which_directory_is_wrong_and_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing");
+    let small = [
+        "bench",
+        "--keys",
+        "100",
+        "--lookups",
+        "10",
+        "--cold-lookups",
+        "10",
+    ];
+    let in_dir = |dir: &Path| -> Vec<String> {
+        let mut args = vec!["--db".to_string(), dir.display().to_string()];
+        args.extend(small.iter().map(|a| a.to_string()));
+        args
+    };
+    let args = in_dir(&missing);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let line = run_with(&args, None).fails(
+        2,
+        &format!(
+            "cannot make the bench's stores in {}: no such directory",
+            missing.display()
+        ),
+    );
+    assert!(!line.contains("os error"), "{line}");
+
+    let file = tmp.path().join("file");
+    std::fs::write(&file, b"").unwrap();
+    let args = in_dir(&file);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_with(&args, None).fails(2, "not a directory");
+
+    // A result file that cannot be written is named before the run, not after it.
+    let json = missing.join("run.json");
+    let mut args = in_dir(tmp.path());
+    args.extend(["--json".to_string(), json.display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let failed = run_with(&args, None);
+    failed.fails(
+        2,
+        &format!(
+            "cannot write {}: no such directory {}",
+            json.display(),
+            missing.display()
+        ),
+    );
+    assert!(
+        failed.stdout.is_empty(),
+        "the bench did not run: {}",
+        failed.out()
+    );
+}
+
+#[test]
+fn bench_shows_each_phase_on_a_terminal_and_nothing_on_a_pipe() {
+    let args = [
+        "bench",
+        "--keys",
+        "20000",
+        "--lookups",
+        "2000",
+        "--cold-lookups",
+        "200",
+        "--settings",
+        "0.01",
+    ];
+    let run = run_on_terminal(&args);
+    assert_eq!(run.code, 0, "{}", run.terminal);
+    for phase in [
+        "load (0.01)",
+        "compactions (0.01)",
+        "cold present (0.01)",
+        "cold absent (0.01)",
+        "into the page cache (0.01)",
+        "warm present (0.01)",
+        "warm absent (0.01)",
+    ] {
+        assert!(
+            run.terminal.contains(phase),
+            "no {phase:?} on the terminal: {:?}",
+            run.terminal
+        );
+    }
+    assert!(
+        run.stdout.starts_with("bloomkv bench: 20000 keys"),
+        "{}",
+        run.stdout
+    );
+
+    let piped = run_with(&args, None);
+    assert_eq!(piped.stderr, "", "progress stays off a pipe");
+    assert_eq!(piped.lines()[0], run.stdout.lines().next().unwrap());
+}
+
+#[test]
+fn bench_stores_shows_each_phase_of_each_store_on_a_terminal() {
+    let run = run_on_terminal(&[
+        "bench",
+        "--stores",
+        "bloomkv",
+        "--keys",
+        "20000",
+        "--lookups",
+        "2000",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.terminal);
+    for phase in [
+        "bloomkv: running in a process of its own",
+        "load (bloomkv)",
+        "compactions (bloomkv)",
+        "present keys",
+        "absent keys",
+    ] {
+        assert!(
+            run.terminal.contains(phase),
+            "no {phase:?} on the terminal: {:?}",
+            run.terminal
+        );
+    }
+}
+
+/// The README's section on kvtool.
+fn readme_kvtool_section() -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let start = readme.find("\n## kvtool\n").expect("a kvtool section");
+    let rest = &readme[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |at| at + 3);
+    rest[..end].to_string()
+}
+
+/// Every `kvtool ...` command in `text`: code lines and backquoted examples, with pipes,
+/// redirections and comments cut off.
+fn kvtool_commands(text: &str) -> Vec<Vec<String>> {
+    let code_lines = text.lines().filter_map(|l| l.strip_prefix("    "));
+    let quoted = text.split('`').skip(1).step_by(2);
+    code_lines
+        .chain(quoted)
+        .flat_map(|line| line.split('#').next().unwrap().split('|'))
+        .filter_map(|part| part.trim().strip_prefix("kvtool "))
+        .filter(|args| !args.contains("COMMAND"))
+        .map(|args| {
+            let args = args.split('>').next().unwrap();
+            args.split_whitespace().map(str::to_string).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn readme_says_how_to_install_kvtool_and_its_examples_parse() {
+    let section = readme_kvtool_section();
+    // `kvtool` in the examples is a command on the PATH: the README must say how it gets there.
+    assert!(
+        section.contains("\n    cargo install --path .\n"),
+        "{section}"
+    );
+    assert!(
+        section.contains("\n    target/release/kvtool "),
+        "{section}"
+    );
+    let commands = kvtool_commands(&section);
+    assert!(commands.len() >= 15, "{commands:?}");
+    for mut args in commands {
+        args.push("--help".to_string());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let help = run_with(&args, None);
+        assert!(
+            help.code == 0 && help.out().contains("Usage: kvtool "),
+            "kvtool {args:?}: {}",
+            help.stderr
+        );
+    }
 }
 
 #[test]

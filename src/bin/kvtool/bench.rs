@@ -12,15 +12,18 @@ use std::time::{Duration, Instant};
 use bloomkv::filter::FilterParams;
 use bloomkv::{Db, FilterPolicy, Options, Stats, WriteBatch};
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-use crate::Failure;
+use crate::{progress, Failure};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
+    /// The directory in which to make the throwaway stores (default: the temp directory).
+    #[arg(long, value_name = "DIR", help_heading = crate::cli::COMMON)]
+    pub db: Option<PathBuf>,
     /// Keys loaded into each store.
     #[arg(long, default_value_t = 1_000_000)]
     pub keys: u64,
@@ -63,6 +66,7 @@ pub struct BenchArgs {
     /// figures as JSON to `--child-out`.
     #[arg(long, hide = true, requires = "child_out")]
     pub child_store: Option<String>,
+    /// Internal: where a `--child-store` run writes its figures.
     #[arg(long, hide = true)]
     pub child_out: Option<PathBuf>,
     /// Comma-separated filter settings: `none` or a false-positive rate.
@@ -283,19 +287,12 @@ fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure> {
         .collect()
 }
 
-pub fn progress(len: u64, what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(len).with_style(
-        ProgressStyle::with_template(&format!("{what:>24} {{bar:30}} {{pos}}/{{len}} {{eta}}"))
-            .expect("valid template"),
-    );
-    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-    bar
-}
-
-pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
+pub fn run(args: &BenchArgs) -> Result<(), Failure> {
+    let dir = args.db.as_deref();
     if let Some(store) = &args.child_store {
         return crate::compare::run_child(args, dir, store);
     }
+    check_result_paths(args)?;
     if !args.stores.is_empty() {
         return crate::compare::run(args, dir);
     }
@@ -318,9 +315,8 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
             "bench needs at least one setting, one key and one lookup",
         ));
     }
-    let temp = tempfile::Builder::new()
-        .prefix("bloomkv-bench")
-        .tempdir_in(dir.unwrap_or(&std::env::temp_dir()))?;
+    let temp = scratch_dir(dir, "bloomkv-bench")?;
+    print_header(args);
     let workload = Workload::new(args);
     let mut results = Vec::new();
     for (label, policy) in &settings {
@@ -343,13 +339,58 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     if let Some(path) = &args.json {
         let mut doc = results_json(args, &results);
         doc["peers"] = serde_json::Value::Array(peers);
-        std::fs::write(path, serde_json::to_string_pretty(&doc).expect("json"))?;
-        eprintln!("wrote {}", path.display());
+        write_result(path, &serde_json::to_string_pretty(&doc).expect("json"))?;
     }
     if let Some(path) = &args.plot {
-        std::fs::write(path, plot_svg(&results))?;
-        eprintln!("wrote {}", path.display());
+        write_result(path, &plot_svg(&results))?;
     }
+    Ok(())
+}
+
+/// A directory for throwaway stores inside `parent` (`--db`; the temp directory without it),
+/// removed when dropped.
+pub fn scratch_dir(parent: Option<&Path>, prefix: &str) -> Result<tempfile::TempDir, Failure> {
+    let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    let cannot = |why: String| {
+        Failure::from(format!(
+            "cannot make the bench's stores in {}: {why}",
+            parent.display()
+        ))
+    };
+    if !parent.exists() {
+        return Err(cannot("no such directory".into()));
+    }
+    if !parent.is_dir() {
+        return Err(cannot("not a directory".into()));
+    }
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(&parent)
+        .map_err(|e| cannot(e.to_string()))
+}
+
+/// Fails unless each file the bench will write its results to (`--json`, `--plot`,
+/// `--chart`) is in a directory that exists: better now than after the run.
+fn check_result_paths(args: &BenchArgs) -> Result<(), Failure> {
+    let files = [&args.json, &args.plot, &args.chart];
+    for path in files.into_iter().flatten() {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+            return Err(Failure::from(format!(
+                "cannot write {}: no such directory {}",
+                path.display(),
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Writes one of the bench's result files and says so on stderr.
+pub fn write_result(path: &Path, contents: &str) -> Result<(), Failure> {
+    std::fs::write(path, contents)
+        .map_err(|e| Failure::from(format!("cannot write {}: {e}", path.display())))?;
+    eprintln!("wrote {}", path.display());
     Ok(())
 }
 
@@ -403,7 +444,7 @@ fn run_setting(
     // The cold phases dropped the table files from the page cache, and lookups read with a
     // "random" hint, which the kernel answers without read-ahead: put the files back in memory,
     // as the peers' files are after their load, so that "warm" means the same for every store.
-    read_files_into_page_cache(dir)?;
+    read_files_into_page_cache(dir, label)?;
     let warm_present = lookups(&db, warm_p, true, &format!("warm present ({label})"))?;
     let warm_absent = lookups(&db, warm_a, false, &format!("warm absent ({label})"))?;
     let params = match policy {
@@ -427,30 +468,46 @@ fn run_setting(
 }
 
 /// Reads every file of `dir` once, so the page cache holds them.
-fn read_files_into_page_cache(dir: &Path) -> Result<(), Failure> {
+fn read_files_into_page_cache(dir: &Path, label: &str) -> Result<(), Failure> {
     use std::io::Read;
-    let mut buf = vec![0u8; 1 << 20];
+    let mut files = Vec::new();
     for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_file() {
-            let mut file = std::fs::File::open(&path)?;
-            while file.read(&mut buf)? > 0 {}
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            files.push((entry.path(), entry.metadata()?.len()));
         }
     }
+    let total = files.iter().map(|(_, len)| len).sum();
+    let bar = progress::bytes(total, &format!("into the page cache ({label})"));
+    let mut buf = vec![0u8; 1 << 20];
+    for (path, _) in files {
+        let mut file = std::fs::File::open(&path)?;
+        loop {
+            let read = file.read(&mut buf)?;
+            if read == 0 {
+                break;
+            }
+            bar.inc(read as u64);
+        }
+    }
+    bar.finish_and_clear();
     Ok(())
 }
 
 /// Loads the workload into `db` (writes, then the memtable flushed) and waits for its
 /// compactions; returns the seconds each took.
 pub fn load_and_settle(db: &Db, workload: &Workload, label: &str) -> Result<(f64, f64), Failure> {
-    let bar = progress(workload.keys, &format!("load ({label})"));
+    let bar = progress::bar(workload.keys, &format!("load ({label})"));
     let started = Instant::now();
     load_bloomkv(db, workload, &bar)?;
     let load_seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    let waiting = progress::waiting(&format!("compactions ({label})"));
     let settling = Instant::now();
     db.wait_for_background_work()?;
-    Ok((load_seconds, settling.elapsed().as_secs_f64()))
+    let settle_seconds = settling.elapsed().as_secs_f64();
+    waiting.finish_and_clear();
+    Ok((load_seconds, settle_seconds))
 }
 
 /// Writes the workload's keys into `db` in batches, then flushes the memtable.
@@ -486,12 +543,13 @@ fn lookups(
     present: bool,
     what: &str,
 ) -> Result<LookupFigures, Failure> {
+    // Drawn before the tables are counted, which takes a moment for many keys.
+    let bar = progress::bar(keys.len() as u64, what);
     let before = db.stats();
     let (consulted, predicted) = keys
         .iter()
         .map(|k| consulted_tables(&before, k))
         .fold((0, 0.0), |(n, p), (kn, kp)| (n + kn, p + kp));
-    let bar = progress(keys.len() as u64, what);
     let mut latencies = Vec::with_capacity(keys.len());
     let started = Instant::now();
     for (i, key) in keys.iter().enumerate() {
@@ -528,11 +586,15 @@ fn lookups(
     })
 }
 
-fn print_report(args: &BenchArgs, results: &[SettingResult]) {
+/// What the bench is about to do, printed before it starts (the rest comes at the end).
+fn print_header(args: &BenchArgs) {
     println!(
         "bloomkv bench: {} keys of 16 bytes, {}-byte {} values, random order; {} warm and {} cold lookups of each kind",
         args.keys, args.value_size, args.values.name(), args.lookups, args.cold_lookups
     );
+}
+
+fn print_report(args: &BenchArgs, results: &[SettingResult]) {
     println!();
     println!("shape (tables per level, L0 first):");
     for r in results {

@@ -1,5 +1,14 @@
 //! How keys and values are written on the command line and printed: escaped text by default,
 //! `0x`-prefixed hex with `--hex`.
+//!
+//! Escaped text is the bytes themselves where they are printable UTF-8, and `\xNN` for each
+//! byte of anything else (control characters, invalid UTF-8, characters that print as nothing
+//! or as blank space other than the plain space), `\\` for a backslash. A `>` right after `==`
+//! is written `\x3e`, so that a printed key or value never holds [`ARROW`], the middle of the
+//! separator of `scan`'s lines: whatever the bytes, a printed line splits one way only.
+
+/// Never appears in a printed key or value (see the module documentation).
+pub const ARROW: &str = "==>";
 
 /// Parses a command-line key or value.
 pub fn parse(text: &str, hex: bool) -> Result<Vec<u8>, String> {
@@ -53,18 +62,46 @@ fn format_hex(bytes: &[u8]) -> String {
     out
 }
 
-/// Printable ASCII stays as it is; a backslash is `\\`; every other byte (tab and newline
-/// included) is `\xNN`, so that any bytes survive a `dump | load` round trip.
+/// Printable characters as they are, everything else as `\xNN` per byte: see the module
+/// documentation. Any bytes survive a `dump | load` round trip.
 fn escape(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
-    for &b in bytes {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            0x20..=0x7e => out.push(b as char),
-            _ => out.push_str(&format!("\\x{b:02x}")),
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            let completes_arrow = c == '>' && out.ends_with("==");
+            if c == '\\' {
+                out.push_str("\\\\");
+            } else if completes_arrow || !is_printable(c) {
+                push_escaped_bytes(&mut out, c.encode_utf8(&mut [0; 4]).as_bytes());
+            } else {
+                out.push(c);
+            }
         }
+        push_escaped_bytes(&mut out, chunk.invalid());
     }
     out
+}
+
+fn push_escaped_bytes(out: &mut String, bytes: &[u8]) {
+    for b in bytes {
+        out.push_str(&format!("\\x{b:02x}"));
+    }
+}
+
+/// Whether `c` shows as itself on a terminal. Rust's `Debug` for strings draws that line (it
+/// escapes control and format characters, such as the bidirectional overrides that reorder
+/// what follows them, separators, blank space other than the plain space, and unassigned
+/// code points); it also escapes a combining mark at the very start of a string, which is
+/// printable after another character, hence the `a` in front.
+fn is_printable(c: char) -> bool {
+    if c.is_ascii() {
+        return matches!(c, ' '..='~');
+    }
+    let mut buf = [0u8; 5];
+    buf[0] = b'a';
+    let len = 1 + c.encode_utf8(&mut buf[1..]).len();
+    let text = std::str::from_utf8(&buf[..len]).expect("'a' and a char are UTF-8");
+    text.escape_debug().count() == 2
 }
 
 fn unescape(bytes: &[u8]) -> Result<Vec<u8>, String> {
@@ -111,6 +148,38 @@ mod tests {
         let all: Vec<u8> = (0..=255).collect();
         assert_eq!(unescape(escape(&all).as_bytes()).unwrap(), all);
         assert_eq!(parse_hex(&format_hex(&all)).unwrap(), all);
+    }
+
+    #[test]
+    fn escape_round_trips_text_with_arrows_and_unicode() {
+        for text in [
+            "a ==> b",
+            "==>",
+            "===>>",
+            "k ==",
+            "> v",
+            "é = ==> ü",
+            "\u{202e}evil\u{2028}",
+            "a\u{301}",
+        ] {
+            let escaped = escape(text.as_bytes());
+            assert!(!escaped.contains(ARROW), "{escaped}");
+            assert_eq!(unescape(escaped.as_bytes()).unwrap(), text.as_bytes());
+        }
+    }
+
+    #[test]
+    fn printable_utf8_stays_text_and_the_rest_is_escaped() {
+        assert_eq!(escape("é 中 😀 a\u{301}".as_bytes()), "é 中 😀 a\u{301}");
+        assert_eq!(escape(b"tab\there\n"), "tab\\x09here\\x0a");
+        assert_eq!(escape(b"\x7f\\"), "\\x7f\\\\");
+        // Invalid UTF-8, a lone continuation byte, a truncated sequence.
+        assert_eq!(escape(b"\xff\x80\xc3"), "\\xff\\x80\\xc3");
+        // Invisible or reordering characters print as their bytes.
+        assert_eq!(escape("\u{202e}".as_bytes()), "\\xe2\\x80\\xae");
+        assert_eq!(escape("\u{a0}".as_bytes()), "\\xc2\\xa0");
+        assert_eq!(escape("\u{85}".as_bytes()), "\\xc2\\x85");
+        assert_eq!(escape(b"a ==> b =>c ==>"), "a ==\\x3e b =>c ==\\x3e");
     }
 
     #[test]

@@ -2,42 +2,50 @@
 
 use std::io::{BufRead, BufWriter, Write};
 use std::ops::Bound;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use bloomkv::entry::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use bloomkv::filename::{self, FileKind, CURRENT};
 use bloomkv::fs::OsFileSystem;
 use bloomkv::{Db, FilterPolicy, Options, Stats, WriteBatch};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde_json::json;
 
-use crate::codec;
-use crate::{output_error, Cli, Command, Failure, NOT_FOUND};
+use crate::cli::{Command, StoreDir, TableFilter};
+use crate::{codec, lines, progress};
+use crate::{output_error, Failure, NOT_FOUND, SKIPPED_LINES};
 
-/// Runs the parsed command line.
-pub fn run(cli: Cli) -> Result<(), Failure> {
-    let policy = filter_policy(&cli)?;
-    let hex = cli.hex;
-    let db_dir = || -> Result<&PathBuf, Failure> {
-        cli.db
-            .as_ref()
-            .ok_or_else(|| Failure::from("this command needs --db DIR"))
-    };
-    match &cli.command {
-        Command::Put { key, value } => {
-            let (key, value) = (codec::parse(key, hex)?, codec::parse(value, hex)?);
-            let db = open(db_dir()?, policy, true)?;
+/// Runs the parsed command.
+pub fn run(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Put {
+            key,
+            value,
+            store,
+            keys,
+            filter,
+        } => {
+            let (key, value) = (
+                codec::parse(&key, keys.hex)?,
+                codec::parse(&value, keys.hex)?,
+            );
+            let db = open(store_dir(&store)?, filter_policy(&filter)?, true)?;
             db.put(key, value)?;
             close(db)?;
         }
-        Command::Get { key } => {
-            let parsed = codec::parse(key, hex)?;
-            let db = open(db_dir()?, policy, false)?;
+        Command::Get {
+            key,
+            store,
+            keys,
+            filter,
+        } => {
+            let parsed = codec::parse(&key, keys.hex)?;
+            let db = open(store_dir(&store)?, filter_policy(&filter)?, false)?;
             match db.get(parsed)? {
                 Some(value) => {
                     let mut out = stdout();
-                    writeln!(out, "{}", codec::format(&value, hex)).map_err(output_error)?;
+                    writeln!(out, "{}", codec::format(&value, keys.hex)).map_err(output_error)?;
                     out.flush().map_err(output_error)?;
                 }
                 None => {
@@ -48,9 +56,14 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                 }
             }
         }
-        Command::Delete { key } => {
-            let key = codec::parse(key, hex)?;
-            let db = open(db_dir()?, policy, false)?;
+        Command::Delete {
+            key,
+            store,
+            keys,
+            filter,
+        } => {
+            let key = codec::parse(&key, keys.hex)?;
+            let db = open(store_dir(&store)?, filter_policy(&filter)?, false)?;
             db.delete(key)?;
             close(db)?;
         }
@@ -60,53 +73,73 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             prefix,
             limit,
             keys_only,
+            store,
+            keys,
+            filter,
         } => {
-            let parse = |k: &Option<String>| k.as_deref().map(|k| codec::parse(k, hex)).transpose();
+            let parse = |k: Option<String>| k.map(|k| codec::parse(&k, keys.hex)).transpose();
             let range = ScanRange {
                 from: parse(from)?,
                 to: parse(to)?,
                 prefix: parse(prefix)?,
             };
-            let db = open(db_dir()?, policy, false)?;
-            scan(&db, hex, &range, *limit, *keys_only)?;
+            let db = open(store_dir(&store)?, filter_policy(&filter)?, false)?;
+            scan(&db, keys.hex, &range, limit, keys_only)?;
         }
-        Command::Load { file, strict } => {
+        Command::Load {
+            file,
+            strict,
+            store,
+            keys,
+            filter,
+        } => {
             let input = open_input(file.as_deref())?;
-            let db = open(db_dir()?, policy, true)?;
-            let result = load(&db, hex, input, *strict);
+            let db = open(store_dir(&store)?, filter_policy(&filter)?, true)?;
+            let result = load(&db, keys.hex, input, strict);
             close(db)?;
             result?;
         }
-        Command::Dump => {
-            let db = open(db_dir()?, policy, false)?;
+        Command::Dump {
+            store,
+            keys,
+            filter,
+        } => {
+            let db = open(store_dir(&store)?, filter_policy(&filter)?, false)?;
             let mut out = stdout();
             for pair in db.iter() {
                 let (k, v) = pair?;
-                writeln!(
-                    out,
-                    "{}\t{}",
-                    codec::format(&k, hex),
-                    codec::format(&v, hex)
-                )
-                .map_err(output_error)?;
+                writeln!(out, "{}", lines::dump_line(&k, &v, keys.hex)).map_err(output_error)?;
             }
             out.flush().map_err(output_error)?;
         }
-        Command::Stats { json } => {
-            let db = open(db_dir()?, policy, false)?;
-            let text = stats_text(&db.stats(), hex, *json);
+        Command::Stats {
+            json,
+            store,
+            keys,
+            filter,
+        } => {
+            let db = open(store_dir(&store)?, filter_policy(&filter)?, false)?;
+            let text = stats_text(&db.stats(), keys.hex, json);
             emit(&text)?;
         }
-        Command::Check => check(db_dir()?)?,
-        Command::Compact => {
-            let db = open(db_dir()?, policy, false)?;
+        Command::Check { store } => check(store_dir(&store)?)?,
+        Command::Compact { store, filter } => {
+            let db = open(store_dir(&store)?, filter_policy(&filter)?, false)?;
             db.compact()?;
             db.close()?;
         }
-        Command::Sst { file, json } => sst(file, hex, *json)?,
-        Command::Bench(args) => crate::bench::run(args, cli.db.as_deref())?,
+        Command::Sst { file, json, keys } => sst(&file, keys.hex, json)?,
+        Command::Bench(args) => crate::bench::run(&args)?,
     }
     Ok(())
+}
+
+/// The directory of `--db`, which the command line checked was given.
+fn store_dir(store: &StoreDir) -> Result<&Path, Failure> {
+    store
+        .db
+        .as_deref()
+        .ok_or_else(|| Failure::from("this command needs --db DIR"))
 }
 
 fn stdout() -> BufWriter<std::io::StdoutLock<'static>> {
@@ -129,11 +162,11 @@ fn close(db: Db) -> Result<(), Failure> {
     Ok(())
 }
 
-fn filter_policy(cli: &Cli) -> Result<FilterPolicy, Failure> {
-    if cli.no_filter {
+fn filter_policy(filter: &TableFilter) -> Result<FilterPolicy, Failure> {
+    if filter.no_filter {
         return Ok(FilterPolicy::Disabled);
     }
-    let p = cli.filter_fpr.unwrap_or(0.01);
+    let p = filter.filter_fpr.unwrap_or(0.01);
     bloomkv::filter::FilterParams::for_false_positive_rate(p)?;
     Ok(FilterPolicy::FalsePositiveRate(p))
 }
@@ -230,12 +263,7 @@ fn scan(
         if keys_only {
             writeln!(out, "{}", codec::format(&k, hex))
         } else {
-            writeln!(
-                out,
-                "{} ==> {}",
-                codec::format(&k, hex),
-                codec::format(&v, hex)
-            )
+            writeln!(out, "{}", lines::scan_line(&k, &v, hex))
         }
         .map_err(output_error)?;
     }
@@ -266,20 +294,9 @@ fn open_input(file: Option<&Path>) -> Result<Input, Failure> {
     }
 }
 
-/// Splits a `load` line: `key<TAB>value` (what `dump` prints) or `ldb`'s `key ==> value`
-/// (what `scan` prints).
-fn split_line(line: &[u8]) -> Option<(&[u8], &[u8])> {
-    if let Some(tab) = line.iter().position(|&b| b == b'\t') {
-        return Some((&line[..tab], &line[tab + 1..]));
-    }
-    const ARROW: &[u8] = b" ==> ";
-    let at = line.windows(ARROW.len()).position(|w| w == ARROW)?;
-    Some((&line[..at], &line[at + ARROW.len()..]))
-}
-
 /// One `load` line as a pair, or why it is bad.
 fn parse_line(line: &[u8], hex: bool) -> Result<(Vec<u8>, Vec<u8>), String> {
-    let (k, v) = split_line(line).ok_or("no TAB or ' ==> ' between key and value")?;
+    let (k, v) = lines::split(line)?;
     let key = codec::parse_bytes(k, hex).map_err(|e| format!("key: {e}"))?;
     let value = codec::parse_bytes(v, hex).map_err(|e| format!("value: {e}"))?;
     if key.len() > MAX_KEY_LEN {
@@ -304,18 +321,10 @@ const PROGRESS_MIN_BYTES: u64 = 1 << 20;
 
 fn load(db: &Db, hex: bool, mut input: Input, strict: bool) -> Result<(), Failure> {
     let progress = match input.bytes {
-        Some(bytes) if bytes >= PROGRESS_MIN_BYTES => ProgressBar::new(bytes).with_style(
-            ProgressStyle::with_template(
-                "load {bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
-            )
-            .expect("valid template"),
-        ),
+        Some(bytes) if bytes >= PROGRESS_MIN_BYTES => progress::bytes(bytes, "load"),
         Some(_) => ProgressBar::hidden(),
         // A pipe's length is unknown: count lines instead.
-        None => ProgressBar::new_spinner().with_style(
-            ProgressStyle::with_template("load {spinner} {pos} lines {per_sec}")
-                .expect("valid template"),
-        ),
+        None => progress::lines("load"),
     };
     let (mut loaded, mut bad) = (0u64, 0u64);
     let mut first_bad: Option<(u64, String)> = None;
@@ -354,9 +363,12 @@ fn load(db: &Db, hex: bool, mut input: Input, strict: bool) -> Result<(), Failur
                 progress.finish_and_clear();
                 // The pairs before the bad line go in, as those of earlier batches did.
                 db.write(std::mem::take(&mut batch))?;
-                return Err(Failure::from(format!(
-                    "line {number}: {e} ({loaded} pairs before it were loaded)"
-                )));
+                let before = match loaded {
+                    0 => "nothing was loaded".to_string(),
+                    1 => "1 pair before it was loaded".to_string(),
+                    n => format!("{n} pairs before it were loaded"),
+                };
+                return Err(Failure::from(format!("line {number}: {e} ({before})")));
             }
             Err(e) => {
                 bad += 1;
@@ -369,13 +381,23 @@ fn load(db: &Db, hex: bool, mut input: Input, strict: bool) -> Result<(), Failur
     }
     db.write(batch)?;
     progress.finish_and_clear();
-    match first_bad {
-        None => eprintln!("loaded {loaded} pairs"),
-        Some((number, e)) => {
-            eprintln!("loaded {loaded} pairs, skipped {bad} bad lines (first: line {number}: {e})")
-        }
-    }
-    Ok(())
+    let pairs = counted(loaded, "pair", "pairs");
+    let Some((number, e)) = first_bad else {
+        eprintln!("loaded {pairs}");
+        return Ok(());
+    };
+    let skipped = counted(bad, "bad line", "bad lines");
+    eprintln!("loaded {pairs}, skipped {skipped} (first: line {number}: {e})");
+    // The report above is the message; the exit status tells scripts that lines were lost.
+    Err(Failure {
+        code: SKIPPED_LINES,
+        message: String::new(),
+    })
+}
+
+/// `n` and the noun for `n` of them: "1 pair", "2 pairs".
+fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
@@ -550,8 +572,11 @@ fn check(dir: &Path) -> Result<(), Failure> {
         );
     }
     out += &format!(
-        "checked {} tables ({} entries) and {} logs ({} records)\n",
-        report.tables_ok, report.table_entries, report.logs, report.log_records
+        "checked {} ({}) and {} ({})\n",
+        counted(report.tables_ok as u64, "table", "tables"),
+        counted(report.table_entries, "entry", "entries"),
+        counted(report.logs as u64, "log", "logs"),
+        counted(report.log_records, "record", "records"),
     );
     if report.is_clean() {
         out += "OK\n";
@@ -562,8 +587,12 @@ fn check(dir: &Path) -> Result<(), Failure> {
     }
     emit(&out)?;
     Err(Failure::from(format!(
-        "{} damaged file(s); first: {}",
-        report.problems.len(),
+        "{}; first: {}",
+        counted(
+            report.problems.len() as u64,
+            "damaged file",
+            "damaged files"
+        ),
         report.problems[0]
     )))
 }

@@ -14,7 +14,7 @@ use std::process::Command;
 use bloomkv::{Db, Options, Stats};
 use serde_json::{json, Value};
 
-use crate::bench::{load_and_settle, BenchArgs, Workload};
+use crate::bench::{load_and_settle, scratch_dir, write_result, BenchArgs, Workload};
 use crate::memlimit::{self, MemoryCgroup};
 use crate::timing::time_lookups;
 use crate::Failure;
@@ -39,9 +39,7 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     if args.keys == 0 || args.lookups == 0 {
         return Err(Failure::from("bench needs at least one key and one lookup"));
     }
-    let temp = tempfile::Builder::new()
-        .prefix("bloomkv-compare")
-        .tempdir_in(dir.unwrap_or(&std::env::temp_dir()))?;
+    let temp = scratch_dir(dir, "bloomkv-compare")?;
     let exe = std::env::current_exe()?;
     let mut runs = Vec::new();
     for store in &args.stores {
@@ -74,29 +72,37 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     });
     print_report(&doc);
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&doc)?)?;
-        eprintln!("wrote {}", path.display());
+        write_result(path, &serde_json::to_string_pretty(&doc)?)?;
     }
     if let Some(path) = &args.chart {
         let mut docs = vec![doc];
         for earlier in &args.chart_from {
-            docs.push(serde_json::from_slice(&std::fs::read(earlier)?)?);
+            docs.push(read_run(earlier)?);
         }
-        std::fs::write(path, chart_svg(&docs))?;
-        eprintln!("wrote {}", path.display());
+        write_result(path, &chart_svg(&docs))?;
     }
     Ok(())
 }
 
 /// Draws the chart of earlier runs' JSON files (`--chart` without `--stores`).
 pub fn chart_from_files(chart: &Path, files: &[std::path::PathBuf]) -> Result<(), Failure> {
-    let mut docs = Vec::new();
-    for file in files {
-        docs.push(serde_json::from_slice(&std::fs::read(file)?)?);
-    }
-    std::fs::write(chart, chart_svg(&docs))?;
-    eprintln!("wrote {}", chart.display());
-    Ok(())
+    let docs = files
+        .iter()
+        .map(|file| read_run(file))
+        .collect::<Result<Vec<_>, _>>()?;
+    write_result(chart, &chart_svg(&docs))
+}
+
+/// An earlier run's figures, from the JSON file `--json` wrote.
+fn read_run(file: &Path) -> Result<Value, Failure> {
+    let bytes = std::fs::read(file)
+        .map_err(|e| Failure::from(format!("cannot read {}: {e}", file.display())))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Failure::from(format!(
+            "{} is not the JSON of a --stores run: {e}",
+            file.display()
+        ))
+    })
 }
 
 /// The arguments that make a child run `store` with this run's workload.

@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use crate::bench::{progress, LookupFigures, Workload};
+use crate::bench::{LookupFigures, Workload};
 use crate::timing::{time_lookups, Timing};
-use crate::Failure;
+use crate::{progress, Failure};
 
 /// One peer's figures.
 pub struct PeerResult {
@@ -69,7 +69,7 @@ pub fn run_rocksdb(workload: &Workload, dir: &Path) -> Result<PeerResult, Failur
     table.set_bloom_filter(10.0, false);
     options.set_block_based_table_factory(&table);
     let db = DB::open(&options, dir).map_err(|e| e.to_string())?;
-    let bar = progress(workload.keys, "load (RocksDB)");
+    let bar = progress::bar(workload.keys, "load (RocksDB)");
     let started = Instant::now();
     for pairs in workload.batches() {
         let mut batch = WriteBatch::default();
@@ -82,11 +82,13 @@ pub fn run_rocksdb(workload: &Workload, dir: &Path) -> Result<PeerResult, Failur
     db.flush().map_err(|e| e.to_string())?;
     let load_seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    let waiting = progress::waiting("compactions (RocksDB)");
     let settling = Instant::now();
     let mut wait = WaitForCompactOptions::default();
     wait.set_flush(true);
     db.wait_for_compact(&wait).map_err(|e| e.to_string())?;
     let settle_seconds = Some(settling.elapsed().as_secs_f64());
+    waiting.finish_and_clear();
     let get = |k: &[u8]| {
         db.get_pinned(k)
             .map(|v| v.is_some())
@@ -126,7 +128,7 @@ pub fn run_fjall(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure>
     let items = db
         .keyspace("bench", KeyspaceCreateOptions::default)
         .map_err(|e| e.to_string())?;
-    let bar = progress(workload.keys, "load (fjall)");
+    let bar = progress::bar(workload.keys, "load (fjall)");
     let started = Instant::now();
     for pairs in workload.batches() {
         let mut batch = db.batch();

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::Failure;
+use crate::{progress, Failure};
 
 /// How fast a run of lookups went.
 #[derive(Debug, Clone, Copy, Default)]
@@ -27,12 +27,19 @@ impl Timing {
     }
 }
 
-/// Times `get` over `keys`, checking each answer (found or not) is `present`.
+/// Times `get` over `keys`, checking each answer (found or not) is `present`, with a progress
+/// bar on stderr.
 pub fn time_lookups(
     keys: &[[u8; 16]],
     present: bool,
     mut get: impl FnMut(&[u8]) -> Result<bool, String>,
 ) -> Result<Timing, Failure> {
+    let what = if present {
+        "present keys"
+    } else {
+        "absent keys"
+    };
+    let bar = progress::bar(keys.len() as u64, what);
     let mut latencies = Vec::with_capacity(keys.len());
     let started = Instant::now();
     for (i, key) in keys.iter().enumerate() {
@@ -45,8 +52,12 @@ pub fn time_lookups(
                 if present { "not " } else { "" }
             )));
         }
+        if i % 4096 == 0 {
+            bar.set_position(i as u64);
+        }
     }
     let elapsed = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
     latencies.sort_unstable();
     let percentile = |q: f64| {
         latencies

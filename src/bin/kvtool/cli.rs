@@ -1,0 +1,410 @@
+//! kvtool's command line: the commands and their arguments, and the options several commands
+//! share. A shared option may come before the command (`kvtool --db DIR get KEY`) or after it
+//! (`kvtool get --db DIR KEY`); each command's help lists only the shared options it takes,
+//! under their own heading, and one given before a command that does not take it is refused.
+
+use std::path::PathBuf;
+
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use crate::bench::BenchArgs;
+
+/// The help heading of the options several commands share.
+pub const COMMON: &str = "Common options";
+
+/// The command line of a bloomkv store: read and write keys, load and dump pairs, inspect
+/// tables and their Bloom filters, and measure what the filters save.
+#[derive(Parser, Debug)]
+#[command(
+    name = "kvtool",
+    version,
+    arg_required_else_help = true,
+    after_help = "Common options may come before the command or after it; \
+                  `kvtool help COMMAND` lists the options COMMAND takes."
+)]
+struct Cli {
+    #[command(flatten)]
+    store: StoreDir,
+    #[command(flatten)]
+    keys: KeyFormat,
+    #[command(flatten)]
+    filter: TableFilter,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// `--db`: the store a command works on.
+#[derive(Args, Debug, Clone, Default)]
+pub struct StoreDir {
+    /// The store's directory.
+    #[arg(long, value_name = "DIR", help_heading = COMMON)]
+    pub db: Option<PathBuf>,
+}
+
+/// `--hex`: how keys and values are given and printed.
+#[derive(Args, Debug, Clone, Default)]
+pub struct KeyFormat {
+    /// Keys and values are given and printed as hex with a 0x prefix, instead of as escaped
+    /// text.
+    #[arg(long, help_heading = COMMON)]
+    pub hex: bool,
+}
+
+/// `--filter-fpr`, `--no-filter`: the Bloom filters of the tables a command writes. Every
+/// command that opens a store may write one: opening writes what the log holds into a table.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TableFilter {
+    /// Target false-positive rate of the Bloom filters of the tables this command writes
+    /// (default 0.01).
+    #[arg(long, value_name = "P", conflicts_with = "no_filter", help_heading = COMMON)]
+    pub filter_fpr: Option<f64>,
+    /// Write tables without Bloom filters.
+    #[arg(long, help_heading = COMMON)]
+    pub no_filter: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Set KEY to VALUE (creates a missing store).
+    Put {
+        /// The key: text in which `\\` is a backslash and `\xNN` any byte (hex with --hex).
+        key: String,
+        /// The value, written the way KEY is.
+        value: String,
+        #[command(flatten)]
+        store: StoreDir,
+        #[command(flatten)]
+        keys: KeyFormat,
+        #[command(flatten)]
+        filter: TableFilter,
+    },
+    /// Print the value of KEY; exit 1 when there is none.
+    Get {
+        /// The key: text in which `\\` is a backslash and `\xNN` any byte (hex with --hex).
+        key: String,
+        #[command(flatten)]
+        store: StoreDir,
+        #[command(flatten)]
+        keys: KeyFormat,
+        #[command(flatten)]
+        filter: TableFilter,
+    },
+    /// Delete KEY.
+    Delete {
+        /// The key: text in which `\\` is a backslash and `\xNN` any byte (hex with --hex).
+        key: String,
+        #[command(flatten)]
+        store: StoreDir,
+        #[command(flatten)]
+        keys: KeyFormat,
+        #[command(flatten)]
+        filter: TableFilter,
+    },
+    /// Print `key ==> value` lines in key order.
+    Scan {
+        /// First key (inclusive).
+        #[arg(long, value_name = "KEY")]
+        from: Option<String>,
+        /// Last key (exclusive).
+        #[arg(long, value_name = "KEY")]
+        to: Option<String>,
+        /// Only keys starting with this prefix.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// At most this many pairs.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Print keys only.
+        #[arg(long)]
+        keys_only: bool,
+        #[command(flatten)]
+        store: StoreDir,
+        #[command(flatten)]
+        keys: KeyFormat,
+        #[command(flatten)]
+        filter: TableFilter,
+    },
+    /// Bulk-load pairs from FILE or stdin (creates a missing store).
+    ///
+    /// Reads `key<TAB>value` lines (what `dump` prints) and `key ==> value` lines (what `scan`
+    /// prints). A bad line is counted and skipped, and the exit status is then 3; with
+    /// --strict the first bad line stops the load with exit status 2.
+    Load {
+        /// Input file; `-` or nothing for stdin.
+        file: Option<PathBuf>,
+        /// Fail at the first bad line instead of counting and skipping it.
+        #[arg(long)]
+        strict: bool,
+        #[command(flatten)]
+        store: StoreDir,
+        #[command(flatten)]
+        keys: KeyFormat,
+        #[command(flatten)]
+        filter: TableFilter,
+    },
+    /// Print every pair as a `key<TAB>value` line, the format `load` reads back.
+    Dump {
+        #[command(flatten)]
+        store: StoreDir,
+        #[command(flatten)]
+        keys: KeyFormat,
+        #[command(flatten)]
+        filter: TableFilter,
+    },
+    /// Levels, tables, filters and counters.
+    Stats {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreDir,
+        #[command(flatten)]
+        keys: KeyFormat,
+        #[command(flatten)]
+        filter: TableFilter,
+    },
+    /// Verify every checksum of every file; on damage name the file and offset (exit 2).
+    Check {
+        #[command(flatten)]
+        store: StoreDir,
+    },
+    /// Merge every table into one level.
+    Compact {
+        #[command(flatten)]
+        store: StoreDir,
+        #[command(flatten)]
+        filter: TableFilter,
+    },
+    /// One table file's properties, like `sst_dump --show_properties`.
+    Sst {
+        /// The table file: a NNNNNN.sst in a store's directory.
+        file: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        keys: KeyFormat,
+    },
+    /// Measure how much I/O the filters avoid, and lookup speed.
+    Bench(BenchArgs),
+}
+
+/// Where a command keeps the shared options it takes; `None` for those it does not take.
+struct SharedOptions<'a> {
+    db: Option<&'a mut Option<PathBuf>>,
+    /// Whether the command fails without `--db`.
+    needs_db: bool,
+    hex: Option<&'a mut bool>,
+    filter: Option<&'a mut TableFilter>,
+}
+
+impl Command {
+    fn shared_options(&mut self) -> SharedOptions<'_> {
+        match self {
+            Command::Put {
+                store,
+                keys,
+                filter,
+                ..
+            }
+            | Command::Get {
+                store,
+                keys,
+                filter,
+                ..
+            }
+            | Command::Delete {
+                store,
+                keys,
+                filter,
+                ..
+            }
+            | Command::Scan {
+                store,
+                keys,
+                filter,
+                ..
+            }
+            | Command::Load {
+                store,
+                keys,
+                filter,
+                ..
+            }
+            | Command::Dump {
+                store,
+                keys,
+                filter,
+                ..
+            }
+            | Command::Stats {
+                store,
+                keys,
+                filter,
+                ..
+            } => SharedOptions {
+                db: Some(&mut store.db),
+                needs_db: true,
+                hex: Some(&mut keys.hex),
+                filter: Some(filter),
+            },
+            Command::Check { store } => SharedOptions {
+                db: Some(&mut store.db),
+                needs_db: true,
+                hex: None,
+                filter: None,
+            },
+            Command::Compact { store, filter } => SharedOptions {
+                db: Some(&mut store.db),
+                needs_db: true,
+                hex: None,
+                filter: Some(filter),
+            },
+            Command::Sst { keys, .. } => SharedOptions {
+                db: None,
+                needs_db: false,
+                hex: Some(&mut keys.hex),
+                filter: None,
+            },
+            Command::Bench(args) => SharedOptions {
+                db: Some(&mut args.db),
+                needs_db: false,
+                hex: None,
+                filter: None,
+            },
+        }
+    }
+}
+
+/// Parses the command line. Usage errors and requests for help come back as clap's errors,
+/// for `clap::Error::exit` to print as clap prints them.
+pub fn parse() -> Result<Command, clap::Error> {
+    let matches = Cli::command().try_get_matches()?;
+    let cli = Cli::from_arg_matches(&matches)?;
+    let name = matches.subcommand_name().unwrap_or_default().to_string();
+    cli.into_command(&name)
+        .map_err(|(kind, message)| usage_error(&name, kind, message))
+}
+
+impl Cli {
+    /// The command `name`, with the shared options given before it moved into it.
+    fn into_command(self, name: &str) -> Result<Command, (ErrorKind, String)> {
+        let Cli {
+            store,
+            keys,
+            filter,
+            mut command,
+        } = self;
+        let given_before = (store, keys, filter);
+        move_shared_options(given_before, command.shared_options(), name)
+            .map_err(|message| (ErrorKind::ArgumentConflict, message))?;
+        check_shared_options(command.shared_options(), name)?;
+        Ok(command)
+    }
+}
+
+/// Moves the shared options given before the command `name` into the command's own.
+fn move_shared_options(
+    (store, keys, filter): (StoreDir, KeyFormat, TableFilter),
+    takes: SharedOptions,
+    name: &str,
+) -> Result<(), String> {
+    move_value("--db <DIR>", store.db, takes.db, name)?;
+    move_flag("--hex", keys.hex, takes.hex, name)?;
+    let (fpr_slot, no_filter_slot) = match takes.filter {
+        Some(f) => (Some(&mut f.filter_fpr), Some(&mut f.no_filter)),
+        None => (None, None),
+    };
+    move_value("--filter-fpr <P>", filter.filter_fpr, fpr_slot, name)?;
+    move_flag("--no-filter", filter.no_filter, no_filter_slot, name)
+}
+
+/// What clap cannot check when a shared option may come before the command or after it.
+fn check_shared_options(options: SharedOptions, name: &str) -> Result<(), (ErrorKind, String)> {
+    if options
+        .filter
+        .is_some_and(|f| f.filter_fpr.is_some() && f.no_filter)
+    {
+        return Err((
+            ErrorKind::ArgumentConflict,
+            "the argument '--filter-fpr <P>' cannot be used with '--no-filter'".into(),
+        ));
+    }
+    if options.needs_db && options.db.is_some_and(|db| db.is_none()) {
+        return Err((
+            ErrorKind::MissingRequiredArgument,
+            format!("'{name}' needs the store's directory: --db <DIR>"),
+        ));
+    }
+    Ok(())
+}
+
+/// Moves an option's value given before the command into the command's own.
+fn move_value<T>(
+    option: &str,
+    before: Option<T>,
+    slot: Option<&mut Option<T>>,
+    command: &str,
+) -> Result<(), String> {
+    let Some(value) = before else {
+        return Ok(());
+    };
+    match slot {
+        None => Err(does_not_apply(option, command)),
+        Some(Some(_)) => Err(given_twice(option, command)),
+        Some(slot) => {
+            *slot = Some(value);
+            Ok(())
+        }
+    }
+}
+
+/// Moves a flag given before the command into the command's own.
+fn move_flag(
+    option: &str,
+    before: bool,
+    slot: Option<&mut bool>,
+    command: &str,
+) -> Result<(), String> {
+    if !before {
+        return Ok(());
+    }
+    match slot {
+        None => Err(does_not_apply(option, command)),
+        Some(true) => Err(given_twice(option, command)),
+        Some(slot) => {
+            *slot = true;
+            Ok(())
+        }
+    }
+}
+
+fn does_not_apply(option: &str, command: &str) -> String {
+    format!("the argument '{option}' does not apply to '{command}'")
+}
+
+fn given_twice(option: &str, command: &str) -> String {
+    format!("the argument '{option}' is given both before and after '{command}'")
+}
+
+/// A usage error about the subcommand `name`, rendered as clap renders its own, with the
+/// subcommand's usage.
+fn usage_error(name: &str, kind: ErrorKind, message: String) -> clap::Error {
+    let mut cli = Cli::command();
+    cli.build();
+    if let Some(subcommand) = cli.find_subcommand_mut(name) {
+        return subcommand.error(kind, message);
+    }
+    cli.error(kind, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}
