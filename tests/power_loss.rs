@@ -188,6 +188,29 @@ fn run_seeds(seeds: std::ops::Range<u64>, cycles: u32) {
 }
 
 #[test]
+fn a_new_store_survives_a_power_loss_right_after_its_first_synced_write() {
+    // The store's directory and the one above it are created by `Db::open`: both entries
+    // must be durable before a synced write can be.
+    let fs = FaultFs::new();
+    let dir = "/new/store";
+    let db = Db::open(dir, options(&fs)).unwrap();
+    db.write_opt(
+        {
+            let mut batch = WriteBatch::new();
+            batch.put("k", "v");
+            batch
+        },
+        &WriteOptions::synced(),
+    )
+    .unwrap();
+    drop(db);
+    fs.power_loss();
+    let db = Db::open(dir, options(&fs).create_if_missing(false))
+        .unwrap_or_else(|e| panic!("the store vanished with its directory: {e}"));
+    assert_eq!(db.get("k").unwrap(), Some(b"v".to_vec()));
+}
+
+#[test]
 fn acknowledged_synced_writes_survive_power_loss() {
     run_seeds(0..100, 4);
 }

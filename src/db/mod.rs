@@ -128,7 +128,7 @@ impl Db {
                     dir.display()
                 )));
             }
-            fs.create_dir_all(&dir)?;
+            create_store_dir(fs.as_ref(), &dir)?;
         }
         let lock = fs.lock(&dir.join(filename::LOCK))?;
         let inner = Arc::new(recover(dir, fs, options, lock)?);
@@ -284,6 +284,30 @@ impl Drop for Db {
         let _ = lock(&self.inner.writer).wal.flush();
         self.stop_worker();
     }
+}
+
+/// Creates the directory of a new store and makes its entry durable: a directory is an
+/// entry of its parent, and until the parent is synced a power loss can take the directory
+/// away with every file the store has synced in it. The parent is synced even when the
+/// directory already existed, since whoever made it may not have synced it; directories this
+/// call creates above it get their parents synced too.
+fn create_store_dir(fs: &dyn crate::fs::FileSystem, dir: &Path) -> Result<()> {
+    let created: Vec<PathBuf> = dir
+        .ancestors()
+        .skip(1)
+        .take_while(|a| a.parent().is_some() && !a.as_os_str().is_empty() && !fs.exists(a))
+        .map(Path::to_path_buf)
+        .collect();
+    fs.create_dir_all(dir)?;
+    for entry in std::iter::once(dir).chain(created.iter().map(PathBuf::as_path)) {
+        fs.sync_dir(parent_dir(entry))?;
+    }
+    Ok(())
+}
+
+/// The directory holding `path` (the empty path, the current directory, for a bare name).
+fn parent_dir(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new(""))
 }
 
 impl Inner {

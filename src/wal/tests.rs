@@ -10,9 +10,11 @@ fn log_path() -> PathBuf {
     PathBuf::from("/db/000001.log")
 }
 
+/// A file system holding the directory `/db`, durably.
 fn fresh() -> FaultFs {
     let fs = FaultFs::new();
     fs.create_dir_all(Path::new("/db")).unwrap();
+    fs.sync_dir(Path::new("/")).unwrap();
     fs
 }
 
