@@ -343,7 +343,8 @@ fn lose_pages(data: &mut Vec<u8>, durable: usize, rng: &mut u64) {
         }
         page_start += PAGE_SIZE;
     }
-    if next_random(rng) % 2 == 0 {
+    let keep_length = next_random(rng) & 1 == 0;
+    if !keep_length {
         let keep = random_up_to(rng, data.len() - durable);
         data.truncate(durable + keep);
     }
