@@ -71,8 +71,12 @@ fn log(records: &[Vec<u8>]) -> Vec<u8> {
     fs.create_dir_all(Path::new("/t")).unwrap();
     let path = Path::new("/t/000001.log");
     let mut writer = LogWriter::new(fs.create(path).unwrap());
-    for record in records {
+    for (i, record) in records.iter().enumerate() {
         writer.add_record(record).unwrap();
+        // Every other record synced, so that sync marks sit between records.
+        if i % 2 == 1 {
+            writer.sync().unwrap();
+        }
     }
     writer.flush().unwrap();
     fs.contents(path).unwrap()

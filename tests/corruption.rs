@@ -2,9 +2,10 @@
 //! one file at a time gets a byte flipped at many offsets or is truncated at many lengths.
 //! Opening, `get`, scanning and `check_store_with` must then give either correct data or a
 //! corruption error naming the damaged file: never a panic, never a wrong value, never a
-//! silently missing key (except the WAL's own torn-tail rule: a damaged or cut last part of
-//! the WAL is dropped as a torn write, and what remains is a prefix of the write order). A
-//! failed open must leave every file as it was.
+//! silently missing key (except the WAL's own rule for its unsynced part: damage that no sync
+//! mark after it shows synced, or a cut, is dropped with everything after it as a torn or
+//! unsynced write, and what remains is a prefix of the write order). A failed open must leave
+//! every file as it was.
 
 mod common;
 
@@ -14,7 +15,7 @@ use std::sync::Arc;
 
 use bloomkv::check::check_store_with;
 use bloomkv::fs::{FaultFs, FileSystem};
-use bloomkv::{Db, Error, Options};
+use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
 
 const DIR: &str = "/store";
 const FLUSHED: u64 = 400;
@@ -50,8 +51,13 @@ fn build_store() -> Files {
     }
     db.flush().unwrap();
     db.wait_for_background_work().unwrap();
+    // Every fourth of the WAL's writes is synced, so the WAL holds sync marks: damage before
+    // the last of them is corruption, damage after it reads as an unsynced hole or torn tail.
     for i in FLUSHED..TOTAL {
-        db.put(common::key(i), common::value(i, 0)).unwrap();
+        let mut batch = WriteBatch::new();
+        batch.put(common::key(i), common::value(i, 0));
+        let sync = i % 4 == 3;
+        db.write_opt(batch, &WriteOptions { sync }).unwrap();
     }
     db.close().unwrap();
     listing(&fs)

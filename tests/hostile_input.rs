@@ -53,6 +53,10 @@ fn valid_log() -> Vec<u8> {
     let mut log = LogWriter::new(fs.create(path).unwrap());
     for i in 0..20usize {
         log.add_record(&vec![i as u8; i * 37]).unwrap();
+        // Some syncs, so that sync marks sit between records.
+        if i % 5 == 4 {
+            log.sync().unwrap();
+        }
     }
     log.add_record(&vec![7u8; 40_000]).unwrap();
     log.flush().unwrap();
@@ -154,9 +158,17 @@ proptest! {
     fn wal_parser_never_panics(ops in ops(), random in proptest::collection::vec(any::<u8>(), 0..300)) {
         let mutated = mutate(&valid_log(), &ops);
         for bytes in [&mutated, &random] {
-            for mode in [RecoveryMode::TolerateTornTail, RecoveryMode::PointInTime] {
+            for mode in [
+                RecoveryMode::TolerateTornTail,
+                RecoveryMode::Strict,
+                RecoveryMode::PointInTime,
+                RecoveryMode::Salvage,
+            ] {
                 if let Ok(contents) = parse_log(Path::new("x.log"), bytes, mode) {
                     prop_assert_eq!(contents.records.len(), contents.offsets.len());
+                    prop_assert!(contents.offsets.windows(2).all(|w| w[0] < w[1]));
+                    let skipped_end = contents.skipped.iter().map(|r| r.offset + r.bytes).max();
+                    prop_assert!(skipped_end.is_none_or(|end| end <= bytes.len() as u64));
                 }
             }
         }

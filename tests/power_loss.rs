@@ -19,24 +19,58 @@ mod common;
 use std::sync::Arc;
 
 use bloomkv::fs::{CrashMode, FaultFs};
-use bloomkv::{Db, Options, WriteBatch, WriteOptions};
+use bloomkv::{Db, DropCause, Options, WriteBatch, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 const DIR: &str = "/store";
 
-fn options(fs: &FaultFs) -> Options {
+/// How a seed's workload writes.
+#[derive(Clone, Copy)]
+struct Profile {
+    memtable_size: usize,
+    /// The chance that a write is synced.
+    sync_chance: f64,
+    /// Out of 1,000 operations, how many are flushes and how many full compactions (each
+    /// starts a new WAL).
+    flushes_per_mille: u32,
+    compactions_per_mille: u32,
+}
+
+/// Small memtables, frequent flushes and compactions and a fifth of the writes synced, so
+/// that the tree changes shape often; but under `LosePages` a larger memtable and few syncs,
+/// flushes and compactions, so that the unsynced part of a WAL spans several pages and a lost
+/// page can leave a hole with intact records after it.
+fn profile(mode: CrashMode) -> Profile {
+    match mode {
+        CrashMode::LosePages { .. } => Profile {
+            memtable_size: 48 * 1024,
+            sync_chance: 0.005,
+            flushes_per_mille: 2,
+            compactions_per_mille: 1,
+        },
+        _ => Profile {
+            memtable_size: 4 * 1024,
+            sync_chance: 0.2,
+            flushes_per_mille: 20,
+            compactions_per_mille: 10,
+        },
+    }
+}
+
+fn options(fs: &FaultFs, profile: Profile) -> Options {
     let mut options = common::small_tree_options().file_system(Arc::new(fs.clone()));
-    options.memtable_size = 4 * 1024;
+    options.memtable_size = profile.memtable_size;
     options
 }
 
 fn crash_mode(seed: u64) -> CrashMode {
-    match seed % 4 {
+    match seed % 5 {
         0 => CrashMode::DropUnsynced,
         1 => CrashMode::KeepPrefix { seed },
         2 => CrashMode::ZeroTail { seed },
-        _ => CrashMode::GarbageTail { seed },
+        3 => CrashMode::GarbageTail { seed },
+        _ => CrashMode::LosePages { seed },
     }
 }
 
@@ -48,17 +82,25 @@ struct Tally {
     cuts_during_open: u64,
     flushes: u64,
     compactions: u64,
-    torn_tails_seen: u64,
+    wal_drops_seen: u64,
+    unsynced_holes_seen: u64,
 }
 
 /// Opens the store after a reboot, retrying when a power cut lands inside the open itself.
-fn reopen(fs: &FaultFs, rng: &mut SmallRng, tally: &mut Tally, seed: u64, cycle: u32) -> Db {
+fn reopen(
+    fs: &FaultFs,
+    profile: Profile,
+    rng: &mut SmallRng,
+    tally: &mut Tally,
+    seed: u64,
+    cycle: u32,
+) -> Db {
     loop {
         let cut_open = rng.gen_bool(0.25);
         if cut_open {
             fs.cut_power_after(rng.gen_range(0..12));
         }
-        match Db::open(DIR, options(fs)) {
+        match Db::open(DIR, options(fs, profile)) {
             Ok(db) => {
                 fs.clear_faults();
                 return db;
@@ -114,21 +156,28 @@ fn check_prefix(db: &Db, durable: u64, seed: u64, cycle: u32) -> u64 {
 
 /// Runs the workload from key `next` until the power is cut or it has done its operations.
 /// Returns how many keys (from key 0) are guaranteed durable.
-fn workload(db: &Db, rng: &mut SmallRng, next: u64, durable: u64, tally: &mut Tally) -> u64 {
+fn workload(
+    db: &Db,
+    profile: Profile,
+    rng: &mut SmallRng,
+    next: u64,
+    durable: u64,
+    tally: &mut Tally,
+) -> u64 {
     let mut durable = durable;
     let mut i = next;
     let writes = rng.gen_range(50..2500);
     for _ in 0..writes {
-        let action = rng.gen_range(0..100);
-        let result = if action < 2 {
+        let action = rng.gen_range(0..1000);
+        let result = if action < profile.flushes_per_mille {
             db.flush().map(|()| {
                 // Everything written before a successful flush is in a synced table.
                 durable = i;
             })
-        } else if action < 3 {
+        } else if action < profile.flushes_per_mille + profile.compactions_per_mille {
             db.compact().map(|()| durable = i)
         } else {
-            let sync = rng.gen_bool(0.2);
+            let sync = rng.gen_bool(profile.sync_chance);
             let batch_len = rng.gen_range(1..4);
             let mut batch = WriteBatch::new();
             for j in 0..batch_len {
@@ -152,21 +201,29 @@ fn workload(db: &Db, rng: &mut SmallRng, next: u64, durable: u64, tally: &mut Ta
 fn run_seed(seed: u64, cycles: u32, tally: &mut Tally) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let fs = FaultFs::new();
-    fs.set_crash_mode(crash_mode(seed));
-    let mut db = Db::open(DIR, options(&fs)).unwrap();
+    let mode = crash_mode(seed);
+    let profile = profile(mode);
+    fs.set_crash_mode(mode);
+    let mut db = Db::open(DIR, options(&fs, profile)).unwrap();
     let mut present = 0u64;
     let mut durable = 0u64;
     for cycle in 0..cycles {
         fs.cut_power_after(rng.gen_range(0..3000));
-        durable = workload(&db, &mut rng, present, durable, tally);
+        durable = workload(&db, profile, &mut rng, present, durable, tally);
         let stats = db.stats();
         tally.flushes += stats.flushes;
         tally.compactions += stats.compactions;
         drop(db);
         fs.power_loss();
         tally.cycles += 1;
-        db = reopen(&fs, &mut rng, tally, seed, cycle);
-        tally.torn_tails_seen += db.recovery_report().dropped_tails.len() as u64;
+        db = reopen(&fs, profile, &mut rng, tally, seed, cycle);
+        let report = db.recovery_report();
+        tally.wal_drops_seen += report.dropped.len() as u64;
+        tally.unsynced_holes_seen += report
+            .dropped
+            .iter()
+            .filter(|d| d.cause == DropCause::UnsyncedHole)
+            .count() as u64;
         present = check_prefix(&db, durable, seed, cycle);
         // What survived is durable now: recovery wrote it to a synced table.
         durable = present;
@@ -183,6 +240,30 @@ fn run_seeds(seeds: std::ops::Range<u64>, cycles: u32) {
         "power_loss: seeds {seeds:?}, {tally:?}, {:.1} s",
         start.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn a_new_store_survives_a_power_loss_right_after_its_first_synced_write() {
+    // The store's directory and the one above it are created by `Db::open`: both entries
+    // must be durable before a synced write can be.
+    let fs = FaultFs::new();
+    let dir = "/new/store";
+    let profile = profile(CrashMode::DropUnsynced);
+    let db = Db::open(dir, options(&fs, profile)).unwrap();
+    db.write_opt(
+        {
+            let mut batch = WriteBatch::new();
+            batch.put("k", "v");
+            batch
+        },
+        &WriteOptions::synced(),
+    )
+    .unwrap();
+    drop(db);
+    fs.power_loss();
+    let db = Db::open(dir, options(&fs, profile).create_if_missing(false))
+        .unwrap_or_else(|e| panic!("the store vanished with its directory: {e}"));
+    assert_eq!(db.get("k").unwrap(), Some(b"v".to_vec()));
 }
 
 #[test]

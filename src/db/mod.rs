@@ -38,9 +38,51 @@ use recovery::recover;
 pub struct RecoveryReport {
     /// Write batches replayed from WAL files.
     pub batches_replayed: u64,
-    /// Torn or damaged log tails dropped: (log file, offset where the dropped bytes began,
-    /// bytes dropped).
-    pub dropped_tails: Vec<(PathBuf, u64, u64)>,
+    /// The parts of WAL files that were not replayed, in the order recovery found them.
+    pub dropped: Vec<DroppedWal>,
+}
+
+impl RecoveryReport {
+    /// Intact write batches that were in the dropped parts: writes that were lost although
+    /// their records could be read.
+    pub fn intact_batches_dropped(&self) -> u64 {
+        self.dropped.iter().map(|d| d.intact_batches).sum()
+    }
+}
+
+/// A part of a WAL file that recovery did not replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedWal {
+    /// The log file.
+    pub log: PathBuf,
+    /// Offset in the file where the dropped part starts.
+    pub offset: u64,
+    /// Bytes dropped from `offset`.
+    pub bytes: u64,
+    /// Intact write batches in the dropped part, lost with it.
+    pub intact_batches: u64,
+    /// Why it was dropped.
+    pub cause: DropCause,
+}
+
+/// Why recovery dropped part of a WAL file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropCause {
+    /// The log ended in an incomplete or damaged record with nothing intact after it: an
+    /// append a crash interrupted before its sync returned. Nothing acknowledged as durable
+    /// was lost.
+    TornTail,
+    /// Damage in the unsynced part of the log (no sync mark after it shows it synced) with
+    /// intact records after it: a page the crash lost. Everything from the damage on is
+    /// dropped, so the store keeps a prefix of the write order; no synced write can lie after
+    /// such a hole, since a sync writes out every earlier page.
+    UnsyncedHole,
+    /// Damage with intact records after it, where [`crate::WalRecoveryMode::PointInTime`]
+    /// stopped: the rest of the log is dropped.
+    Damaged,
+    /// A whole log after an earlier log's dropped part, under `PointInTime`: replaying it
+    /// would leave a hole in the history.
+    AfterEarlierDrop,
 }
 
 /// The memtables and tables a reader sees, swapped as a whole when any of them changes.
@@ -167,7 +209,7 @@ impl Db {
                     dir.display()
                 )));
             }
-            fs.create_dir_all(&dir)?;
+            create_store_dir(fs.as_ref(), &dir)?;
         }
         let lock = fs.lock(&dir.join(filename::LOCK))?;
         let inner = Arc::new(recover(dir, fs, options, lock)?);
@@ -379,6 +421,30 @@ impl Drop for Db {
         }
         self.stop_worker();
     }
+}
+
+/// Creates the directory of a new store and makes its entry durable: a directory is an
+/// entry of its parent, and until the parent is synced a power loss can take the directory
+/// away with every file the store has synced in it. The parent is synced even when the
+/// directory already existed, since whoever made it may not have synced it; directories this
+/// call creates above it get their parents synced too.
+fn create_store_dir(fs: &dyn crate::fs::FileSystem, dir: &Path) -> Result<()> {
+    let created: Vec<PathBuf> = dir
+        .ancestors()
+        .skip(1)
+        .take_while(|a| a.parent().is_some() && !a.as_os_str().is_empty() && !fs.exists(a))
+        .map(Path::to_path_buf)
+        .collect();
+    fs.create_dir_all(dir)?;
+    for entry in std::iter::once(dir).chain(created.iter().map(PathBuf::as_path)) {
+        fs.sync_dir(parent_dir(entry))?;
+    }
+    Ok(())
+}
+
+/// The directory holding `path` (the empty path, the current directory, for a bare name).
+fn parent_dir(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new(""))
 }
 
 impl Inner {

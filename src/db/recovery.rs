@@ -7,7 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::table_writer::TableWriter;
-use super::{BackgroundState, Counters, Inner, ReadState, RecoveryReport, ShapeState, WriterState};
+use super::{
+    BackgroundState, Counters, DropCause, DroppedWal, Inner, ReadState, RecoveryReport, ShapeState,
+    WriterState,
+};
 use crate::cache::{BlockCache, TableCache};
 use crate::entry::SeqNo;
 use crate::error::{Error, Result};
@@ -288,68 +291,133 @@ pub(super) struct Replayed {
 
 /// Replays WAL files `logs` (oldest first) into a memtable.
 ///
-/// A log may end in a torn record: the write it held was never acknowledged. But a later log
-/// that holds writes after such a tear would leave a hole in the history (later writes kept,
-/// earlier ones lost). That is a corruption error under `TolerateTornTail`; under
-/// `PointInTime` replay stops at the tear and the later logs' writes are dropped and
-/// reported.
+/// Within one log, [`wal::read_log`] decides what damage means. Across logs one more rule
+/// holds: a memtable's log is synced in full before any write goes to the next log, so only
+/// the last log holding writes can end in unsynced bytes. A log whose end was dropped (a
+/// torn tail or an unsynced hole) followed by a later log holding writes means synced bytes
+/// were lost. That is a corruption error under `TolerateTornTail`; under `PointInTime` replay
+/// stops there and the later logs' writes are dropped and reported.
 pub(super) fn replay_logs(
     fs: &dyn FileSystem,
     dir: &Path,
     logs: &[u64],
     mode: WalRecoveryMode,
 ) -> Result<Replayed> {
-    let read_mode = match mode {
-        WalRecoveryMode::TolerateTornTail => RecoveryMode::TolerateTornTail,
-        WalRecoveryMode::PointInTime => RecoveryMode::PointInTime,
-    };
-    let mem = Arc::new(MemTable::new(0));
-    let mut report = RecoveryReport::default();
-    let mut max_seq = None;
-    let mut tear: Option<(PathBuf, u64)> = None;
+    let mut replay = Replay::new(mode);
     for number in logs {
         let path = dir.join(filename::log_file_name(*number));
-        let contents = wal::read_log(fs, &path, read_mode)?;
-        if let Some((torn_log, offset)) = &tear {
-            if contents.records.is_empty() {
-                continue;
-            }
-            if mode == WalRecoveryMode::TolerateTornTail {
-                return Err(Error::corruption(
-                    torn_log,
-                    Some(*offset),
-                    format!(
-                        "the log ends in a torn record, yet the later log {} holds writes: \
-                         replaying them would leave a hole (open with \
-                         WalRecoveryMode::PointInTime to keep the writes before the tear)",
-                        path.display()
-                    ),
-                ));
-            }
-            let size = fs.open_read(&path)?.size();
-            report.dropped_tails.push((path, 0, size));
-            continue;
-        }
-        if let Some(tail) = &contents.torn_tail {
-            report
-                .dropped_tails
-                .push((path.clone(), tail.offset, tail.dropped_bytes));
-            tear = Some((path.clone(), tail.offset));
-        }
-        for record in &contents.records {
-            let entries = WriteBatch::decode(record, &path)?;
-            if let Some(last) = entries.last() {
-                max_seq = Some(max_seq.map_or(last.seq, |m: SeqNo| m.max(last.seq)));
-            }
-            mem.apply(entries);
-            report.batches_replayed += 1;
+        let data = fs.read_all(&path)?;
+        let contents = wal::parse_log(&path, &data, read_mode(mode))?;
+        if replay.stopped.is_some() {
+            replay.after_stop(&path, &contents, data.len() as u64)?;
+        } else {
+            replay.log(&path, &contents)?;
         }
     }
     Ok(Replayed {
-        mem,
-        max_seq,
-        report,
+        mem: replay.mem,
+        max_seq: replay.max_seq,
+        report: replay.report,
     })
+}
+
+fn read_mode(mode: WalRecoveryMode) -> RecoveryMode {
+    match mode {
+        WalRecoveryMode::TolerateTornTail => RecoveryMode::TolerateTornTail,
+        WalRecoveryMode::PointInTime => RecoveryMode::PointInTime,
+    }
+}
+
+/// Replay in progress, log after log.
+struct Replay {
+    mode: WalRecoveryMode,
+    mem: Arc<MemTable>,
+    max_seq: Option<SeqNo>,
+    report: RecoveryReport,
+    /// The log and offset where replay stopped: nothing after it may be replayed.
+    stopped: Option<(PathBuf, u64)>,
+}
+
+impl Replay {
+    fn new(mode: WalRecoveryMode) -> Replay {
+        Replay {
+            mode,
+            mem: Arc::new(MemTable::new(0)),
+            max_seq: None,
+            report: RecoveryReport::default(),
+            stopped: None,
+        }
+    }
+
+    /// Replays every record `read_log` kept from the log at `path`, then notes what it
+    /// dropped at the end.
+    fn log(&mut self, path: &Path, contents: &wal::LogContents) -> Result<()> {
+        for record in &contents.records {
+            let entries = WriteBatch::decode(record, path)?;
+            if let Some(last) = entries.last() {
+                self.max_seq = Some(self.max_seq.map_or(last.seq, |m| m.max(last.seq)));
+            }
+            self.mem.apply(entries);
+            self.report.batches_replayed += 1;
+        }
+        if let Some(tail) = &contents.torn_tail {
+            self.drop_range(
+                path,
+                tail.offset,
+                tail.dropped_bytes,
+                tail.intact_records_dropped,
+            );
+            self.stopped = Some((path.to_path_buf(), tail.offset));
+        }
+        Ok(())
+    }
+
+    fn drop_range(&mut self, log: &Path, offset: u64, bytes: u64, intact_batches: u64) {
+        let cause = match (intact_batches, self.mode) {
+            (0, _) => DropCause::TornTail,
+            (_, WalRecoveryMode::TolerateTornTail) => DropCause::UnsyncedHole,
+            (_, WalRecoveryMode::PointInTime) => DropCause::Damaged,
+        };
+        self.report.dropped.push(DroppedWal {
+            log: log.to_path_buf(),
+            offset,
+            bytes,
+            intact_batches,
+            cause,
+        });
+    }
+
+    /// A log after the one where replay stopped: harmless if it holds no writes.
+    fn after_stop(&mut self, path: &Path, contents: &wal::LogContents, size: u64) -> Result<()> {
+        if contents.records.is_empty() {
+            return Ok(());
+        }
+        let Some((stopped_log, offset)) = &self.stopped else {
+            return Ok(());
+        };
+        if self.mode == WalRecoveryMode::TolerateTornTail {
+            return Err(Error::corruption(
+                stopped_log,
+                Some(*offset),
+                format!(
+                    "the log's end was dropped as unsynced, yet the later log {} holds \
+                     writes: the log was synced in full before they were written, so synced \
+                     data is damaged (open with WalRecoveryMode::PointInTime to keep the \
+                     writes before the damage)",
+                    path.display()
+                ),
+            ));
+        }
+        self.report.dropped.push(DroppedWal {
+            log: path.to_path_buf(),
+            offset: 0,
+            bytes: size,
+            intact_batches: contents.records.len() as u64
+                + contents.torn_tail.map_or(0, |t| t.intact_records_dropped),
+            cause: DropCause::AfterEarlierDrop,
+        });
+        Ok(())
+    }
 }
 
 pub(super) fn remove_unreferenced_files(
@@ -462,7 +530,11 @@ mod tests {
             salvaged.mem.get(b"d", SeqNo::MAX).is_none(),
             "d comes after the hole"
         );
-        assert_eq!(salvaged.report.dropped_tails.len(), 2);
+        assert_eq!(salvaged.report.dropped.len(), 2);
+        assert_eq!(
+            salvaged.report.dropped[1].cause,
+            DropCause::AfterEarlierDrop
+        );
     }
 
     #[test]
@@ -479,7 +551,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(replayed.report.batches_replayed, 1);
-        assert_eq!(replayed.report.dropped_tails.len(), 1);
-        assert_eq!(replayed.report.dropped_tails[0].0, first);
+        assert_eq!(replayed.report.dropped.len(), 1);
+        assert_eq!(replayed.report.dropped[0].log, first);
+        assert_eq!(replayed.report.dropped[0].cause, DropCause::TornTail);
     }
 }

@@ -5,17 +5,22 @@
 //! Files are inodes holding bytes; a directory maps names to inodes. Each inode remembers its
 //! *durable* content (what its last successful `sync` made safe) beside its current content.
 //! The namespace likewise has a *live* view (what `create`, `rename` and `remove` did) and a
-//! *durable* view, which `sync_dir(dir)` brings up to date for the entries of `dir`.
+//! *durable* view, which `sync_dir(dir)` brings up to date for the entries of `dir`: its
+//! files and its subdirectories. A directory is an entry of its parent like a file: it is
+//! durable only once its parent was synced after it was created (and its parent durable in
+//! turn); the root (`/`) always is.
 //!
 //! [`FaultFs::crash`] (alias [`FaultFs::power_loss`]) throws the live state away: the
 //! namespace becomes its durable view (a file created in a directory never synced since
-//! disappears, a rename not followed by `sync_dir` is undone, an unsynced removal comes back)
-//! and every surviving file holds its durable content. How the unsynced tail of an appended
-//! file fares is chosen by [`CrashMode`]: dropped entirely, or torn (a random prefix of it
-//! survives, possibly followed by zeros or garbage), from a seed so a failing case reproduces.
+//! disappears, a rename not followed by `sync_dir` is undone, an unsynced removal comes back,
+//! a directory whose creation was not followed by a sync of its parent disappears with
+//! everything in it) and every surviving file holds its durable content. How the unsynced
+//! part of an appended file fares is chosen by [`CrashMode`]: dropped entirely, torn (a random
+//! prefix of it survives, possibly followed by zeros or garbage), or riddled with holes (a
+//! random subset of its 4 KiB pages is lost, as when the kernel wrote dirty pages back in an
+//! order of its own), from a seed so a failing case reproduces.
 //!
-//! Directories themselves are always durable once created, and `create` on an existing name
-//! truncates that file in place (same inode), as `O_TRUNC` does.
+//! `create` on an existing name truncates that file in place (same inode), as `O_TRUNC` does.
 //!
 //! # Handles across a crash
 //!
@@ -36,8 +41,8 @@
 //! - [`FaultFs::fail_nth_read`] (once) and [`FaultFs::set_reads_fail`] (until cleared): reads
 //!   (`read_at`, `read_all`) fail.
 //! - [`FaultFs::cut_power_after`]: after n more mutating operations (create, open_append,
-//!   append, sync, rename, remove, sync_dir), every operation fails as if the machine had
-//!   died, until [`FaultFs::crash`]. Stepping n over 0, 1, 2, ... cuts a multi-step protocol
+//!   append, sync, rename, remove, sync_dir, create_dir_all), every operation fails as if the
+//!   machine had died, until [`FaultFs::crash`]. Stepping n over 0, 1, 2, ... cuts a multi-step protocol
 //!   at every point.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -62,7 +67,17 @@ pub enum CrashMode {
     /// A random prefix survives, followed by a random number of garbage bytes (up to the rest
     /// of the unsynced length), as when sectors were half written.
     GarbageTail { seed: u64 },
+    /// Each 4 KiB page of the file holding unsynced bytes is kept or lost at random (a share
+    /// of pages drawn per file, from none to all), and a lost page's unsynced bytes read back
+    /// as zeros, as when the file's size reached the disk but that page never did. Then the
+    /// file keeps its length or, half of the time, is cut at a random point of its unsynced
+    /// part. The kernel writes dirty pages back in any order, so a lost page may lie between
+    /// kept ones: a hole in the middle of the unsynced data, with intact bytes after it.
+    LosePages { seed: u64 },
 }
+
+/// The unit in which [`CrashMode::LosePages`] loses unsynced data: the usual page size.
+pub(crate) const PAGE_SIZE: usize = 4096;
 
 /// The durable content of an inode: usually a prefix of its current bytes (only appends
 /// happened since the last sync); a copy once a truncation has made it diverge.
@@ -109,7 +124,10 @@ struct State {
     next_inode: u64,
     live: BTreeMap<PathBuf, u64>,
     durable: BTreeMap<PathBuf, u64>,
+    /// Directories as `create_dir_all` left them, and those whose entry a `sync_dir` of their
+    /// parent made durable.
     dirs: HashSet<PathBuf>,
+    durable_dirs: HashSet<PathBuf>,
     /// Exclusive locks held.
     locks: HashSet<PathBuf>,
     /// Shared locks held, by path: how many holders.
@@ -137,6 +155,11 @@ fn parent_of(path: &Path) -> PathBuf {
     path.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
+/// The root (`/`, or the empty path of a relative name): it exists and is durable always.
+fn is_root(dir: &Path) -> bool {
+    dir.as_os_str().is_empty() || dir.parent().is_none()
+}
+
 /// splitmix64: a small, seedable generator for the torn-write modes.
 fn next_random(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -157,7 +180,21 @@ fn random_up_to(state: &mut u64, max: usize) -> usize {
 
 impl State {
     fn dir_exists(&self, dir: &Path) -> bool {
-        dir.as_os_str().is_empty() || dir.parent().is_none() || self.dirs.contains(dir)
+        is_root(dir) || self.dirs.contains(dir)
+    }
+
+    /// The directories a crash leaves: those whose entry is durable, in a parent that
+    /// survives too.
+    fn surviving_dirs(&self) -> HashSet<PathBuf> {
+        self.durable_dirs
+            .iter()
+            .filter(|d| {
+                d.ancestors()
+                    .skip(1)
+                    .all(|a| is_root(a) || self.durable_dirs.contains(a))
+            })
+            .cloned()
+            .collect()
     }
 
     fn check_epoch(&self, epoch: u64, what: &str, path: &Path) -> Result<()> {
@@ -245,6 +282,11 @@ impl State {
         self.locks.clear();
         self.shared_locks.clear();
         self.faults = Faults::default();
+        self.dirs = self.surviving_dirs();
+        self.durable_dirs = self.dirs.clone();
+        let dirs = &self.dirs;
+        self.durable
+            .retain(|p, _| is_root(&parent_of(p)) || dirs.contains(&parent_of(p)));
         self.live = self.durable.clone();
         let referenced: HashSet<u64> = self.durable.values().copied().collect();
         self.inodes.retain(|id, _| referenced.contains(id));
@@ -260,34 +302,55 @@ impl State {
                 Durable::Owned(bytes) => inode.data = bytes,
                 Durable::Prefix(len) => {
                     let len = len.min(inode.data.len());
-                    let unsynced = inode.data.len() - len;
-                    let (keep, fill) = match mode {
-                        CrashMode::DropUnsynced => (0, None),
-                        CrashMode::KeepPrefix { .. } => {
-                            (random_up_to(&mut self.rng, unsynced), None)
-                        }
-                        CrashMode::ZeroTail { .. } | CrashMode::GarbageTail { .. } => {
-                            let keep = random_up_to(&mut self.rng, unsynced);
-                            let fill = random_up_to(&mut self.rng, unsynced - keep);
-                            (keep, Some(fill))
-                        }
-                    };
-                    inode.data.truncate(len + keep);
-                    if let Some(fill) = fill {
-                        let garbage = matches!(mode, CrashMode::GarbageTail { .. });
-                        for _ in 0..fill {
-                            let b = if garbage {
-                                next_random(&mut self.rng) as u8
-                            } else {
-                                0
-                            };
-                            inode.data.push(b);
-                        }
-                    }
+                    lose_unsynced(&mut inode.data, len, mode, &mut self.rng);
                 }
             }
             inode.durable = Durable::Prefix(inode.data.len());
         }
+    }
+}
+
+/// What a crash leaves of a file whose first `durable` bytes were synced and whose later
+/// bytes were not.
+fn lose_unsynced(data: &mut Vec<u8>, durable: usize, mode: CrashMode, rng: &mut u64) {
+    let unsynced = data.len() - durable;
+    let (keep, fill) = match mode {
+        CrashMode::DropUnsynced => (0, None),
+        CrashMode::KeepPrefix { .. } => (random_up_to(rng, unsynced), None),
+        CrashMode::ZeroTail { .. } | CrashMode::GarbageTail { .. } => {
+            let keep = random_up_to(rng, unsynced);
+            let fill = random_up_to(rng, unsynced - keep);
+            (keep, Some(fill))
+        }
+        CrashMode::LosePages { .. } => return lose_pages(data, durable, rng),
+    };
+    data.truncate(durable + keep);
+    if let Some(fill) = fill {
+        let garbage = matches!(mode, CrashMode::GarbageTail { .. });
+        for _ in 0..fill {
+            let b = if garbage { next_random(rng) as u8 } else { 0 };
+            data.push(b);
+        }
+    }
+}
+
+/// [`CrashMode::LosePages`]: zeros the unsynced bytes of a random subset of the pages past
+/// `durable`, then keeps the length or cuts the unsynced part short.
+fn lose_pages(data: &mut Vec<u8>, durable: usize, rng: &mut u64) {
+    let loss_percent = random_up_to(rng, 100);
+    let mut page_start = durable / PAGE_SIZE * PAGE_SIZE;
+    while page_start < data.len() {
+        let end = (page_start + PAGE_SIZE).min(data.len());
+        if random_up_to(rng, 99) < loss_percent {
+            // The synced bytes of a page reached the disk at their sync; only the rest is lost.
+            data[page_start.max(durable)..end].fill(0);
+        }
+        page_start += PAGE_SIZE;
+    }
+    let keep_length = next_random(rng) & 1 == 0;
+    if !keep_length {
+        let keep = random_up_to(rng, data.len() - durable);
+        data.truncate(durable + keep);
     }
 }
 
@@ -331,7 +394,8 @@ impl FaultFs {
             CrashMode::DropUnsynced => 0,
             CrashMode::KeepPrefix { seed }
             | CrashMode::ZeroTail { seed }
-            | CrashMode::GarbageTail { seed } => seed,
+            | CrashMode::GarbageTail { seed }
+            | CrashMode::LosePages { seed } => seed,
         };
     }
 
@@ -400,10 +464,14 @@ impl FaultFs {
         st.inodes.get(id).map(|inode| inode.data.clone())
     }
 
-    /// Replaces a file's content, durably (creating it, durably, if needed). For tests that
-    /// damage files on purpose.
+    /// Replaces a file's content, durably (creating it and its directories, durably, if
+    /// needed). For tests that damage files on purpose.
     pub fn set_contents(&self, path: &Path, bytes: Vec<u8>) {
         let mut st = self.state();
+        for dir in path.ancestors().skip(1).filter(|d| !is_root(d)) {
+            st.dirs.insert(dir.to_path_buf());
+            st.durable_dirs.insert(dir.to_path_buf());
+        }
         let id = match st.live.get(path) {
             Some(&id) => id,
             None => {
@@ -709,6 +777,8 @@ impl FileSystem for FaultFs {
             .map(|(p, id)| (p.clone(), *id))
             .collect();
         st.durable.extend(entries);
+        let subdirs: Vec<PathBuf> = st.dirs.iter().filter(|d| in_dir(d)).cloned().collect();
+        st.durable_dirs.extend(subdirs);
         st.collect_garbage();
         Ok(())
     }
@@ -733,7 +803,7 @@ impl FileSystem for FaultFs {
 
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
         let mut st = self.state();
-        st.check_epoch(st.epoch, "creating directory", dir)?;
+        st.mutating_op("creating directory", dir)?;
         if st.live.contains_key(dir) {
             return Err(injected(
                 format!("creating directory {}", dir.display()),
@@ -741,13 +811,8 @@ impl FileSystem for FaultFs {
                 "a file of that name exists",
             ));
         }
-        let mut current = Some(dir);
-        while let Some(d) = current {
-            if d.as_os_str().is_empty() || d.parent().is_none() {
-                break;
-            }
+        for d in dir.ancestors().filter(|d| !is_root(d)) {
             st.dirs.insert(d.to_path_buf());
-            current = d.parent();
         }
         Ok(())
     }

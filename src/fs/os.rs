@@ -174,6 +174,12 @@ impl FileSystem for OsFileSystem {
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
+        // The parent of a bare relative name is the empty path: the current directory.
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
         File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| io_err("syncing directory", dir, e))

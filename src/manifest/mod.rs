@@ -163,6 +163,20 @@ pub fn recover_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredMani
 /// Replays manifest `number` at `path` (see [`recover_manifest`]).
 pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<RecoveredManifest> {
     let contents = read_log(fs, path, RecoveryMode::TolerateTornTail)?;
+    if let Some(tail) = contents.torn_tail.filter(|t| t.intact_records_dropped > 0) {
+        // The log reader takes damage with intact records after it for a page lost from the
+        // unsynced part when no sync mark proves otherwise (manifests written before sync
+        // marks have none). But every edit is synced before the next is written, so no crash
+        // leaves a hole before an intact edit: the damaged edit was durable.
+        return Err(Error::corruption(
+            path,
+            Some(tail.offset),
+            format!(
+                "a damaged edit is followed by {} intact edits",
+                tail.intact_records_dropped
+            ),
+        ));
+    }
     if contents.records.is_empty() {
         return Err(Error::corruption(
             path,

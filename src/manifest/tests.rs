@@ -328,6 +328,9 @@ fn edit_ends() -> Vec<u64> {
     ends
 }
 
+/// Bytes of the sync mark the writer puts before each edit after the first.
+const MARK_SIZE: u64 = (crate::wal::HEADER_SIZE + crate::wal::SYNC_MARK_LEN) as u64;
+
 #[test]
 fn every_truncation_of_the_manifest_is_a_torn_tail_or_corruption() {
     let fs = store_with_manifest();
@@ -335,14 +338,18 @@ fn every_truncation_of_the_manifest_is_a_torn_tail_or_corruption() {
     let good = fs.contents(&path).unwrap();
     let ends = edit_ends();
     assert_eq!(*ends.last().unwrap(), good.len() as u64);
+    // Each edit after the first follows a sync mark; a cut right after one is clean too.
+    let mark_ends: Vec<u64> = ends.iter().map(|e| e + MARK_SIZE).collect();
     for cut in 0..=good.len() {
         fs.set_contents(&path, good[..cut].to_vec());
-        let complete = ends.iter().take_while(|&&e| e <= cut as u64).count();
+        let cut = cut as u64;
+        let complete = ends.iter().take_while(|&&e| e <= cut).count();
         match recover_manifest(&fs, &dir()) {
             Ok(r) => {
                 assert!(complete >= 1, "cut {cut}");
                 assert_eq!(summary(&r), expected_state(3, complete - 1), "cut {cut}");
-                assert_eq!(r.torn_tail.is_some(), !ends.contains(&(cut as u64)));
+                let clean = ends.contains(&cut) || mark_ends.contains(&cut);
+                assert_eq!(r.torn_tail.is_some(), !clean, "cut {cut}");
             }
             Err(Error::Corruption { file, .. }) => {
                 assert_eq!(complete, 0, "cut {cut}");
@@ -359,6 +366,7 @@ fn a_changed_byte_in_the_manifest_is_corruption_unless_in_the_last_edit() {
     let path = manifest_path(3);
     let good = fs.contents(&path).unwrap();
     let ends = edit_ends();
+    // The last edit and the sync mark before it: nothing after them proves them synced.
     let last_start = ends[ends.len() - 2] as usize;
     for at in 0..good.len() {
         let mut bad = good.clone();
@@ -366,16 +374,53 @@ fn a_changed_byte_in_the_manifest_is_corruption_unless_in_the_last_edit() {
         fs.set_contents(&path, bad);
         match recover_manifest(&fs, &dir()) {
             Ok(r) => {
-                assert!(at >= last_start, "change at {at} accepted");
+                assert!(
+                    at >= last_start + MARK_SIZE as usize,
+                    "change at {at} accepted"
+                );
                 assert_eq!(summary(&r), expected_state(3, 2));
                 assert!(r.torn_tail.is_some());
             }
             Err(Error::Corruption { file, .. }) => {
-                assert!(at < last_start, "change at {at} in the last edit");
+                // A damaged mark before the intact last edit is corruption too: every edit is
+                // synced before the next is written.
+                assert!(
+                    at < last_start + MARK_SIZE as usize,
+                    "change at {at} in the last edit"
+                );
                 assert_eq!(file, path);
             }
             Err(e) => panic!("change at {at}: {e}"),
         }
+    }
+}
+
+#[test]
+fn a_damaged_edit_before_intact_ones_is_corruption_even_without_sync_marks() {
+    // A manifest as written before sync marks existed: the same edits, no marks.
+    let fs = fresh();
+    let path = manifest_path(3);
+    let mut log = crate::wal::LogWriter::new(fs.create(&path).unwrap());
+    let mut ends = Vec::new();
+    for edit in std::iter::once(snapshot()).chain(later_edits()) {
+        log.add_record(&edit.encode()).unwrap();
+        ends.push(log.len());
+    }
+    log.flush().unwrap();
+    let good = fs.contents(&path).unwrap();
+    assert_eq!(
+        read_manifest(&fs, &path, 3).map(|r| summary(&r)).unwrap(),
+        expected_state(3, 3)
+    );
+    let mut bad = good.clone();
+    bad[ends[1] as usize + 9] ^= 0x01;
+    fs.set_contents(&path, bad);
+    match read_manifest(&fs, &path, 3) {
+        Err(Error::Corruption { file, offset, .. }) => {
+            assert_eq!(file, path);
+            assert_eq!(offset, Some(ends[1]));
+        }
+        other => panic!("expected corruption, got {other:?}"),
     }
 }
 

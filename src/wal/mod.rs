@@ -9,7 +9,7 @@
 //! ```text
 //! checksum: u32 LE   crc32 of (length bytes, type byte, payload)
 //! length:   u16 LE   payload bytes in this fragment
-//! type:     u8       1 FULL, 2 FIRST, 3 MIDDLE, 4 LAST
+//! type:     u8       1 FULL, 2 FIRST, 3 MIDDLE, 4 LAST, 5 SYNC MARK
 //! payload:  [u8; length]
 //! ```
 //!
@@ -19,13 +19,35 @@
 //! header, a reader can find record boundaries again after damage. `docs/format-log-manifest.md`
 //! describes the format byte by byte.
 //!
+//! # Sync marks
+//!
+//! Before the first record appended after a sync, the writer appends a *sync mark*: a
+//! fragment of its own, between records, whose payload is the file length that sync made
+//! durable (u64 LE). A mark is only written once its sync has returned, so it never claims
+//! more than is durable. Nothing is appended at the sync itself, so a log synced for the last
+//! time (as a log is when the store moves to the next one) ends durable, with no unsynced
+//! bytes after it.
+//!
 //! # Recovery
 //!
-//! A power loss can leave the last appended record incomplete: cut short, followed by zeros,
-//! or followed by garbage. That *torn tail* was never acknowledged (its sync never returned)
-//! and is dropped. Damage followed by an intact record is something else: a record that was
-//! acknowledged is unreadable, and that is corruption. [`read_log`] tells the two apart (see
-//! [`RecoveryMode`]).
+//! A power loss can leave the unsynced end of a log damaged in two ways. The last appended
+//! record may be incomplete: cut short, followed by zeros, or followed by garbage (a *torn
+//! tail*). And since the kernel writes unsynced pages back in any order, a page in the middle
+//! of the unsynced part may be lost while later ones survive: a *hole* followed by intact
+//! records. Neither held an acknowledged synced write, since a sync writes out every earlier
+//! page.
+//!
+//! Damage to bytes that were synced is something else: corruption. The sync marks tell the two
+//! apart. Damage at offset X is corruption when an intact mark after it claims that more than
+//! X bytes were durable; otherwise the damage and everything after it lie in the unsynced part
+//! of the log and are dropped. [`read_log`] applies this rule or another one, as the
+//! [`RecoveryMode`] says. Logs written before sync marks existed have none, so any damage in
+//! them reads as unsynced.
+//!
+//! A limit remains: the stretch synced last is proved durable only by the mark in front of
+//! the next record, which is unsynced. If no record followed, or the power went before that
+//! mark reached the disk, damage inside that stretch cannot be told from a lost page and is
+//! dropped (and reported) as unsynced.
 
 mod reader;
 mod writer;
@@ -42,6 +64,9 @@ pub(crate) const TYPE_FULL: u8 = 1;
 pub(crate) const TYPE_FIRST: u8 = 2;
 pub(crate) const TYPE_MIDDLE: u8 = 3;
 pub(crate) const TYPE_LAST: u8 = 4;
+pub(crate) const TYPE_SYNC_MARK: u8 = 5;
+/// Payload bytes of a sync mark: the durable length, u64 LE.
+pub(crate) const SYNC_MARK_LEN: usize = 8;
 
 /// The checksum stored in a fragment header.
 pub(crate) fn fragment_checksum(len: u16, kind: u8, payload: &[u8]) -> u32 {
@@ -52,20 +77,28 @@ pub(crate) fn fragment_checksum(len: u16, kind: u8, payload: &[u8]) -> u32 {
     h.finalize()
 }
 
-/// How [`read_log`] treats a damaged record.
+/// How [`read_log`] treats damage: bytes that are not an intact record or sync mark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RecoveryMode {
-    /// Damage that runs to the end of the file (no intact record starts after it) is a torn
-    /// tail: the records before it are returned and the tail is reported. Damage followed by
-    /// an intact record is [`crate::Error::Corruption`] naming the file and the offset.
+    /// Damage that no intact sync mark after it shows to be synced lies in the unsynced part
+    /// of the log: it and everything after it are dropped and reported (a torn tail, or a hole
+    /// left by a lost page with intact records after it). Damage that a later mark shows to be
+    /// synced is [`crate::Error::Corruption`] naming the file and the offset.
     #[default]
     TolerateTornTail,
-    /// Stop at the first damaged record wherever it is, keep every record before it and
-    /// report the rest of the file as dropped. For salvaging what can be salvaged.
+    /// Any damage, even a torn tail, is [`crate::Error::Corruption`] naming the file and the
+    /// offset. For logs that were closed cleanly, or to check a log.
+    Strict,
+    /// Stop at the first damage wherever it is, keep every record before it and report the
+    /// rest of the file as dropped. For salvaging a consistent prefix of a damaged log.
     PointInTime,
+    /// Skip every damaged range and keep every intact record, before and after the damage;
+    /// each skipped range is reported. The result may miss records between intact ones, so
+    /// this is for salvaging what can be salvaged, not for a consistent history.
+    Salvage,
 }
 
-/// The part of a log that recovery dropped.
+/// The part of a log that recovery dropped: from damage to the end of the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TornTail {
     /// File offset where the dropped part starts: the start of the first incomplete or
@@ -73,6 +106,21 @@ pub struct TornTail {
     pub offset: u64,
     /// Bytes from `offset` to the end of the file.
     pub dropped_bytes: u64,
+    /// Intact records found after the damage and dropped with it. Zero for a torn tail;
+    /// more when a lost page left a hole in the unsynced part (or, under
+    /// [`RecoveryMode::PointInTime`], when damage came before intact records).
+    pub intact_records_dropped: u64,
+}
+
+/// A damaged range that [`RecoveryMode::Salvage`] skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SkippedRange {
+    /// File offset of the first damaged byte (or of the first fragment of a record that
+    /// could not be completed).
+    pub offset: u64,
+    /// Bytes skipped from `offset`, up to the next intact record or sync mark or the end of
+    /// the file.
+    pub bytes: u64,
 }
 
 /// Everything [`read_log`] recovered from a log.
@@ -82,9 +130,13 @@ pub struct LogContents {
     pub records: Vec<Vec<u8>>,
     /// File offset of each record's first fragment, parallel to `records`.
     pub offsets: Vec<u64>,
-    /// What was dropped at the end, if anything.
+    /// What was dropped at the end, if anything (every mode but `Salvage`).
     pub torn_tail: Option<TornTail>,
+    /// The damaged ranges skipped, in file order (`Salvage` only).
+    pub skipped: Vec<SkippedRange>,
 }
 
+#[cfg(test)]
+mod recovery_tests;
 #[cfg(test)]
 mod tests;

@@ -6,25 +6,28 @@ use super::{
 use crate::error::Error;
 use crate::fs::{CrashMode, FaultFs, FileSystem};
 
-fn log_path() -> PathBuf {
+pub(super) fn log_path() -> PathBuf {
     PathBuf::from("/db/000001.log")
 }
 
-fn fresh() -> FaultFs {
+/// A file system holding the directory `/db`, durably.
+pub(super) fn fresh() -> FaultFs {
     let fs = FaultFs::new();
     fs.create_dir_all(Path::new("/db")).unwrap();
+    fs.sync_dir(Path::new("/")).unwrap();
     fs
 }
 
 /// Deterministic bytes for record `i` of length `len`.
-fn payload(i: usize, len: usize) -> Vec<u8> {
+pub(super) fn payload(i: usize, len: usize) -> Vec<u8> {
     (0..len)
         .map(|j| (j.wrapping_mul(31) ^ i.wrapping_mul(7919)) as u8)
         .collect()
 }
 
-/// Writes `records` to a fresh log; returns the file bytes and each record's end offset.
-fn write_log(records: &[Vec<u8>]) -> (Vec<u8>, Vec<u64>) {
+/// Writes `records` to a fresh log and never syncs it, so it holds no sync mark (as logs
+/// written before sync marks existed); returns the file bytes and each record's end offset.
+pub(super) fn write_log(records: &[Vec<u8>]) -> (Vec<u8>, Vec<u64>) {
     let fs = fresh();
     let mut w = LogWriter::new(fs.create(&log_path()).unwrap());
     let mut ends = Vec::new();
@@ -32,15 +35,15 @@ fn write_log(records: &[Vec<u8>]) -> (Vec<u8>, Vec<u64>) {
         w.add_record(r).unwrap();
         ends.push(w.len());
     }
-    w.sync().unwrap();
+    w.flush().unwrap();
     (fs.contents(&log_path()).unwrap(), ends)
 }
 
-fn parse(data: &[u8], mode: RecoveryMode) -> crate::Result<LogContents> {
+pub(super) fn parse(data: &[u8], mode: RecoveryMode) -> crate::Result<LogContents> {
     parse_log(&log_path(), data, mode)
 }
 
-fn small_records() -> Vec<Vec<u8>> {
+pub(super) fn small_records() -> Vec<Vec<u8>> {
     vec![
         payload(0, 10),
         Vec::new(),
@@ -155,6 +158,7 @@ fn expected_at_cut(records: &[Vec<u8>], ends: &[u64], cut: u64) -> (usize, Optio
             Some(TornTail {
                 offset: start_of_next,
                 dropped_bytes: cut - start_of_next,
+                intact_records_dropped: 0,
             }),
         )
     }
@@ -170,6 +174,17 @@ fn a_torn_tail_at_every_truncation_point_keeps_the_complete_records() {
             let got = parse(&data[..cut], mode).unwrap();
             assert_eq!(got.records, records[..complete], "cut {cut}");
             assert_eq!(got.torn_tail, torn, "cut {cut}");
+        }
+        let salvaged = parse(&data[..cut], RecoveryMode::Salvage).unwrap();
+        assert_eq!(salvaged.records, records[..complete], "cut {cut}");
+        assert_eq!(
+            salvaged.skipped.len(),
+            usize::from(torn.is_some()),
+            "cut {cut}"
+        );
+        match parse(&data[..cut], RecoveryMode::Strict) {
+            Ok(got) => assert!(torn.is_none() && got.records == records[..complete]),
+            Err(e) => assert!(e.is_corruption() && torn.is_some(), "cut {cut}: {e}"),
         }
     }
 }
@@ -213,6 +228,7 @@ fn zeros_or_garbage_after_a_cut_are_a_torn_tail() {
             Some(TornTail {
                 offset: ends[3],
                 dropped_bytes: (torn.len() as u64) - ends[3],
+                intact_records_dropped: 0,
             })
         );
     }
@@ -224,18 +240,45 @@ fn zeros_or_garbage_after_a_cut_are_a_torn_tail() {
     assert_eq!(got.torn_tail.map(|t| t.offset), Some(data.len() as u64));
 }
 
+/// Bytes of a sync mark fragment.
+pub(super) const MARK_SIZE: usize = HEADER_SIZE + super::SYNC_MARK_LEN;
+
+/// A log synced after every record, as a store whose writes are all synced writes it: each
+/// record but the first follows a sync mark. Returns the bytes and, per record, the offset
+/// where its append began (at the mark before it, if any) and where it ended.
+pub(super) fn write_synced_log(records: &[Vec<u8>]) -> (Vec<u8>, Vec<(u64, u64)>) {
+    let fs = fresh();
+    let mut w = LogWriter::new(fs.create(&log_path()).unwrap());
+    let mut spans = Vec::new();
+    for r in records {
+        let start = w.len();
+        w.add_record(r).unwrap();
+        spans.push((start, w.len()));
+        w.sync().unwrap();
+    }
+    (fs.contents(&log_path()).unwrap(), spans)
+}
+
 #[test]
-fn a_flipped_byte_in_a_middle_record_is_corruption_by_default() {
+fn a_flipped_byte_in_a_synced_middle_record_is_corruption_by_default() {
     let records = small_records();
-    let (data, ends) = write_log(&records);
-    // Record 2 spans ends[1]..ends[2]: every byte of it, header and payload.
-    for at in ends[1]..ends[2] {
+    let (data, spans) = write_synced_log(&records);
+    // Record 2's append: the sync mark before it, then the record.
+    let (mark_start, end) = spans[2];
+    let record_start = mark_start + MARK_SIZE as u64;
+    for at in mark_start..end {
         let mut bad = data.clone();
         bad[at as usize] ^= 0x10;
+        let (damaged_from, intact_after) = if at < record_start {
+            // A damaged mark before intact record 2: the record is dropped with it.
+            (mark_start, 4)
+        } else {
+            (record_start, 3)
+        };
         match parse(&bad, RecoveryMode::TolerateTornTail) {
             Err(Error::Corruption { file, offset, .. }) => {
                 assert_eq!(file, log_path());
-                assert_eq!(offset, Some(ends[1]), "flip at {at}");
+                assert_eq!(offset, Some(damaged_from), "flip at {at}");
             }
             other => panic!("flip at {at}: expected corruption, got {other:?}"),
         }
@@ -244,15 +287,39 @@ fn a_flipped_byte_in_a_middle_record_is_corruption_by_default() {
         assert_eq!(
             got.torn_tail,
             Some(TornTail {
-                offset: ends[1],
-                dropped_bytes: data.len() as u64 - ends[1],
+                offset: damaged_from,
+                dropped_bytes: data.len() as u64 - damaged_from,
+                intact_records_dropped: intact_after,
             })
         );
     }
 }
 
 #[test]
-fn a_flipped_byte_in_the_last_record_is_a_torn_tail() {
+fn a_flipped_byte_in_an_unsynced_middle_record_is_a_hole() {
+    // Nothing after the damage shows it synced: as far as the log can tell, a page of its
+    // unsynced part was lost. The records after it are dropped and counted.
+    let records = small_records();
+    let (data, ends) = write_log(&records);
+    for at in ends[1]..ends[2] {
+        let mut bad = data.clone();
+        bad[at as usize] ^= 0x10;
+        let got = parse(&bad, RecoveryMode::TolerateTornTail).unwrap();
+        assert_eq!(got.records, records[..2], "flip at {at}");
+        assert_eq!(
+            got.torn_tail,
+            Some(TornTail {
+                offset: ends[1],
+                dropped_bytes: data.len() as u64 - ends[1],
+                intact_records_dropped: 3,
+            }),
+            "flip at {at}"
+        );
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_the_last_unsynced_record_is_a_torn_tail() {
     let records = small_records();
     let (data, ends) = write_log(&records);
     let n = records.len();
@@ -262,6 +329,7 @@ fn a_flipped_byte_in_the_last_record_is_a_torn_tail() {
         let got = parse(&bad, RecoveryMode::default()).unwrap();
         assert_eq!(got.records, records[..n - 1], "flip at {at}");
         assert_eq!(got.torn_tail.map(|t| t.offset), Some(ends[n - 2]));
+        assert_eq!(got.torn_tail.map(|t| t.intact_records_dropped), Some(0));
     }
 }
 
@@ -273,21 +341,26 @@ fn damage_in_the_first_block_of_a_big_last_record_is_a_torn_tail() {
     let got = parse(&data, RecoveryMode::default()).unwrap();
     assert_eq!(got.records, records[..1]);
     assert_eq!(got.torn_tail.map(|t| t.offset), Some(ends[0]));
+    assert_eq!(got.torn_tail.map(|t| t.intact_records_dropped), Some(0));
 }
 
-#[test]
-fn damage_followed_by_a_record_in_a_later_block_is_corruption() {
-    let records = vec![
+fn records_across_blocks() -> Vec<Vec<u8>> {
+    vec![
         payload(0, 100),
         payload(1, 2 * BLOCK_SIZE),
         payload(2, 10),
         payload(3, 10),
-    ];
-    let (data, ends) = write_log(&records);
+    ]
+}
+
+#[test]
+fn synced_damage_followed_by_a_record_in_a_later_block_is_corruption() {
+    let records = records_across_blocks();
+    let (data, spans) = write_synced_log(&records);
     // Damage the FIRST fragment's length; the record's MIDDLE and LAST fragments and then
-    // records 2 and 3 follow in later blocks.
+    // records 2 and 3 follow in later blocks, each after a sync mark.
     let mut bad = data.clone();
-    bad[ends[0] as usize + 4] ^= 0xFF;
+    bad[spans[1].0 as usize + MARK_SIZE + 4] ^= 0xFF;
     let err = parse(&bad, RecoveryMode::default()).unwrap_err();
     assert!(err.is_corruption(), "{err}");
     // Zeroing a whole middle block is caught too.
@@ -298,8 +371,29 @@ fn damage_followed_by_a_record_in_a_later_block_is_corruption() {
         .is_corruption());
     let got = parse(&bad, RecoveryMode::PointInTime).unwrap();
     assert_eq!(got.records, records[..1]);
+    assert_eq!(got.torn_tail.map(|t| t.intact_records_dropped), Some(2));
 }
 
+#[test]
+fn unsynced_damage_followed_by_a_record_in_a_later_block_is_a_hole() {
+    let records = records_across_blocks();
+    let (data, ends) = write_log(&records);
+    let mut bad = data.clone();
+    bad[BLOCK_SIZE..2 * BLOCK_SIZE].fill(0);
+    let got = parse(&bad, RecoveryMode::default()).unwrap();
+    assert_eq!(got.records, records[..1]);
+    assert_eq!(
+        got.torn_tail,
+        Some(TornTail {
+            offset: ends[0],
+            dropped_bytes: data.len() as u64 - ends[0],
+            intact_records_dropped: 2,
+        })
+    );
+}
+
+/// Every mode, on every single-byte change and every truncation of a log synced after each
+/// record: no panic, and what each mode returns is consistent with where the damage is.
 #[test]
 fn no_single_byte_change_or_truncation_panics() {
     let records = vec![
@@ -309,9 +403,11 @@ fn no_single_byte_change_or_truncation_panics() {
         payload(3, 300),
         payload(4, 7),
     ];
-    let (data, ends) = write_log(&records);
+    let (data, spans) = write_synced_log(&records);
+    // The last record and the mark before it: no later mark proves them synced.
+    let last_mark = spans[spans.len() - 1].0 as usize;
     for cut in 0..=data.len() {
-        for mode in [RecoveryMode::TolerateTornTail, RecoveryMode::PointInTime] {
+        for mode in ALL_MODES {
             let _ = parse(&data[..cut], mode);
         }
     }
@@ -319,22 +415,35 @@ fn no_single_byte_change_or_truncation_panics() {
         for mask in [0x01u8, 0x80, 0xFF] {
             let mut bad = data.clone();
             bad[at] ^= mask;
-            let last_start = ends[ends.len() - 2] as usize;
             match parse(&bad, RecoveryMode::TolerateTornTail) {
                 Ok(got) => {
-                    // Only damage to the last record may be tolerated, and then the others
-                    // come back intact.
-                    assert!(at >= last_start, "flip at {at} accepted");
+                    // Only damage to the last record or the mark before it may be tolerated,
+                    // and then the others come back intact.
+                    assert!(at >= last_mark, "flip at {at} accepted");
                     assert_eq!(got.records, records[..records.len() - 1]);
                 }
-                Err(e) => assert!(e.is_corruption() && at < last_start, "{e}"),
+                Err(e) => assert!(e.is_corruption() && at < last_mark, "{e}"),
             }
+            assert!(parse(&bad, RecoveryMode::Strict)
+                .unwrap_err()
+                .is_corruption());
             let got = parse(&bad, RecoveryMode::PointInTime).unwrap();
             assert!(got.torn_tail.is_some());
             assert!(got.records.iter().zip(&records).all(|(a, b)| a == b));
+            let salvaged = parse(&bad, RecoveryMode::Salvage).unwrap();
+            assert_eq!(salvaged.skipped.len(), 1, "flip at {at}");
+            assert!(salvaged.records.len() >= records.len() - 1, "flip at {at}");
+            assert!(salvaged.records.iter().all(|r| records.contains(r)));
         }
     }
 }
+
+pub(super) const ALL_MODES: [RecoveryMode; 4] = [
+    RecoveryMode::TolerateTornTail,
+    RecoveryMode::Strict,
+    RecoveryMode::PointInTime,
+    RecoveryMode::Salvage,
+];
 
 #[test]
 fn power_loss_while_appending_loses_only_unsynced_records() {
@@ -344,6 +453,7 @@ fn power_loss_while_appending_loses_only_unsynced_records() {
             CrashMode::KeepPrefix { seed },
             CrashMode::ZeroTail { seed },
             CrashMode::GarbageTail { seed },
+            CrashMode::LosePages { seed },
         ] {
             let fs = fresh();
             fs.set_crash_mode(mode);
@@ -359,7 +469,8 @@ fn power_loss_while_appending_loses_only_unsynced_records() {
                     acked.push(i);
                 }
             }
-            // Two more records that are never synced: any prefix of them may survive.
+            // Two more records that are never synced: any prefix of them may survive, and
+            // a lost page may leave a hole in them.
             w.add_record(&payload(6, 2000)).unwrap();
             w.add_record(&payload(7, 40_000)).unwrap();
             fs.crash();

@@ -1,14 +1,16 @@
 //! Appending records to a log.
 
 use super::{
-    fragment_checksum, BLOCK_SIZE, HEADER_SIZE, TYPE_FIRST, TYPE_FULL, TYPE_LAST, TYPE_MIDDLE,
+    fragment_checksum, BLOCK_SIZE, HEADER_SIZE, SYNC_MARK_LEN, TYPE_FIRST, TYPE_FULL, TYPE_LAST,
+    TYPE_MIDDLE, TYPE_SYNC_MARK,
 };
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 
 const ZEROS: [u8; HEADER_SIZE] = [0; HEADER_SIZE];
 
-/// Appends records to a log file in the framing described in [`crate::wal`].
+/// Appends records to a log file in the framing described in [`crate::wal`], with a sync
+/// mark before the first record after each sync.
 ///
 /// After any failed append or sync the writer refuses further work with
 /// [`Error::WritesRefused`]: a record may be half written and a failed sync leaves unknown
@@ -19,6 +21,10 @@ pub struct LogWriter {
     block_offset: usize,
     /// One fragment, header and payload, assembled for a single append.
     buf: Vec<u8>,
+    /// Bytes the last successful sync made durable (0 before any).
+    synced: u64,
+    /// The durable length the last sync mark claimed: a new mark is due when `synced` passes it.
+    claimed: u64,
     failed: Option<String>,
 }
 
@@ -31,6 +37,8 @@ impl LogWriter {
             file,
             block_offset,
             buf: Vec::new(),
+            synced: 0,
+            claimed: 0,
             failed: None,
         }
     }
@@ -60,17 +68,16 @@ impl LogWriter {
     }
 
     fn emit(&mut self, payload: &[u8]) -> Result<()> {
+        if self.synced > self.claimed {
+            self.append_sync_mark()?;
+        }
         let mut rest = payload;
         let mut first = true;
         loop {
-            let left = BLOCK_SIZE - self.block_offset;
-            if left < HEADER_SIZE {
-                if left > 0 {
-                    self.file.append(&ZEROS[..left])?;
-                }
-                self.block_offset = 0;
-                continue;
+            if BLOCK_SIZE - self.block_offset < HEADER_SIZE {
+                self.pad_block()?;
             }
+            let left = BLOCK_SIZE - self.block_offset;
             let take = rest.len().min(left - HEADER_SIZE);
             let last = take == rest.len();
             let kind = match (first, last) {
@@ -80,22 +87,53 @@ impl LogWriter {
                 (false, true) => TYPE_LAST,
             };
             let (chunk, tail) = rest.split_at(take);
-            // `take` is at most BLOCK_SIZE - HEADER_SIZE, which fits in u16.
-            let len = take as u16;
-            self.buf.clear();
-            self.buf
-                .extend_from_slice(&fragment_checksum(len, kind, chunk).to_le_bytes());
-            self.buf.extend_from_slice(&len.to_le_bytes());
-            self.buf.push(kind);
-            self.buf.extend_from_slice(chunk);
-            self.file.append(&self.buf)?;
-            self.block_offset += HEADER_SIZE + take;
+            self.append_fragment(kind, chunk)?;
             rest = tail;
             first = false;
             if last {
                 return Ok(());
             }
         }
+    }
+
+    /// Fills the rest of the block, too short for a fragment header, with zeros.
+    fn pad_block(&mut self) -> Result<()> {
+        let left = BLOCK_SIZE - self.block_offset;
+        if left > 0 {
+            self.file.append(&ZEROS[..left])?;
+        }
+        self.block_offset = 0;
+        Ok(())
+    }
+
+    /// Appends one fragment; it must fit in what is left of the block.
+    fn append_fragment(&mut self, kind: u8, chunk: &[u8]) -> Result<()> {
+        // A fragment fits in a block, so its length fits in u16.
+        let len = chunk.len() as u16;
+        self.buf.clear();
+        self.buf
+            .extend_from_slice(&fragment_checksum(len, kind, chunk).to_le_bytes());
+        self.buf.extend_from_slice(&len.to_le_bytes());
+        self.buf.push(kind);
+        self.buf.extend_from_slice(chunk);
+        self.file.append(&self.buf)?;
+        self.block_offset += HEADER_SIZE + chunk.len();
+        Ok(())
+    }
+
+    /// Appends a sync mark claiming what the last sync made durable. Skipped when the block
+    /// has room for a header but not for a mark (the record goes first, and the mark after the
+    /// next sync will claim at least as much).
+    fn append_sync_mark(&mut self) -> Result<()> {
+        if BLOCK_SIZE - self.block_offset < HEADER_SIZE {
+            self.pad_block()?;
+        }
+        if BLOCK_SIZE - self.block_offset < HEADER_SIZE + SYNC_MARK_LEN {
+            return Ok(());
+        }
+        self.append_fragment(TYPE_SYNC_MARK, &self.synced.to_le_bytes())?;
+        self.claimed = self.synced;
+        Ok(())
     }
 
     /// Hands buffered bytes to the operating system (they survive a process crash).
@@ -105,11 +143,15 @@ impl LogWriter {
         self.remember(r)
     }
 
-    /// Makes every record added so far durable (it survives a power loss).
+    /// Makes every record added so far durable (it survives a power loss). The next record
+    /// will follow a sync mark saying so; nothing is appended now, so a log synced for the
+    /// last time ends with its last record, durable.
     pub fn sync(&mut self) -> Result<()> {
         self.check_usable()?;
         let r = self.file.sync();
-        self.remember(r)
+        self.remember(r)?;
+        self.synced = self.file.len();
+        Ok(())
     }
 
     /// True once an append or sync failed: the log must not be extended.

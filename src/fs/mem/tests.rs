@@ -1,7 +1,7 @@
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use super::{CrashMode, FaultFs};
+use super::{CrashMode, FaultFs, PAGE_SIZE};
 use crate::error::Error;
 use crate::fs::FileSystem;
 
@@ -9,9 +9,11 @@ fn dir() -> PathBuf {
     PathBuf::from("/db")
 }
 
+/// A file system holding the directory `/db`, durably.
 fn fresh() -> FaultFs {
     let fs = FaultFs::new();
     fs.create_dir_all(&dir()).unwrap();
+    fs.sync_dir(Path::new("/")).unwrap();
     fs
 }
 
@@ -356,4 +358,125 @@ fn torn_crash_modes_keep_a_prefix_then_fill() {
         crash_with(CrashMode::GarbageTail { seed: 7 }, &unsynced)
     );
     assert_eq!(crash_with(CrashMode::DropUnsynced, &unsynced), b"head");
+}
+
+#[test]
+fn a_directory_is_durable_only_after_its_parent_is_synced() {
+    let fs = FaultFs::new();
+    let store = PathBuf::from("/store");
+    fs.create_dir_all(&store).unwrap();
+    let p = store.join("f");
+    write_file(&fs, &p, b"synced", b"");
+    fs.crash();
+    // The file and its directory entry were synced, but the directory's own entry was not.
+    assert!(!fs.exists(&store));
+    assert!(!fs.exists(&p));
+    assert!(fs.list(Path::new("/")).unwrap().is_empty());
+
+    fs.create_dir_all(&store).unwrap();
+    write_file(&fs, &p, b"synced", b"");
+    fs.sync_dir(Path::new("/")).unwrap();
+    fs.crash();
+    assert_eq!(fs.read_all(&p).unwrap(), b"synced");
+}
+
+#[test]
+fn a_nested_directory_needs_every_parent_synced() {
+    let fs = FaultFs::new();
+    let (outer, inner) = (PathBuf::from("/a"), PathBuf::from("/a/b"));
+    fs.create_dir_all(&inner).unwrap();
+    fs.sync_dir(&outer).unwrap();
+    let p = inner.join("f");
+    write_file(&fs, &p, b"x", b"");
+    fs.crash();
+    assert!(!fs.exists(&outer) && !fs.exists(&inner) && !fs.exists(&p));
+
+    fs.create_dir_all(&inner).unwrap();
+    fs.sync_dir(&outer).unwrap();
+    fs.sync_dir(Path::new("/")).unwrap();
+    write_file(&fs, &p, b"x", b"");
+    fs.crash();
+    assert_eq!(fs.read_all(&p).unwrap(), b"x");
+}
+
+#[test]
+fn set_contents_makes_the_directories_durable_too() {
+    let fs = FaultFs::new();
+    let p = PathBuf::from("/damaged/store/f");
+    fs.set_contents(&p, b"bytes".to_vec());
+    fs.crash();
+    assert_eq!(fs.read_all(&p).unwrap(), b"bytes");
+}
+
+#[test]
+fn creating_a_directory_counts_as_a_mutating_operation() {
+    let fs = FaultFs::new();
+    fs.cut_power_after(0);
+    assert!(fs.create_dir_all(Path::new("/d")).is_err());
+    assert!(fs.power_is_cut());
+    fs.crash();
+    assert!(!fs.exists(Path::new("/d")));
+}
+
+/// The unsynced part of a file after a crash in `LosePages` mode: `synced` bytes were synced,
+/// then `unsynced` appended.
+fn lose_pages(seed: u64, synced: &[u8], unsynced: &[u8]) -> Vec<u8> {
+    let fs = fresh();
+    fs.set_crash_mode(CrashMode::LosePages { seed });
+    let p = path("paged");
+    write_file(&fs, &p, synced, unsynced);
+    fs.crash();
+    fs.read_all(&p).unwrap()
+}
+
+#[test]
+fn losing_pages_zeros_a_random_subset_of_unsynced_pages() {
+    // Synced bytes end in the middle of page 1; 20 pages follow, none synced.
+    let synced = vec![0xAAu8; PAGE_SIZE + 1000];
+    let unsynced: Vec<u8> = (0..20 * PAGE_SIZE).map(|i| (i % 251) as u8 + 1).collect();
+    let whole = [synced.clone(), unsynced.clone()].concat();
+    let (mut saw_hole, mut saw_cut, mut saw_full_length) = (false, false, false);
+    for seed in 0..60 {
+        let got = lose_pages(seed, &synced, &unsynced);
+        assert!(got.len() >= synced.len() && got.len() <= whole.len());
+        assert_eq!(
+            &got[..synced.len()],
+            &synced[..],
+            "seed {seed}: synced bytes changed"
+        );
+        saw_cut |= got.len() < whole.len();
+        saw_full_length |= got.len() == whole.len();
+        // Page by page, each unsynced part is either intact or all zeros.
+        let mut lost = Vec::new();
+        for start in (0..got.len()).step_by(PAGE_SIZE) {
+            let from = start.max(synced.len());
+            let end = (start + PAGE_SIZE).min(got.len());
+            if from >= end {
+                continue;
+            }
+            let (now, was) = (&got[from..end], &whole[from..end]);
+            let zeros = now.iter().all(|&b| b == 0);
+            assert!(now == was || zeros, "seed {seed}: page at {start} torn");
+            lost.push(zeros);
+        }
+        // A hole: a lost page with a kept one after it.
+        saw_hole |= lost
+            .iter()
+            .enumerate()
+            .any(|(i, &l)| l && lost[i + 1..].iter().any(|&later| !later));
+    }
+    assert!(saw_hole && saw_cut && saw_full_length);
+    assert_eq!(
+        lose_pages(3, &synced, &unsynced),
+        lose_pages(3, &synced, &unsynced),
+        "the same seed loses the same pages"
+    );
+}
+
+#[test]
+fn losing_pages_never_touches_a_synced_file() {
+    for seed in 0..20 {
+        let synced: Vec<u8> = (0..3 * PAGE_SIZE + 17).map(|i| i as u8).collect();
+        assert_eq!(lose_pages(seed, &synced, b""), synced);
+    }
 }
