@@ -31,6 +31,9 @@ pub enum Error {
     InvalidArgument(String),
     /// An earlier write or sync failed, so the store refuses further writes; reads still work.
     WritesRefused { reason: String },
+    /// A write of `count` entries would number them past the largest sequence number a store
+    /// may use (`max`, [`crate::entry::MAX_SEQ`]); `last` is the store's last one.
+    SequenceExhausted { last: u64, count: u64, max: u64 },
     /// A Bloom filter operation failed (bad parameters, shape mismatch, corrupt serialized form).
     Filter(FilterError),
 }
@@ -95,6 +98,11 @@ impl fmt::Display for Error {
                     "the store refuses writes after an earlier failure: {reason}"
                 )
             }
+            Error::SequenceExhausted { last, count, max } => write!(
+                f,
+                "sequence numbers exhausted: a write of {count} entries after {last} would pass \
+                 the maximum {max}"
+            ),
             Error::Filter(e) => write!(f, "{e}"),
         }
     }

@@ -83,6 +83,10 @@ pub enum DropCause {
     /// A whole log after an earlier log's dropped part, under `PointInTime`: replaying it
     /// would leave a hole in the history.
     AfterEarlierDrop,
+    /// An intact record that is not a valid write batch (it does not decode, or its sequence
+    /// numbers do not follow the ones before it or pass [`crate::entry::MAX_SEQ`]), where
+    /// `PointInTime` stopped: it and the rest of the log are dropped.
+    InvalidBatch,
 }
 
 /// The memtables and tables a reader sees, swapped as a whole when any of them changes.

@@ -12,7 +12,7 @@ use super::{
     WriterState,
 };
 use crate::cache::{BlockCache, TableCache};
-use crate::entry::SeqNo;
+use crate::entry::{Entry, SeqNo, MAX_SEQ};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, SharedFs};
@@ -91,7 +91,16 @@ pub(super) fn recover(
         })
         .collect();
     logs.sort_unstable();
-    let replayed = replay_logs(fs.as_ref(), &dir, &logs, options.wal_recovery_mode)?;
+    // Tables hold only writes from logs older than the manifest's log number, so every write
+    // replayed must be numbered above all of theirs.
+    let tables_seq = metas.iter().map(|m| m.largest_seq).max().unwrap_or(0);
+    let replayed = replay_logs(
+        fs.as_ref(),
+        &dir,
+        &logs,
+        options.wal_recovery_mode,
+        tables_seq,
+    )?;
     let (replay, report) = (replayed.mem, replayed.report);
     let max_seq = replayed.max_seq.map_or(last_seq, |s| s.max(last_seq));
 
@@ -189,13 +198,21 @@ pub(super) struct Replayed {
 /// torn tail or an unsynced hole) followed by a later log holding writes means synced bytes
 /// were lost. That is a corruption error under `TolerateTornTail`; under `PointInTime` replay
 /// stops there and the later logs' writes are dropped and reported.
+///
+/// Each batch's sequence numbers must lie above every one replayed before it and above
+/// `after_seq` (the largest in any live table: tables hold only writes from older logs), and
+/// at most [`MAX_SEQ`]. The manifest's last sequence number is no such bound: a flush
+/// records the store's last sequence number at the time, which may include writes that are
+/// only in the live log. A batch that breaks these rules was not written by the store; it is
+/// corruption, except under `PointInTime`, where replay stops at it like at other damage.
 pub(super) fn replay_logs(
     fs: &dyn crate::fs::FileSystem,
     dir: &Path,
     logs: &[u64],
     mode: WalRecoveryMode,
+    after_seq: SeqNo,
 ) -> Result<Replayed> {
-    let mut replay = Replay::new(mode);
+    let mut replay = Replay::new(mode, after_seq);
     for number in logs {
         let path = dir.join(filename::log_file_name(*number));
         let data = fs.read_all(&path)?;
@@ -203,7 +220,7 @@ pub(super) fn replay_logs(
         if replay.stopped.is_some() {
             replay.after_stop(&path, &contents, data.len() as u64)?;
         } else {
-            replay.log(&path, &contents)?;
+            replay.log(&path, &contents, data.len() as u64)?;
         }
     }
     Ok(Replayed {
@@ -224,33 +241,41 @@ fn read_mode(mode: WalRecoveryMode) -> RecoveryMode {
 struct Replay {
     mode: WalRecoveryMode,
     mem: Arc<MemTable>,
+    /// The highest sequence number replayed, if any.
     max_seq: Option<SeqNo>,
+    /// Every batch from here on must be numbered above this.
+    seq_floor: SeqNo,
     report: RecoveryReport,
     /// The log and offset where replay stopped: nothing after it may be replayed.
     stopped: Option<(PathBuf, u64)>,
 }
 
 impl Replay {
-    fn new(mode: WalRecoveryMode) -> Replay {
+    fn new(mode: WalRecoveryMode, after_seq: SeqNo) -> Replay {
         Replay {
             mode,
             mem: Arc::new(MemTable::new(0)),
             max_seq: None,
+            seq_floor: after_seq,
             report: RecoveryReport::default(),
             stopped: None,
         }
     }
 
-    /// Replays every record `read_log` kept from the log at `path`, then notes what it
-    /// dropped at the end.
-    fn log(&mut self, path: &Path, contents: &wal::LogContents) -> Result<()> {
-        for record in &contents.records {
-            let entries = WriteBatch::decode(record, path)?;
-            if let Some(last) = entries.last() {
-                self.max_seq = Some(self.max_seq.map_or(last.seq, |m| m.max(last.seq)));
+    /// Replays every record `read_log` kept from the log at `path` (`size` bytes), then
+    /// notes what it dropped at the end.
+    fn log(&mut self, path: &Path, contents: &wal::LogContents, size: u64) -> Result<()> {
+        for (i, (record, &offset)) in contents.records.iter().zip(&contents.offsets).enumerate() {
+            match self.valid_batch(record, path, offset) {
+                Ok(entries) => self.apply(entries),
+                Err(_) if self.mode == WalRecoveryMode::PointInTime => {
+                    let later = (contents.records.len() - i - 1) as u64
+                        + contents.torn_tail.map_or(0, |t| t.intact_records_dropped);
+                    self.stop_at_invalid_batch(path, offset, size, later);
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
             }
-            self.mem.apply(entries);
-            self.report.batches_replayed += 1;
         }
         if let Some(tail) = &contents.torn_tail {
             self.drop_range(
@@ -262,6 +287,51 @@ impl Replay {
             self.stopped = Some((path.to_path_buf(), tail.offset));
         }
         Ok(())
+    }
+
+    /// The entries of a batch that decodes and is numbered after everything before it.
+    fn valid_batch(&self, record: &[u8], log: &Path, offset: u64) -> Result<Vec<Entry>> {
+        let entries = WriteBatch::decode(record, log, offset)?;
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+            return Ok(entries);
+        };
+        let bad = |reason: String| Err(Error::corruption(log, Some(offset), reason));
+        if first.seq <= self.seq_floor {
+            return bad(format!(
+                "write batch numbered from {}, not above {}, the highest sequence number \
+                 replayed before it or held by a table",
+                first.seq, self.seq_floor
+            ));
+        }
+        if last.seq > MAX_SEQ {
+            return bad(format!(
+                "write batch numbered up to {}, above the largest sequence number a store \
+                 may use ({MAX_SEQ})",
+                last.seq
+            ));
+        }
+        Ok(entries)
+    }
+
+    fn apply(&mut self, entries: Vec<Entry>) {
+        if let Some(last) = entries.last() {
+            self.max_seq = Some(last.seq);
+            self.seq_floor = last.seq;
+        }
+        self.mem.apply(entries);
+        self.report.batches_replayed += 1;
+    }
+
+    /// Under `PointInTime`, an invalid batch is damage: replay stops at it.
+    fn stop_at_invalid_batch(&mut self, log: &Path, offset: u64, size: u64, later: u64) {
+        self.report.dropped.push(DroppedWal {
+            log: log.to_path_buf(),
+            offset,
+            bytes: size - offset,
+            intact_batches: later,
+            cause: DropCause::InvalidBatch,
+        });
+        self.stopped = Some((log.to_path_buf(), offset));
     }
 
     fn drop_range(&mut self, log: &Path, offset: u64, bytes: u64, intact_batches: u64) {
@@ -354,6 +424,10 @@ mod tests {
         path
     }
 
+    fn replay(dir: &Path, logs: &[u64], mode: WalRecoveryMode) -> Result<Replayed> {
+        replay_logs(&OsFileSystem, dir, logs, mode, 0)
+    }
+
     /// Cuts the last few bytes off a log: its last record is torn.
     fn tear(path: &Path) {
         let bytes = std::fs::read(path).unwrap();
@@ -367,12 +441,7 @@ mod tests {
         tear(&first);
         write_log(dir.path(), 6, 4, &["d"]);
 
-        let strict = replay_logs(
-            &OsFileSystem,
-            dir.path(),
-            &[5, 6],
-            WalRecoveryMode::TolerateTornTail,
-        );
+        let strict = replay(dir.path(), &[5, 6], WalRecoveryMode::TolerateTornTail);
         match strict {
             Err(Error::Corruption { file, .. }) => assert_eq!(file, first),
             other => panic!(
@@ -381,13 +450,7 @@ mod tests {
             ),
         }
 
-        let salvaged = replay_logs(
-            &OsFileSystem,
-            dir.path(),
-            &[5, 6],
-            WalRecoveryMode::PointInTime,
-        )
-        .unwrap();
+        let salvaged = replay(dir.path(), &[5, 6], WalRecoveryMode::PointInTime).unwrap();
         assert_eq!(
             salvaged.report.batches_replayed, 2,
             "a and b, before the tear"
@@ -411,16 +474,74 @@ mod tests {
         let first = write_log(dir.path(), 5, 1, &["a", "b"]);
         tear(&first);
         write_log(dir.path(), 6, 3, &[]);
-        let replayed = replay_logs(
-            &OsFileSystem,
-            dir.path(),
-            &[5, 6],
-            WalRecoveryMode::TolerateTornTail,
-        )
-        .unwrap();
+        let replayed = replay(dir.path(), &[5, 6], WalRecoveryMode::TolerateTornTail).unwrap();
         assert_eq!(replayed.report.batches_replayed, 1);
         assert_eq!(replayed.report.dropped.len(), 1);
         assert_eq!(replayed.report.dropped[0].log, first);
         assert_eq!(replayed.report.dropped[0].cause, DropCause::TornTail);
+    }
+
+    /// The corruption error's file and offset, or a panic.
+    fn corruption_at(result: Result<Replayed>) -> (PathBuf, Option<u64>, String) {
+        match result {
+            Err(Error::Corruption {
+                file,
+                offset,
+                reason,
+            }) => (file, offset, reason),
+            Err(e) => panic!("expected corruption, got {e}"),
+            Ok(r) => panic!("expected corruption, replayed {:?}", r.report),
+        }
+    }
+
+    #[test]
+    fn a_batch_not_numbered_above_the_one_before_it_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        write_log(dir.path(), 5, 1, &["a", "b", "c"]);
+        // Log 6 starts at 3, which log 5 already used.
+        let second = write_log(dir.path(), 6, 3, &["d", "e"]);
+        let (file, offset, reason) = corruption_at(replay(
+            dir.path(),
+            &[5, 6],
+            WalRecoveryMode::TolerateTornTail,
+        ));
+        assert_eq!((file, offset), (second.clone(), Some(0)));
+        assert!(reason.contains("not above 3"), "{reason}");
+        // PointInTime stops there, as at other damage.
+        let replayed = replay(dir.path(), &[5, 6], WalRecoveryMode::PointInTime).unwrap();
+        assert_eq!(replayed.report.batches_replayed, 3);
+        assert_eq!(replayed.max_seq, Some(3));
+        assert!(replayed.mem.get(b"d", SeqNo::MAX).is_none());
+        let dropped = &replayed.report.dropped;
+        assert_eq!(dropped.len(), 1);
+        assert_eq!(dropped[0].log, second);
+        assert_eq!(dropped[0].cause, DropCause::InvalidBatch);
+        assert_eq!(dropped[0].intact_batches, 1, "e, after the invalid batch");
+    }
+
+    #[test]
+    fn a_batch_not_numbered_above_the_tables_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = write_log(dir.path(), 5, 10, &["a"]);
+        let mode = WalRecoveryMode::TolerateTornTail;
+        assert!(replay_logs(&OsFileSystem, dir.path(), &[5], mode, 9).is_ok());
+        let result = replay_logs(&OsFileSystem, dir.path(), &[5], mode, 10);
+        assert_eq!(corruption_at(result).0, log);
+    }
+
+    #[test]
+    fn a_batch_numbered_past_the_largest_sequence_number_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        write_log(dir.path(), 5, MAX_SEQ - 1, &["a", "b"]);
+        let replayed = replay(dir.path(), &[5], WalRecoveryMode::TolerateTornTail).unwrap();
+        assert_eq!(replayed.max_seq, Some(MAX_SEQ));
+        // Past MAX_SEQ; and near u64::MAX, where the next write would wrap around.
+        for first in [MAX_SEQ + 1, u64::MAX - 1] {
+            let log = write_log(dir.path(), 6, first, &["c"]);
+            let (file, offset, reason) =
+                corruption_at(replay(dir.path(), &[6], WalRecoveryMode::TolerateTornTail));
+            assert_eq!((file, offset), (log, Some(0)));
+            assert!(reason.contains("above the largest"), "{reason}");
+        }
     }
 }
