@@ -295,3 +295,108 @@ fn a_write_batch_numbered_below_the_tables_is_corruption() {
     assert_eq!((file, offset), (log, Some(0)));
     assert!(reason.contains("not above 10"), "{reason}");
 }
+
+#[test]
+fn strict_recovery_refuses_a_torn_tail_that_the_default_drops() {
+    let fs = FaultFs::new();
+    let db = Db::open(DIR, options(&fs)).unwrap();
+    for i in 0..50 {
+        put(&db, i, false);
+    }
+    drop(db);
+    let log = biggest_log(&fs);
+    let mut bytes = fs.contents(&log).unwrap();
+    bytes.truncate(bytes.len() - 3);
+    fs.set_contents(&log, bytes.clone());
+    let (file, offset, reason) = expect_corruption(&fs, WalRecoveryMode::Strict);
+    assert_eq!(file, log);
+    let offset = offset.expect("an offset");
+    assert!(offset > 0 && offset < bytes.len() as u64, "{reason}");
+    // The refused open changed nothing; the default drops the torn write and reports it.
+    assert_eq!(fs.contents(&log).unwrap(), bytes);
+    let db = Db::open(DIR, options(&fs)).unwrap();
+    assert_eq!(prefix_present(&db), 49);
+    let dropped = &db.recovery_report().dropped;
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(
+        (dropped[0].offset, dropped[0].cause),
+        (offset, DropCause::TornTail)
+    );
+}
+
+#[test]
+fn strict_recovery_opens_a_clean_store() {
+    let fs = closed_store(100, false);
+    let db = Db::open(DIR, options(&fs).wal_recovery_mode(WalRecoveryMode::Strict)).unwrap();
+    assert_eq!(prefix_present(&db), 100);
+    assert!(db.recovery_report().dropped.is_empty());
+}
+
+#[test]
+fn salvage_recovery_keeps_every_intact_batch_around_synced_damage() {
+    // Every write synced, a page lost in the middle: the default refuses to open.
+    let (fs, log) = store_with_lost_page(2001, |_| true, 8 * PAGE);
+    assert!(Db::open(DIR, options(&fs)).is_err_and(|e| e.is_corruption()));
+    let db = Db::open(
+        DIR,
+        options(&fs).wal_recovery_mode(WalRecoveryMode::Salvage),
+    )
+    .unwrap();
+    let present: Vec<u64> = (0..2001)
+        .filter(|&i| match db.get(key(i)).unwrap() {
+            Some(v) => {
+                assert_eq!(v, value(i).into_bytes());
+                true
+            }
+            None => false,
+        })
+        .collect();
+    // What is missing is one run of keys, those whose records the page held.
+    let missing: Vec<u64> = (0..2001).filter(|i| !present.contains(i)).collect();
+    assert!(
+        !missing.is_empty() && missing.len() < 100,
+        "{} missing",
+        missing.len()
+    );
+    assert!(missing.windows(2).all(|w| w[1] == w[0] + 1));
+    assert!(present.contains(&2000), "writes after the damage are kept");
+    let report = db.recovery_report();
+    assert_eq!(report.batches_replayed, present.len() as u64);
+    assert_eq!(report.dropped.len(), 1, "{report:?}");
+    let skipped = &report.dropped[0];
+    assert_eq!(
+        (skipped.log.clone(), skipped.cause),
+        (log, DropCause::Skipped)
+    );
+    assert!(skipped.offset <= (8 * PAGE) as u64);
+    assert!(skipped.offset + skipped.bytes >= (9 * PAGE) as u64);
+}
+
+#[test]
+fn salvage_recovery_skips_an_invalid_batch_and_keeps_the_rest() {
+    let fs = closed_store(10, false);
+    let log = add_log(
+        &fs,
+        &[
+            put_record(1000, "x", "first"),
+            put_record(500, "y", "out of order"),
+            put_record(1001, "z", "third"),
+        ],
+    );
+    let db = Db::open(
+        DIR,
+        options(&fs).wal_recovery_mode(WalRecoveryMode::Salvage),
+    )
+    .unwrap();
+    assert_eq!(db.get("x").unwrap(), Some(b"first".to_vec()));
+    assert_eq!(db.get("y").unwrap(), None);
+    assert_eq!(db.get("z").unwrap(), Some(b"third".to_vec()));
+    assert_eq!(prefix_present_among(&db, 10), 10);
+    let dropped = &db.recovery_report().dropped;
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(
+        (dropped[0].log.clone(), dropped[0].cause),
+        (log, DropCause::InvalidBatch)
+    );
+    assert_eq!(dropped[0].intact_batches, 1);
+}

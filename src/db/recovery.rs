@@ -192,19 +192,21 @@ pub(super) struct Replayed {
 
 /// Replays WAL files `logs` (oldest first) into a memtable.
 ///
-/// Within one log, [`wal::read_log`] decides what damage means. Across logs one more rule
-/// holds: a memtable's log is synced in full before any write goes to the next log, so only
-/// the last log holding writes can end in unsynced bytes. A log whose end was dropped (a
-/// torn tail or an unsynced hole) followed by a later log holding writes means synced bytes
-/// were lost. That is a corruption error under `TolerateTornTail`; under `PointInTime` replay
-/// stops there and the later logs' writes are dropped and reported.
+/// Within one log, [`wal::read_log`] decides what damage means, in the mode matching `mode`.
+/// Across logs one more rule holds: a memtable's log is synced in full before any write goes
+/// to the next log, so only the last log holding writes can end in unsynced bytes. A log
+/// whose end was dropped (a torn tail or an unsynced hole) followed by a later log holding
+/// writes means synced bytes were lost. That is a corruption error under `TolerateTornTail`;
+/// under `PointInTime` replay stops there and the later logs' writes are dropped and
+/// reported. (`Strict` fails at the first damage anyway; `Salvage` keeps every log.)
 ///
 /// Each batch's sequence numbers must lie above every one replayed before it and above
 /// `after_seq` (the largest in any live table: tables hold only writes from older logs), and
 /// at most [`MAX_SEQ`]. The manifest's last sequence number is no such bound: a flush
 /// records the store's last sequence number at the time, which may include writes that are
-/// only in the live log. A batch that breaks these rules was not written by the store; it is
-/// corruption, except under `PointInTime`, where replay stops at it like at other damage.
+/// only in the live log. A batch that breaks these rules, or does not decode, was not
+/// written by the store: it is corruption under `TolerateTornTail` and `Strict`, damage where
+/// replay stops under `PointInTime`, and skipped under `Salvage`.
 pub(super) fn replay_logs(
     fs: &dyn crate::fs::FileSystem,
     dir: &Path,
@@ -233,7 +235,9 @@ pub(super) fn replay_logs(
 fn read_mode(mode: WalRecoveryMode) -> RecoveryMode {
     match mode {
         WalRecoveryMode::TolerateTornTail => RecoveryMode::TolerateTornTail,
+        WalRecoveryMode::Strict => RecoveryMode::Strict,
         WalRecoveryMode::PointInTime => RecoveryMode::PointInTime,
+        WalRecoveryMode::Salvage => RecoveryMode::Salvage,
     }
 }
 
@@ -263,20 +267,33 @@ impl Replay {
     }
 
     /// Replays every record `read_log` kept from the log at `path` (`size` bytes), then
-    /// notes what it dropped at the end.
+    /// notes what it dropped or skipped.
     fn log(&mut self, path: &Path, contents: &wal::LogContents, size: u64) -> Result<()> {
+        let reported_before = self.report.dropped.len();
         for (i, (record, &offset)) in contents.records.iter().zip(&contents.offsets).enumerate() {
-            match self.valid_batch(record, path, offset) {
-                Ok(entries) => self.apply(entries),
-                Err(_) if self.mode == WalRecoveryMode::PointInTime => {
+            let invalid = match self.valid_batch(record, path, offset) {
+                Ok(entries) => {
+                    self.apply(entries);
+                    continue;
+                }
+                Err(e) => e,
+            };
+            match self.mode {
+                WalRecoveryMode::PointInTime => {
                     let later = (contents.records.len() - i - 1) as u64
                         + contents.torn_tail.map_or(0, |t| t.intact_records_dropped);
                     self.stop_at_invalid_batch(path, offset, size, later);
                     return Ok(());
                 }
-                Err(e) => return Err(e),
+                WalRecoveryMode::Salvage => self.skip_invalid_batch(path, offset, record.len()),
+                WalRecoveryMode::TolerateTornTail | WalRecoveryMode::Strict => return Err(invalid),
             }
         }
+        for range in &contents.skipped {
+            self.skip_range(path, range, size);
+        }
+        // Invalid batches and damaged ranges, each in file order.
+        self.report.dropped[reported_before..].sort_by_key(|d| d.offset);
         if let Some(tail) = &contents.torn_tail {
             self.drop_range(
                 path,
@@ -334,11 +351,38 @@ impl Replay {
         self.stopped = Some((log.to_path_buf(), offset));
     }
 
+    /// Under `Salvage`, an invalid batch is skipped alone.
+    fn skip_invalid_batch(&mut self, log: &Path, offset: u64, len: usize) {
+        self.report.dropped.push(DroppedWal {
+            log: log.to_path_buf(),
+            offset,
+            bytes: len as u64,
+            intact_batches: 1,
+            cause: DropCause::InvalidBatch,
+        });
+    }
+
+    /// A damaged range `Salvage` skipped; one that runs to the end of the log is a torn tail.
+    fn skip_range(&mut self, log: &Path, range: &wal::SkippedRange, size: u64) {
+        let at_end = range.offset + range.bytes == size;
+        self.report.dropped.push(DroppedWal {
+            log: log.to_path_buf(),
+            offset: range.offset,
+            bytes: range.bytes,
+            intact_batches: 0,
+            cause: if at_end {
+                DropCause::TornTail
+            } else {
+                DropCause::Skipped
+            },
+        });
+    }
+
     fn drop_range(&mut self, log: &Path, offset: u64, bytes: u64, intact_batches: u64) {
         let cause = match (intact_batches, self.mode) {
             (0, _) => DropCause::TornTail,
             (_, WalRecoveryMode::TolerateTornTail) => DropCause::UnsyncedHole,
-            (_, WalRecoveryMode::PointInTime) => DropCause::Damaged,
+            _ => DropCause::Damaged,
         };
         self.report.dropped.push(DroppedWal {
             log: log.to_path_buf(),
@@ -543,5 +587,58 @@ mod tests {
             assert_eq!((file, offset), (log, Some(0)));
             assert!(reason.contains("above the largest"), "{reason}");
         }
+    }
+
+    #[test]
+    fn strict_recovery_fails_at_a_torn_tail_naming_the_log_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = write_log(dir.path(), 5, 1, &["a", "b"]);
+        let whole = std::fs::read(&first).unwrap().len() as u64;
+        tear(&first);
+        assert!(replay(dir.path(), &[5], WalRecoveryMode::TolerateTornTail).is_ok());
+        let (file, offset, _) = corruption_at(replay(dir.path(), &[5], WalRecoveryMode::Strict));
+        assert_eq!(file, first);
+        // The torn record is the second: it starts after the first and the sync mark before it.
+        assert!(offset.is_some_and(|o| o > 0 && o < whole), "{offset:?}");
+    }
+
+    #[test]
+    fn salvage_keeps_every_valid_batch_of_every_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = write_log(dir.path(), 5, 1, &["a", "b", "c"]);
+        tear(&first);
+        // Log 6 holds writes after the tear, one of them numbered 2, which b already took.
+        let second = write_log(dir.path(), 6, 2, &["d", "e", "f"]);
+        let replayed = replay(dir.path(), &[5, 6], WalRecoveryMode::Salvage).unwrap();
+        for (key, kept) in [
+            ("a", true),
+            ("b", true),
+            ("c", false),
+            ("d", false),
+            ("e", true),
+        ] {
+            assert_eq!(
+                replayed.mem.get(key.as_bytes(), SeqNo::MAX).is_some(),
+                kept,
+                "{key}"
+            );
+        }
+        assert_eq!(replayed.report.batches_replayed, 4, "a, b, e and f");
+        assert_eq!(replayed.max_seq, Some(4));
+        let causes: Vec<(PathBuf, DropCause)> = replayed
+            .report
+            .dropped
+            .iter()
+            .map(|d| (d.log.clone(), d.cause))
+            .collect();
+        assert_eq!(
+            causes,
+            vec![
+                (first, DropCause::TornTail),
+                (second.clone(), DropCause::InvalidBatch)
+            ]
+        );
+        assert_eq!(replayed.report.dropped[1].offset, 0);
+        assert_eq!(replayed.report.intact_batches_dropped(), 1);
     }
 }
