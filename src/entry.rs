@@ -6,6 +6,27 @@ use crate::error::{Error, Result};
 /// Sequence numbers order every write; a larger number is a newer write.
 pub type SeqNo = u64;
 
+/// The largest sequence number a write may take: 2^56 − 1, as in LevelDB and RocksDB, which
+/// pack a sequence number and an 8-bit kind into one u64. Far above what any store reaches
+/// (2^56 writes at ten million a second take 228 years), it leaves room: adding a batch's
+/// count (a u32) to any valid sequence number cannot overflow, so a crafted number is
+/// caught as corruption at recovery instead of wrapping around.
+pub const MAX_SEQ: SeqNo = u64::MAX >> 8;
+
+/// The first and last sequence numbers for `count` (at least 1) new entries after `last`.
+/// Fails with `SequenceExhausted` when the last would pass [`MAX_SEQ`].
+pub(crate) fn next_seqs(last: SeqNo, count: usize) -> Result<(SeqNo, SeqNo)> {
+    let count = count.max(1) as u64;
+    match last.checked_add(count) {
+        Some(end) if end <= MAX_SEQ => Ok((last + 1, end)),
+        _ => Err(Error::SequenceExhausted {
+            last,
+            count,
+            max: MAX_SEQ,
+        }),
+    }
+}
+
 /// Largest key the store accepts.
 pub const MAX_KEY_LEN: usize = 64 * 1024;
 /// Largest value the store accepts.
@@ -96,4 +117,33 @@ impl Entry {
 /// The store's entry order: key ascending, then sequence number descending.
 pub fn entry_order(a_key: &[u8], a_seq: SeqNo, b_key: &[u8], b_seq: SeqNo) -> std::cmp::Ordering {
     a_key.cmp(b_key).then(b_seq.cmp(&a_seq))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_numbers_stop_at_the_maximum_instead_of_wrapping() {
+        assert_eq!(next_seqs(0, 1).unwrap(), (1, 1));
+        assert_eq!(next_seqs(41, 3).unwrap(), (42, 44));
+        assert_eq!(next_seqs(MAX_SEQ - 3, 3).unwrap(), (MAX_SEQ - 2, MAX_SEQ));
+        for (last, count) in [
+            (MAX_SEQ - 3, 4),
+            (MAX_SEQ, 1),
+            (u64::MAX, 1),
+            (u64::MAX - 1, 5),
+        ] {
+            match next_seqs(last, count) {
+                Err(Error::SequenceExhausted {
+                    last: l,
+                    count: c,
+                    max,
+                }) => {
+                    assert_eq!((l, c, max), (last, count as u64, MAX_SEQ));
+                }
+                other => panic!("{last} + {count}: {other:?}"),
+            }
+        }
+    }
 }

@@ -43,6 +43,9 @@ pub enum Error {
     Background { reason: String },
     /// The store was opened read-only ([`crate::Db::open_read_only`]).
     ReadOnly,
+    /// A write of `count` entries would number them past the largest sequence number a store
+    /// may use (`max`, [`crate::entry::MAX_SEQ`]); `last` is the store's last one.
+    SequenceExhausted { last: u64, count: u64, max: u64 },
     /// A Bloom filter operation failed (bad parameters, shape mismatch, corrupt serialized form).
     Filter(FilterError),
 }
@@ -119,6 +122,11 @@ impl fmt::Display for Error {
                 "background flush or compaction failed (retrying by itself): {reason}"
             ),
             Error::ReadOnly => write!(f, "the store was opened read-only"),
+            Error::SequenceExhausted { last, count, max } => write!(
+                f,
+                "sequence numbers exhausted: a write of {count} entries after {last} would pass \
+                 the maximum {max}"
+            ),
             Error::Filter(e) => write!(f, "{e}"),
         }
     }

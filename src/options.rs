@@ -6,16 +6,29 @@ use crate::cache::BlockCache;
 use crate::fs::{FileSystem, MmapFileSystem, OsFileSystem, SharedFs};
 use crate::sstable::{Compression, FilterPolicy};
 
-/// What recovery does with a damaged WAL.
+/// What recovery does with a damaged WAL. Whatever is dropped or skipped is reported in
+/// [`crate::RecoveryReport`]; `docs/format-log-manifest.md` has the rules byte by byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WalRecoveryMode {
-    /// An incomplete last record (a write torn by a crash) is dropped and reported; a bad
-    /// record before the tail fails `open` with a corruption error. The default.
+    /// Damage in the unsynced part of the last log (a torn last record, or a page a power
+    /// loss lost, with intact records after it) is dropped with everything after it: every
+    /// synced write is kept and what remains is a prefix of the write order. Damage a sync
+    /// mark shows to be synced, or a batch the store cannot have written, fails `open` with
+    /// a corruption error naming the file and offset. The default.
     #[default]
     TolerateTornTail,
-    /// Recover every record before the first bad one and drop the rest (reported in
-    /// [`crate::RecoveryReport`]). Use to salvage a store whose log was damaged.
+    /// Any damage, even a torn last record, fails `open` with a corruption error naming the
+    /// file and offset. After a power loss a torn record is normal, so this suits stores
+    /// closed cleanly, or checking that nothing at all was lost.
+    Strict,
+    /// Recover every record before the first damage or invalid batch and drop the rest, of
+    /// that log and of every later one. Keeps a consistent prefix of the write order; use to
+    /// open a store whose synced log data was damaged.
     PointInTime,
+    /// Skip every damaged range and every invalid batch, and keep every other intact batch
+    /// of every log, each skipped part reported (RocksDB's "skip any corrupted records").
+    /// The store may then hold later writes without some earlier ones: use to rescue data.
+    Salvage,
 }
 
 /// How a store is opened. Every field has a default; change them with the builder methods.
@@ -49,7 +62,8 @@ pub struct Options {
     pub l0_stop_trigger: usize,
     /// Create the directory and an empty store when none exists. Default true.
     pub create_if_missing: bool,
-    /// What recovery does with a damaged WAL. Default: tolerate a torn tail only.
+    /// What recovery does with a damaged WAL. Default: drop damage in the unsynced part of
+    /// the log, refuse damage to synced data.
     pub wal_recovery_mode: WalRecoveryMode,
     /// Bytes of decoded data blocks the store keeps in its block cache. Default 32 MiB, as
     /// RocksDB's and fjall's; 0 turns the cache off. Ignored when `block_cache` is set. Memory

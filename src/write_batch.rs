@@ -93,9 +93,11 @@ impl WriteBatch {
         out
     }
 
-    /// Decodes a WAL record into its entries; `log` names the file for errors.
-    pub(crate) fn decode(record: &[u8], log: &Path) -> Result<Vec<Entry>> {
-        let bad = |what: &str| Error::corruption(log, None, format!("bad write batch: {what}"));
+    /// Decodes a WAL record into its entries; `log` and `offset` (the record's) name where
+    /// it lies in errors.
+    pub(crate) fn decode(record: &[u8], log: &Path, offset: u64) -> Result<Vec<Entry>> {
+        let bad =
+            |what: &str| Error::corruption(log, Some(offset), format!("bad write batch: {what}"));
         if record.len() < 12 {
             return Err(bad("record shorter than its header"));
         }
@@ -145,7 +147,7 @@ mod tests {
             .put(b"", b"")
             .put(vec![0u8; 300], vec![7u8; 70_000]);
         let record = batch.encode(41);
-        let entries = WriteBatch::decode(&record, Path::new("x.log")).unwrap();
+        let entries = WriteBatch::decode(&record, Path::new("x.log"), 0).unwrap();
         let expected: Vec<Entry> = batch.clone().into_entries(41).collect();
         assert_eq!(entries, expected);
         assert_eq!(entries[3].seq, 44);
@@ -158,7 +160,7 @@ mod tests {
         batch.put(b"key", b"value").delete(b"gone");
         let record = batch.encode(1);
         for len in 0..record.len() {
-            assert!(WriteBatch::decode(&record[..len], Path::new("x.log")).is_err());
+            assert!(WriteBatch::decode(&record[..len], Path::new("x.log"), 0).is_err());
         }
     }
 

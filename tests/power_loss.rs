@@ -1,8 +1,10 @@
 //! Simulated power loss through `FaultFs`: a workload of synced and unsynced writes, flushes
 //! and compactions runs until the power is cut after a random number of file-system
-//! operations; everything not yet synced (file bytes and directory entries) is then lost or
-//! torn according to a `CrashMode`, and the store is reopened. After every reboot:
-//! - the store opens and `Db::check` finds no damage (torn WAL tails are allowed);
+//! operations; everything not yet synced (file bytes, directory entries, directories whose
+//! parent was not synced) is then lost, torn or riddled with lost pages according to a
+//! `CrashMode`, and the store is reopened. After every reboot:
+//! - the store opens and `Db::check` finds no damage (torn WAL tails and unsynced
+//!   holes are allowed);
 //! - the keys present are exactly `key(0) .. key(n)` (a prefix of the write order) with their
 //!   values;
 //! - every write acknowledged as durable (a synced write, or any write before a successful

@@ -6,7 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bloomkv::entry::MAX_SEQ;
+use bloomkv::filename::{log_file_name, parse_file_name};
 use bloomkv::fs::{FaultFs, FileSystem};
+use bloomkv::wal::LogWriter;
 use bloomkv::{Db, DropCause, Error, Options, WalRecoveryMode, WriteBatch, WriteOptions};
 
 const DIR: &str = "/store";
@@ -148,4 +151,252 @@ fn point_in_time_recovery_stops_at_synced_damage_and_reports_it() {
     assert_eq!(report.dropped[0].log, log);
     assert_eq!(report.dropped[0].cause, DropCause::Damaged);
     assert!(kept > 100 && kept + report.dropped[0].intact_batches < 2001);
+}
+
+/// A WAL record holding one put of `key` = `value` numbered `seq`, in the write batch
+/// encoding (`first_seq` u64 LE, `count` u32 LE, then per op: kind 1, key length, key, value
+/// length, value; lengths are varints, one byte below 128).
+fn put_record(seq: u64, key: &str, value: &str) -> Vec<u8> {
+    assert!(key.len() < 128 && value.len() < 128);
+    let mut out = seq.to_le_bytes().to_vec();
+    out.extend_from_slice(&1u32.to_le_bytes());
+    out.push(1);
+    out.push(key.len() as u8);
+    out.extend_from_slice(key.as_bytes());
+    out.push(value.len() as u8);
+    out.extend_from_slice(value.as_bytes());
+    out
+}
+
+/// A closed store holding `keys` puts, flushed to a table when `flushed`.
+fn closed_store(keys: u64, flushed: bool) -> FaultFs {
+    let fs = FaultFs::new();
+    let db = Db::open(DIR, options(&fs)).unwrap();
+    for i in 0..keys {
+        put(&db, i, false);
+    }
+    if flushed {
+        db.flush().unwrap();
+    }
+    db.close().unwrap();
+    fs
+}
+
+/// Adds a WAL numbered above every file of the store, holding `records`, synced.
+fn add_log(fs: &FaultFs, records: &[Vec<u8>]) -> PathBuf {
+    let highest = fs
+        .list(Path::new(DIR))
+        .unwrap()
+        .iter()
+        .filter_map(|n| parse_file_name(n).and_then(|k| k.number()))
+        .max()
+        .unwrap_or(0);
+    let path = Path::new(DIR).join(log_file_name(highest + 10));
+    let mut log = LogWriter::new(fs.create(&path).unwrap());
+    for record in records {
+        log.add_record(record).unwrap();
+    }
+    log.sync().unwrap();
+    path
+}
+
+fn expect_corruption(fs: &FaultFs, mode: WalRecoveryMode) -> (PathBuf, Option<u64>, String) {
+    match Db::open(DIR, options(fs).wal_recovery_mode(mode)) {
+        Err(Error::Corruption {
+            file,
+            offset,
+            reason,
+        }) => (file, offset, reason),
+        Err(e) => panic!("expected corruption, got {e}"),
+        Ok(db) => panic!("opened, replaying {:?}", db.recovery_report()),
+    }
+}
+
+#[test]
+fn a_write_batch_numbered_near_the_end_of_the_sequence_space_is_corruption() {
+    // Accepted, this batch would make the next write wrap the sequence number to 0, and
+    // writes numbered below older ones vanish or revert when compaction keeps the newest.
+    for seq in [u64::MAX - 1, MAX_SEQ + 1] {
+        let fs = closed_store(10, false);
+        let log = add_log(&fs, &[put_record(seq, "k", "crafted")]);
+        let (file, offset, reason) = expect_corruption(&fs, WalRecoveryMode::default());
+        assert_eq!((file, offset), (log, Some(0)), "{reason}");
+    }
+}
+
+#[test]
+fn writes_stop_with_a_typed_error_at_the_largest_sequence_number() {
+    let fs = closed_store(10, false);
+    add_log(&fs, &[put_record(MAX_SEQ - 1, "k", "last but one")]);
+    let db = Db::open(DIR, options(&fs)).unwrap();
+    assert_eq!(db.get("k").unwrap(), Some(b"last but one".to_vec()));
+    let mut two = WriteBatch::new();
+    two.put("a", "1").put("b", "2");
+    assert!(matches!(
+        db.write(two),
+        Err(Error::SequenceExhausted { last, count: 2, max: MAX_SEQ }) if last == MAX_SEQ - 1
+    ));
+    db.put("k", "last").unwrap();
+    assert!(matches!(
+        db.put("k", "one too many"),
+        Err(Error::SequenceExhausted { .. })
+    ));
+    assert_eq!(db.get("k").unwrap(), Some(b"last".to_vec()));
+    assert_eq!(db.get("a").unwrap(), None);
+    db.close().unwrap();
+    let db = Db::open(DIR, options(&fs)).unwrap();
+    assert_eq!(db.get("k").unwrap(), Some(b"last".to_vec()));
+    assert_eq!(prefix_present_among(&db, 10), 10);
+}
+
+/// How many of keys `0..n` are present with their values.
+fn prefix_present_among(db: &Db, n: u64) -> u64 {
+    (0..n)
+        .filter(|&i| db.get(key(i)).unwrap() == Some(value(i).into_bytes()))
+        .count() as u64
+}
+
+#[test]
+fn a_write_batch_numbered_below_an_earlier_one_is_corruption() {
+    let fs = closed_store(10, false);
+    let log = add_log(
+        &fs,
+        &[
+            put_record(1000, "x", "first"),
+            put_record(500, "y", "second"),
+        ],
+    );
+    let (file, offset, _) = expect_corruption(&fs, WalRecoveryMode::default());
+    assert_eq!(file, log);
+    let second_record = offset.expect("the offset of the second record");
+    assert!(second_record > 0);
+    // PointInTime keeps what comes before it and reports the rest.
+    let db = Db::open(
+        DIR,
+        options(&fs).wal_recovery_mode(WalRecoveryMode::PointInTime),
+    )
+    .unwrap();
+    assert_eq!(db.get("x").unwrap(), Some(b"first".to_vec()));
+    assert_eq!(db.get("y").unwrap(), None);
+    assert_eq!(prefix_present_among(&db, 10), 10);
+    let dropped = &db.recovery_report().dropped;
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(dropped[0].log, log);
+    assert_eq!(dropped[0].offset, second_record);
+    assert_eq!(dropped[0].cause, DropCause::InvalidBatch);
+}
+
+#[test]
+fn a_write_batch_numbered_below_the_tables_is_corruption() {
+    // Ten writes, numbered 1 to 10, flushed to a table; a log then claims number 5.
+    let fs = closed_store(10, true);
+    let log = add_log(&fs, &[put_record(5, "k", "old number")]);
+    let (file, offset, reason) = expect_corruption(&fs, WalRecoveryMode::default());
+    assert_eq!((file, offset), (log, Some(0)));
+    assert!(reason.contains("not above 10"), "{reason}");
+}
+
+#[test]
+fn strict_recovery_refuses_a_torn_tail_that_the_default_drops() {
+    let fs = FaultFs::new();
+    let db = Db::open(DIR, options(&fs)).unwrap();
+    for i in 0..50 {
+        put(&db, i, false);
+    }
+    drop(db);
+    let log = biggest_log(&fs);
+    let mut bytes = fs.contents(&log).unwrap();
+    bytes.truncate(bytes.len() - 3);
+    fs.set_contents(&log, bytes.clone());
+    let (file, offset, reason) = expect_corruption(&fs, WalRecoveryMode::Strict);
+    assert_eq!(file, log);
+    let offset = offset.expect("an offset");
+    assert!(offset > 0 && offset < bytes.len() as u64, "{reason}");
+    // The refused open changed nothing; the default drops the torn write and reports it.
+    assert_eq!(fs.contents(&log).unwrap(), bytes);
+    let db = Db::open(DIR, options(&fs)).unwrap();
+    assert_eq!(prefix_present(&db), 49);
+    let dropped = &db.recovery_report().dropped;
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(
+        (dropped[0].offset, dropped[0].cause),
+        (offset, DropCause::TornTail)
+    );
+}
+
+#[test]
+fn strict_recovery_opens_a_clean_store() {
+    let fs = closed_store(100, false);
+    let db = Db::open(DIR, options(&fs).wal_recovery_mode(WalRecoveryMode::Strict)).unwrap();
+    assert_eq!(prefix_present(&db), 100);
+    assert!(db.recovery_report().dropped.is_empty());
+}
+
+#[test]
+fn salvage_recovery_keeps_every_intact_batch_around_synced_damage() {
+    // Every write synced, a page lost in the middle: the default refuses to open.
+    let (fs, log) = store_with_lost_page(2001, |_| true, 8 * PAGE);
+    assert!(Db::open(DIR, options(&fs)).is_err_and(|e| e.is_corruption()));
+    let db = Db::open(
+        DIR,
+        options(&fs).wal_recovery_mode(WalRecoveryMode::Salvage),
+    )
+    .unwrap();
+    let present: Vec<u64> = (0..2001)
+        .filter(|&i| match db.get(key(i)).unwrap() {
+            Some(v) => {
+                assert_eq!(v, value(i).into_bytes());
+                true
+            }
+            None => false,
+        })
+        .collect();
+    // What is missing is one run of keys, those whose records the page held.
+    let missing: Vec<u64> = (0..2001).filter(|i| !present.contains(i)).collect();
+    assert!(
+        !missing.is_empty() && missing.len() < 100,
+        "{} missing",
+        missing.len()
+    );
+    assert!(missing.windows(2).all(|w| w[1] == w[0] + 1));
+    assert!(present.contains(&2000), "writes after the damage are kept");
+    let report = db.recovery_report();
+    assert_eq!(report.batches_replayed, present.len() as u64);
+    assert_eq!(report.dropped.len(), 1, "{report:?}");
+    let skipped = &report.dropped[0];
+    assert_eq!(
+        (skipped.log.clone(), skipped.cause),
+        (log, DropCause::Skipped)
+    );
+    assert!(skipped.offset <= (8 * PAGE) as u64);
+    assert!(skipped.offset + skipped.bytes >= (9 * PAGE) as u64);
+}
+
+#[test]
+fn salvage_recovery_skips_an_invalid_batch_and_keeps_the_rest() {
+    let fs = closed_store(10, false);
+    let log = add_log(
+        &fs,
+        &[
+            put_record(1000, "x", "first"),
+            put_record(500, "y", "out of order"),
+            put_record(1001, "z", "third"),
+        ],
+    );
+    let db = Db::open(
+        DIR,
+        options(&fs).wal_recovery_mode(WalRecoveryMode::Salvage),
+    )
+    .unwrap();
+    assert_eq!(db.get("x").unwrap(), Some(b"first".to_vec()));
+    assert_eq!(db.get("y").unwrap(), None);
+    assert_eq!(db.get("z").unwrap(), Some(b"third".to_vec()));
+    assert_eq!(prefix_present_among(&db, 10), 10);
+    let dropped = &db.recovery_report().dropped;
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(
+        (dropped[0].log.clone(), dropped[0].cause),
+        (log, DropCause::InvalidBatch)
+    );
+    assert_eq!(dropped[0].intact_batches, 1);
 }

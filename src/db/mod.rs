@@ -80,9 +80,17 @@ pub enum DropCause {
     /// Damage with intact records after it, where [`crate::WalRecoveryMode::PointInTime`]
     /// stopped: the rest of the log is dropped.
     Damaged,
+    /// A damaged range that [`crate::WalRecoveryMode::Salvage`] skipped: the intact records
+    /// after it were kept.
+    Skipped,
     /// A whole log after an earlier log's dropped part, under `PointInTime`: replaying it
     /// would leave a hole in the history.
     AfterEarlierDrop,
+    /// An intact record that is not a valid write batch (it does not decode, or its sequence
+    /// numbers do not follow the ones before it or pass [`crate::entry::MAX_SEQ`]). Under
+    /// `PointInTime` replay stops there and the rest of the log is dropped; `Salvage` skips
+    /// the record alone (`bytes` is then the record's length).
+    InvalidBatch,
 }
 
 /// The memtables and tables a reader sees, swapped as a whole when any of them changes.

@@ -12,7 +12,7 @@ use super::{
     WriterState,
 };
 use crate::cache::{BlockCache, TableCache};
-use crate::entry::SeqNo;
+use crate::entry::{Entry, SeqNo, MAX_SEQ};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, FileSystem, SharedFs};
@@ -96,7 +96,16 @@ fn read_on_disk(dir: &Path, fs: &SharedFs, options: &Options, env: &TableEnv) ->
         })
         .collect();
     logs.sort_unstable();
-    let replayed = replay_logs(fs.as_ref(), dir, &logs, options.wal_recovery_mode)?;
+    // Tables hold only writes from logs older than the manifest's log number, so every write
+    // replayed must be numbered above all of theirs.
+    let tables_seq = metas.iter().map(|m| m.largest_seq).max().unwrap_or(0);
+    let replayed = replay_logs(
+        fs.as_ref(),
+        dir,
+        &logs,
+        options.wal_recovery_mode,
+        tables_seq,
+    )?;
     let last_seq = replayed.max_seq.map_or(last_seq, |s| s.max(last_seq));
     Ok(OnDisk {
         metas,
@@ -291,19 +300,29 @@ pub(super) struct Replayed {
 
 /// Replays WAL files `logs` (oldest first) into a memtable.
 ///
-/// Within one log, [`wal::read_log`] decides what damage means. Across logs one more rule
-/// holds: a memtable's log is synced in full before any write goes to the next log, so only
-/// the last log holding writes can end in unsynced bytes. A log whose end was dropped (a
-/// torn tail or an unsynced hole) followed by a later log holding writes means synced bytes
-/// were lost. That is a corruption error under `TolerateTornTail`; under `PointInTime` replay
-/// stops there and the later logs' writes are dropped and reported.
+/// Within one log, [`wal::read_log`] decides what damage means, in the mode matching `mode`.
+/// Across logs one more rule holds: a memtable's log is synced in full before any write goes
+/// to the next log, so only the last log holding writes can end in unsynced bytes. A log
+/// whose end was dropped (a torn tail or an unsynced hole) followed by a later log holding
+/// writes means synced bytes were lost. That is a corruption error under `TolerateTornTail`;
+/// under `PointInTime` replay stops there and the later logs' writes are dropped and
+/// reported. (`Strict` fails at the first damage anyway; `Salvage` keeps every log.)
+///
+/// Each batch's sequence numbers must lie above every one replayed before it and above
+/// `after_seq` (the largest in any live table: tables hold only writes from older logs), and
+/// at most [`MAX_SEQ`]. The manifest's last sequence number is no such bound: a flush
+/// records the store's last sequence number at the time, which may include writes that are
+/// only in the live log. A batch that breaks these rules, or does not decode, was not
+/// written by the store: it is corruption under `TolerateTornTail` and `Strict`, damage where
+/// replay stops under `PointInTime`, and skipped under `Salvage`.
 pub(super) fn replay_logs(
     fs: &dyn FileSystem,
     dir: &Path,
     logs: &[u64],
     mode: WalRecoveryMode,
+    after_seq: SeqNo,
 ) -> Result<Replayed> {
-    let mut replay = Replay::new(mode);
+    let mut replay = Replay::new(mode, after_seq);
     for number in logs {
         let path = dir.join(filename::log_file_name(*number));
         let data = fs.read_all(&path)?;
@@ -311,7 +330,7 @@ pub(super) fn replay_logs(
         if replay.stopped.is_some() {
             replay.after_stop(&path, &contents, data.len() as u64)?;
         } else {
-            replay.log(&path, &contents)?;
+            replay.log(&path, &contents, data.len() as u64)?;
         }
     }
     Ok(Replayed {
@@ -324,7 +343,9 @@ pub(super) fn replay_logs(
 fn read_mode(mode: WalRecoveryMode) -> RecoveryMode {
     match mode {
         WalRecoveryMode::TolerateTornTail => RecoveryMode::TolerateTornTail,
+        WalRecoveryMode::Strict => RecoveryMode::Strict,
         WalRecoveryMode::PointInTime => RecoveryMode::PointInTime,
+        WalRecoveryMode::Salvage => RecoveryMode::Salvage,
     }
 }
 
@@ -332,34 +353,55 @@ fn read_mode(mode: WalRecoveryMode) -> RecoveryMode {
 struct Replay {
     mode: WalRecoveryMode,
     mem: Arc<MemTable>,
+    /// The highest sequence number replayed, if any.
     max_seq: Option<SeqNo>,
+    /// Every batch from here on must be numbered above this.
+    seq_floor: SeqNo,
     report: RecoveryReport,
     /// The log and offset where replay stopped: nothing after it may be replayed.
     stopped: Option<(PathBuf, u64)>,
 }
 
 impl Replay {
-    fn new(mode: WalRecoveryMode) -> Replay {
+    fn new(mode: WalRecoveryMode, after_seq: SeqNo) -> Replay {
         Replay {
             mode,
             mem: Arc::new(MemTable::new(0)),
             max_seq: None,
+            seq_floor: after_seq,
             report: RecoveryReport::default(),
             stopped: None,
         }
     }
 
-    /// Replays every record `read_log` kept from the log at `path`, then notes what it
-    /// dropped at the end.
-    fn log(&mut self, path: &Path, contents: &wal::LogContents) -> Result<()> {
-        for record in &contents.records {
-            let entries = WriteBatch::decode(record, path)?;
-            if let Some(last) = entries.last() {
-                self.max_seq = Some(self.max_seq.map_or(last.seq, |m| m.max(last.seq)));
+    /// Replays every record `read_log` kept from the log at `path` (`size` bytes), then
+    /// notes what it dropped or skipped.
+    fn log(&mut self, path: &Path, contents: &wal::LogContents, size: u64) -> Result<()> {
+        let reported_before = self.report.dropped.len();
+        for (i, (record, &offset)) in contents.records.iter().zip(&contents.offsets).enumerate() {
+            let invalid = match self.valid_batch(record, path, offset) {
+                Ok(entries) => {
+                    self.apply(entries);
+                    continue;
+                }
+                Err(e) => e,
+            };
+            match self.mode {
+                WalRecoveryMode::PointInTime => {
+                    let later = (contents.records.len() - i - 1) as u64
+                        + contents.torn_tail.map_or(0, |t| t.intact_records_dropped);
+                    self.stop_at_invalid_batch(path, offset, size, later);
+                    return Ok(());
+                }
+                WalRecoveryMode::Salvage => self.skip_invalid_batch(path, offset, record.len()),
+                WalRecoveryMode::TolerateTornTail | WalRecoveryMode::Strict => return Err(invalid),
             }
-            self.mem.apply(entries);
-            self.report.batches_replayed += 1;
         }
+        for range in &contents.skipped {
+            self.skip_range(path, range, size);
+        }
+        // Invalid batches and damaged ranges, each in file order.
+        self.report.dropped[reported_before..].sort_by_key(|d| d.offset);
         if let Some(tail) = &contents.torn_tail {
             self.drop_range(
                 path,
@@ -372,11 +414,83 @@ impl Replay {
         Ok(())
     }
 
+    /// The entries of a batch that decodes and is numbered after everything before it.
+    fn valid_batch(&self, record: &[u8], log: &Path, offset: u64) -> Result<Vec<Entry>> {
+        let entries = WriteBatch::decode(record, log, offset)?;
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+            return Ok(entries);
+        };
+        let bad = |reason: String| Err(Error::corruption(log, Some(offset), reason));
+        if first.seq <= self.seq_floor {
+            return bad(format!(
+                "write batch numbered from {}, not above {}, the highest sequence number \
+                 replayed before it or held by a table",
+                first.seq, self.seq_floor
+            ));
+        }
+        if last.seq > MAX_SEQ {
+            return bad(format!(
+                "write batch numbered up to {}, above the largest sequence number a store \
+                 may use ({MAX_SEQ})",
+                last.seq
+            ));
+        }
+        Ok(entries)
+    }
+
+    fn apply(&mut self, entries: Vec<Entry>) {
+        if let Some(last) = entries.last() {
+            self.max_seq = Some(last.seq);
+            self.seq_floor = last.seq;
+        }
+        self.mem.apply(entries);
+        self.report.batches_replayed += 1;
+    }
+
+    /// Under `PointInTime`, an invalid batch is damage: replay stops at it.
+    fn stop_at_invalid_batch(&mut self, log: &Path, offset: u64, size: u64, later: u64) {
+        self.report.dropped.push(DroppedWal {
+            log: log.to_path_buf(),
+            offset,
+            bytes: size - offset,
+            intact_batches: later,
+            cause: DropCause::InvalidBatch,
+        });
+        self.stopped = Some((log.to_path_buf(), offset));
+    }
+
+    /// Under `Salvage`, an invalid batch is skipped alone.
+    fn skip_invalid_batch(&mut self, log: &Path, offset: u64, len: usize) {
+        self.report.dropped.push(DroppedWal {
+            log: log.to_path_buf(),
+            offset,
+            bytes: len as u64,
+            intact_batches: 1,
+            cause: DropCause::InvalidBatch,
+        });
+    }
+
+    /// A damaged range `Salvage` skipped; one that runs to the end of the log is a torn tail.
+    fn skip_range(&mut self, log: &Path, range: &wal::SkippedRange, size: u64) {
+        let at_end = range.offset + range.bytes == size;
+        self.report.dropped.push(DroppedWal {
+            log: log.to_path_buf(),
+            offset: range.offset,
+            bytes: range.bytes,
+            intact_batches: 0,
+            cause: if at_end {
+                DropCause::TornTail
+            } else {
+                DropCause::Skipped
+            },
+        });
+    }
+
     fn drop_range(&mut self, log: &Path, offset: u64, bytes: u64, intact_batches: u64) {
         let cause = match (intact_batches, self.mode) {
             (0, _) => DropCause::TornTail,
             (_, WalRecoveryMode::TolerateTornTail) => DropCause::UnsyncedHole,
-            (_, WalRecoveryMode::PointInTime) => DropCause::Damaged,
+            _ => DropCause::Damaged,
         };
         self.report.dropped.push(DroppedWal {
             log: log.to_path_buf(),
@@ -486,6 +600,10 @@ mod tests {
         path
     }
 
+    fn replay(dir: &Path, logs: &[u64], mode: WalRecoveryMode) -> Result<Replayed> {
+        replay_logs(&OsFileSystem, dir, logs, mode, 0)
+    }
+
     /// Cuts the last few bytes off a log: its last record is torn.
     fn tear(path: &Path) {
         let bytes = std::fs::read(path).unwrap();
@@ -499,12 +617,7 @@ mod tests {
         tear(&first);
         write_log(dir.path(), 6, 4, &["d"]);
 
-        let strict = replay_logs(
-            &OsFileSystem,
-            dir.path(),
-            &[5, 6],
-            WalRecoveryMode::TolerateTornTail,
-        );
+        let strict = replay(dir.path(), &[5, 6], WalRecoveryMode::TolerateTornTail);
         match strict {
             Err(Error::Corruption { file, .. }) => assert_eq!(file, first),
             other => panic!(
@@ -513,13 +626,7 @@ mod tests {
             ),
         }
 
-        let salvaged = replay_logs(
-            &OsFileSystem,
-            dir.path(),
-            &[5, 6],
-            WalRecoveryMode::PointInTime,
-        )
-        .unwrap();
+        let salvaged = replay(dir.path(), &[5, 6], WalRecoveryMode::PointInTime).unwrap();
         assert_eq!(
             salvaged.report.batches_replayed, 2,
             "a and b, before the tear"
@@ -543,16 +650,127 @@ mod tests {
         let first = write_log(dir.path(), 5, 1, &["a", "b"]);
         tear(&first);
         write_log(dir.path(), 6, 3, &[]);
-        let replayed = replay_logs(
-            &OsFileSystem,
-            dir.path(),
-            &[5, 6],
-            WalRecoveryMode::TolerateTornTail,
-        )
-        .unwrap();
+        let replayed = replay(dir.path(), &[5, 6], WalRecoveryMode::TolerateTornTail).unwrap();
         assert_eq!(replayed.report.batches_replayed, 1);
         assert_eq!(replayed.report.dropped.len(), 1);
         assert_eq!(replayed.report.dropped[0].log, first);
         assert_eq!(replayed.report.dropped[0].cause, DropCause::TornTail);
+    }
+
+    /// The corruption error's file and offset, or a panic.
+    fn corruption_at(result: Result<Replayed>) -> (PathBuf, Option<u64>, String) {
+        match result {
+            Err(Error::Corruption {
+                file,
+                offset,
+                reason,
+            }) => (file, offset, reason),
+            Err(e) => panic!("expected corruption, got {e}"),
+            Ok(r) => panic!("expected corruption, replayed {:?}", r.report),
+        }
+    }
+
+    #[test]
+    fn a_batch_not_numbered_above_the_one_before_it_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        write_log(dir.path(), 5, 1, &["a", "b", "c"]);
+        // Log 6 starts at 3, which log 5 already used.
+        let second = write_log(dir.path(), 6, 3, &["d", "e"]);
+        let (file, offset, reason) = corruption_at(replay(
+            dir.path(),
+            &[5, 6],
+            WalRecoveryMode::TolerateTornTail,
+        ));
+        assert_eq!((file, offset), (second.clone(), Some(0)));
+        assert!(reason.contains("not above 3"), "{reason}");
+        // PointInTime stops there, as at other damage.
+        let replayed = replay(dir.path(), &[5, 6], WalRecoveryMode::PointInTime).unwrap();
+        assert_eq!(replayed.report.batches_replayed, 3);
+        assert_eq!(replayed.max_seq, Some(3));
+        assert!(replayed.mem.get(b"d", SeqNo::MAX).is_none());
+        let dropped = &replayed.report.dropped;
+        assert_eq!(dropped.len(), 1);
+        assert_eq!(dropped[0].log, second);
+        assert_eq!(dropped[0].cause, DropCause::InvalidBatch);
+        assert_eq!(dropped[0].intact_batches, 1, "e, after the invalid batch");
+    }
+
+    #[test]
+    fn a_batch_not_numbered_above_the_tables_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = write_log(dir.path(), 5, 10, &["a"]);
+        let mode = WalRecoveryMode::TolerateTornTail;
+        assert!(replay_logs(&OsFileSystem, dir.path(), &[5], mode, 9).is_ok());
+        let result = replay_logs(&OsFileSystem, dir.path(), &[5], mode, 10);
+        assert_eq!(corruption_at(result).0, log);
+    }
+
+    #[test]
+    fn a_batch_numbered_past_the_largest_sequence_number_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        write_log(dir.path(), 5, MAX_SEQ - 1, &["a", "b"]);
+        let replayed = replay(dir.path(), &[5], WalRecoveryMode::TolerateTornTail).unwrap();
+        assert_eq!(replayed.max_seq, Some(MAX_SEQ));
+        // Past MAX_SEQ; and near u64::MAX, where the next write would wrap around.
+        for first in [MAX_SEQ + 1, u64::MAX - 1] {
+            let log = write_log(dir.path(), 6, first, &["c"]);
+            let (file, offset, reason) =
+                corruption_at(replay(dir.path(), &[6], WalRecoveryMode::TolerateTornTail));
+            assert_eq!((file, offset), (log, Some(0)));
+            assert!(reason.contains("above the largest"), "{reason}");
+        }
+    }
+
+    #[test]
+    fn strict_recovery_fails_at_a_torn_tail_naming_the_log_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = write_log(dir.path(), 5, 1, &["a", "b"]);
+        let whole = std::fs::read(&first).unwrap().len() as u64;
+        tear(&first);
+        assert!(replay(dir.path(), &[5], WalRecoveryMode::TolerateTornTail).is_ok());
+        let (file, offset, _) = corruption_at(replay(dir.path(), &[5], WalRecoveryMode::Strict));
+        assert_eq!(file, first);
+        // The torn record is the second: it starts after the first and the sync mark before it.
+        assert!(offset.is_some_and(|o| o > 0 && o < whole), "{offset:?}");
+    }
+
+    #[test]
+    fn salvage_keeps_every_valid_batch_of_every_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = write_log(dir.path(), 5, 1, &["a", "b", "c"]);
+        tear(&first);
+        // Log 6 holds writes after the tear, one of them numbered 2, which b already took.
+        let second = write_log(dir.path(), 6, 2, &["d", "e", "f"]);
+        let replayed = replay(dir.path(), &[5, 6], WalRecoveryMode::Salvage).unwrap();
+        for (key, kept) in [
+            ("a", true),
+            ("b", true),
+            ("c", false),
+            ("d", false),
+            ("e", true),
+        ] {
+            assert_eq!(
+                replayed.mem.get(key.as_bytes(), SeqNo::MAX).is_some(),
+                kept,
+                "{key}"
+            );
+        }
+        assert_eq!(replayed.report.batches_replayed, 4, "a, b, e and f");
+        assert_eq!(replayed.max_seq, Some(4));
+        let causes: Vec<(PathBuf, DropCause)> = replayed
+            .report
+            .dropped
+            .iter()
+            .map(|d| (d.log.clone(), d.cause))
+            .collect();
+        assert_eq!(
+            causes,
+            vec![
+                (first, DropCause::TornTail),
+                (second.clone(), DropCause::InvalidBatch)
+            ]
+        );
+        assert_eq!(replayed.report.dropped[1].offset, 0);
+        assert_eq!(replayed.report.intact_batches_dropped(), 1);
     }
 }

@@ -6,6 +6,7 @@ use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::{lock, BackgroundState, Inner, ReadState, WriterState};
+use crate::entry::next_seqs;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::memtable::MemTable;
@@ -39,7 +40,8 @@ impl Inner {
         let mut writer = lock(&self.writer);
         self.refuse_if_failed()?;
         self.wait_for_room(&writer)?;
-        let first_seq = self.visible_seq.load(Ordering::Acquire) + 1;
+        let (first_seq, last_seq) =
+            next_seqs(self.visible_seq.load(Ordering::Acquire), batch.len())?;
         let record = batch.encode(first_seq);
         let wal = writer.wal()?;
         let logged = wal
@@ -51,7 +53,6 @@ impl Inner {
             self.fail_wal(format!("WAL write failed: {e}"));
             return Err(e);
         }
-        let last_seq = first_seq + batch.len() as u64 - 1;
         let state = self.read_state();
         state.mem.apply(batch.into_entries(first_seq));
         self.visible_seq.store(last_seq, Ordering::Release);

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 pub use current::{read_current, set_current};
 pub use edit::{TableMeta, VersionEdit};
 
+use crate::entry::MAX_SEQ;
 use crate::error::{Error, Result};
 use crate::filename::{manifest_file_name, CURRENT};
 use crate::fs::{join, FileSystem};
@@ -192,6 +193,11 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
         let bad = |reason: String| Error::corruption(path, Some(offset), reason);
         let edit = VersionEdit::decode_inner(record)
             .map_err(|e| bad(format!("edit byte {}: {}", e.offset, e.reason)))?;
+        if let Some(seq) = edit.last_seq.filter(|&s| s > MAX_SEQ) {
+            return Err(bad(format!(
+                "last sequence number {seq} is above the largest a store may use ({MAX_SEQ})"
+            )));
+        }
         log_number = edit.log_number.or(log_number);
         next_file_number = edit.next_file_number.or(next_file_number);
         last_seq = edit.last_seq.or(last_seq);
@@ -208,6 +214,13 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
             }
         }
         for table in edit.added {
+            if table.largest_seq > MAX_SEQ {
+                return Err(bad(format!(
+                    "table {} holds sequence numbers up to {}, above the largest a store may \
+                     use ({MAX_SEQ})",
+                    table.number, table.largest_seq
+                )));
+            }
             if table.smallest_key > table.largest_key || table.smallest_seq > table.largest_seq {
                 return Err(bad(format!(
                     "table {} has its smallest bound above its largest",

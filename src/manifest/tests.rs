@@ -564,3 +564,29 @@ fn io_errors_while_recovering_are_not_reported_as_corruption() {
     assert!(recover_manifest(&fs, &dir()).is_ok());
     assert!(read_manifest(&fs, &manifest_path(3), 3).is_ok());
 }
+
+#[test]
+fn sequence_numbers_past_the_largest_a_store_may_use_are_corruption() {
+    use crate::entry::MAX_SEQ;
+    let mut too_high_last = snapshot();
+    too_high_last.last_seq = Some(MAX_SEQ + 1);
+    let mut too_high_table = snapshot();
+    too_high_table.added[1].largest_seq = u64::MAX;
+    for (what, edit) in [("last", too_high_last), ("table", too_high_table)] {
+        let fs = fresh();
+        let w = ManifestWriter::create(&fs, &dir(), 3, &edit).unwrap();
+        drop(w);
+        match recover_manifest(&fs, &dir()) {
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert_eq!(file, manifest_path(3), "{what}");
+                assert_eq!(offset, Some(0), "{what}");
+            }
+            other => panic!("{what}: expected corruption, got {other:?}"),
+        }
+    }
+    let mut at_the_limit = snapshot();
+    at_the_limit.last_seq = Some(MAX_SEQ);
+    let fs = fresh();
+    drop(ManifestWriter::create(&fs, &dir(), 3, &at_the_limit).unwrap());
+    assert_eq!(recover_manifest(&fs, &dir()).unwrap().last_seq, MAX_SEQ);
+}

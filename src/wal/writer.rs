@@ -122,8 +122,8 @@ impl LogWriter {
     }
 
     /// Appends a sync mark claiming what the last sync made durable. Skipped when the block
-    /// has room for a header but not for a mark (the record goes first, and the mark after the
-    /// next sync will claim at least as much).
+    /// has room for a header but not for a mark: the record goes first, and the mark is tried
+    /// again before the next record.
     fn append_sync_mark(&mut self) -> Result<()> {
         if BLOCK_SIZE - self.block_offset < HEADER_SIZE {
             self.pad_block()?;
