@@ -106,7 +106,7 @@ impl fmt::Display for Error {
             Error::MissingCurrent { dir, files } => write!(
                 f,
                 "{} holds store files but no CURRENT file ({}): refusing to create a new \
-                 store over them; a repair rebuilds the manifest from them",
+                 store over them (a repair points CURRENT at the newest intact manifest)",
                 dir.display(),
                 files.join(", ")
             ),

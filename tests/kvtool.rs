@@ -361,8 +361,8 @@ fn check_without_current_says_there_is_no_store() {
     assert!(line.contains("CURRENT"), "{line}");
     kv(&db, &["get", "key000001"]).fails(2, "no bloomkv store");
     // Creating a fresh store here would delete the tables as garbage: refused.
-    kv(&db, &["put", "k", "v"]).fails(2, "no CURRENT file but holds store files");
-    kv_stdin(&db, &["load"], b"k\tv\n").fails(2, "not creating a store");
+    kv(&db, &["put", "k", "v"]).fails(2, "no CURRENT file");
+    kv_stdin(&db, &["load"], b"k\tv\n").fails(2, "refusing to create a new store");
     assert!(!table_files(&db).is_empty(), "the tables are still there");
 }
 
@@ -383,12 +383,17 @@ fn usage_errors_print_clap_usage_and_exit_2() {
         "one pointer to --help: {stderr}"
     );
     kv(&db, &["scan", "--limit", "many"]).usage_error("invalid value 'many' for '--limit <N>'");
-    kv(&db, &["--filter-fpr", "abc", "get", "k"]).usage_error("'abc'");
-    kv(&db, &["--filter-fpr", "0.1", "--no-filter", "get", "k"])
-        .usage_error("'--filter-fpr <P>' cannot be used with '--no-filter'");
+    kv(&db, &["--filter-fpr", "abc", "put", "k", "v"]).usage_error("'abc'");
+    kv(
+        &db,
+        &["--filter-fpr", "0.1", "--no-filter", "put", "k", "v"],
+    )
+    .usage_error("'--filter-fpr <P>' cannot be used with '--no-filter'");
+    // Read commands write no table, so they take no filter option.
+    kv(&db, &["--filter-fpr", "0.1", "get", "k"]).usage_error("does not apply to 'get'");
     // A rate clap parses but the filter cannot have is kvtool's own one-line error.
     kv(&db, &["--filter-fpr", "2", "put", "a", "b"]).fails(2, "false-positive rate 2");
-    kv(&db, &["--filter-fpr", "0", "get", "k"]).fails(2, "false-positive rate");
+    kv(&db, &["--filter-fpr", "0", "delete", "k"]).fails(2, "false-positive rate");
     assert_eq!(kv(&db, &["get", "a"]).code, 1, "the bad put wrote nothing");
 
     // Without arguments, the help, on stderr, as a usage error.
@@ -455,14 +460,18 @@ fn every_argument_has_a_description() {
 fn each_command_help_lists_only_the_common_options_it_takes() {
     let common = |command: &str| help_entries(&[command, "-h"], "Common options");
     let all = ["--db <DIR>", "--hex", "--filter-fpr <P>", "--no-filter"];
-    for command in ["put", "get", "delete", "scan", "load", "dump", "stats"] {
+    for command in ["put", "delete", "load"] {
         assert_eq!(common(command), all, "{command}");
+    }
+    for command in ["get", "scan", "dump", "stats"] {
+        assert_eq!(common(command), ["--db <DIR>", "--hex"], "{command}");
     }
     assert_eq!(
         common("compact"),
         ["--db <DIR>", "--filter-fpr <P>", "--no-filter"]
     );
     assert_eq!(common("check"), ["--db <DIR>"]);
+    assert_eq!(common("repair"), ["--db <DIR>"]);
     assert_eq!(common("sst"), ["--hex"]);
     assert_eq!(common("bench"), ["--db <DIR>"]);
     // A command's own options are listed apart from the common ones.
@@ -1349,4 +1358,172 @@ fn dump_into_a_closed_pipe_is_not_an_error() {
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{output:?}");
     assert!(output.stderr.is_empty(), "{output:?}");
+}
+
+/// Every file of the store and its bytes.
+fn store_bytes(db: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(db)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn read_commands_change_no_byte_and_do_not_need_the_lock_file() {
+    let (_tmp, db) = store();
+    kv_stdin(&db, &["load"], numbered_pairs(2_000).as_bytes()).ok();
+    // A write left in the WAL: only a replay in memory shows it.
+    let options = bloomkv::Options::default().create_if_missing(false);
+    let open = bloomkv::Db::open(&db, options).unwrap();
+    open.put(b"in-the-log", b"yes").unwrap();
+    drop(open);
+    std::fs::remove_file(db.join("LOCK")).unwrap();
+    let before = store_bytes(&db);
+    assert_eq!(kv(&db, &["get", "in-the-log"]).ok(), "yes\n");
+    assert_eq!(
+        kv(&db, &["get", "key000007"]).ok(),
+        "value-000007-vvvvvvv\n"
+    );
+    assert_eq!(kv(&db, &["scan", "--keys-only"]).lines().len(), 2_001);
+    assert_eq!(kv(&db, &["dump"]).lines().len(), 2_001);
+    kv(&db, &["stats", "--json"]).ok();
+    assert_eq!(store_bytes(&db), before, "a read command wrote");
+    // Read commands take no filter option: they write no table.
+    kv(&db, &["get", "--no-filter", "k"]).usage_error("--no-filter");
+}
+
+#[test]
+fn read_commands_refuse_a_store_a_writer_has_open() {
+    let (_tmp, db) = store();
+    kv(&db, &["put", "k", "v"]).ok();
+    let open = bloomkv::Db::open(&db, bloomkv::Options::default()).unwrap();
+    for args in [
+        &["get", "k"][..],
+        &["scan"],
+        &["dump"],
+        &["stats"],
+        &["check"],
+    ] {
+        kv(&db, args).fails(2, "already open");
+    }
+    drop(open);
+    assert_eq!(kv(&db, &["get", "k"]).ok(), "v\n");
+}
+
+#[test]
+fn check_lists_stray_files_as_unreferenced_not_damaged() {
+    let (_tmp, db) = store();
+    kv_stdin(&db, &["load"], numbered_pairs(500).as_bytes()).ok();
+    let stray = db.join("009999.sst");
+    std::fs::write(&stray, vec![0x5a; 4_000]).unwrap();
+    let out = kv(&db, &["check"]).ok();
+    assert!(out.ends_with("OK\n"), "{out}");
+    assert!(
+        out.contains(&format!("unreferenced: {}", stray.display())),
+        "{out}"
+    );
+}
+
+#[test]
+fn compact_leaves_one_level_even_for_a_large_store() {
+    let (_tmp, db) = store();
+    // Enough data for several levels: 40 MiB of pairs.
+    let pairs: String = (0..200_000)
+        .map(|i| format!("key{i:08}\t{:0>200}\n", i))
+        .collect();
+    kv_stdin(&db, &["load"], pairs.as_bytes()).ok();
+    kv(&db, &["--filter-fpr", "0.2", "compact"]).ok();
+    let stats = stats_json(&db);
+    let levels: Vec<&Value> = stats["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["tables"].as_u64().unwrap() > 0)
+        .collect();
+    assert_eq!(levels.len(), 1, "{stats}");
+    for t in stats["tables"].as_array().unwrap() {
+        assert!(t["bits_per_key"].as_u64().unwrap() < 5, "{t}");
+    }
+    assert_eq!(stats["totals"]["entries"], 200_000);
+}
+
+/// Overwrites `len` bytes at `offset` of `path` with `byte`.
+fn damage(path: &Path, offset: usize, len: usize, byte: u8) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[offset..offset + len].fill(byte);
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// A store whose WAL holds 300 synced writes, one damaged record in the middle.
+fn store_with_a_damaged_wal() -> (tempfile::TempDir, PathBuf) {
+    let (tmp, db) = store();
+    kv(&db, &["put", "first", "1"]).ok();
+    let open = bloomkv::Db::open(&db, bloomkv::Options::default()).unwrap();
+    for i in 0..300 {
+        let mut batch = bloomkv::WriteBatch::new();
+        batch.put(format!("w{i:04}"), "x".repeat(100));
+        open.write_opt(batch, &bloomkv::WriteOptions::synced())
+            .unwrap();
+    }
+    drop(open);
+    let log = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    damage(&log, 10_000, 50, 0xee);
+    (tmp, db)
+}
+
+#[test]
+fn wal_recovery_modes_and_repair_open_a_store_with_a_damaged_wal() {
+    let (_tmp, db) = store_with_a_damaged_wal();
+    kv(&db, &["get", "first"]).fails(2, "corruption");
+    kv(&db, &["get", "--wal-recovery", "strict", "first"]).fails(2, "corruption");
+    // point-in-time keeps what comes before the damage, salvage every intact record.
+    assert_eq!(
+        kv(&db, &["get", "--wal-recovery", "point-in-time", "w0001"]).ok(),
+        format!("{}\n", "x".repeat(100))
+    );
+    kv(&db, &["get", "--wal-recovery", "point-in-time", "w0299"]).fails(1, "no such key");
+    assert_eq!(
+        kv(&db, &["get", "--wal-recovery", "salvage", "w0299"]).ok(),
+        format!("{}\n", "x".repeat(100))
+    );
+    kv(&db, &["get", "--wal-recovery", "everything", "w0299"]).usage_error("everything");
+
+    let out = kv(&db, &["repair"]).ok();
+    assert!(out.contains("dropped"), "{out}");
+    assert!(out.ends_with("the store opens again\n"), "{out}");
+    assert_eq!(kv(&db, &["get", "first"]).ok(), "1\n");
+    assert_eq!(
+        kv(&db, &["get", "w0299"]).ok(),
+        format!("{}\n", "x".repeat(100))
+    );
+    let kept = kv(&db, &["scan", "--keys-only", "--prefix", "w"])
+        .lines()
+        .len();
+    assert!((290..300).contains(&kept), "{kept} of 300 kept");
+    assert!(kv(&db, &["check"]).ok().ends_with("OK\n"));
+}
+
+#[test]
+fn repair_restores_a_lost_current() {
+    let (_tmp, db) = store();
+    kv_stdin(&db, &["load"], numbered_pairs(1_000).as_bytes()).ok();
+    std::fs::remove_file(db.join("CURRENT")).unwrap();
+    kv(&db, &["put", "k", "v"]).fails(2, "no CURRENT");
+    let out = kv(&db, &["repair"]).ok();
+    assert!(
+        out.contains("restored CURRENT: it names MANIFEST-"),
+        "{out}"
+    );
+    assert_eq!(kv(&db, &["scan", "--keys-only"]).lines().len(), 1_000);
 }

@@ -107,10 +107,7 @@ impl Inner {
                     attempts,
                     retry_at: Instant::now() + retry_pause(attempts - 1),
                 });
-                background.failures += 1;
-                self.counters
-                    .background_errors
-                    .fetch_add(1, Ordering::Relaxed);
+                self.count_failure(&mut background);
             }
         }
         drop(background);

@@ -28,12 +28,17 @@ impl Inner {
     fn fail_wal(&self, reason: String) {
         let mut background = lock(&self.background);
         background.wal_error.get_or_insert(reason);
+        self.count_failure(&mut background);
+        drop(background);
+        self.background_cv.notify_all();
+    }
+
+    /// Counts a failure of the WAL or of background work; waiters see the count move.
+    pub(super) fn count_failure(&self, background: &mut BackgroundState) {
         background.failures += 1;
         self.counters
             .background_errors
             .fetch_add(1, Ordering::Relaxed);
-        drop(background);
-        self.background_cv.notify_all();
     }
 
     pub(super) fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {

@@ -51,8 +51,9 @@ pub struct KeyFormat {
     pub hex: bool,
 }
 
-/// `--filter-fpr`, `--no-filter`: the Bloom filters of the tables a command writes. Every
-/// command that opens a store may write one: opening writes what the log holds into a table.
+/// `--filter-fpr`, `--no-filter`: the Bloom filters of the tables a command writes (a
+/// command that writes opens the store for writing, and opening writes what the log holds
+/// into a table).
 #[derive(Args, Debug, Clone, Default)]
 pub struct TableFilter {
     /// Target false-positive rate of the Bloom filters of the tables this command writes
@@ -62,6 +63,17 @@ pub struct TableFilter {
     /// Write tables without Bloom filters.
     #[arg(long, help_heading = COMMON)]
     pub no_filter: bool,
+}
+
+/// `--wal-recovery`: what opening the store does with a damaged WAL.
+#[derive(Args, Debug, Clone, Default)]
+pub struct WalRecovery {
+    /// What to do with a damaged WAL. Without this flag: drop a torn last record, or what
+    /// follows a lost page of writes that were never synced, and refuse other damage.
+    /// `strict`: refuse any damage. `point-in-time`: keep the writes before the first damage.
+    /// `salvage`: keep every intact record.
+    #[arg(long, value_name = "MODE", value_parser = ["strict", "point-in-time", "salvage"])]
+    pub wal_recovery: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -78,6 +90,8 @@ pub enum Command {
         keys: KeyFormat,
         #[command(flatten)]
         filter: TableFilter,
+        #[command(flatten)]
+        wal: WalRecovery,
     },
     /// Print the value of KEY; exit 1 when there is none.
     Get {
@@ -88,7 +102,7 @@ pub enum Command {
         #[command(flatten)]
         keys: KeyFormat,
         #[command(flatten)]
-        filter: TableFilter,
+        wal: WalRecovery,
     },
     /// Delete KEY.
     Delete {
@@ -100,6 +114,8 @@ pub enum Command {
         keys: KeyFormat,
         #[command(flatten)]
         filter: TableFilter,
+        #[command(flatten)]
+        wal: WalRecovery,
     },
     /// Print `key ==> value` lines in key order.
     Scan {
@@ -123,7 +139,7 @@ pub enum Command {
         #[command(flatten)]
         keys: KeyFormat,
         #[command(flatten)]
-        filter: TableFilter,
+        wal: WalRecovery,
     },
     /// Bulk-load pairs from FILE or stdin (creates a missing store).
     ///
@@ -142,6 +158,8 @@ pub enum Command {
         keys: KeyFormat,
         #[command(flatten)]
         filter: TableFilter,
+        #[command(flatten)]
+        wal: WalRecovery,
     },
     /// Print every pair as a `key<TAB>value` line, the format `load` reads back.
     Dump {
@@ -150,7 +168,7 @@ pub enum Command {
         #[command(flatten)]
         keys: KeyFormat,
         #[command(flatten)]
-        filter: TableFilter,
+        wal: WalRecovery,
     },
     /// Levels, tables, filters and counters.
     Stats {
@@ -162,19 +180,29 @@ pub enum Command {
         #[command(flatten)]
         keys: KeyFormat,
         #[command(flatten)]
-        filter: TableFilter,
+        wal: WalRecovery,
     },
     /// Verify every checksum of every file; on damage name the file and offset (exit 2).
     Check {
         #[command(flatten)]
         store: StoreDir,
     },
-    /// Merge every table into one level.
+    /// Rewrite every table into one level, with the filter asked for (--filter-fpr,
+    /// --no-filter): this is how a store's filter is changed.
     Compact {
         #[command(flatten)]
         store: StoreDir,
         #[command(flatten)]
         filter: TableFilter,
+        #[command(flatten)]
+        wal: WalRecovery,
+    },
+    /// Make a damaged store open again: point CURRENT at the newest intact manifest when it
+    /// is lost, keep every intact WAL record (skipping damaged ones) and write them into a
+    /// table. Prints what was dropped.
+    Repair {
+        #[command(flatten)]
+        store: StoreDir,
     },
     /// One table file's properties, like `sst_dump --show_properties`.
     Sst {
@@ -208,19 +236,7 @@ impl Command {
                 filter,
                 ..
             }
-            | Command::Get {
-                store,
-                keys,
-                filter,
-                ..
-            }
             | Command::Delete {
-                store,
-                keys,
-                filter,
-                ..
-            }
-            | Command::Scan {
                 store,
                 keys,
                 filter,
@@ -231,31 +247,28 @@ impl Command {
                 keys,
                 filter,
                 ..
-            }
-            | Command::Dump {
-                store,
-                keys,
-                filter,
-                ..
-            }
-            | Command::Stats {
-                store,
-                keys,
-                filter,
-                ..
             } => SharedOptions {
                 db: Some(&mut store.db),
                 needs_db: true,
                 hex: Some(&mut keys.hex),
                 filter: Some(filter),
             },
-            Command::Check { store } => SharedOptions {
+            Command::Get { store, keys, .. }
+            | Command::Scan { store, keys, .. }
+            | Command::Dump { store, keys, .. }
+            | Command::Stats { store, keys, .. } => SharedOptions {
+                db: Some(&mut store.db),
+                needs_db: true,
+                hex: Some(&mut keys.hex),
+                filter: None,
+            },
+            Command::Check { store } | Command::Repair { store } => SharedOptions {
                 db: Some(&mut store.db),
                 needs_db: true,
                 hex: None,
                 filter: None,
             },
-            Command::Compact { store, filter } => SharedOptions {
+            Command::Compact { store, filter, .. } => SharedOptions {
                 db: Some(&mut store.db),
                 needs_db: true,
                 hex: None,

@@ -6,13 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bloomkv::entry::{MAX_KEY_LEN, MAX_VALUE_LEN};
-use bloomkv::filename::{self, FileKind, CURRENT};
+use bloomkv::filename::CURRENT;
 use bloomkv::fs::OsFileSystem;
-use bloomkv::{Db, FilterPolicy, Options, Stats, WriteBatch};
+use bloomkv::{Db, FilterPolicy, Options, Stats, WalRecoveryMode, WriteBatch};
 use indicatif::ProgressBar;
 use serde_json::json;
 
-use crate::cli::{Command, StoreDir, TableFilter};
+use crate::cli::{Command, StoreDir, TableFilter, WalRecovery};
 use crate::{codec, lines, progress};
 use crate::{output_error, Failure, NOT_FOUND, SKIPPED_LINES};
 
@@ -25,12 +25,13 @@ pub fn run(command: Command) -> Result<(), Failure> {
             store,
             keys,
             filter,
+            wal,
         } => {
             let (key, value) = (
                 codec::parse(&key, keys.hex)?,
                 codec::parse(&value, keys.hex)?,
             );
-            let db = open(store_dir(&store)?, filter_policy(&filter)?, true)?;
+            let db = open(store_dir(&store)?, write_options(&filter, &wal)?, true)?;
             db.put(key, value)?;
             close(db)?;
         }
@@ -38,10 +39,10 @@ pub fn run(command: Command) -> Result<(), Failure> {
             key,
             store,
             keys,
-            filter,
+            wal,
         } => {
             let parsed = codec::parse(&key, keys.hex)?;
-            let db = open(store_dir(&store)?, filter_policy(&filter)?, false)?;
+            let db = open_read_only(store_dir(&store)?, &wal)?;
             match db.get(parsed)? {
                 Some(value) => {
                     let mut out = stdout();
@@ -61,9 +62,10 @@ pub fn run(command: Command) -> Result<(), Failure> {
             store,
             keys,
             filter,
+            wal,
         } => {
             let key = codec::parse(&key, keys.hex)?;
-            let db = open(store_dir(&store)?, filter_policy(&filter)?, false)?;
+            let db = open(store_dir(&store)?, write_options(&filter, &wal)?, false)?;
             db.delete(key)?;
             close(db)?;
         }
@@ -75,7 +77,7 @@ pub fn run(command: Command) -> Result<(), Failure> {
             keys_only,
             store,
             keys,
-            filter,
+            wal,
         } => {
             let parse = |k: Option<String>| k.map(|k| codec::parse(&k, keys.hex)).transpose();
             let range = ScanRange {
@@ -83,7 +85,7 @@ pub fn run(command: Command) -> Result<(), Failure> {
                 to: parse(to)?,
                 prefix: parse(prefix)?,
             };
-            let db = open(store_dir(&store)?, filter_policy(&filter)?, false)?;
+            let db = open_read_only(store_dir(&store)?, &wal)?;
             scan(&db, keys.hex, &range, limit, keys_only)?;
         }
         Command::Load {
@@ -92,19 +94,16 @@ pub fn run(command: Command) -> Result<(), Failure> {
             store,
             keys,
             filter,
+            wal,
         } => {
             let input = open_input(file.as_deref())?;
-            let db = open(store_dir(&store)?, filter_policy(&filter)?, true)?;
+            let db = open(store_dir(&store)?, write_options(&filter, &wal)?, true)?;
             let result = load(&db, keys.hex, input, strict);
             close(db)?;
             result?;
         }
-        Command::Dump {
-            store,
-            keys,
-            filter,
-        } => {
-            let db = open(store_dir(&store)?, filter_policy(&filter)?, false)?;
+        Command::Dump { store, keys, wal } => {
+            let db = open_read_only(store_dir(&store)?, &wal)?;
             let mut out = stdout();
             for pair in db.iter() {
                 let (k, v) = pair?;
@@ -116,18 +115,19 @@ pub fn run(command: Command) -> Result<(), Failure> {
             json,
             store,
             keys,
-            filter,
+            wal,
         } => {
-            let db = open(store_dir(&store)?, filter_policy(&filter)?, false)?;
+            let db = open_read_only(store_dir(&store)?, &wal)?;
             let text = stats_text(&db.stats(), keys.hex, json);
             emit(&text)?;
         }
         Command::Check { store } => check(store_dir(&store)?)?,
-        Command::Compact { store, filter } => {
-            let db = open(store_dir(&store)?, filter_policy(&filter)?, false)?;
+        Command::Compact { store, filter, wal } => {
+            let db = open(store_dir(&store)?, write_options(&filter, &wal)?, false)?;
             db.compact()?;
             db.close()?;
         }
+        Command::Repair { store } => repair(store_dir(&store)?)?,
         Command::Sst { file, json, keys } => sst(&file, keys.hex, json)?,
         Command::Bench(args) => crate::bench::run(&args)?,
     }
@@ -187,43 +187,81 @@ fn require_store(dir: &Path) -> Result<(), Failure> {
     )))
 }
 
-/// Store files in a directory without CURRENT: a store that lost its pointer file. Creating a
-/// store there would delete them as garbage, so kvtool refuses.
-fn orphaned_store_files(dir: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| {
-            matches!(
-                filename::parse_file_name(n),
-                Some(FileKind::Table(_)) | Some(FileKind::Manifest(_))
-            )
-        })
-        .collect();
-    names.sort();
-    names
+/// The recovery mode `--wal-recovery` names (the library's default without it).
+fn wal_recovery_mode(wal: &WalRecovery) -> WalRecoveryMode {
+    match wal.wal_recovery.as_deref() {
+        Some("strict") => WalRecoveryMode::Strict,
+        Some("point-in-time") => WalRecoveryMode::PointInTime,
+        Some("salvage") => WalRecoveryMode::Salvage,
+        _ => WalRecoveryMode::default(),
+    }
 }
 
-fn open(dir: &Path, policy: FilterPolicy, create: bool) -> Result<Db, Failure> {
+/// Options for a command that writes: its filter and WAL recovery mode.
+fn write_options(filter: &TableFilter, wal: &WalRecovery) -> Result<Options, Failure> {
+    Ok(Options::default()
+        .filter_policy(filter_policy(filter)?)
+        .wal_recovery_mode(wal_recovery_mode(wal)))
+}
+
+/// Opens the store for a command that writes. The library refuses to create a store over
+/// the files of one that lost its CURRENT, and says what is there.
+fn open(dir: &Path, options: Options, create: bool) -> Result<Db, Failure> {
     if !create {
         require_store(dir)?;
-    } else if !dir.join(CURRENT).exists() {
-        let orphans = orphaned_store_files(dir);
-        if !orphans.is_empty() {
-            return Err(Failure::from(format!(
-                "{} has no CURRENT file but holds store files ({}); not creating a store over them",
-                dir.display(),
-                orphans.join(", ")
-            )));
-        }
     }
-    let options = Options::default()
-        .filter_policy(policy)
-        .create_if_missing(create);
-    Ok(Db::open(dir, options)?)
+    Ok(Db::open(dir, options.create_if_missing(create))?)
+}
+
+/// Opens the store for a command that only reads: nothing on disk changes.
+fn open_read_only(dir: &Path, wal: &WalRecovery) -> Result<Db, Failure> {
+    require_store(dir)?;
+    let options = Options::default().wal_recovery_mode(wal_recovery_mode(wal));
+    Ok(Db::open_read_only(dir, options)?)
+}
+
+fn repair(dir: &Path) -> Result<(), Failure> {
+    require_store_files(dir)?;
+    let report = bloomkv::repair(dir, Options::default())?;
+    let mut text = String::new();
+    for (name, why) in &report.unusable_manifests {
+        text += &format!("passed over {name}: {why}\n");
+    }
+    if let Some(name) = &report.restored_current {
+        text += &format!("restored CURRENT: it names {name}\n");
+    }
+    let recovery = &report.recovery;
+    text += &format!(
+        "kept {} from the WAL\n",
+        counted(recovery.batches_replayed, "write batch", "write batches")
+    );
+    for dropped in &recovery.dropped {
+        text += &format!(
+            "dropped {} of {} from offset {} ({:?}, {} lost)\n",
+            counted(dropped.bytes, "byte", "bytes"),
+            dropped.log.display(),
+            dropped.offset,
+            dropped.cause,
+            counted(
+                dropped.intact_batches,
+                "intact write batch",
+                "intact write batches"
+            ),
+        );
+    }
+    text += "the store opens again\n";
+    emit(&text)
+}
+
+/// Fails unless `dir` is a directory: `repair` works on a store that may lack CURRENT.
+fn require_store_files(dir: &Path) -> Result<(), Failure> {
+    match dir.is_dir() {
+        true => Ok(()),
+        false => Err(Failure::from(format!(
+            "no bloomkv store at {} (no such directory)",
+            dir.display()
+        ))),
+    }
 }
 
 /// The keys `scan` visits.
@@ -578,6 +616,12 @@ fn check(dir: &Path) -> Result<(), Failure> {
         counted(report.logs as u64, "log", "logs"),
         counted(report.log_records, "record", "records"),
     );
+    for path in &report.unreferenced {
+        out += &format!(
+            "unreferenced: {} (the store does not use it)\n",
+            path.display()
+        );
+    }
     if report.is_clean() {
         out += "OK\n";
         return emit(&out);
