@@ -64,11 +64,14 @@ impl Inner {
                 .step_failure
                 .as_ref()
                 .is_none_or(|f| Instant::now() >= f.retry_at);
-            let work = match () {
-                _ if !due => None,
-                _ if background.wal_error.is_some() => Some(Work::RestartWal),
-                _ if self.has_background_work() => Some(Work::Step),
-                _ => None,
+            let work = if !due {
+                None
+            } else if background.wal_error.is_some() {
+                Some(Work::RestartWal)
+            } else if self.has_background_work() {
+                Some(Work::Step)
+            } else {
+                None
             };
             if let Some(work) = work {
                 background.busy = true;
@@ -230,9 +233,9 @@ impl Inner {
         &self,
         shape: &mut ShapeState,
         edit: &VersionEdit,
-        outputs: impl Iterator<Item = &'t Table> + Clone,
+        outputs: impl Iterator<Item = &'t Table>,
     ) -> Result<()> {
-        if shape.manifest_failed {
+        if shape.manifest.as_ref().is_some_and(|m| m.has_failed()) {
             if let Err(e) = self.rotate_manifest(shape) {
                 outputs.for_each(|t| t.mark_obsolete());
                 return Err(e);
@@ -240,7 +243,6 @@ impl Inner {
         }
         let manifest = shape.manifest.as_mut().ok_or(Error::ReadOnly)?;
         if let Err(e) = manifest.append(edit) {
-            shape.manifest_failed = true;
             shape.discarded.extend(outputs.cloned());
             // Usually the new manifest can be written at once, and the tables go with it.
             let _ = self.rotate_manifest(shape);
@@ -259,7 +261,7 @@ impl Inner {
         let limit = self
             .options
             .max_manifest_size
-            .max(2 * shape.manifest_snapshot_bytes);
+            .max(2 * manifest.snapshot_len());
         if manifest.len() > limit {
             let _ = self.rotate_manifest(shape);
         }
@@ -271,11 +273,9 @@ impl Inner {
         let number = self.new_file_number();
         let snapshot = self.snapshot_edit();
         let manifest = ManifestWriter::create(self.fs.as_ref(), &self.dir, number, &snapshot)?;
-        shape.manifest_snapshot_bytes = manifest.len();
         if let Some(old) = shape.manifest.replace(manifest) {
             let _ = self.fs.remove(old.path());
         }
-        shape.manifest_failed = false;
         for table in shape.discarded.drain(..) {
             table.mark_obsolete();
         }

@@ -115,14 +115,9 @@ impl WriterState {
 
 /// Held while the tree's shape changes (flush, compaction): one change at a time.
 struct ShapeState {
-    /// `None` in a read-only store.
+    /// `None` in a read-only store. Once an edit failed to reach it, the next edit goes to a
+    /// new manifest instead.
     manifest: Option<ManifestWriter>,
-    /// Bytes of the snapshot the manifest began with: it is rewritten once its edits have
-    /// grown past `max_manifest_size` and twice this.
-    manifest_snapshot_bytes: u64,
-    /// Set when an edit could not be appended: the manifest may end in part of it, so the
-    /// next edit goes to a new manifest instead.
-    manifest_failed: bool,
     /// Tables written by a step whose edit failed to reach the manifest. They are deleted
     /// once a new manifest is current, since the failed edit might have been durable.
     discarded: Vec<crate::sstable::Table>,
@@ -149,9 +144,6 @@ struct BackgroundState {
     wal_error: Option<String>,
     /// The last background step failed; set until one succeeds.
     step_failure: Option<StepFailure>,
-    /// Background failures since open; a waiter that sees it grow knows the work it waits for
-    /// failed.
-    failures: u64,
 }
 
 #[derive(Default)]
@@ -207,10 +199,7 @@ impl Db {
         let fs = Arc::clone(&options.file_system);
         let current = dir.join(filename::CURRENT);
         if !fs.exists(&current) {
-            let files = recovery::data_files_without_current(fs.as_ref(), &dir)?;
-            if !files.is_empty() {
-                return Err(Error::MissingCurrent { dir, files });
-            }
+            recovery::refuse_store_without_current(fs.as_ref(), &dir)?;
             if !options.create_if_missing {
                 return Err(Error::InvalidArgument(format!(
                     "no store at {} (create_if_missing is off)",

@@ -50,7 +50,14 @@ impl Inner {
 
     pub(super) fn stats(&self) -> Stats {
         let counters = self.table_env.counters.snapshot();
-        let background = lock(&self.background);
+        let (background_error, writes_refused) = {
+            let background = lock(&self.background);
+            let step_failure = background.step_failure.as_ref();
+            (
+                step_failure.map(|f| f.reason.clone()),
+                background.wal_error.clone(),
+            )
+        };
         let state = self.read_state();
         let version = &state.version;
         let mut levels = Vec::with_capacity(version.num_levels());
@@ -100,8 +107,8 @@ impl Inner {
             write_stalls: self.counters.write_stalls.load(Ordering::Relaxed),
             background_errors: self.counters.background_errors.load(Ordering::Relaxed),
             background_retries: self.counters.background_retries.load(Ordering::Relaxed),
-            background_error: background.step_failure.as_ref().map(|f| f.reason.clone()),
-            writes_refused: background.wal_error.clone(),
+            background_error,
+            writes_refused,
             manifest_rotations: self.counters.manifest_rotations.load(Ordering::Relaxed),
             filter_memory_bytes,
             index_memory_bytes,

@@ -192,10 +192,7 @@ pub(super) fn open_read_only(
     lock: Option<Box<dyn FileLock>>,
 ) -> Result<Inner> {
     if !fs.exists(&dir.join(filename::CURRENT)) {
-        let files = data_files_without_current(fs.as_ref(), &dir)?;
-        if !files.is_empty() {
-            return Err(Error::MissingCurrent { dir, files });
-        }
+        refuse_store_without_current(fs.as_ref(), &dir)?;
         return Err(Error::InvalidArgument(format!(
             "no store at {} (read-only opens never create one)",
             dir.display()
@@ -252,9 +249,7 @@ impl Parts {
             })),
             writer: Mutex::new(WriterState { wal }),
             shape: Mutex::new(ShapeState {
-                manifest_snapshot_bytes: manifest.as_ref().map_or(0, |m| m.len()),
                 manifest,
-                manifest_failed: false,
                 discarded: Vec::new(),
                 compact_cursor: vec![Vec::new(); num_levels],
             }),
@@ -558,12 +553,12 @@ pub(super) fn remove_unreferenced_files(
     }
 }
 
-/// The files in `dir` that hold a store's data when there is no `CURRENT`: tables, logs with
-/// writes in them, and manifests that record any table or write. An empty log or a manifest of
-/// an empty store is what a creation cut short leaves behind, and holds nothing.
-pub(super) fn data_files_without_current(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>> {
+/// `Error::MissingCurrent` when `dir`, which has no `CURRENT`, holds a store's data: tables,
+/// logs with writes in them, or manifests that record any table or write. (An empty log or a
+/// manifest of an empty store is what a creation cut short leaves behind, and holds nothing.)
+pub(super) fn refuse_store_without_current(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
     if !fs.exists(dir) {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let mut found = Vec::new();
     for name in fs.list(dir)? {
@@ -579,7 +574,13 @@ pub(super) fn data_files_without_current(fs: &dyn FileSystem, dir: &Path) -> Res
             found.push(name);
         }
     }
-    Ok(found)
+    match found.is_empty() {
+        true => Ok(()),
+        false => Err(Error::MissingCurrent {
+            dir: dir.to_path_buf(),
+            files: found,
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -33,12 +33,16 @@ impl Inner {
         self.background_cv.notify_all();
     }
 
-    /// Counts a failure of the WAL or of background work; waiters see the count move.
-    pub(super) fn count_failure(&self, background: &mut BackgroundState) {
-        background.failures += 1;
+    /// Counts a failure of the WAL or of background work, under the background lock so that
+    /// a waiter holding it sees the count move together with the failure's reason.
+    pub(super) fn count_failure(&self, _background: &mut BackgroundState) {
         self.counters
             .background_errors
             .fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn failures(&self) -> u64 {
+        self.counters.background_errors.load(Ordering::Relaxed)
     }
 
     pub(super) fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
@@ -197,7 +201,7 @@ impl Inner {
     /// learns of it rather than waiting for a disk that may not come back).
     pub(super) fn wait_until(&self, done: impl Fn(&Inner, &BackgroundState) -> bool) -> Result<()> {
         let mut background = lock(&self.background);
-        let failures_before = background.failures;
+        let failures_before = self.failures();
         loop {
             if let Some(reason) = &background.wal_error {
                 return Err(Error::WritesRefused {
@@ -207,7 +211,7 @@ impl Inner {
             if done(self, &background) {
                 return Ok(());
             }
-            if background.failures != failures_before {
+            if self.failures() != failures_before {
                 if let Some(failure) = &background.step_failure {
                     return Err(Error::Background {
                         reason: failure.reason.clone(),

@@ -32,6 +32,8 @@ pub struct ManifestWriter {
     number: u64,
     path: PathBuf,
     log: LogWriter,
+    /// Bytes of the snapshot the manifest began with.
+    snapshot_len: u64,
 }
 
 impl ManifestWriter {
@@ -62,7 +64,13 @@ impl ManifestWriter {
         // The manifest's directory entry must be durable before CURRENT can name it.
         fs.sync_dir(dir)?;
         set_current(fs, dir, number)?;
-        Ok(ManifestWriter { number, path, log })
+        let snapshot_len = log.len();
+        Ok(ManifestWriter {
+            number,
+            path,
+            log,
+            snapshot_len,
+        })
     }
 
     /// Appends `edit` and syncs it: once this returns, the edit survives a power loss. After
@@ -86,6 +94,18 @@ impl ManifestWriter {
     /// The manifest file's size in bytes (to decide when to start a fresh one).
     pub fn len(&self) -> u64 {
         self.log.len()
+    }
+
+    /// Bytes of the snapshot the manifest began with (to tell edits that grew it from a big
+    /// tree's snapshot).
+    pub fn snapshot_len(&self) -> u64 {
+        self.snapshot_len
+    }
+
+    /// True once an append failed: the file may end in part of that edit, so it takes no
+    /// more; write a new manifest.
+    pub fn has_failed(&self) -> bool {
+        self.log.has_failed()
     }
 
     /// True when nothing was written (never the case after `create`).

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use clap::error::ErrorKind;
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::bench::BenchArgs;
 
@@ -72,8 +72,16 @@ pub struct WalRecovery {
     /// follows a lost page of writes that were never synced, and refuse other damage.
     /// `strict`: refuse any damage. `point-in-time`: keep the writes before the first damage.
     /// `salvage`: keep every intact record.
-    #[arg(long, value_name = "MODE", value_parser = ["strict", "point-in-time", "salvage"])]
-    pub wal_recovery: Option<String>,
+    #[arg(long, value_name = "MODE")]
+    pub wal_recovery: Option<WalMode>,
+}
+
+/// The values of `--wal-recovery`.
+#[derive(ValueEnum, Debug, Clone, Copy)]
+pub enum WalMode {
+    Strict,
+    PointInTime,
+    Salvage,
 }
 
 #[derive(Subcommand, Debug)]

@@ -12,7 +12,7 @@ use bloomkv::{Db, FilterPolicy, Options, Stats, WalRecoveryMode, WriteBatch};
 use indicatif::ProgressBar;
 use serde_json::json;
 
-use crate::cli::{Command, StoreDir, TableFilter, WalRecovery};
+use crate::cli::{Command, StoreDir, TableFilter, WalMode, WalRecovery};
 use crate::{codec, lines, progress};
 use crate::{output_error, Failure, NOT_FOUND, SKIPPED_LINES};
 
@@ -189,11 +189,11 @@ fn require_store(dir: &Path) -> Result<(), Failure> {
 
 /// The recovery mode `--wal-recovery` names (the library's default without it).
 fn wal_recovery_mode(wal: &WalRecovery) -> WalRecoveryMode {
-    match wal.wal_recovery.as_deref() {
-        Some("strict") => WalRecoveryMode::Strict,
-        Some("point-in-time") => WalRecoveryMode::PointInTime,
-        Some("salvage") => WalRecoveryMode::Salvage,
-        _ => WalRecoveryMode::default(),
+    match wal.wal_recovery {
+        Some(WalMode::Strict) => WalRecoveryMode::Strict,
+        Some(WalMode::PointInTime) => WalRecoveryMode::PointInTime,
+        Some(WalMode::Salvage) => WalRecoveryMode::Salvage,
+        None => WalRecoveryMode::default(),
     }
 }
 
