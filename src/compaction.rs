@@ -5,7 +5,20 @@
 //! (`level1_size * level_size_ratio^(level - 1)`). The level with the highest ratio of actual
 //! to allowed size goes first. A deeper level gives up one table at a time, taken round-robin
 //! through its key space, together with every table of the next level it overlaps.
+//!
+//! Compactions run side by side when no table is an input of two: `pick` passes over
+//! candidates that touch a table a running compaction holds. Level 0 is compacted whole, so at
+//! most one compaction takes from it at a time. Two compactions into the same level cannot
+//! write overlapping tables: each one's output lies within the key range of its inputs, and
+//! those ranges are disjoint, since every table of the output level that either range touches
+//! is an input of that compaction and so of only one.
+//!
+//! A compaction whose inputs overlap nothing in the output level (nor one another) is a
+//! trivial move: the tables change level by a manifest edit, without being rewritten. The
+//! exception is a move to the bottom of the tree (no deeper data under the range) of a table
+//! holding tombstones: rewritten, the tombstones are dropped.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::entry::{Entry, SeqNo};
@@ -26,12 +39,39 @@ pub struct Compaction {
     /// True when no deeper level holds data in the inputs' key range, so tombstones have
     /// nothing left to hide and can be dropped.
     pub drop_tombstones: bool,
+    /// False when every input must be rewritten (a full compaction rewrites all tables).
+    pub may_move: bool,
 }
 
 impl Compaction {
     /// Every input table.
     pub fn all_inputs(&self) -> impl Iterator<Item = &Arc<TableHandle>> {
         self.inputs.iter().chain(&self.output_level_inputs)
+    }
+
+    /// True when some input is a table in `busy` (another compaction's input).
+    fn touches(&self, busy: &HashSet<u64>) -> bool {
+        self.all_inputs().any(|t| busy.contains(&t.meta.number))
+    }
+
+    /// True when the inputs can move to the output level unchanged: nothing there overlaps
+    /// them, they do not overlap one another, and no tombstone would be kept at the bottom
+    /// that a rewrite would drop.
+    pub fn is_trivial_move(&self) -> bool {
+        if !self.may_move || !self.output_level_inputs.is_empty() {
+            return false;
+        }
+        let mut by_key: Vec<&Arc<TableHandle>> = self.inputs.iter().collect();
+        by_key.sort_by(|a, b| a.meta.smallest_key.cmp(&b.meta.smallest_key));
+        let disjoint = by_key
+            .windows(2)
+            .all(|pair| pair[0].meta.largest_key < pair[1].meta.smallest_key);
+        let keeps_tombstones_at_bottom = self.drop_tombstones
+            && self
+                .inputs
+                .iter()
+                .any(|t| t.table.properties().tombstones > 0);
+        disjoint && !keeps_tombstones_at_bottom
     }
 
     /// The inputs merged: newest version of each key only, tombstones dropped at the bottom.
@@ -88,24 +128,49 @@ pub fn needs_compaction(version: &Version, options: &Options) -> bool {
     level_scores(version, options).iter().any(|&s| s >= 1.0)
 }
 
-/// The most urgent compaction, if any level needs one. `cursor[level]` is the largest key of
-/// the last table taken from that level; it is advanced here.
-pub fn pick(version: &Version, options: &Options, cursor: &mut [Vec<u8>]) -> Option<Compaction> {
-    let scores = level_scores(version, options);
-    let (level, _) = scores
-        .iter()
+/// The most urgent compaction that takes no table in `busy` (the inputs of running
+/// compactions), if any level needs one. `cursor[level]` is the largest key of the last table
+/// taken from that level; it is advanced here.
+pub fn pick(
+    version: &Version,
+    options: &Options,
+    cursor: &mut [Vec<u8>],
+    busy: &HashSet<u64>,
+) -> Option<Compaction> {
+    let mut needy: Vec<(usize, f64)> = level_scores(version, options)
+        .into_iter()
         .enumerate()
-        .filter(|(_, &s)| s >= 1.0)
-        .max_by(|a, b| a.1.total_cmp(b.1))?;
-    let inputs = if level == 0 {
-        version.level(0).to_vec()
-    } else {
-        vec![next_table_round_robin(
-            version.level(level),
-            &mut cursor[level],
-        )]
-    };
-    Some(with_overlaps(version, level + 1, inputs))
+        .filter(|&(_, score)| score >= 1.0)
+        .collect();
+    needy.sort_by(|a, b| b.1.total_cmp(&a.1));
+    needy
+        .into_iter()
+        .find_map(|(level, _)| pick_from(version, level, &mut cursor[level], busy))
+}
+
+/// A compaction out of `level` that takes no table in `busy`: all of level 0, or the next
+/// table of a deeper level round-robin from `cursor` that is free along with its overlaps.
+fn pick_from(
+    version: &Version,
+    level: usize,
+    cursor: &mut Vec<u8>,
+    busy: &HashSet<u64>,
+) -> Option<Compaction> {
+    if level == 0 {
+        let job = with_overlaps(version, 1, version.level(0).to_vec());
+        return (!job.touches(busy)).then_some(job);
+    }
+    let tables = version.level(level);
+    let start = tables
+        .iter()
+        .position(|t| t.meta.smallest_key > *cursor)
+        .unwrap_or(0);
+    let job = (0..tables.len())
+        .map(|i| &tables[(start + i) % tables.len()])
+        .map(|table| with_overlaps(version, level + 1, vec![Arc::clone(table)]))
+        .find(|job| !job.touches(busy))?;
+    cursor.clone_from(&job.inputs[0].meta.largest_key);
+    Some(job)
 }
 
 /// A compaction of every table into one level: the shallowest level, at or below the deepest
@@ -135,17 +200,8 @@ pub fn full(version: &Version, options: &Options) -> Option<Compaction> {
         inputs,
         output_level_inputs,
         drop_tombstones: true,
+        may_move: false,
     })
-}
-
-fn next_table_round_robin(tables: &[Arc<TableHandle>], cursor: &mut Vec<u8>) -> Arc<TableHandle> {
-    let table = tables
-        .iter()
-        .find(|t| t.meta.smallest_key > *cursor)
-        .unwrap_or(&tables[0])
-        .clone();
-    *cursor = table.meta.largest_key.clone();
-    table
 }
 
 /// The smallest and largest key over `tables`.
@@ -179,5 +235,6 @@ fn with_overlaps(
         inputs,
         output_level_inputs,
         drop_tombstones,
+        may_move: true,
     }
 }

@@ -68,6 +68,53 @@ impl Error {
         }
     }
 
+    /// The same error again, for each writer of a group that failed together. An I/O error's
+    /// source is copied as its kind and message (`io::Error` cannot be cloned).
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::Io { context, source } => Error::Io {
+                context: context.clone(),
+                source: io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Corruption {
+                file,
+                offset,
+                reason,
+            } => Error::Corruption {
+                file: file.clone(),
+                offset: *offset,
+                reason: reason.clone(),
+            },
+            Error::Locked { path } => Error::Locked { path: path.clone() },
+            Error::KeyTooLarge { len, max } => Error::KeyTooLarge {
+                len: *len,
+                max: *max,
+            },
+            Error::ValueTooLarge { len, max } => Error::ValueTooLarge {
+                len: *len,
+                max: *max,
+            },
+            Error::MissingCurrent { dir, files } => Error::MissingCurrent {
+                dir: dir.clone(),
+                files: files.clone(),
+            },
+            Error::InvalidArgument(msg) => Error::InvalidArgument(msg.clone()),
+            Error::WritesRefused { reason } => Error::WritesRefused {
+                reason: reason.clone(),
+            },
+            Error::Background { reason } => Error::Background {
+                reason: reason.clone(),
+            },
+            Error::ReadOnly => Error::ReadOnly,
+            Error::SequenceExhausted { last, count, max } => Error::SequenceExhausted {
+                last: *last,
+                count: *count,
+                max: *max,
+            },
+            Error::Filter(e) => Error::Filter(e.clone()),
+        }
+    }
+
     /// True for the errors that mean stored bytes are damaged.
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })

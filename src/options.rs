@@ -60,6 +60,9 @@ pub struct Options {
     pub l0_slowdown_trigger: usize,
     /// Level-0 table count at which writes wait for compaction. Default 12.
     pub l0_stop_trigger: usize,
+    /// Threads that run compactions, besides the one thread that flushes memtables.
+    /// Compactions whose input tables differ run side by side. Default 2.
+    pub compaction_threads: usize,
     /// Create the directory and an empty store when none exists. Default true.
     pub create_if_missing: bool,
     /// What recovery does with a damaged WAL. Default: drop damage in the unsynced part of
@@ -102,6 +105,7 @@ impl Default for Options {
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 8,
             l0_stop_trigger: 12,
+            compaction_threads: 2,
             create_if_missing: true,
             wal_recovery_mode: WalRecoveryMode::default(),
             block_cache_size: 32 << 20,
@@ -123,6 +127,7 @@ impl std::fmt::Debug for Options {
             .field("level1_size", &self.level1_size)
             .field("level_size_ratio", &self.level_size_ratio)
             .field("num_levels", &self.num_levels)
+            .field("compaction_threads", &self.compaction_threads)
             .field("block_cache_size", &self.block_cache_size)
             .field("shared_block_cache", &self.block_cache.is_some())
             .field("max_open_files", &self.max_open_files)
@@ -205,6 +210,12 @@ impl Options {
         self
     }
 
+    /// Sets the number of threads that run compactions.
+    pub fn compaction_threads(mut self, threads: usize) -> Self {
+        self.compaction_threads = threads;
+        self
+    }
+
     /// Sets the size at which the manifest is rewritten as one snapshot.
     pub fn max_manifest_size(mut self, bytes: u64) -> Self {
         self.max_manifest_size = bytes;
@@ -266,6 +277,9 @@ impl Options {
         }
         if self.max_immutable_memtables == 0 {
             return bad("max_immutable_memtables must be at least 1");
+        }
+        if !(1..=64).contains(&self.compaction_threads) {
+            return bad("compaction_threads must be 1..=64");
         }
         if self.max_open_files < 16 {
             return bad("max_open_files must be at least 16");

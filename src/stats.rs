@@ -19,12 +19,23 @@ pub struct TableStats {
     pub filter_bytes: u64,
 }
 
-/// One level as `Stats` reports it.
+/// One level as `Stats` reports it: its shape now, and the I/O of flushes and compactions at
+/// it since the store was opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LevelStats {
     pub tables: usize,
     pub bytes: u64,
     pub entries: u64,
+    /// Bytes of tables written into this level: by flushes at level 0, by compactions below.
+    pub bytes_written: u64,
+    /// Bytes of this level's tables that compactions read (and replaced).
+    pub bytes_read: u64,
+    /// Compactions whose output went into this level.
+    pub compactions: u64,
+    /// Tables moved into this level by a manifest edit alone (trivial moves), and their bytes:
+    /// neither read nor written.
+    pub tables_moved: u64,
+    pub bytes_moved: u64,
 }
 
 /// Counters since the store was opened, and the shape of the tree now.
@@ -58,8 +69,20 @@ pub struct Stats {
     pub flushes: u64,
     /// Compactions finished since open.
     pub compactions: u64,
+    /// Trivial moves: compactions that moved tables a level down without rewriting them.
+    pub trivial_moves: u64,
     /// Writes that were delayed or stalled because compaction fell behind.
     pub write_stalls: u64,
+    /// Time writes spent delayed or stalled, in microseconds.
+    pub stall_micros: u64,
+    /// Bytes of keys and values the user wrote (the measure of write amplification).
+    pub user_bytes_written: u64,
+    /// Bytes appended to WAL files: records with their headers.
+    pub wal_bytes_written: u64,
+    /// Write groups: WAL appends, each of one or more concurrent writers' batches.
+    pub write_groups: u64,
+    /// Batches written in those groups.
+    pub grouped_batches: u64,
     /// Flushes, compactions and WAL writes that failed since open.
     pub background_errors: u64,
     /// Background attempts made after a failure (each retry of a failed step counts).
@@ -98,5 +121,38 @@ impl Stats {
     /// Total bytes in table files.
     pub fn table_bytes(&self) -> u64 {
         self.levels.iter().map(|l| l.bytes).sum()
+    }
+
+    /// Bytes of tables flushes wrote (all at level 0).
+    pub fn flush_bytes_written(&self) -> u64 {
+        self.levels.first().map_or(0, |l| l.bytes_written)
+    }
+
+    /// Bytes of tables compactions wrote.
+    pub fn compaction_bytes_written(&self) -> u64 {
+        self.levels.iter().skip(1).map(|l| l.bytes_written).sum()
+    }
+
+    /// Bytes of tables compactions read.
+    pub fn compaction_bytes_read(&self) -> u64 {
+        self.levels.iter().map(|l| l.bytes_read).sum()
+    }
+
+    /// Bytes the store wrote to disk for its data: the WAL, flushes and compactions (the
+    /// manifest's few bytes aside).
+    pub fn disk_bytes_written(&self) -> u64 {
+        self.wal_bytes_written + self.flush_bytes_written() + self.compaction_bytes_written()
+    }
+
+    /// Write amplification: bytes written to disk per byte of keys and values the user wrote
+    /// (`None` before any write).
+    pub fn write_amplification(&self) -> Option<f64> {
+        (self.user_bytes_written > 0)
+            .then(|| self.disk_bytes_written() as f64 / self.user_bytes_written as f64)
+    }
+
+    /// Batches per write group: how many writers one WAL append served on average.
+    pub fn batches_per_write_group(&self) -> Option<f64> {
+        (self.write_groups > 0).then(|| self.grouped_batches as f64 / self.write_groups as f64)
     }
 }

@@ -93,6 +93,12 @@ impl WriteBatch {
         out
     }
 
+    /// Numbers an encoded record's operations from `first_seq` (a group's leader numbers
+    /// records its members encoded in advance).
+    pub(crate) fn set_first_seq(record: &mut [u8], first_seq: SeqNo) {
+        record[..8].copy_from_slice(&first_seq.to_le_bytes());
+    }
+
     /// Decodes a WAL record into its entries; `log` and `offset` (the record's) name where
     /// it lies in errors.
     pub(crate) fn decode(record: &[u8], log: &Path, offset: u64) -> Result<Vec<Entry>> {

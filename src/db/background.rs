@@ -1,27 +1,24 @@
-//! Background work: flushes of frozen memtables and compactions, one step at a time; a step
-//! that fails is undone (its new tables deleted) and retried after a growing pause; the
-//! manifest is rewritten as a snapshot once its edits grow too long.
+//! Background work: one thread flushes frozen memtables (and starts a new WAL after the old
+//! one failed), `Options::compaction_threads` threads compact. A flush never waits for a
+//! compaction: the two share only the short hold of the shape lock that records a finished
+//! job. A job that fails is undone (its new tables deleted) and retried after a growing pause,
+//! kept per kind of job. The manifest is rewritten as a snapshot once its edits grow too long.
 
-use std::ops::Bound;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::table_writer::{NewTables, TableWriter};
-use super::{lock, Inner, ReadState, ShapeState, StepFailure};
-use crate::compaction::{self, Compaction};
-use crate::entry::SeqNo;
+use super::{lock, BackgroundState, Counters, Inner, Job, ShapeState, StepFailure};
+use crate::compaction;
 use crate::error::{Error, Result};
-use crate::filename::{self, FileKind};
-use crate::iter::NewestVersions;
 use crate::manifest::{ManifestWriter, VersionEdit};
-use crate::memtable::MemTable;
 use crate::sstable::Table;
 
-/// The first pause before a failed step is retried; it doubles with each failure in a row.
+/// The first pause before a failed job is retried; it doubles with each failure in a row.
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(10);
 /// The longest pause between retries.
 const LONGEST_RETRY_PAUSE: Duration = Duration::from_secs(1);
+/// How long an idle background thread sleeps before it looks for work unasked.
+const IDLE_PAUSE: Duration = Duration::from_millis(100);
 
 fn retry_pause(attempts: u32) -> Duration {
     FIRST_RETRY_PAUSE
@@ -29,12 +26,40 @@ fn retry_pause(attempts: u32) -> Duration {
         .min(LONGEST_RETRY_PAUSE)
 }
 
-/// What the background thread does next.
-enum Work {
+/// What the flush thread does next.
+enum FlushWork {
     /// Start a new WAL after the old one failed, then flush.
     RestartWal,
-    /// A flush or a compaction.
-    Step,
+    /// Flush the oldest frozen memtable.
+    Flush,
+}
+
+/// Held by `Db::check` (see [`Inner::hold_background`]): no job starts until it is dropped.
+pub(super) struct HeldBackground<'a> {
+    inner: &'a Inner,
+}
+
+impl Drop for HeldBackground<'_> {
+    fn drop(&mut self) {
+        lock(&self.inner.background).held -= 1;
+        self.inner.background_cv.notify_all();
+    }
+}
+
+/// A flush or compaction running in a caller's thread, counted in `BackgroundState::running`
+/// while it lives.
+pub(super) struct ForegroundJob<'a> {
+    inner: &'a Inner,
+}
+
+impl Drop for ForegroundJob<'_> {
+    fn drop(&mut self) {
+        let mut background = lock(&self.inner.background);
+        background.running -= 1;
+        background.jobs_ended += 1;
+        drop(background);
+        self.inner.background_cv.notify_all();
+    }
 }
 
 impl Inner {
@@ -43,51 +68,88 @@ impl Inner {
         !state.immutable.is_empty() || compaction::needs_compaction(&state.version, &self.options)
     }
 
-    pub(super) fn background_loop(&self) {
-        while let Some(work) = self.next_work() {
+    /// The flush thread.
+    pub(super) fn flush_loop(&self) {
+        while let Some(work) = self.next_flush_work() {
             let result = match work {
-                Work::RestartWal => self.restart_wal(),
-                Work::Step => self.do_background_step(),
+                FlushWork::RestartWal => self.restart_wal(),
+                FlushWork::Flush => self.flush_oldest().map(|_| ()),
             };
-            self.record_outcome(result);
+            self.record_outcome(Job::Flush, result);
         }
     }
 
-    /// Waits for work that is due (a failed step waits out its pause); `None` at shutdown.
-    fn next_work(&self) -> Option<Work> {
+    /// A compaction thread.
+    pub(super) fn compaction_loop(&self) {
+        // The count of ended jobs when this thread last found nothing it could take: until
+        // another job ends, the tree (as far as compactions go) has not changed.
+        let mut found_nothing_at = None;
+        while self.next_compaction_turn(found_nothing_at) {
+            match self.compact_once() {
+                Ok(true) => self.record_outcome(Job::Compaction, Ok(())),
+                Ok(false) => {
+                    found_nothing_at = Some(self.end_idle_turn());
+                    continue;
+                }
+                Err(e) => self.record_outcome(Job::Compaction, Err(e)),
+            }
+            found_nothing_at = None;
+        }
+    }
+
+    /// Waits until the flush thread has work that is due; `None` at shutdown.
+    fn next_flush_work(&self) -> Option<FlushWork> {
+        self.next_job(Job::Flush, |inner, background| {
+            if background.wal_error.is_some() {
+                Some(FlushWork::RestartWal)
+            } else if !inner.read_state().immutable.is_empty() {
+                Some(FlushWork::Flush)
+            } else {
+                None
+            }
+        })
+    }
+
+    /// Waits until a compaction may be due; false at shutdown.
+    fn next_compaction_turn(&self, found_nothing_at: Option<u64>) -> bool {
+        self.next_job(Job::Compaction, |inner, background| {
+            let may_start = background.manual_waiting == 0
+                && found_nothing_at != Some(background.jobs_ended)
+                && compaction::needs_compaction(&inner.read_state().version, &inner.options);
+            may_start.then_some(())
+        })
+        .is_some()
+    }
+
+    /// Waits until `want` finds work for a `job` thread, no failed job of that kind is still
+    /// pausing, and nothing holds background work back; counts the job as running. `None` at
+    /// shutdown.
+    fn next_job<W>(
+        &self,
+        job: Job,
+        want: impl Fn(&Inner, &BackgroundState) -> Option<W>,
+    ) -> Option<W> {
         let mut background = lock(&self.background);
         loop {
             if background.shutdown {
                 return None;
             }
-            let due = background
-                .step_failure
+            let failure = background.failure(job);
+            let due = failure
                 .as_ref()
                 .is_none_or(|f| Instant::now() >= f.retry_at);
-            let work = if !due {
-                None
-            } else if background.wal_error.is_some() {
-                Some(Work::RestartWal)
-            } else if self.has_background_work() {
-                Some(Work::Step)
-            } else {
-                None
-            };
-            if let Some(work) = work {
-                background.busy = true;
-                if background.step_failure.is_some() {
-                    self.counters
-                        .background_retries
-                        .fetch_add(1, Ordering::Relaxed);
+            if due && background.held == 0 {
+                if let Some(work) = want(self, &background) {
+                    background.running += 1;
+                    if background.failure(job).is_some() {
+                        Counters::add_one(&self.counters.background_retries);
+                    }
+                    return Some(work);
                 }
-                return Some(work);
             }
-            let pause = background
-                .step_failure
-                .as_ref()
-                .map_or(Duration::from_millis(100), |f| {
-                    f.retry_at.saturating_duration_since(Instant::now())
-                });
+            let pause = background.failure(job).as_ref().map_or(IDLE_PAUSE, |f| {
+                f.retry_at.saturating_duration_since(Instant::now())
+            });
             background = self
                 .background_cv
                 .wait_timeout(background, pause.max(Duration::from_millis(1)))
@@ -96,16 +158,25 @@ impl Inner {
         }
     }
 
-    /// Clears the failure after a success; after a failure, counts it and sets the pause
-    /// before the next attempt.
-    fn record_outcome(&self, result: Result<()>) {
+    /// Ends a compaction thread's turn in which it found nothing to take (every candidate is
+    /// in another compaction's hands); returns the count of ended jobs it saw.
+    fn end_idle_turn(&self) -> u64 {
         let mut background = lock(&self.background);
-        background.busy = false;
+        background.running -= 1;
+        background.jobs_ended
+    }
+
+    /// Clears the kind's failure after a success; after a failure, counts it and sets the
+    /// pause before the next attempt.
+    fn record_outcome(&self, job: Job, result: Result<()>) {
+        let mut background = lock(&self.background);
+        background.running -= 1;
+        background.jobs_ended += 1;
         match result {
-            Ok(()) => background.step_failure = None,
+            Ok(()) => *background.failure_mut(job) = None,
             Err(e) => {
-                let attempts = background.step_failure.as_ref().map_or(0, |f| f.attempts) + 1;
-                background.step_failure = Some(StepFailure {
+                let attempts = background.failure(job).as_ref().map_or(0, |f| f.attempts) + 1;
+                *background.failure_mut(job) = Some(StepFailure {
                     reason: e.to_string(),
                     attempts,
                     retry_at: Instant::now() + retry_pause(attempts - 1),
@@ -117,119 +188,38 @@ impl Inner {
         self.background_cv.notify_all();
     }
 
-    /// Flushes the oldest frozen memtable if there is one, else runs one compaction.
-    fn do_background_step(&self) -> Result<()> {
-        let mut shape = lock(&self.shape);
-        let state = self.read_state();
-        if let Some(oldest) = state.immutable.last() {
-            return self.flush_memtable(&mut shape, Arc::clone(oldest));
+    /// Keeps every background job from starting, and waits for the running ones to end, until
+    /// the guard is dropped.
+    pub(super) fn hold_background(&self) -> HeldBackground<'_> {
+        let mut background = lock(&self.background);
+        background.held += 1;
+        while background.running > 0 {
+            background = self
+                .background_cv
+                .wait(background)
+                .unwrap_or_else(|e| e.into_inner());
         }
-        let picked = compaction::pick(&state.version, &self.options, &mut shape.compact_cursor);
-        match picked {
-            Some(job) => self.run_compaction(&mut shape, job),
-            None => Ok(()),
-        }
+        HeldBackground { inner: self }
     }
 
-    /// Merges every table into one level, in the caller's thread.
-    pub(super) fn compact_all(&self) -> Result<()> {
-        let mut shape = lock(&self.shape);
-        let version = Arc::clone(&self.read_state().version);
-        match compaction::full(&version, &self.options) {
-            Some(job) => self.run_compaction(&mut shape, job),
-            None => Ok(()),
+    /// Counts a flush or compaction a caller runs in its own thread as running, once nothing
+    /// holds background work back.
+    pub(super) fn start_foreground_job(&self) -> ForegroundJob<'_> {
+        let mut background = lock(&self.background);
+        while background.held > 0 {
+            background = self
+                .background_cv
+                .wait(background)
+                .unwrap_or_else(|e| e.into_inner());
         }
+        background.running += 1;
+        ForegroundJob { inner: self }
     }
 
-    fn table_writer(&self) -> TableWriter<'_> {
-        TableWriter {
-            dir: &self.dir,
-            options: &self.options,
-            env: &self.table_env,
-            next_file_number: &self.next_file_number,
-        }
-    }
-
-    pub(super) fn flush_memtable(&self, shape: &mut ShapeState, mem: Arc<MemTable>) -> Result<()> {
-        let entries = NewestVersions::new(mem.iter_from(Bound::Unbounded), SeqNo::MAX, false);
-        let NewTables { added, opened } =
-            self.table_writer()
-                .write(entries, 0, mem.len() as u64, false)?;
-        let state = self.read_state();
-        // Logs older than the oldest memtable still unflushed hold nothing needed any more.
-        let live_log = state
-            .immutable
-            .iter()
-            .rev()
-            .find(|m| !Arc::ptr_eq(m, &mem))
-            .unwrap_or(&state.mem)
-            .log_number();
-        let edit = VersionEdit {
-            log_number: Some(live_log),
-            next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
-            last_seq: Some(self.visible_seq.load(Ordering::Acquire)),
-            added,
-            removed: Vec::new(),
-        };
-        self.log_edit(shape, &edit, opened.values())?;
-        self.replace_read_state(|old| ReadState {
-            mem: Arc::clone(&old.mem),
-            immutable: old
-                .immutable
-                .iter()
-                .filter(|m| !Arc::ptr_eq(m, &mem))
-                .cloned()
-                .collect(),
-            version: Arc::new(old.version.apply(&edit, &opened)),
-        });
-        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-        self.remove_obsolete_logs(live_log);
-        self.rotate_manifest_if_long(shape);
-        Ok(())
-    }
-
-    fn run_compaction(&self, shape: &mut ShapeState, job: Compaction) -> Result<()> {
-        let expected_keys = job.all_inputs().map(|t| t.meta.entries).sum::<u64>();
-        let NewTables { added, opened } = self.table_writer().write(
-            job.merged_entries(),
-            job.output_level as u32,
-            expected_keys,
-            true,
-        )?;
-        // Each input is removed from the level it lives in (a full compaction takes inputs
-        // from every level).
-        let removed: Vec<(u32, u64)> = job
-            .all_inputs()
-            .map(|t| (t.meta.level, t.meta.number))
-            .collect();
-        let edit = VersionEdit {
-            log_number: None,
-            next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
-            last_seq: None,
-            added,
-            removed,
-        };
-        self.log_edit(shape, &edit, opened.values())?;
-        self.replace_read_state(|old| ReadState {
-            mem: Arc::clone(&old.mem),
-            immutable: old.immutable.clone(),
-            version: Arc::new(old.version.apply(&edit, &opened)),
-        });
-        self.counters.compactions.fetch_add(1, Ordering::Relaxed);
-        // The manifest no longer names the inputs. Readers may still hold them (an iterator
-        // over an older version), and the table cache may need to open their files again for
-        // those readers: each file is deleted when the last holder of its table lets go.
-        for input in job.all_inputs() {
-            input.table.mark_obsolete();
-        }
-        self.rotate_manifest_if_long(shape);
-        Ok(())
-    }
-
-    /// Makes `edit` durable in the manifest. If that fails, the step's new tables (`outputs`)
+    /// Makes `edit` durable in the manifest. If that fails, the job's new tables (`outputs`)
     /// are discarded: deleted at once when the edit surely did not reach the manifest, or once
     /// a new manifest is current when it might have.
-    fn log_edit<'t>(
+    pub(super) fn log_edit<'t>(
         &self,
         shape: &mut ShapeState,
         edit: &VersionEdit,
@@ -254,7 +244,7 @@ impl Inner {
     /// Rewrites the manifest as one snapshot once its edits have grown past the limit.
     /// A failure here loses nothing: the current manifest stays, and the next edit tries
     /// again.
-    fn rotate_manifest_if_long(&self, shape: &mut ShapeState) {
+    pub(super) fn rotate_manifest_if_long(&self, shape: &mut ShapeState) {
         let Some(manifest) = &shape.manifest else {
             return;
         };
@@ -268,7 +258,7 @@ impl Inner {
     }
 
     /// Writes a new manifest holding a snapshot of the tree, makes it current and deletes
-    /// the old one, and the tables of steps whose edits failed.
+    /// the old one, and the tables of jobs whose edits failed.
     fn rotate_manifest(&self, shape: &mut ShapeState) -> Result<()> {
         let number = self.new_file_number();
         let snapshot = self.snapshot_edit();
@@ -279,14 +269,14 @@ impl Inner {
         for table in shape.discarded.drain(..) {
             table.mark_obsolete();
         }
-        self.counters
-            .manifest_rotations
-            .fetch_add(1, Ordering::Relaxed);
+        Counters::add_one(&self.counters.manifest_rotations);
         Ok(())
     }
 
     /// The whole state as one edit: every live table, the oldest log still needed, the
-    /// counters. Called with the shape lock held, so no flush or compaction is half done.
+    /// counters. Called with the shape lock held, so every finished job's edit is in the
+    /// version; tables that running jobs are writing reach the new manifest by their own
+    /// edits.
     fn snapshot_edit(&self) -> VersionEdit {
         let state = self.read_state();
         let oldest_unflushed = state.immutable.last().unwrap_or(&state.mem);
@@ -300,18 +290,6 @@ impl Inner {
                 .map(|t| t.meta.clone())
                 .collect(),
             removed: Vec::new(),
-        }
-    }
-
-    fn remove_obsolete_logs(&self, live_log: u64) {
-        if let Ok(names) = self.fs.list(&self.dir) {
-            for name in names {
-                if let Some(FileKind::Log(n)) = filename::parse_file_name(&name) {
-                    if n < live_log {
-                        let _ = self.fs.remove(&self.path_of(&name));
-                    }
-                }
-            }
         }
     }
 }

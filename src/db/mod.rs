@@ -1,9 +1,12 @@
 //! The store: the public API and the state it shares between threads.
 //!
-//! Each part of the work has a file of its own: `write` (the WAL and the memtable), `read`
-//! (memtables, then tables through their filters), `background` (flush and compaction),
-//! `recovery` (opening a store) and `table_writer` (new table files).
+//! Each part of the work has a file of its own: `write_group` (writers queued into groups),
+//! `write` (the WAL and the memtable), `read` (memtables, then tables through their filters),
+//! `background` (the flush and compaction threads and what they wait for), `flush` and
+//! `compact` (one job of each kind, and the manifest edit that ends it), `recovery` (opening a
+//! store) and `table_writer` (new table files).
 
+use std::collections::HashSet;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,10 +29,13 @@ use crate::wal::LogWriter;
 use crate::write_batch::WriteBatch;
 
 mod background;
+mod compact;
+mod flush;
 mod read;
 mod recovery;
 mod table_writer;
 mod write;
+mod write_group;
 
 use recovery::recover;
 
@@ -113,7 +119,8 @@ impl WriterState {
     }
 }
 
-/// Held while the tree's shape changes (flush, compaction): one change at a time.
+/// Held while a change of the tree's shape is recorded (a flush's or compaction's edit, and
+/// the new version), and while a compaction is picked: briefly, never while tables are written.
 struct ShapeState {
     /// `None` in a read-only store. Once an edit failed to reach it, the next edit goes to a
     /// new manifest instead.
@@ -123,6 +130,9 @@ struct ShapeState {
     discarded: Vec<crate::sstable::Table>,
     /// Per level, where round-robin compaction of that level resumes.
     compact_cursor: Vec<Vec<u8>>,
+    /// File numbers of the tables running compactions read: no other compaction may take
+    /// them.
+    compacting: HashSet<u64>,
 }
 
 /// A background step that failed, retried after a growing pause.
@@ -133,27 +143,117 @@ struct StepFailure {
     retry_at: Instant,
 }
 
+/// The kinds of background job. Each has threads of its own, and a failure and retry pause of
+/// its own, so a compaction (running long, or failing) never holds back a flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Job {
+    Flush,
+    Compaction,
+}
+
 #[derive(Default)]
 struct BackgroundState {
     shutdown: bool,
-    /// True while the background thread runs a flush or compaction step. (The files a
-    /// compaction made obsolete are deleted when their last reader drops them, which may be
-    /// later.)
-    busy: bool,
+    /// Flushes and compactions running now, in background threads or in a caller's
+    /// (`compact`, `resume`). (The files a compaction made obsolete are deleted when their
+    /// last reader drops them, which may be later.)
+    running: usize,
+    /// While nonzero no job starts: `Db::check` holds the files in use still.
+    held: usize,
+    /// Manual compactions waiting for the running ones to finish: no background compaction
+    /// starts meanwhile.
+    manual_waiting: usize,
+    /// Jobs finished (or failed) since open: a compaction thread that found nothing it could
+    /// take waits for this to move.
+    jobs_ended: u64,
     /// Set while the WAL cannot be written: writes are refused until a new log is started.
     wal_error: Option<String>,
-    /// The last background step failed; set until one succeeds.
-    step_failure: Option<StepFailure>,
+    /// The last flush failed; set until one succeeds.
+    flush_failure: Option<StepFailure>,
+    /// The last compaction failed; set until one succeeds.
+    compaction_failure: Option<StepFailure>,
+}
+
+impl BackgroundState {
+    fn failure(&self, job: Job) -> &Option<StepFailure> {
+        match job {
+            Job::Flush => &self.flush_failure,
+            Job::Compaction => &self.compaction_failure,
+        }
+    }
+
+    fn failure_mut(&mut self, job: Job) -> &mut Option<StepFailure> {
+        match job {
+            Job::Flush => &mut self.flush_failure,
+            Job::Compaction => &mut self.compaction_failure,
+        }
+    }
+
+    /// The failure a waiter learns of: a flush's first, since writes wait on flushes.
+    fn any_failure(&self) -> Option<&StepFailure> {
+        self.flush_failure
+            .as_ref()
+            .or(self.compaction_failure.as_ref())
+    }
+
+    /// The failure that keeps a stalled write from going on: memory for writes waits on
+    /// flushes, level 0 on compactions.
+    fn failure_stalling_writes(&self) -> Option<&StepFailure> {
+        self.any_failure()
+    }
 }
 
 #[derive(Default)]
 struct Counters {
     flushes: AtomicU64,
     compactions: AtomicU64,
+    trivial_moves: AtomicU64,
     write_stalls: AtomicU64,
+    /// Time writers spent delayed or stalled.
+    stall_micros: AtomicU64,
+    /// Bytes of keys and values in acknowledged writes.
+    user_bytes: AtomicU64,
+    /// Bytes appended to WAL files (records and their headers).
+    wal_bytes: AtomicU64,
+    /// Write groups, and the batches in them.
+    write_groups: AtomicU64,
+    grouped_batches: AtomicU64,
     background_errors: AtomicU64,
     background_retries: AtomicU64,
     manifest_rotations: AtomicU64,
+    /// Per level: what flushes and compactions wrote into it and read out of it.
+    levels: Vec<LevelCounters>,
+}
+
+/// The I/O of flushes and compactions at one level.
+#[derive(Default)]
+struct LevelCounters {
+    /// Bytes of tables written into the level (by flushes at level 0, compactions deeper).
+    bytes_written: AtomicU64,
+    /// Bytes of the level's tables that compactions read.
+    bytes_read: AtomicU64,
+    /// Compactions whose output went into the level.
+    compactions: AtomicU64,
+    /// Tables moved into the level without being rewritten, and their bytes.
+    tables_moved: AtomicU64,
+    bytes_moved: AtomicU64,
+}
+
+impl Counters {
+    fn new(num_levels: usize) -> Counters {
+        Counters {
+            levels: (0..num_levels).map(|_| LevelCounters::default()).collect(),
+            ..Counters::default()
+        }
+    }
+
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn add_one(counter: &AtomicU64) {
+        Counters::add(counter, 1);
+    }
 }
 
 struct Inner {
@@ -161,7 +261,12 @@ struct Inner {
     fs: SharedFs,
     options: Options,
     read_state: RwLock<Arc<ReadState>>,
+    /// Writers waiting to be written by a group's leader.
+    write_queue: write_group::WriteQueue,
+    /// Held by a group's leader, and by whoever else starts a new WAL.
     writer: Mutex<WriterState>,
+    /// Held for a whole flush: memtables are flushed one at a time, oldest first.
+    flushing: Mutex<()>,
     shape: Mutex<ShapeState>,
     /// Sequence number of the last write visible to readers.
     visible_seq: AtomicU64,
@@ -182,7 +287,9 @@ struct Inner {
 /// any number of threads may read while others write.
 pub struct Db {
     inner: Arc<Inner>,
-    worker: Option<JoinHandle<()>>,
+    /// The flush thread and the compaction threads; none in a read-only store.
+    workers: Vec<JoinHandle<()>>,
+    read_only: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -210,16 +317,20 @@ impl Db {
         }
         let lock = fs.lock(&dir.join(filename::LOCK))?;
         let inner = Arc::new(recover(dir, fs, options, lock)?);
-        let worker_inner = Arc::clone(&inner);
-        let worker = std::thread::Builder::new()
-            .name("bloomkv-background".into())
-            .spawn(move || worker_inner.background_loop())
-            .map_err(|e| Error::io("starting the background thread", e))?;
+        let mut db = Db {
+            inner: Arc::clone(&inner),
+            workers: Vec::new(),
+            read_only: false,
+        };
+        db.workers
+            .push(spawn_worker(&inner, "bloomkv-flush", Inner::flush_loop)?);
+        for i in 0..inner.options.compaction_threads {
+            let name = format!("bloomkv-compact-{i}");
+            db.workers
+                .push(spawn_worker(&inner, &name, Inner::compaction_loop)?);
+        }
         inner.background_cv.notify_all();
-        Ok(Db {
-            inner,
-            worker: Some(worker),
-        })
+        Ok(db)
     }
 
     /// Opens the store in `path` for reading only, writing nothing: no lock file, no WAL, no
@@ -238,13 +349,14 @@ impl Db {
         let inner = recovery::open_read_only(dir, fs, options, lock)?;
         Ok(Db {
             inner: Arc::new(inner),
-            worker: None,
+            workers: Vec::new(),
+            read_only: true,
         })
     }
 
     /// True for a store opened with [`Db::open_read_only`].
     pub fn is_read_only(&self) -> bool {
-        self.worker.is_none()
+        self.read_only
     }
 
     /// Brings a store whose WAL could not be written back to accepting writes, and retries a
@@ -253,7 +365,10 @@ impl Db {
     /// space). Returns the error that still stands, if any.
     pub fn resume(&self) -> Result<()> {
         self.refuse_if_read_only()?;
-        self.inner.restart_wal()?;
+        {
+            let _job = self.inner.start_foreground_job();
+            self.inner.restart_wal()?;
+        }
         self.inner.retry_now();
         self.wait_for_background_work()
     }
@@ -340,7 +455,7 @@ impl Db {
             return Ok(());
         }
         self.inner
-            .wait_until(|inner, background| !background.busy && !inner.has_background_work())
+            .wait_until(|inner, background| background.running == 0 && !inner.has_background_work())
     }
 
     /// Empties the block cache (all of it, when shared with other stores) and asks the
@@ -359,6 +474,7 @@ impl Db {
     /// Verifies every checksum of what the store relies on (see [`crate::check`]), holding
     /// flushes and compactions back meanwhile so the files checked are the ones in use.
     pub fn check(&self) -> crate::check::CheckReport {
+        let _held = self.inner.hold_background();
         let _shape = lock(&self.inner.shape);
         crate::check::check_view(&self.inner.fs, &self.inner.dir)
     }
@@ -405,7 +521,7 @@ impl Db {
             .store(false, Ordering::Release);
         lock(&self.inner.background).shutdown = true;
         self.inner.background_cv.notify_all();
-        if let Some(worker) = self.worker.take() {
+        for worker in self.workers.drain(..) {
             let _ = worker.join();
         }
     }
@@ -418,6 +534,15 @@ impl Drop for Db {
         }
         self.stop_worker();
     }
+}
+
+/// Starts a background thread running `work` until the store shuts down.
+fn spawn_worker(inner: &Arc<Inner>, name: &str, work: fn(&Inner)) -> Result<JoinHandle<()>> {
+    let inner = Arc::clone(inner);
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || work(&inner))
+        .map_err(|e| Error::io(format!("starting the background thread {name}"), e))
 }
 
 /// Creates the directory of a new store and makes its entry durable: a directory is an

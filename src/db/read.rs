@@ -52,9 +52,8 @@ impl Inner {
         let counters = self.table_env.counters.snapshot();
         let (background_error, writes_refused) = {
             let background = lock(&self.background);
-            let step_failure = background.step_failure.as_ref();
             (
-                step_failure.map(|f| f.reason.clone()),
+                background.any_failure().map(|f| f.reason.clone()),
                 background.wal_error.clone(),
             )
         };
@@ -65,7 +64,16 @@ impl Inner {
         let mut filter_memory_bytes = 0;
         let mut index_memory_bytes = 0;
         for level in 0..version.num_levels() {
-            let mut summary = LevelStats::default();
+            let io = &self.counters.levels[level];
+            let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+            let mut summary = LevelStats {
+                bytes_written: load(&io.bytes_written),
+                bytes_read: load(&io.bytes_read),
+                compactions: load(&io.compactions),
+                tables_moved: load(&io.tables_moved),
+                bytes_moved: load(&io.bytes_moved),
+                ..LevelStats::default()
+            };
             for handle in version.level(level) {
                 summary.tables += 1;
                 summary.bytes += handle.meta.file_size;
@@ -104,7 +112,13 @@ impl Inner {
             last_sequence: self.visible_seq.load(Ordering::Acquire),
             flushes: self.counters.flushes.load(Ordering::Relaxed),
             compactions: self.counters.compactions.load(Ordering::Relaxed),
+            trivial_moves: self.counters.trivial_moves.load(Ordering::Relaxed),
             write_stalls: self.counters.write_stalls.load(Ordering::Relaxed),
+            stall_micros: self.counters.stall_micros.load(Ordering::Relaxed),
+            user_bytes_written: self.counters.user_bytes.load(Ordering::Relaxed),
+            wal_bytes_written: self.counters.wal_bytes.load(Ordering::Relaxed),
+            write_groups: self.counters.write_groups.load(Ordering::Relaxed),
+            grouped_batches: self.counters.grouped_batches.load(Ordering::Relaxed),
             background_errors: self.counters.background_errors.load(Ordering::Relaxed),
             background_retries: self.counters.background_retries.load(Ordering::Relaxed),
             background_error,

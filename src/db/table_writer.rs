@@ -12,6 +12,17 @@ use crate::manifest::TableMeta;
 use crate::options::Options;
 use crate::sstable::{Table, TableBuilder, TableEnv, TableOptions};
 
+impl super::Inner {
+    pub(super) fn table_writer(&self) -> TableWriter<'_> {
+        TableWriter {
+            dir: &self.dir,
+            options: &self.options,
+            env: &self.table_env,
+            next_file_number: &self.next_file_number,
+        }
+    }
+}
+
 /// Tables written by one flush or compaction: what the manifest records, and the readers.
 pub(super) struct NewTables {
     pub(super) added: Vec<TableMeta>,

@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{lock, BackgroundState, Inner, ReadState, WriterState};
+use super::write_group::{Group, Turn};
+use super::{lock, BackgroundState, Counters, Inner, Job, ReadState, WriterState};
 use crate::entry::next_seqs;
 use crate::error::{Error, Result};
 use crate::filename;
@@ -45,17 +46,50 @@ impl Inner {
         self.counters.background_errors.load(Ordering::Relaxed)
     }
 
+    /// Writes `batch` as a member of a group (see `write_group`): returns once a leader (this
+    /// writer or another) has logged it, synced when `sync`, and made it visible.
     pub(super) fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        let record = batch.encode(0);
+        match self.write_queue.join(batch, record, sync) {
+            Turn::Done(outcome) => outcome,
+            Turn::Lead(mut group) => {
+                let outcome = self.write_group(&mut group);
+                self.write_queue.finish(&group, || match &outcome {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(e.duplicate()),
+                });
+                outcome
+            }
+        }
+    }
+
+    /// The leader's work: numbers the group's records in queue order, appends them to the WAL
+    /// in one write, syncs once if any member asked, then applies them to the memtable and
+    /// makes them visible together. A failure fails every member: none of them is visible.
+    fn write_group(&self, group: &mut Group) -> Result<()> {
         let mut writer = lock(&self.writer);
         self.refuse_if_failed()?;
         self.wait_for_room(&writer)?;
         let (first_seq, last_seq) =
-            next_seqs(self.visible_seq.load(Ordering::Acquire), batch.len())?;
-        let record = batch.encode(first_seq);
+            next_seqs(self.visible_seq.load(Ordering::Acquire), group.ops())?;
+        let mut seq = first_seq;
+        for member in &mut group.members {
+            WriteBatch::set_first_seq(&mut member.record, seq);
+            seq += member.batch.len() as u64;
+        }
         let wal = writer.wal()?;
-        let logged = wal
-            .add_record(&record)
-            .and_then(|()| if sync { wal.sync() } else { wal.flush() });
+        let wal_len_before = wal.len();
+        let logged = group
+            .members
+            .iter()
+            .try_for_each(|member| wal.add_record(&member.record))
+            .and_then(|()| match group.needs_sync() {
+                true => wal.sync(),
+                false => wal.flush(),
+            });
+        self.counters
+            .wal_bytes
+            .fetch_add(wal.len() - wal_len_before, Ordering::Relaxed);
         if let Err(e) = logged {
             // The log may now end in a partial record: appending after it would hide later
             // writes from recovery. Refuse writes until a new log is started; reads go on.
@@ -63,10 +97,21 @@ impl Inner {
             return Err(e);
         }
         let state = self.read_state();
-        state.mem.apply(batch.into_entries(first_seq));
+        let mut seq = first_seq;
+        for member in &mut group.members {
+            let batch = std::mem::take(&mut member.batch);
+            let ops = batch.len() as u64;
+            self.counters
+                .user_bytes
+                .fetch_add(batch.payload_bytes() as u64, Ordering::Relaxed);
+            state.mem.apply(batch.into_entries(seq));
+            seq += ops;
+        }
         self.visible_seq.store(last_seq, Ordering::Release);
+        Counters::add_one(&self.counters.write_groups);
+        Counters::add(&self.counters.grouped_batches, group.members.len() as u64);
         if state.mem.approximate_bytes() >= self.options.memtable_size {
-            // This batch is logged (synced if asked) and visible: it succeeded, whatever
+            // The group is logged (synced if asked) and visible: it succeeded, whatever
             // happens to the next log. A memtable that could not be frozen is frozen by a
             // later write.
             let _ = self.freeze_memtable(&mut writer);
@@ -75,30 +120,42 @@ impl Inner {
     }
 
     /// Delays or stalls the writer while flush or compaction is behind, so memory and
-    /// level 0 do not grow without bound. It takes the writer's guard to show the writer lock
-    /// is held: other writers queue behind the one that waits. A write that would wait for
-    /// background work that is failing gets `Error::Background` at once.
+    /// level 0 do not grow without bound, and counts the time in `Stats::stall_micros`. It
+    /// takes the writer's guard to show the writer lock is held: other writers queue behind
+    /// the one that waits. A write that would wait for background work that is failing gets
+    /// `Error::Background` at once.
     fn wait_for_room(&self, _writer: &MutexGuard<'_, WriterState>) -> Result<()> {
+        let started = Instant::now();
         let mut delayed = false;
+        let result = self.wait_for_room_until_done(&mut delayed);
+        if delayed {
+            self.counters
+                .stall_micros
+                .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn wait_for_room_until_done(&self, delayed: &mut bool) -> Result<()> {
         loop {
             let state = self.read_state();
             let level0 = state.version.level(0).len();
-            if !delayed && level0 >= self.options.l0_slowdown_trigger {
+            if !*delayed && level0 >= self.options.l0_slowdown_trigger {
                 self.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(1));
-                delayed = true;
+                *delayed = true;
                 continue;
             }
             let too_many_frozen = state.immutable.len() >= self.options.max_immutable_memtables;
             if !too_many_frozen && level0 < self.options.l0_stop_trigger {
                 return Ok(());
             }
-            if !delayed {
+            if !*delayed {
                 self.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
-                delayed = true;
+                *delayed = true;
             }
             let background = lock(&self.background);
-            if let Some(failure) = &background.step_failure {
+            if let Some(failure) = background.failure_stalling_writes() {
                 return Err(Error::Background {
                     reason: failure.reason.clone(),
                 });
@@ -176,10 +233,7 @@ impl Inner {
             writer.wal = Some(log);
             self.install_new_memtable(number);
         }
-        let mut shape = lock(&self.shape);
-        while let Some(oldest) = self.read_state().immutable.last().cloned() {
-            self.flush_memtable(&mut shape, oldest)?;
-        }
+        while self.flush_oldest()? {}
         lock(&self.background).wal_error = None;
         self.background_cv.notify_all();
         Ok(())
@@ -212,7 +266,7 @@ impl Inner {
                 return Ok(());
             }
             if self.failures() != failures_before {
-                if let Some(failure) = &background.step_failure {
+                if let Some(failure) = background.any_failure() {
                     return Err(Error::Background {
                         reason: failure.reason.clone(),
                     });
@@ -229,9 +283,13 @@ impl Inner {
 
     /// Lets a failed background step run again now instead of after its pause.
     pub(super) fn retry_now(&self) {
-        if let Some(failure) = &mut lock(&self.background).step_failure {
-            failure.retry_at = Instant::now();
+        let mut background = lock(&self.background);
+        for job in [Job::Flush, Job::Compaction] {
+            if let Some(failure) = background.failure_mut(job) {
+                failure.retry_at = Instant::now();
+            }
         }
+        drop(background);
         self.background_cv.notify_all();
     }
 }

@@ -1,0 +1,198 @@
+//! Compactions: picked under the shape lock with their inputs marked as taken, merged (or
+//! moved) without it, recorded in the manifest under it again.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::table_writer::NewTables;
+use super::{lock, Counters, Inner, ReadState};
+use crate::compaction::{self, Compaction};
+use crate::error::Result;
+use crate::manifest::{TableMeta, VersionEdit};
+use crate::sstable::Table;
+
+impl Inner {
+    /// Picks one compaction no other running one conflicts with, and runs it. `Ok(false)`
+    /// when there is none.
+    pub(super) fn compact_once(&self) -> Result<bool> {
+        let picked = {
+            let mut shape = lock(&self.shape);
+            let shape = &mut *shape;
+            let version = Arc::clone(&self.read_state().version);
+            let job = compaction::pick(
+                &version,
+                &self.options,
+                &mut shape.compact_cursor,
+                &shape.compacting,
+            );
+            if let Some(job) = &job {
+                shape
+                    .compacting
+                    .extend(job.all_inputs().map(|t| t.meta.number));
+            }
+            job
+        };
+        match picked {
+            Some(job) => self.run_compaction(job).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// Merges every table into one level, in the caller's thread. It waits for running
+    /// compactions to end (none starts meanwhile), then takes every table; flushes go on
+    /// throughout, and the level-0 tables they add stay above the merge's output.
+    pub(super) fn compact_all(&self) -> Result<()> {
+        lock(&self.background).manual_waiting += 1;
+        let picked = self.take_all_tables_when_free();
+        lock(&self.background).manual_waiting -= 1;
+        self.background_cv.notify_all();
+        let Some(job) = picked else {
+            return Ok(());
+        };
+        let _job = self.start_foreground_job();
+        self.run_compaction(job)
+    }
+
+    fn take_all_tables_when_free(&self) -> Option<Compaction> {
+        loop {
+            {
+                let mut shape = lock(&self.shape);
+                if shape.compacting.is_empty() {
+                    let version = Arc::clone(&self.read_state().version);
+                    let job = compaction::full(&version, &self.options)?;
+                    shape
+                        .compacting
+                        .extend(job.all_inputs().map(|t| t.meta.number));
+                    return Some(job);
+                }
+            }
+            let background = lock(&self.background);
+            let _ = self
+                .background_cv
+                .wait_timeout(background, Duration::from_millis(10));
+        }
+    }
+
+    /// Runs a picked compaction, then frees its inputs for other compactions (whether it
+    /// succeeded or not).
+    fn run_compaction(&self, job: Compaction) -> Result<()> {
+        let result = match job.is_trivial_move() {
+            true => self.move_tables(&job),
+            false => self.merge(&job),
+        };
+        let mut shape = lock(&self.shape);
+        for input in job.all_inputs() {
+            shape.compacting.remove(&input.meta.number);
+        }
+        result
+    }
+
+    /// Merges the inputs into new tables of the output level.
+    fn merge(&self, job: &Compaction) -> Result<()> {
+        let expected_keys = job.all_inputs().map(|t| t.meta.entries).sum::<u64>();
+        let NewTables { added, opened } = self.table_writer().write(
+            job.merged_entries(),
+            job.output_level as u32,
+            expected_keys,
+            true,
+        )?;
+        let written: u64 = added.iter().map(|t| t.file_size).sum();
+        // Each input is removed from the level it lives in (a full compaction takes inputs
+        // from every level).
+        let removed = job
+            .all_inputs()
+            .map(|t| (t.meta.level, t.meta.number))
+            .collect();
+        self.install_compaction(
+            VersionEdit {
+                log_number: None,
+                next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
+                last_seq: None,
+                added,
+                removed,
+            },
+            &opened,
+            opened.values(),
+        )?;
+        let levels = &self.counters.levels;
+        Counters::add_one(&self.counters.compactions);
+        Counters::add_one(&levels[job.output_level].compactions);
+        Counters::add(&levels[job.output_level].bytes_written, written);
+        for input in job.all_inputs() {
+            Counters::add(
+                &levels[input.meta.level as usize].bytes_read,
+                input.meta.file_size,
+            );
+        }
+        // The manifest no longer names the inputs. Readers may still hold them (an iterator
+        // over an older version), and the table cache may need to open their files again for
+        // those readers: each file is deleted when the last holder of its table lets go.
+        for input in job.all_inputs() {
+            input.table.mark_obsolete();
+        }
+        Ok(())
+    }
+
+    /// Moves the inputs to the output level by a manifest edit alone: the same files, the
+    /// same numbers, another level.
+    fn move_tables(&self, job: &Compaction) -> Result<()> {
+        let level = job.output_level;
+        let moved: Vec<TableMeta> = job
+            .inputs
+            .iter()
+            .map(|t| TableMeta {
+                level: level as u32,
+                ..t.meta.clone()
+            })
+            .collect();
+        let opened: HashMap<u64, Table> = job
+            .inputs
+            .iter()
+            .map(|t| (t.meta.number, t.table.clone()))
+            .collect();
+        let removed = job
+            .inputs
+            .iter()
+            .map(|t| (t.meta.level, t.meta.number))
+            .collect();
+        // A failed edit must not discard the tables: they are the inputs, still live.
+        self.install_compaction(
+            VersionEdit {
+                log_number: None,
+                next_file_number: None,
+                last_seq: None,
+                added: moved,
+                removed,
+            },
+            &opened,
+            std::iter::empty(),
+        )?;
+        let counters = &self.counters.levels[level];
+        Counters::add_one(&self.counters.trivial_moves);
+        Counters::add(&counters.tables_moved, job.inputs.len() as u64);
+        let bytes: u64 = job.inputs.iter().map(|t| t.meta.file_size).sum();
+        Counters::add(&counters.bytes_moved, bytes);
+        Ok(())
+    }
+
+    /// Records a compaction's edit in the manifest and swaps in the version it makes. On
+    /// failure `outputs` are discarded (see `log_edit`).
+    fn install_compaction<'t>(
+        &self,
+        edit: VersionEdit,
+        opened: &HashMap<u64, Table>,
+        outputs: impl Iterator<Item = &'t Table>,
+    ) -> Result<()> {
+        let mut shape = lock(&self.shape);
+        self.log_edit(&mut shape, &edit, outputs)?;
+        self.replace_read_state(|old| ReadState {
+            mem: Arc::clone(&old.mem),
+            immutable: old.immutable.clone(),
+            version: Arc::new(old.version.apply(&edit, opened)),
+        });
+        self.rotate_manifest_if_long(&mut shape);
+        Ok(())
+    }
+}

@@ -1,0 +1,184 @@
+//! Group commit: writers queue up, and the one at the head of the queue writes for a group.
+//!
+//! A writer encodes its batch before it joins, so that work runs in parallel. The writer at
+//! the head of the queue, when no group is being written, becomes the leader: it takes a
+//! group of queued batches, writes them (see `Inner::write_group`) and hands each member its
+//! result. The others sleep until their result is in, or until they reach the head. One
+//! fsync then covers every member that asked for one, and the order of the queue is the order
+//! of the sequence numbers.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Condvar, Mutex};
+
+use super::lock;
+use crate::error::Result;
+use crate::write_batch::WriteBatch;
+
+/// A group holds at most this many bytes of records...
+const MAX_GROUP_BYTES: usize = 1 << 20;
+/// ...and when its first record is small, at most this much more than that record, so a small
+/// write is not held back behind the write of a large one.
+const SMALL_RECORD_ROOM: usize = 128 << 10;
+
+/// A batch waiting to be written.
+pub(super) struct Pending {
+    ticket: u64,
+    pub(super) batch: WriteBatch,
+    /// The batch's WAL record, numbered from sequence 0 until the leader numbers it.
+    pub(super) record: Vec<u8>,
+    pub(super) sync: bool,
+}
+
+/// What a writer that joined the queue does next.
+pub(super) enum Turn {
+    /// A leader wrote the batch; this is the outcome.
+    Done(Result<()>),
+    /// This writer leads: it writes these batches (its own first), then calls
+    /// [`WriteQueue::finish`].
+    Lead(Group),
+}
+
+/// The batches one leader writes.
+pub(super) struct Group {
+    pub(super) members: Vec<Pending>,
+}
+
+impl Group {
+    /// True when any member asked for its write to be synced.
+    pub(super) fn needs_sync(&self) -> bool {
+        self.members.iter().any(|p| p.sync)
+    }
+
+    /// Operations in the group.
+    pub(super) fn ops(&self) -> usize {
+        self.members.iter().map(|p| p.batch.len()).sum()
+    }
+}
+
+#[derive(Default)]
+struct QueueState {
+    waiting: VecDeque<Pending>,
+    next_ticket: u64,
+    /// A leader is writing a group now.
+    leading: bool,
+    /// Outcomes of members whose group was written, until each collects its own.
+    finished: HashMap<u64, Result<()>>,
+}
+
+#[derive(Default)]
+pub(super) struct WriteQueue {
+    state: Mutex<QueueState>,
+    /// Signalled when a group is finished.
+    turn: Condvar,
+}
+
+impl WriteQueue {
+    /// Queues a batch and waits for its turn: either its outcome, or the lead of a group.
+    pub(super) fn join(&self, batch: WriteBatch, record: Vec<u8>, sync: bool) -> Turn {
+        let mut state = lock(&self.state);
+        let ticket = state.next_ticket;
+        state.next_ticket += 1;
+        state.waiting.push_back(Pending {
+            ticket,
+            batch,
+            record,
+            sync,
+        });
+        loop {
+            if let Some(outcome) = state.finished.remove(&ticket) {
+                return Turn::Done(outcome);
+            }
+            let at_head = state.waiting.front().is_some_and(|p| p.ticket == ticket);
+            if at_head && !state.leading {
+                state.leading = true;
+                return Turn::Lead(take_group(&mut state.waiting));
+            }
+            state = self.turn.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Hands every member but the leader (the first) its outcome, `outcome` for each, and
+    /// lets the next leader go.
+    pub(super) fn finish(&self, group: &Group, outcome: impl Fn() -> Result<()>) {
+        let mut state = lock(&self.state);
+        for member in group.members.iter().skip(1) {
+            state.finished.insert(member.ticket, outcome());
+        }
+        state.leading = false;
+        drop(state);
+        self.turn.notify_all();
+    }
+}
+
+/// Takes the batches at the head of the queue, as many as the size bounds allow (always at
+/// least the first).
+fn take_group(waiting: &mut VecDeque<Pending>) -> Group {
+    let first_len = waiting.front().map_or(0, |p| p.record.len());
+    let limit = if first_len <= SMALL_RECORD_ROOM {
+        first_len + SMALL_RECORD_ROOM
+    } else {
+        MAX_GROUP_BYTES
+    };
+    let mut bytes = 0;
+    let mut members = Vec::new();
+    while let Some(next) = waiting.front() {
+        if !members.is_empty() && bytes + next.record.len() > limit {
+            break;
+        }
+        bytes += next.record.len();
+        members.extend(waiting.pop_front());
+    }
+    Group { members }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(ticket: u64, bytes: usize) -> Pending {
+        Pending {
+            ticket,
+            batch: WriteBatch::new(),
+            record: vec![0; bytes],
+            sync: false,
+        }
+    }
+
+    fn group_sizes(records: &[usize]) -> Vec<usize> {
+        let mut waiting: VecDeque<Pending> = records
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| pending(i as u64, b))
+            .collect();
+        let mut sizes = Vec::new();
+        while !waiting.is_empty() {
+            sizes.push(take_group(&mut waiting).members.len());
+        }
+        sizes
+    }
+
+    #[test]
+    fn small_records_group_up_to_the_room_after_the_first() {
+        // The limit is 100 + 128 KiB = 131,172 bytes: 1,311 records of 100 bytes.
+        assert_eq!(group_sizes(&[100; 1400]), vec![1311, 89]);
+    }
+
+    #[test]
+    fn a_small_write_is_not_held_behind_a_large_one() {
+        // The small first write goes alone; the small one after the large one rides along.
+        assert_eq!(group_sizes(&[100, 900 << 10, 100]), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_large_first_record_allows_a_group_up_to_the_maximum() {
+        assert_eq!(
+            group_sizes(&[200 << 10, 300 << 10, 400 << 10, 200 << 10]),
+            vec![3, 1]
+        );
+    }
+
+    #[test]
+    fn one_record_larger_than_the_maximum_is_a_group_of_its_own() {
+        assert_eq!(group_sizes(&[2 << 20, 100]), vec![1, 1]);
+    }
+}
