@@ -44,11 +44,15 @@
 //!   append, sync, rename, remove, sync_dir, create_dir_all), every operation fails as if the
 //!   machine had died, until [`FaultFs::crash`]. Stepping n over 0, 1, 2, ... cuts a multi-step protocol
 //!   at every point.
+//!
+//! One more control is not a fault: [`FaultFs::hold_reads_of`] makes `read_at` of chosen
+//! files wait until [`FaultFs::release_reads`], so a test can hold a job that reads them (a
+//! compaction reading its inputs) in the middle and see what goes on meanwhile.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
@@ -137,6 +141,11 @@ struct State {
     faults: Faults,
     crash_mode: CrashMode,
     rng: u64,
+    /// Files whose reads wait until released, and the reads waiting now.
+    held_reads: HashSet<PathBuf>,
+    waiting_reads: usize,
+    /// Signalled when held reads are released.
+    reads_released: Arc<Condvar>,
 }
 
 fn injected(context: String, kind: ErrorKind, msg: &str) -> Error {
@@ -229,6 +238,11 @@ impl State {
         Ok(())
     }
 
+    fn release_reads(&mut self) {
+        self.held_reads.clear();
+        self.reads_released.notify_all();
+    }
+
     fn read_fault(&mut self, what: &str, path: &Path) -> Result<()> {
         self.check_epoch(self.epoch, what, path)?;
         if self.faults.reads_fail {
@@ -278,6 +292,7 @@ impl State {
     }
 
     fn crash(&mut self) {
+        self.release_reads();
         self.epoch += 1;
         self.locks.clear();
         self.shared_locks.clear();
@@ -457,6 +472,22 @@ impl FaultFs {
         self.state().faults.power_cut
     }
 
+    /// Makes every `read_at` of these files wait until [`FaultFs::release_reads`] (or a
+    /// crash).
+    pub fn hold_reads_of(&self, paths: impl IntoIterator<Item = PathBuf>) {
+        self.state().held_reads.extend(paths);
+    }
+
+    /// Reads waiting on a hold now.
+    pub fn held_reads_waiting(&self) -> usize {
+        self.state().waiting_reads
+    }
+
+    /// Lets every held read go on.
+    pub fn release_reads(&self) {
+        self.state().release_reads();
+    }
+
     /// The current content of a file, if it exists.
     pub fn contents(&self, path: &Path) -> Option<Vec<u8>> {
         let st = self.state();
@@ -585,6 +616,14 @@ struct MemRandomAccessFile {
 impl RandomAccessFile for MemRandomAccessFile {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         let mut st = lock_state(&self.state);
+        if st.held_reads.contains(&self.path) {
+            let released = Arc::clone(&st.reads_released);
+            st.waiting_reads += 1;
+            while st.held_reads.contains(&self.path) {
+                st = released.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            st.waiting_reads -= 1;
+        }
         st.check_epoch(self.epoch, "reading", &self.path)?;
         st.read_fault("reading", &self.path)?;
         let inode = st.inode_mut(self.inode, &self.path)?;
