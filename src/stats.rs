@@ -20,7 +20,7 @@ pub struct TableStats {
 }
 
 /// One level as `Stats` reports it: its shape now, and the I/O of flushes and compactions at
-/// it since the store was opened.
+/// it over the store's life (see [`Stats`] on what the manifest keeps).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LevelStats {
     pub tables: usize,
@@ -38,7 +38,12 @@ pub struct LevelStats {
     pub bytes_moved: u64,
 }
 
-/// Counters since the store was opened, and the shape of the tree now.
+/// Counters, and the shape of the tree now.
+///
+/// The write counters (flushes, compactions, moves, stalls, and the bytes of users, the WAL,
+/// flushes and compactions, per level too) cover the store's whole life: each manifest edit
+/// records them, and so does closing the store, so a reopen, and a read-only open, go on from
+/// there (after a crash, from the last edit). The rest count since this open.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Stats {
     /// Table filters asked during point lookups (one per table whose key range covers the key).
@@ -65,9 +70,9 @@ pub struct Stats {
     pub immutable_memtables: usize,
     /// Sequence number of the last write.
     pub last_sequence: u64,
-    /// Memtables flushed to tables since open.
+    /// Memtables flushed to tables (recovery writing replayed logs counts as one).
     pub flushes: u64,
-    /// Compactions finished since open.
+    /// Compactions that merged tables (trivial moves are counted apart).
     pub compactions: u64,
     /// Trivial moves: compactions that moved tables a level down without rewriting them.
     pub trivial_moves: u64,

@@ -1070,6 +1070,42 @@ fn stats_shows_tables_filters_and_counters() {
     assert!(text.contains("data block reads"), "{text}");
 }
 
+/// `stats` is a read-only open, yet reports what the writers before it wrote: the totals live
+/// in the manifest. Write amplification is the bytes of WAL and tables over the bytes loaded.
+#[test]
+fn stats_reports_write_amplification_over_the_store_life() {
+    let (_tmp, db) = store();
+    let pairs = numbered_pairs(2000);
+    kv_stdin(&db, &["load"], pairs.as_bytes()).ok();
+    kv(&db, &["compact"]).ok();
+    let stats = stats_json(&db);
+    let writes = &stats["writes"];
+    let user = writes["user_bytes"].as_u64().unwrap();
+    // Each line is a key, a tab and a value: the key and value bytes are the line less one.
+    let loaded: usize = pairs.lines().map(|l| l.len() - 1).sum();
+    assert_eq!(user, loaded as u64, "{writes}");
+    let wal = writes["wal_bytes"].as_u64().unwrap();
+    let tables = writes["flush_bytes"].as_u64().unwrap()
+        + writes["compaction_bytes_written"].as_u64().unwrap();
+    assert!(wal > user && tables > 0, "{writes}");
+    let amplification = writes["write_amplification"].as_f64().unwrap();
+    assert!((amplification - (wal + tables) as f64 / user as f64).abs() < 1e-9);
+    assert!(writes["stall_seconds"].is_f64(), "{writes}");
+    let written: u64 = stats["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["bytes_written"].as_u64().unwrap())
+        .sum();
+    assert_eq!(written, tables);
+    let text = kv(&db, &["stats"]).ok();
+    let row = text
+        .lines()
+        .find(|l| l.contains("write amplification"))
+        .unwrap_or_else(|| panic!("no write amplification in\n{text}"));
+    assert!(row.ends_with(&format!(" {amplification:.2}")), "{row}");
+}
+
 #[test]
 fn filter_policy_applies_to_tables_written() {
     let (tmp, db) = store();

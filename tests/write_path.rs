@@ -595,3 +595,40 @@ fn write_counters_add_up() {
         .sum();
     assert_eq!(wal_bytes, log_bytes);
 }
+
+/// The write counters outlive the open: after a close, a read-only open reports the same
+/// totals, and a writer opened again goes on from them.
+#[test]
+fn write_totals_outlive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    for i in 0..3_000 {
+        db.put(common::key(i % 700), common::value(i, 0)).unwrap();
+    }
+    db.wait_for_background_work().unwrap();
+    let before = db.stats();
+    db.close().unwrap();
+    let lifetime = |s: &Stats| {
+        (
+            s.user_bytes_written,
+            s.wal_bytes_written,
+            s.flushes,
+            s.compactions,
+            s.trivial_moves,
+            s.stall_micros,
+            s.levels
+                .iter()
+                .map(|l| (l.bytes_written, l.bytes_read, l.tables_moved))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let reader = Db::open_read_only(dir.path(), common::small_tree_options()).unwrap();
+    assert_eq!(lifetime(&reader.stats()), lifetime(&before));
+    assert!(reader.stats().write_amplification().unwrap() > 1.0);
+    drop(reader);
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    db.put(b"one more", b"value").unwrap();
+    let after = db.stats();
+    assert_eq!(after.user_bytes_written, before.user_bytes_written + 13);
+    assert!(after.flushes >= before.flushes);
+}

@@ -216,15 +216,17 @@ impl Inner {
         ForegroundJob { inner: self }
     }
 
-    /// Makes `edit` durable in the manifest. If that fails, the job's new tables (`outputs`)
-    /// are discarded: deleted at once when the edit surely did not reach the manifest, or once
-    /// a new manifest is current when it might have.
+    /// Makes `edit` durable in the manifest, with the write I/O totals as of now. If that
+    /// fails, the job's new tables (`outputs`) are discarded: deleted at once when the edit
+    /// surely did not reach the manifest, or once a new manifest is current when it might
+    /// have.
     pub(super) fn log_edit<'t>(
         &self,
         shape: &mut ShapeState,
-        edit: &VersionEdit,
+        edit: &mut VersionEdit,
         outputs: impl Iterator<Item = &'t Table>,
     ) -> Result<()> {
+        edit.write_totals = Some(self.counters.write_totals());
         if shape.manifest.as_ref().is_some_and(|m| m.has_failed()) {
             if let Err(e) = self.rotate_manifest(shape) {
                 outputs.for_each(|t| t.mark_obsolete());
@@ -239,6 +241,16 @@ impl Inner {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Appends an edit holding only the write I/O totals, so that what was written since the
+    /// last flush or compaction is counted after a reopen too. Nothing in a read-only store.
+    pub(super) fn record_write_totals(&self) -> Result<()> {
+        let mut shape = lock(&self.shape);
+        if shape.manifest.is_none() {
+            return Ok(());
+        }
+        self.log_edit(&mut shape, &mut VersionEdit::default(), std::iter::empty())
     }
 
     /// Rewrites the manifest as one snapshot once its edits have grown past the limit.
@@ -290,6 +302,7 @@ impl Inner {
                 .map(|t| t.meta.clone())
                 .collect(),
             removed: Vec::new(),
+            write_totals: Some(self.counters.write_totals()),
         }
     }
 }

@@ -98,7 +98,20 @@ impl Inner {
             expected_keys,
             true,
         )?;
-        let written: u64 = added.iter().map(|t| t.file_size).sum();
+        // Counted once written, whatever becomes of the edit: the bytes are on the disk.
+        let levels = &self.counters.levels;
+        Counters::add_one(&self.counters.compactions);
+        Counters::add_one(&levels[job.output_level].compactions);
+        Counters::add(
+            &levels[job.output_level].bytes_written,
+            added.iter().map(|t| t.file_size).sum(),
+        );
+        for input in job.all_inputs() {
+            Counters::add(
+                &levels[input.meta.level as usize].bytes_read,
+                input.meta.file_size,
+            );
+        }
         // Each input is removed from the level it lives in (a full compaction takes inputs
         // from every level).
         let removed = job
@@ -112,20 +125,11 @@ impl Inner {
                 last_seq: None,
                 added,
                 removed,
+                write_totals: None,
             },
             &opened,
             opened.values(),
         )?;
-        let levels = &self.counters.levels;
-        Counters::add_one(&self.counters.compactions);
-        Counters::add_one(&levels[job.output_level].compactions);
-        Counters::add(&levels[job.output_level].bytes_written, written);
-        for input in job.all_inputs() {
-            Counters::add(
-                &levels[input.meta.level as usize].bytes_read,
-                input.meta.file_size,
-            );
-        }
         // The manifest no longer names the inputs. Readers may still hold them (an iterator
         // over an older version), and the table cache may need to open their files again for
         // those readers: each file is deleted when the last holder of its table lets go.
@@ -157,7 +161,8 @@ impl Inner {
             .iter()
             .map(|t| (t.meta.level, t.meta.number))
             .collect();
-        // A failed edit must not discard the tables: they are the inputs, still live.
+        // A failed edit must not discard the tables: they are the inputs, still live. The move
+        // is counted once made (it writes nothing), so this edit's totals leave it out.
         self.install_compaction(
             VersionEdit {
                 log_number: None,
@@ -165,6 +170,7 @@ impl Inner {
                 last_seq: None,
                 added: moved,
                 removed,
+                write_totals: None,
             },
             &opened,
             std::iter::empty(),
@@ -181,12 +187,12 @@ impl Inner {
     /// failure `outputs` are discarded (see `log_edit`).
     fn install_compaction<'t>(
         &self,
-        edit: VersionEdit,
+        mut edit: VersionEdit,
         opened: &HashMap<u64, Table>,
         outputs: impl Iterator<Item = &'t Table>,
     ) -> Result<()> {
         let mut shape = lock(&self.shape);
-        self.log_edit(&mut shape, &edit, outputs)?;
+        self.log_edit(&mut shape, &mut edit, outputs)?;
         self.replace_read_state(|old| ReadState {
             mem: Arc::clone(&old.mem),
             immutable: old.immutable.clone(),

@@ -34,7 +34,12 @@ impl Inner {
         let NewTables { added, opened } =
             self.table_writer()
                 .write(entries, 0, mem.len() as u64, false)?;
-        let written: u64 = added.iter().map(|t| t.file_size).sum();
+        // Counted once written, whatever becomes of the edit: the bytes are on the disk.
+        Counters::add_one(&self.counters.flushes);
+        Counters::add(
+            &self.counters.levels[0].bytes_written,
+            added.iter().map(|t| t.file_size).sum(),
+        );
         let mut shape = lock(&self.shape);
         let state = self.read_state();
         // Logs older than the oldest memtable still unflushed hold nothing needed any more.
@@ -45,14 +50,15 @@ impl Inner {
             .find(|m| !Arc::ptr_eq(m, &mem))
             .unwrap_or(&state.mem)
             .log_number();
-        let edit = VersionEdit {
+        let mut edit = VersionEdit {
             log_number: Some(live_log),
             next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
             last_seq: Some(self.visible_seq.load(Ordering::Acquire)),
             added,
             removed: Vec::new(),
+            write_totals: None,
         };
-        self.log_edit(&mut shape, &edit, opened.values())?;
+        self.log_edit(&mut shape, &mut edit, opened.values())?;
         self.replace_read_state(|old| ReadState {
             mem: Arc::clone(&old.mem),
             immutable: old
@@ -63,8 +69,6 @@ impl Inner {
                 .collect(),
             version: Arc::new(old.version.apply(&edit, &opened)),
         });
-        Counters::add_one(&self.counters.flushes);
-        Counters::add(&self.counters.levels[0].bytes_written, written);
         self.rotate_manifest_if_long(&mut shape);
         drop(shape);
         self.remove_obsolete_logs(live_log);

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::{FileLock, SharedFs};
 use crate::iter::DbIterator;
-use crate::manifest::ManifestWriter;
+use crate::manifest::{LevelTotals, ManifestWriter, WriteTotals};
 use crate::memtable::MemTable;
 use crate::options::{Options, WriteOptions};
 use crate::sstable::TableEnv;
@@ -240,10 +240,53 @@ struct LevelCounters {
 }
 
 impl Counters {
-    fn new(num_levels: usize) -> Counters {
+    /// Counters that go on from `totals`, the manifest's record of the store's write I/O.
+    fn starting_from(num_levels: usize, totals: &WriteTotals) -> Counters {
+        let at = |v: u64| AtomicU64::new(v);
+        let level = |l: usize| totals.levels.get(l).copied().unwrap_or_default();
         Counters {
-            levels: (0..num_levels).map(|_| LevelCounters::default()).collect(),
+            flushes: at(totals.flushes),
+            compactions: at(totals.compactions),
+            trivial_moves: at(totals.trivial_moves),
+            write_stalls: at(totals.write_stalls),
+            stall_micros: at(totals.stall_micros),
+            user_bytes: at(totals.user_bytes),
+            wal_bytes: at(totals.wal_bytes),
+            levels: (0..num_levels)
+                .map(|l| LevelCounters {
+                    bytes_written: at(level(l).bytes_written),
+                    bytes_read: at(level(l).bytes_read),
+                    compactions: at(level(l).compactions),
+                    tables_moved: at(level(l).tables_moved),
+                    bytes_moved: at(level(l).bytes_moved),
+                })
+                .collect(),
             ..Counters::default()
+        }
+    }
+
+    /// The write I/O totals, for the manifest.
+    fn write_totals(&self) -> WriteTotals {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        WriteTotals {
+            user_bytes: get(&self.user_bytes),
+            wal_bytes: get(&self.wal_bytes),
+            write_stalls: get(&self.write_stalls),
+            stall_micros: get(&self.stall_micros),
+            flushes: get(&self.flushes),
+            compactions: get(&self.compactions),
+            trivial_moves: get(&self.trivial_moves),
+            levels: self
+                .levels
+                .iter()
+                .map(|l| LevelTotals {
+                    bytes_written: get(&l.bytes_written),
+                    bytes_read: get(&l.bytes_read),
+                    compactions: get(&l.compactions),
+                    tables_moved: get(&l.tables_moved),
+                    bytes_moved: get(&l.bytes_moved),
+                })
+                .collect(),
         }
     }
 
@@ -494,15 +537,15 @@ impl Db {
         &self.inner.dir
     }
 
-    /// Syncs the WAL, stops background work and releases the directory. Dropping a `Db`
-    /// does the same but cannot report an error.
+    /// Syncs the WAL, stops background work, records the write I/O totals in the manifest
+    /// and releases the directory. Dropping a `Db` does the same but cannot report an error.
     pub fn close(mut self) -> Result<()> {
         let result = match &mut lock(&self.inner.writer).wal {
             Some(wal) => wal.sync(),
             None => Ok(()),
         };
         self.stop_worker();
-        result
+        result.and(self.inner.record_write_totals())
     }
 
     fn refuse_if_read_only(&self) -> Result<()> {
@@ -532,7 +575,10 @@ impl Drop for Db {
         if let Some(wal) = &mut lock(&self.inner.writer).wal {
             let _ = wal.flush();
         }
-        self.stop_worker();
+        if !self.workers.is_empty() {
+            self.stop_worker();
+            let _ = self.inner.record_write_totals();
+        }
     }
 }
 

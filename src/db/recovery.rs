@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, FileSystem, SharedFs};
 use crate::iter::NewestVersions;
-use crate::manifest::{self, ManifestWriter, TableMeta, VersionEdit};
+use crate::manifest::{self, ManifestWriter, TableMeta, VersionEdit, WriteTotals};
 use crate::memtable::MemTable;
 use crate::metrics::ReadCounters;
 use crate::options::{Options, WalRecoveryMode};
@@ -37,6 +37,8 @@ struct OnDisk {
     /// The highest sequence number in use, in the manifest or the logs.
     last_seq: SeqNo,
     replayed: Replayed,
+    /// The store's write I/O so far, as the manifest records it.
+    write_totals: WriteTotals,
 }
 
 /// Reads the manifest (none for a new store), opens every live table and replays the logs the
@@ -113,6 +115,7 @@ fn read_on_disk(dir: &Path, fs: &SharedFs, options: &Options, env: &TableEnv) ->
         next_file: next_file.max(highest_on_disk + 1),
         last_seq,
         replayed,
+        write_totals: recovered.and_then(|r| r.write_totals).unwrap_or_default(),
     })
 }
 
@@ -131,6 +134,7 @@ pub(super) fn recover(
         next_file,
         last_seq,
         replayed,
+        mut write_totals,
     } = read_on_disk(&dir, &fs, &options, &table_env)?;
     let replay = replayed.mem;
 
@@ -144,6 +148,7 @@ pub(super) fn recover(
         };
         let entries = NewestVersions::new(replay.iter_from(Bound::Unbounded), SeqNo::MAX, false);
         let written = writer.write(entries, 0, replay.len() as u64, false)?;
+        count_replay_flush(&mut write_totals, &written.added);
         opened.extend(written.opened);
         metas.extend(written.added);
     }
@@ -161,6 +166,7 @@ pub(super) fn recover(
         last_seq: Some(last_seq),
         added: metas,
         removed: Vec::new(),
+        write_totals: Some(write_totals.clone()),
     };
     let version = Version::empty(options.num_levels).apply(&snapshot, &opened);
     let manifest = ManifestWriter::create(fs.as_ref(), &dir, manifest_number, &snapshot)?;
@@ -178,8 +184,18 @@ pub(super) fn recover(
         last_seq,
         next_file,
         recovery: replayed.report,
+        write_totals,
     };
     Ok(parts.assemble(Some(LogWriter::new(log_file)), Some(manifest), Some(lock)))
+}
+
+/// Counts the level-0 tables recovery wrote from the replayed logs as a flush.
+fn count_replay_flush(totals: &mut WriteTotals, added: &[TableMeta]) {
+    if totals.levels.is_empty() {
+        totals.levels.push(Default::default());
+    }
+    totals.flushes += 1;
+    totals.levels[0].bytes_written += added.iter().map(|t| t.file_size).sum::<u64>();
 }
 
 /// Opens the store's files without writing a byte: the manifest's tables, and the logs'
@@ -215,6 +231,7 @@ pub(super) fn open_read_only(
         last_seq: on_disk.last_seq,
         next_file: on_disk.next_file,
         recovery: on_disk.replayed.report,
+        write_totals: on_disk.write_totals,
     };
     Ok(parts.assemble(None, None, lock))
 }
@@ -230,6 +247,7 @@ struct Parts {
     last_seq: SeqNo,
     next_file: u64,
     recovery: RecoveryReport,
+    write_totals: WriteTotals,
 }
 
 impl Parts {
@@ -261,7 +279,7 @@ impl Parts {
             background: Mutex::new(BackgroundState::default()),
             background_cv: Condvar::new(),
             table_env: self.table_env,
-            counters: Counters::new(num_levels),
+            counters: Counters::starting_from(num_levels, &self.write_totals),
             recovery: self.recovery,
             dir: self.dir,
             fs: self.fs,

@@ -25,6 +25,91 @@ pub struct TableMeta {
     pub entries: u64,
 }
 
+/// The store's write I/O since it was created, as of an edit: what `Stats` reports as write
+/// amplification and stall time, kept in the manifest so that it outlives a reopen (and a
+/// read-only open can report it).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WriteTotals {
+    /// Bytes of keys and values users wrote.
+    pub user_bytes: u64,
+    /// Bytes appended to WAL files.
+    pub wal_bytes: u64,
+    /// Writes delayed or stalled, and the time they waited, in microseconds.
+    pub write_stalls: u64,
+    pub stall_micros: u64,
+    pub flushes: u64,
+    pub compactions: u64,
+    pub trivial_moves: u64,
+    /// Per level, level 0 first.
+    pub levels: Vec<LevelTotals>,
+}
+
+/// One level's share of [`WriteTotals`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LevelTotals {
+    /// Bytes of tables written into the level (by flushes at level 0, compactions deeper).
+    pub bytes_written: u64,
+    /// Bytes of the level's tables compactions read.
+    pub bytes_read: u64,
+    /// Compactions into the level.
+    pub compactions: u64,
+    /// Tables moved into the level without a rewrite, and their bytes.
+    pub tables_moved: u64,
+    pub bytes_moved: u64,
+}
+
+const TOTALS_FIELDS: u64 = 7;
+const LEVEL_TOTALS_FIELDS: u64 = 5;
+
+impl WriteTotals {
+    fn fields(&self) -> [u64; TOTALS_FIELDS as usize] {
+        [
+            self.user_bytes,
+            self.wal_bytes,
+            self.write_stalls,
+            self.stall_micros,
+            self.flushes,
+            self.compactions,
+            self.trivial_moves,
+        ]
+    }
+
+    fn from_fields(f: [u64; TOTALS_FIELDS as usize], levels: Vec<LevelTotals>) -> WriteTotals {
+        WriteTotals {
+            user_bytes: f[0],
+            wal_bytes: f[1],
+            write_stalls: f[2],
+            stall_micros: f[3],
+            flushes: f[4],
+            compactions: f[5],
+            trivial_moves: f[6],
+            levels,
+        }
+    }
+}
+
+impl LevelTotals {
+    fn fields(&self) -> [u64; LEVEL_TOTALS_FIELDS as usize] {
+        [
+            self.bytes_written,
+            self.bytes_read,
+            self.compactions,
+            self.tables_moved,
+            self.bytes_moved,
+        ]
+    }
+
+    fn from_fields(f: [u64; LEVEL_TOTALS_FIELDS as usize]) -> LevelTotals {
+        LevelTotals {
+            bytes_written: f[0],
+            bytes_read: f[1],
+            compactions: f[2],
+            tables_moved: f[3],
+            bytes_moved: f[4],
+        }
+    }
+}
+
 /// A change to the store's version: counters to update, tables added and removed.
 ///
 /// A manifest starts with a snapshot edit (every counter set, every live table added) and
@@ -42,6 +127,8 @@ pub struct VersionEdit {
     pub added: Vec<TableMeta>,
     /// Tables removed, as (level, file number).
     pub removed: Vec<(u32, u64)>,
+    /// The store's write I/O up to this edit; the last edit that has it counts.
+    pub write_totals: Option<WriteTotals>,
 }
 
 const TAG_LOG_NUMBER: u8 = 1;
@@ -49,6 +136,7 @@ const TAG_NEXT_FILE_NUMBER: u8 = 2;
 const TAG_LAST_SEQ: u8 = 3;
 const TAG_REMOVED: u8 = 4;
 const TAG_ADDED: u8 = 5;
+const TAG_WRITE_TOTALS: u8 = 6;
 
 use crate::varint::put as put_varint;
 
@@ -132,6 +220,43 @@ impl<'a> Decoder<'a> {
             entries,
         })
     }
+
+    /// A count of fields that must be `expected`.
+    fn field_count(&mut self, what: &str, expected: u64) -> std::result::Result<(), DecodeError> {
+        let start = self.pos;
+        match self.varint(what)? {
+            n if n == expected => Ok(()),
+            n => self.fail(start, format!("{what}: {n} fields where {expected} belong")),
+        }
+    }
+
+    fn varints<const N: usize>(
+        &mut self,
+        what: &str,
+    ) -> std::result::Result<[u64; N], DecodeError> {
+        let mut out = [0; N];
+        for v in &mut out {
+            *v = self.varint(what)?;
+        }
+        Ok(out)
+    }
+
+    fn write_totals(&mut self) -> std::result::Result<WriteTotals, DecodeError> {
+        self.field_count("write totals", TOTALS_FIELDS)?;
+        let fields = self.varints("write total")?;
+        let start = self.pos;
+        let levels = self.varint("write totals' level count")?;
+        if levels > 64 {
+            return self.fail(start, format!("write totals for {levels} levels"));
+        }
+        let levels = (0..levels)
+            .map(|_| {
+                self.field_count("level write totals", LEVEL_TOTALS_FIELDS)?;
+                Ok(LevelTotals::from_fields(self.varints("level write total")?))
+            })
+            .collect::<std::result::Result<Vec<_>, DecodeError>>()?;
+        Ok(WriteTotals::from_fields(fields, levels))
+    }
 }
 
 impl VersionEdit {
@@ -163,6 +288,19 @@ impl VersionEdit {
             put_varint(&mut out, t.smallest_seq);
             put_varint(&mut out, t.largest_seq);
             put_varint(&mut out, t.entries);
+        }
+        if let Some(totals) = &self.write_totals {
+            out.push(TAG_WRITE_TOTALS);
+            put_varint(&mut out, TOTALS_FIELDS);
+            totals
+                .fields()
+                .iter()
+                .for_each(|&v| put_varint(&mut out, v));
+            put_varint(&mut out, totals.levels.len() as u64);
+            for level in &totals.levels {
+                put_varint(&mut out, LEVEL_TOTALS_FIELDS);
+                level.fields().iter().for_each(|&v| put_varint(&mut out, v));
+            }
         }
         out
     }
@@ -204,6 +342,7 @@ impl VersionEdit {
                     let table = d.table()?;
                     edit.added.push(table);
                 }
+                TAG_WRITE_TOTALS => edit.write_totals = Some(d.write_totals()?),
                 _ => return d.fail(at, format!("unknown field tag {tag}")),
             }
         }

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use current::{read_current, set_current};
-pub use edit::{TableMeta, VersionEdit};
+pub use edit::{LevelTotals, TableMeta, VersionEdit, WriteTotals};
 
 use crate::entry::MAX_SEQ;
 use crate::error::{Error, Result};
@@ -128,6 +128,9 @@ pub struct RecoveredManifest {
     pub last_seq: u64,
     /// The live tables, ordered by level then file number.
     pub tables: Vec<TableMeta>,
+    /// The write I/O totals of the last edit that carried them (none from a manifest older
+    /// than them).
+    pub write_totals: Option<WriteTotals>,
     /// The incomplete last edit that was dropped, if any.
     pub torn_tail: Option<TornTail>,
 }
@@ -208,6 +211,7 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
     let mut log_number = None;
     let mut next_file_number = None;
     let mut last_seq = None;
+    let mut write_totals = None;
     let mut live: BTreeMap<u64, TableMeta> = BTreeMap::new();
     for (record, &offset) in contents.records.iter().zip(&contents.offsets) {
         let bad = |reason: String| Error::corruption(path, Some(offset), reason);
@@ -221,6 +225,7 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
         log_number = edit.log_number.or(log_number);
         next_file_number = edit.next_file_number.or(next_file_number);
         last_seq = edit.last_seq.or(last_seq);
+        write_totals = edit.write_totals.or(write_totals);
         for &(level, number) in &edit.removed {
             match live.get(&number) {
                 Some(t) if t.level == level => {
@@ -281,6 +286,7 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
         next_file_number,
         last_seq,
         tables,
+        write_totals,
         torn_tail: contents.torn_tail,
     })
 }

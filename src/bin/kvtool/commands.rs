@@ -458,7 +458,14 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         .levels
         .iter()
         .enumerate()
-        .map(|(i, l)| json!({"level": i, "tables": l.tables, "bytes": l.bytes, "entries": l.entries}))
+        .map(|(i, l)| {
+            json!({
+                "level": i, "tables": l.tables, "bytes": l.bytes, "entries": l.entries,
+                "bytes_written": l.bytes_written, "bytes_read": l.bytes_read,
+                "compactions": l.compactions, "tables_moved": l.tables_moved,
+                "bytes_moved": l.bytes_moved,
+            })
+        })
         .collect();
     json!({
         "levels": levels,
@@ -479,7 +486,17 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
             "bytes_read": stats.bytes_read,
             "flushes": stats.flushes,
             "compactions": stats.compactions,
+            "trivial_moves": stats.trivial_moves,
             "write_stalls": stats.write_stalls,
+        },
+        "writes": {
+            "user_bytes": stats.user_bytes_written,
+            "wal_bytes": stats.wal_bytes_written,
+            "flush_bytes": stats.flush_bytes_written(),
+            "compaction_bytes_written": stats.compaction_bytes_written(),
+            "compaction_bytes_read": stats.compaction_bytes_read(),
+            "write_amplification": stats.write_amplification(),
+            "stall_seconds": stats.stall_micros as f64 / 1e6,
         },
         "memtable_bytes": stats.memtable_bytes,
         "immutable_memtables": stats.immutable_memtables,
@@ -513,13 +530,16 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
     }
     let mut out = String::new();
     let total_entries: u64 = stats.levels.iter().map(|l| l.entries).sum();
-    let _ = writeln!(out, "level  tables  entries     bytes");
+    let _ = writeln!(
+        out,
+        "level  tables  entries     bytes     written        read  moved in"
+    );
     for (i, l) in stats.levels.iter().enumerate() {
-        if l.tables > 0 {
+        if l.tables > 0 || l.bytes_written > 0 || l.bytes_moved > 0 {
             let _ = writeln!(
                 out,
-                "L{i:<5} {:>6}  {:>7}  {:>8}",
-                l.tables, l.entries, l.bytes
+                "L{i:<5} {:>6}  {:>7}  {:>8}  {:>10}  {:>10}  {:>8}",
+                l.tables, l.entries, l.bytes, l.bytes_written, l.bytes_read, l.bytes_moved
             );
         }
     }
@@ -556,7 +576,10 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         .measured_false_positive_rate()
         .map_or("-".to_string(), |p| format!("{p:.6}"));
     let cache = &stats.block_cache;
-    let counters: [(&str, String); 20] = [
+    let amplification = stats
+        .write_amplification()
+        .map_or("-".to_string(), |w| format!("{w:.2}"));
+    let counters: [(&str, String); 26] = [
         ("filter probes", stats.filter_probes.to_string()),
         ("filter negatives", stats.filter_negatives.to_string()),
         ("filter positives", stats.filter_positives.to_string()),
@@ -569,7 +592,24 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("bytes read", stats.bytes_read.to_string()),
         ("flushes", stats.flushes.to_string()),
         ("compactions", stats.compactions.to_string()),
+        ("trivial moves", stats.trivial_moves.to_string()),
         ("write stalls", stats.write_stalls.to_string()),
+        (
+            "stall seconds",
+            format!("{:.3}", stats.stall_micros as f64 / 1e6),
+        ),
+        ("user bytes written", stats.user_bytes_written.to_string()),
+        ("WAL bytes written", stats.wal_bytes_written.to_string()),
+        (
+            "table bytes written",
+            format!(
+                "{} (flushes {}, compactions {})",
+                stats.flush_bytes_written() + stats.compaction_bytes_written(),
+                stats.flush_bytes_written(),
+                stats.compaction_bytes_written()
+            ),
+        ),
+        ("write amplification", amplification),
         ("memtable bytes", stats.memtable_bytes.to_string()),
         ("filter memory bytes", stats.filter_memory_bytes.to_string()),
         ("index memory bytes", stats.index_memory_bytes.to_string()),
