@@ -88,7 +88,7 @@ fn rocksdb_shape_options() -> rocksdb::Options {
 
 const ROCKSDB_CONFIGURATION: &str = "default options (Snappy compression, its default block cache, 64 MiB memtables, 256 MiB level 1, 64 MiB tables) and a full Bloom filter of 10 bits/key; statistics on";
 
-const ROCKSDB_SHAPE_CONFIGURATION: &str = "as rocksdb, with bloomkv's sizes: write_buffer_size 4 MiB, max_bytes_for_level_base 8 MiB, max_bytes_for_level_multiplier 10, target_file_size_base 2 MiB, level-0 triggers 4 / 8 / 12, num_levels 7";
+const ROCKSDB_SHAPE_CONFIGURATION: &str = "as rocksdb, with bloomkv's sizes: write_buffer_size 4 MiB, max_bytes_for_level_base 8 MiB, max_bytes_for_level_multiplier 10, target_file_size_base 2 MiB, level-0 triggers 4 / 8 / 12, num_levels 7 (level_compaction_dynamic_level_bytes stays at its default, on: levels fill from the last one up)";
 
 const FJALL_CONFIGURATION: &str =
     "default options (its default filters, LZ4 compression, 32 MiB block cache)";
