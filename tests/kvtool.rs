@@ -1326,6 +1326,236 @@ fn bench_stores_shows_each_phase_of_each_store_on_a_terminal() {
     }
 }
 
+/// The number at `pointer` in `doc`, or a failure naming it.
+fn figure(doc: &Value, pointer: &str) -> f64 {
+    doc.pointer(pointer)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("no number at {pointer}: {doc:#}"))
+}
+
+#[test]
+fn bench_writes_loads_then_writes_synced_and_reports_every_figure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (json, chart) = (
+        tmp.path().join("writes.json"),
+        tmp.path().join("writes.svg"),
+    );
+    let run = run_on_terminal(&[
+        "--db",
+        tmp.path().to_str().unwrap(),
+        "bench",
+        "--stores",
+        "bloomkv",
+        "--writes",
+        "--keys",
+        "20000",
+        "--synced-keys",
+        "400",
+        "--json",
+        json.to_str().unwrap(),
+        "--chart",
+        chart.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.terminal);
+    for phase in [
+        "bloomkv: running in a process of its own",
+        "load, one put per write (bloomkv)",
+        "compactions (bloomkv)",
+        "synced writes, 1 thread (bloomkv)",
+        "synced writes, 8 threads (bloomkv)",
+    ] {
+        assert!(
+            run.terminal.contains(phase),
+            "no {phase:?} on the terminal: {:?}",
+            run.terminal
+        );
+    }
+    assert!(
+        run.stdout.starts_with("sustained writes: 20000 keys"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("\nsynced: 400 keys"), "{}", run.stdout);
+
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(doc["benchmark"], "writes");
+    assert_eq!(doc["keys"], 20000);
+    assert_eq!(doc["user_bytes"], 20000 * (16 + 100));
+    assert_eq!(doc["writer_threads"], serde_json::json!([1, 8]));
+    let stores = doc["stores"].as_array().unwrap();
+    assert_eq!(stores.len(), 1);
+    let ours = &stores[0];
+    assert_eq!(ours["store"], "bloomkv", "{ours:#}");
+    assert!(ours["failed"].is_null(), "{ours:#}");
+    assert!(figure(ours, "/peak_resident_bytes") > 0.0);
+
+    // Load: every key written, flushed, settled; the store wrote more than the user did.
+    assert!(figure(ours, "/load/puts_per_second") > 0.0);
+    assert!(figure(ours, "/load/load_puts_per_second") >= figure(ours, "/load/puts_per_second"));
+    assert!(figure(ours, "/load/load_seconds") > 0.0);
+    assert!(figure(ours, "/load/settle_seconds") >= 0.0);
+    assert_eq!(ours["load"]["settle"], "wait_for_background_work");
+    assert!(figure(ours, "/load/stall_seconds") >= 0.0);
+    let amplification = figure(ours, "/load/write_amplification");
+    assert!(
+        amplification > 1.0 && amplification < 10.0,
+        "write amplification {amplification}"
+    );
+    let counters = &ours["load"]["counters"];
+    assert_eq!(counters["user_bytes_written"], 20000 * (16 + 100));
+    assert!(figure(counters, "/wal_bytes_written") > figure(counters, "/user_bytes_written"));
+    assert!(figure(counters, "/flushes") >= 1.0);
+    // The kernel's count, where it keeps one, saw at least the WAL.
+    if let Some(kernel) = ours["load"]["kernel_write_amplification"].as_f64() {
+        assert!(kernel > 1.0, "kernel write amplification {kernel}");
+    }
+    assert!(figure(ours, "/load/bytes_on_disk") > 0.0);
+    let timeline = ours["load"]["timeline"].as_array().unwrap();
+    assert!(timeline.len() >= 2, "{timeline:?}");
+    assert_eq!(timeline[0], serde_json::json!([0.0, 0]));
+    assert_eq!(timeline.last().unwrap()[1], 20000, "{timeline:?}");
+
+    // Synced: one fresh store per thread count, each key a synced write of its own.
+    let synced = ours["synced"].as_array().unwrap();
+    assert_eq!(synced.len(), 2, "{synced:?}");
+    for (run, threads) in synced.iter().zip([1, 8]) {
+        assert_eq!(run["threads"], threads);
+        assert_eq!(run["keys"], 400);
+        assert!(figure(run, "/puts_per_second") > 0.0);
+        assert!(figure(run, "/p99_us") >= figure(run, "/p50_us"));
+        let per_group = figure(run, "/batches_per_write_group");
+        assert!(per_group >= 1.0 && per_group <= threads as f64, "{run:#}");
+        assert_eq!(run["counters"]["grouped_batches"], 400);
+    }
+    assert_eq!(figure(&synced[0], "/batches_per_write_group"), 1.0);
+
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg}");
+    assert!(svg.contains("<polyline"), "{svg}");
+    assert!(svg.contains(">bloomkv</text>"), "{svg}");
+    // The stores were throwaway: only the result files are left.
+    let mut left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["writes.json", "writes.svg"]);
+}
+
+#[test]
+fn bench_writes_records_a_store_that_fails_and_reports_the_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("writes.json");
+    // The store refuses to open with so few files: its child fails.
+    let run = kv(
+        tmp.path(),
+        &[
+            "bench",
+            "--stores",
+            "bloomkv",
+            "--writes",
+            "--keys",
+            "100",
+            "--synced-keys",
+            "8",
+            "--max-open-files",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let out = run.ok();
+    assert!(
+        run.stderr.contains("max_open_files must be at least 16"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("bloomkv: failed"), "{}", run.stderr);
+    assert!(out.contains("bloomkv       failed: "), "{out}");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(doc["stores"][0]["store"], "bloomkv");
+    assert!(doc["stores"][0]["failed"].is_string(), "{doc:#}");
+}
+
+#[test]
+fn bench_writes_refuses_bad_arguments_before_it_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path();
+    kv(db, &["bench", "--writes"]).fails(2, "--writes compares stores: add --stores");
+    kv(db, &["bench", "--stores", "bloomkv,nosuch", "--writes"]).fails(
+        2,
+        "unknown store 'nosuch' in --stores with --writes: use bloomkv, rocksdb, rocksdb-shape, fjall",
+    );
+    // rocksdb-shape compares writes only.
+    kv(db, &["bench", "--stores", "rocksdb-shape"]).fails(
+        2,
+        "unknown store 'rocksdb-shape' in --stores: use bloomkv, rocksdb, fjall",
+    );
+    kv(
+        db,
+        &["bench", "--stores", "bloomkv", "--writes", "--keys", "0"],
+    )
+    .fails(2, "at least one key");
+    kv(
+        db,
+        &[
+            "bench",
+            "--stores",
+            "bloomkv",
+            "--writes",
+            "--synced-keys",
+            "5",
+        ],
+    )
+    .fails(2, "--synced-keys 5 is fewer than the 8 threads");
+    kv(
+        db,
+        &[
+            "bench",
+            "--stores",
+            "bloomkv",
+            "--writes",
+            "--chart-from",
+            "a.json",
+        ],
+    )
+    .fails(2, "does not apply to --writes");
+    kv(
+        db,
+        &[
+            "bench",
+            "--stores",
+            "bloomkv",
+            "--writes",
+            "--writer-threads",
+            "1,0",
+        ],
+    )
+    .usage_error("invalid value '0' for '--writer-threads <THREADS>'");
+    kv(
+        db,
+        &[
+            "bench",
+            "--stores",
+            "bloomkv",
+            "--writes",
+            "--writer-threads",
+            "x",
+        ],
+    )
+    .usage_error("invalid value 'x' for '--writer-threads <THREADS>'");
+    kv(db, &["bench", "--stores", "bloomkv", "--synced-keys", "10"]).usage_error("--writes");
+    kv(db, &["bench", "--writer-threads", "2"]).usage_error("--writes");
+    if !cfg!(feature = "peers") {
+        kv(db, &["bench", "--stores", "bloomkv,rocksdb", "--writes"]).fails(
+            2,
+            "--stores rocksdb needs kvtool built with `--features peers`",
+        );
+    }
+    // Nothing ran: no store was made.
+    assert_eq!(std::fs::read_dir(db).unwrap().count(), 0);
+}
+
 /// The README's section on kvtool.
 fn readme_kvtool_section() -> String {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))

@@ -5,6 +5,9 @@
 //! looked up twice: first cold (every table file dropped from the page cache with
 //! `posix_fadvise(DONTNEED)`), then warm. The counters in `Stats` give the reads per get and
 //! the measured false-positive rate; the clock gives gets per second and latency percentiles.
+//!
+//! `--stores` compares whole stores instead, each in a process of its own: their lookups
+//! (`compare.rs`) or, with `--writes`, their sustained writes (`sustained.rs`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -42,8 +45,9 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = Values::Compressible)]
     pub values: Values,
     /// Compare whole stores instead of filter settings: each of these (`bloomkv`, `rocksdb`,
-    /// `fjall`; the peers need `--features peers`) is loaded and queried with its default
-    /// options in a process of its own, one after another.
+    /// `fjall`, and with `--writes` also `rocksdb-shape`; the peers need `--features peers`)
+    /// is loaded and queried (or, with `--writes`, written) with its default options in a
+    /// process of its own, one after another.
     #[arg(long, value_delimiter = ',', value_name = "STORES")]
     pub stores: Vec<String>,
     /// With `--stores`: hold each store's process, and the page cache it causes, to this much
@@ -53,7 +57,8 @@ pub struct BenchArgs {
     pub memory_limit: Option<u64>,
     /// Write an SVG chart of gets per second against keys for each store, from this
     /// `--stores` run and the earlier runs' JSON files given with `--chart-from` (or, without
-    /// `--stores`, from those files alone).
+    /// `--stores`, from those files alone). With `--writes`: puts per second over the load,
+    /// one line per store.
     #[arg(long, value_name = "FILE.svg")]
     pub chart: Option<PathBuf>,
     /// With `--stores`: bloomkv's `Options::max_open_files` (default: the store's default).
@@ -62,6 +67,30 @@ pub struct BenchArgs {
     /// JSON files of earlier `--stores` runs (written with `--json`) to put on the `--chart`.
     #[arg(long, value_delimiter = ',', value_name = "FILES")]
     pub chart_from: Vec<PathBuf>,
+    /// With `--stores`: measure sustained writes instead of lookups (stores `bloomkv`,
+    /// `rocksdb`, `rocksdb-shape`: RocksDB with bloomkv's memtable, table and level sizes,
+    /// and `fjall`). Each store, in a process of its own, is loaded with `--keys` keys by one
+    /// thread, one unsynced put per write, flushed, and left to settle its compactions; then,
+    /// in a fresh store per count of `--writer-threads`, that many threads write
+    /// `--synced-keys` keys between them, one synced put per write. Reports puts per second,
+    /// stall time, write amplification (the store's own count and the kernel's) and bytes on
+    /// disk; `--chart` draws puts per second over the load.
+    #[arg(long)]
+    pub writes: bool,
+    /// With `--writes`: keys written, one synced put per write, for each count of
+    /// `--writer-threads`, shared out among the threads (0 skips the synced phase).
+    #[arg(long, value_name = "N", default_value_t = 120_000, requires = "writes")]
+    pub synced_keys: u64,
+    /// With `--writes`: comma-separated counts of threads that write the synced puts at once.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "THREADS",
+        default_values_t = [1u32, 8],
+        value_parser = clap::value_parser!(u32).range(1..=1024),
+        requires = "writes"
+    )]
+    pub writer_threads: Vec<u32>,
     /// Internal: run one store of a `--stores` comparison in this process and write its
     /// figures as JSON to `--child-out`.
     #[arg(long, hide = true, requires = "child_out")]
@@ -206,6 +235,20 @@ impl Workload {
         }
     }
 
+    /// The workload of `--writes`: the keys and values to load, and no lookups.
+    pub fn writes_only(args: &BenchArgs) -> Workload {
+        Workload {
+            keys: args.keys,
+            values: args.values,
+            value_size: args.value_size,
+            cold_present: Vec::new(),
+            cold_absent: Vec::new(),
+            warm_present: Vec::new(),
+            warm_absent: Vec::new(),
+            mmap_reads: false,
+        }
+    }
+
     /// The value of the key loaded `i`-th: deterministic, so every store gets the same bytes.
     pub fn value(&self, i: u64) -> Vec<u8> {
         let random_len = match self.values {
@@ -241,6 +284,11 @@ struct SettingResult {
     load_seconds: f64,
     /// Then, until compactions stopped.
     settle_seconds: f64,
+    /// Bytes the store wrote (WAL, flushes, compactions) per byte of keys and values loaded,
+    /// once compactions stopped.
+    write_amplification: Option<f64>,
+    /// Time the load's writes were delayed or stalled because compaction fell behind.
+    stall_seconds: f64,
     shape: Vec<usize>,
     filter_memory_bytes: u64,
     cold_present: LookupFigures,
@@ -290,9 +338,15 @@ fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure> {
 pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let dir = args.db.as_deref();
     if let Some(store) = &args.child_store {
+        if args.writes {
+            return crate::sustained::run_child(args, dir, store);
+        }
         return crate::compare::run_child(args, dir, store);
     }
     check_result_paths(args)?;
+    if args.writes {
+        return crate::sustained::run(args, dir);
+    }
     if !args.stores.is_empty() {
         return crate::compare::run(args, dir);
     }
@@ -435,6 +489,8 @@ fn run_setting(
     let (load_seconds, settle_seconds) = load_and_settle(&db, workload, label)?;
     let stats = db.stats();
     let shape = stats.levels.iter().map(|l| l.tables).collect();
+    let write_amplification = stats.write_amplification();
+    let stall_seconds = stats.stall_micros as f64 / 1e6;
     let (cold_p, cold_a) = (&workload.cold_present, &workload.cold_absent);
     let (warm_p, warm_a) = (&workload.warm_present, &workload.warm_absent);
     db.drop_table_caches()?;
@@ -458,6 +514,8 @@ fn run_setting(
         params,
         load_seconds,
         settle_seconds,
+        write_amplification,
+        stall_seconds,
         shape,
         filter_memory_bytes,
         cold_present,
@@ -599,12 +657,14 @@ fn print_report(args: &BenchArgs, results: &[SettingResult]) {
     println!("shape (tables per level, L0 first):");
     for r in results {
         println!(
-            "  {:<6} {:?}   load {:.1} s ({:.0} puts/s), compactions settled {:.1} s later",
+            "  {:<6} {:?}   load {:.1} s ({:.0} puts/s), compactions settled {:.1} s later; write amplification {}, writes stalled {:.1} s",
             r.label,
             r.shape,
             r.load_seconds,
             args.keys as f64 / r.load_seconds,
-            r.settle_seconds
+            r.settle_seconds,
+            r.write_amplification.map_or("-".into(), |w| format!("{w:.2}")),
+            r.stall_seconds,
         );
     }
     println!();
@@ -674,6 +734,8 @@ fn results_json(args: &BenchArgs, results: &[SettingResult]) -> serde_json::Valu
                 "filter_memory_bytes": r.filter_memory_bytes,
                 "load_seconds": r.load_seconds,
                 "settle_seconds": r.settle_seconds,
+                "write_amplification": r.write_amplification,
+                "stall_seconds": r.stall_seconds,
                 "tables_per_level": r.shape,
                 "warm": {"present": r.warm_present.to_json(), "absent": r.warm_absent.to_json()},
                 "cold": {"present": r.cold_present.to_json(), "absent": r.cold_absent.to_json()},

@@ -222,8 +222,10 @@ pub enum Command {
         #[command(flatten)]
         keys: KeyFormat,
     },
-    /// Measure how much I/O the filters avoid, and lookup speed.
-    Bench(BenchArgs),
+    /// Measure how much I/O the filters avoid, and lookup speed; with --stores, compare
+    /// whole stores' lookups, or with --writes their sustained writes.
+    // Boxed: its many options would make every command as large as it.
+    Bench(Box<BenchArgs>),
 }
 
 /// Where a command keeps the shared options it takes; `None` for those it does not take.

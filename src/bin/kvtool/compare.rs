@@ -23,48 +23,24 @@ const KNOWN_STORES: [&str; 3] = ["bloomkv", "rocksdb", "fjall"];
 
 /// Runs every store of `args.stores` in a child process and reports them side by side.
 pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
-    for store in &args.stores {
-        if !KNOWN_STORES.contains(&store.as_str()) {
-            return Err(Failure::from(format!(
-                "unknown store '{store}' in --stores: use {}",
-                KNOWN_STORES.join(", ")
-            )));
-        }
-        if store != "bloomkv" && !cfg!(feature = "peers") {
-            return Err(Failure::from(format!(
-                "--stores {store} needs kvtool built with `--features peers`"
-            )));
-        }
-    }
+    check_stores(&args.stores, &KNOWN_STORES, "")?;
     if args.keys == 0 || args.lookups == 0 {
         return Err(Failure::from("bench needs at least one key and one lookup"));
     }
     let temp = scratch_dir(dir, "bloomkv-compare")?;
-    let exe = std::env::current_exe()?;
-    let mut runs = Vec::new();
-    for store in &args.stores {
-        let store_dir = temp.path().join(format!("store-{store}"));
-        let out = temp.path().join(format!("{store}.json"));
-        let mut child = Command::new(&exe);
-        child.arg("--db").arg(&store_dir).arg("bench");
-        child.args(child_args(args, store, &out));
-        eprintln!("{store}: running in a process of its own");
-        let status = child.status()?;
-        let figures = std::fs::read(&out)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
-        if let (true, Some(figures)) = (status.success(), figures) {
-            runs.push(figures);
-        } else {
-            // One store failing (out of memory, out of file descriptors) is a result too: record
-            // it and go on with the others.
-            eprintln!("{store}: failed ({status}); its error is printed above");
-            runs.push(json!({"store": store, "failed": status.to_string()}));
-        }
-        if store_dir.exists() {
-            std::fs::remove_dir_all(&store_dir)?;
-        }
-    }
+    let runs = run_children(&args.stores, temp.path(), |store, out| {
+        let mut v = child_args(args, store, out);
+        v.extend(
+            [
+                "--lookups",
+                &args.lookups.to_string(),
+                "--cold-lookups",
+                "0",
+            ]
+            .map(String::from),
+        );
+        v
+    })?;
     let doc = json!({
         "keys": args.keys, "key_size": 16, "value_size": args.value_size,
         "values": args.values.name(), "lookups": args.lookups, "seed": args.seed,
@@ -105,15 +81,69 @@ fn read_run(file: &Path) -> Result<Value, Failure> {
     })
 }
 
-/// The arguments that make a child run `store` with this run's workload.
-fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
+/// Fails unless every store of `stores` is one of `known` and this build can run it. `mode`
+/// names the kind of comparison in the message (" with --writes", or nothing).
+pub fn check_stores(stores: &[String], known: &[&str], mode: &str) -> Result<(), Failure> {
+    for store in stores {
+        if !known.contains(&store.as_str()) {
+            return Err(Failure::from(format!(
+                "unknown store '{store}' in --stores{mode}: use {}",
+                known.join(", ")
+            )));
+        }
+        if store != "bloomkv" && !cfg!(feature = "peers") {
+            return Err(Failure::from(format!(
+                "--stores {store} needs kvtool built with `--features peers`"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `kvtool --db TEMP/store-NAME bench ARGS` for each store, one after another, where
+/// `args(store, out)` are the arguments that make the child run `store` and write its
+/// figures to `out`; returns each child's figures. A child that fails is recorded as
+/// `{"store": NAME, "failed": STATUS}` and the others still run. Each store's directory is
+/// removed once its child is done.
+pub fn run_children(
+    stores: &[String],
+    temp: &Path,
+    args: impl Fn(&str, &Path) -> Vec<String>,
+) -> Result<Vec<Value>, Failure> {
+    let exe = std::env::current_exe()?;
+    let mut runs = Vec::new();
+    for store in stores {
+        let store_dir = temp.join(format!("store-{store}"));
+        let out = temp.join(format!("{store}.json"));
+        let mut child = Command::new(&exe);
+        child.arg("--db").arg(&store_dir).arg("bench");
+        child.args(args(store, &out));
+        eprintln!("{store}: running in a process of its own");
+        let status = child.status()?;
+        let figures = std::fs::read(&out)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+        if let (true, Some(figures)) = (status.success(), figures) {
+            runs.push(figures);
+        } else {
+            // One store failing (out of memory, out of file descriptors) is a result too: record
+            // it and go on with the others.
+            eprintln!("{store}: failed ({status}); its error is printed above");
+            runs.push(json!({"store": store, "failed": status.to_string()}));
+        }
+        if store_dir.exists() {
+            std::fs::remove_dir_all(&store_dir)?;
+        }
+    }
+    Ok(runs)
+}
+
+/// The arguments every child takes, whatever it measures: the workload, the store, where
+/// its figures go, and the limits.
+pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
     let mut v: Vec<String> = [
         "--keys",
         &args.keys.to_string(),
-        "--lookups",
-        &args.lookups.to_string(),
-        "--cold-lookups",
-        "0",
         "--value-size",
         &args.value_size.to_string(),
         "--values",
@@ -139,19 +169,39 @@ fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
     v
 }
 
+/// In a child: moves this process into a memory cgroup of `limit` bytes, when there is one.
+pub fn enter_cgroup(limit: Option<u64>) -> Result<Option<MemoryCgroup>, Failure> {
+    limit
+        .map(|limit| {
+            MemoryCgroup::enter(limit).map_err(|e| {
+                Failure::from(format!(
+                    "cannot hold the run to {limit} bytes of memory: {e}"
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// Adds what the cgroup saw (its limit, version, peak charge and limit hits) to a child's
+/// figures.
+pub fn add_cgroup_figures(figures: &mut Value, cgroup: Option<&MemoryCgroup>) {
+    if let Some(cgroup) = cgroup {
+        figures["memory_limit_bytes"] = json!(cgroup.limit_bytes());
+        figures["cgroup_version"] = json!(match cgroup.version() {
+            memlimit::CgroupVersion::V1 => "v1",
+            memlimit::CgroupVersion::V2 => "v2",
+        });
+        figures["cgroup_peak_bytes"] = json!(cgroup.peak_bytes());
+        figures["cgroup_limit_hits"] = json!(cgroup.limit_hits());
+    }
+}
+
 /// In the child: enters the cgroup, runs one store in `dir`, writes its figures.
 pub fn run_child(args: &BenchArgs, dir: Option<&Path>, store: &str) -> Result<(), Failure> {
     let (Some(dir), Some(out)) = (dir, args.child_out.as_ref()) else {
         return Err(Failure::from("--child-store needs --db and --child-out"));
     };
-    let cgroup = match args.memory_limit {
-        Some(limit) => Some(MemoryCgroup::enter(limit).map_err(|e| {
-            Failure::from(format!(
-                "cannot hold the run to {limit} bytes of memory: {e}"
-            ))
-        })?),
-        None => None,
-    };
+    let cgroup = enter_cgroup(args.memory_limit)?;
     let workload = Workload::new(args);
     let mut figures = match store {
         "bloomkv" => {
@@ -164,21 +214,13 @@ pub fn run_child(args: &BenchArgs, dir: Option<&Path>, store: &str) -> Result<()
         other => run_peer(other, &workload, dir)?,
     };
     figures["bytes_on_disk"] = json!(memlimit::dir_bytes(dir)?);
-    if let Some(cgroup) = &cgroup {
-        figures["memory_limit_bytes"] = json!(cgroup.limit_bytes());
-        figures["cgroup_version"] = json!(match cgroup.version() {
-            memlimit::CgroupVersion::V1 => "v1",
-            memlimit::CgroupVersion::V2 => "v2",
-        });
-        figures["cgroup_peak_bytes"] = json!(cgroup.peak_bytes());
-        figures["cgroup_limit_hits"] = json!(cgroup.limit_hits());
-    }
+    add_cgroup_figures(&mut figures, cgroup.as_ref());
     std::fs::write(out, serde_json::to_string_pretty(&figures)?)?;
     Ok(())
 }
 
 /// This process's resident memory, now and at its peak.
-fn resident() -> Result<(u64, u64), Failure> {
+pub fn resident() -> Result<(u64, u64), Failure> {
     memlimit::resident_bytes().map_err(Failure::from)
 }
 
@@ -207,6 +249,9 @@ fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Valu
         "max_open_files": max_open_files,
         "table_files_opened": after.table_cache.opens,
         "load_seconds": load_seconds, "settle_seconds": settle_seconds,
+        // After the load and its compactions (the gets write nothing).
+        "write_amplification": before.write_amplification(),
+        "stall_seconds": before.stall_micros as f64 / 1e6,
         "present": present.to_json(), "absent": absent.to_json(),
         "present_blocks_per_get": per_get(&middle, &before, blocks, present.lookups),
         "present_block_misses_per_get": per_get(&middle, &before, misses, present.lookups),
@@ -246,12 +291,12 @@ fn run_peer(store: &str, _: &Workload, _: &Path) -> Result<Value, Failure> {
     )))
 }
 
-fn mib(v: &Value) -> String {
+pub fn mib(v: &Value) -> String {
     v.as_f64()
         .map_or("-".into(), |b| format!("{:.0}", b / (1 << 20) as f64))
 }
 
-fn number(v: &Value, digits: usize) -> String {
+pub fn number(v: &Value, digits: usize) -> String {
     v.as_f64().map_or("-".into(), |x| format!("{x:.digits$}"))
 }
 
@@ -349,17 +394,6 @@ fn chart_svg(docs: &[Value]) -> String {
     }
     points.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
     let (w, h, pad) = (420.0, 320.0, 60.0);
-    let colors = [
-        ("bloomkv", "#4a7ab7"),
-        ("RocksDB", "#c0392b"),
-        ("fjall", "#27ae60"),
-    ];
-    let color = |name: &str| {
-        colors
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or("#555555", |(_, c)| c)
-    };
     let span = |f: &dyn Fn(&ChartPoint) -> f64| {
         let lo = points
             .iter()
@@ -375,65 +409,112 @@ fn chart_svg(docs: &[Value]) -> String {
     let (gy0, gy1) = span(&|p| p.2.min(p.3));
     let (_, gy1b) = span(&|p| p.2.max(p.3));
     let gy1 = gy1.max(gy1b);
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-        2.0 * w
-    );
+    let mut svg = svg_start(2.0 * w, h);
     for (panel, title) in [(0usize, "present-key gets/s"), (1, "absent-key gets/s")] {
         let x0 = panel as f64 * w;
         let sx = |k: f64| x0 + pad + (w - 2.0 * pad) * (k.log10() - kx0) / (kx1 - kx0);
         let sy = |g: f64| h - pad - (h - 2.0 * pad) * (g.max(1.0).log10() - gy0) / (gy1 - gy0);
-        svg.push_str(&format!(
-            "<text x=\"{:.0}\" y=\"20\">{title} against keys loaded (log scales)</text>\n",
-            x0 + pad
+        svg.push_str(&svg_text(
+            x0 + pad,
+            20.0,
+            &format!("{title} against keys loaded (log scales)"),
         ));
         for decade in (kx0 as i32)..=(kx1 as i32) {
             let x = sx(10f64.powi(decade));
-            svg.push_str(&format!(
-                "<line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>\n<text x=\"{:.1}\" y=\"{:.1}\">1e{decade}</text>\n",
-                pad, h - pad, x - 10.0, h - pad + 15.0
-            ));
+            svg.push_str(&svg_grid_x(x, pad, h - pad, &format!("1e{decade}")));
         }
         for decade in (gy0 as i32)..=(gy1 as i32) {
             let y = sy(10f64.powi(decade));
-            svg.push_str(&format!(
-                "<line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\n<text x=\"{:.1}\" y=\"{:.1}\">1e{decade}</text>\n",
-                x0 + pad, x0 + w - pad, x0 + 10.0, y + 4.0
+            svg.push_str(&svg_grid_y(
+                y,
+                x0 + pad,
+                x0 + w - pad,
+                &format!("1e{decade}"),
             ));
         }
         let mut names: Vec<&str> = points.iter().map(|p| p.0.as_str()).collect();
         names.dedup();
         for (i, name) in names.iter().enumerate() {
-            let line: Vec<String> = points
+            let line: Vec<(f64, f64)> = points
                 .iter()
                 .filter(|p| p.0 == *name)
-                .map(|p| {
-                    let g = if panel == 0 { p.2 } else { p.3 };
-                    format!("{:.1},{:.1}", sx(p.1), sy(g))
-                })
+                .map(|p| (sx(p.1), sy(if panel == 0 { p.2 } else { p.3 })))
                 .collect();
-            svg.push_str(&format!(
-                "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n<text x=\"{:.0}\" y=\"{:.0}\" fill=\"{}\">{name}</text>\n",
-                line.join(" "),
-                color(name),
-                x0 + w - pad - 50.0,
-                40.0 + 14.0 * i as f64,
-                color(name)
-            ));
-            for p in line {
-                let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
-                svg.push_str(&format!(
-                    "<circle cx=\"{x}\" cy=\"{y}\" r=\"3\" fill=\"{}\"/>\n",
-                    color(name)
-                ));
-            }
+            let legend = (x0 + w - pad - 50.0, 40.0 + 14.0 * i as f64);
+            svg.push_str(&svg_series(&line, name, legend, true));
         }
-        svg.push_str(&format!(
-            "<text x=\"{:.0}\" y=\"{:.0}\">keys loaded</text>\n",
+        svg.push_str(&svg_text(
             x0 + w / 2.0 - 30.0,
-            h - pad + 32.0
+            h - pad + 32.0,
+            "keys loaded",
         ));
     }
     svg.push_str("</svg>\n");
+    svg
+}
+
+/// The color of a store's line on every chart (`--stores` names and the names the stores
+/// report for themselves alike).
+pub fn store_color(name: &str) -> &'static str {
+    match name.to_ascii_lowercase().as_str() {
+        "bloomkv" => "#4a7ab7",
+        "rocksdb" => "#c0392b",
+        "rocksdb-shape" => "#e67e22",
+        "fjall" => "#27ae60",
+        _ => "#555555",
+    }
+}
+
+/// The opening of a chart `width` by `height` on white; close it with `</svg>`.
+pub fn svg_start(width: f64, height: f64) -> String {
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    )
+}
+
+/// `text` at (x, y).
+pub fn svg_text(x: f64, y: f64, text: &str) -> String {
+    format!("<text x=\"{x:.0}\" y=\"{y:.0}\">{text}</text>\n")
+}
+
+/// A vertical grid line at `x` from `top` to `bottom`, labelled `label` below it.
+pub fn svg_grid_x(x: f64, top: f64, bottom: f64, label: &str) -> String {
+    format!(
+        "<line x1=\"{x:.1}\" y1=\"{top:.1}\" x2=\"{x:.1}\" y2=\"{bottom:.1}\" stroke=\"#ddd\"/>\n<text x=\"{:.1}\" y=\"{:.1}\">{label}</text>\n",
+        x - 10.0,
+        bottom + 15.0
+    )
+}
+
+/// A horizontal grid line at `y` from `left` to `right`, labelled `label` left of it.
+pub fn svg_grid_y(y: f64, left: f64, right: f64, label: &str) -> String {
+    format!(
+        "<line x1=\"{left:.1}\" y1=\"{y:.1}\" x2=\"{right:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\n<text x=\"{:.1}\" y=\"{:.1}\">{label}</text>\n",
+        left - 50.0,
+        y + 4.0
+    )
+}
+
+/// A store's line through `points` (in the chart's coordinates), in the store's color, with
+/// its name in the legend at `legend` and, when `dots`, a dot at each point.
+pub fn svg_series(points: &[(f64, f64)], name: &str, legend: (f64, f64), dots: bool) -> String {
+    let color = store_color(name);
+    let line: Vec<String> = points
+        .iter()
+        .map(|(x, y)| format!("{x:.1},{y:.1}"))
+        .collect();
+    let mut svg = format!(
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>\n<text x=\"{:.0}\" y=\"{:.0}\" fill=\"{color}\">{name}</text>\n",
+        line.join(" "),
+        legend.0,
+        legend.1,
+    );
+    if dots {
+        for (x, y) in points {
+            svg.push_str(&format!(
+                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{color}\"/>\n"
+            ));
+        }
+    }
     svg
 }

@@ -15,6 +15,7 @@ mod memlimit;
 #[cfg(feature = "peers")]
 mod peers;
 mod progress;
+mod sustained;
 mod timing;
 
 use std::process::ExitCode;
