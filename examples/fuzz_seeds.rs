@@ -149,6 +149,7 @@ fn main() -> ExitCode {
             last_seq: Some(1000),
             added: vec![meta(7, 1, b"a", b"m")],
             removed: vec![(0, 3), (0, 4)],
+            write_totals: None,
         }
         .encode(),
         VersionEdit {
@@ -157,6 +158,11 @@ fn main() -> ExitCode {
             last_seq: Some(1 << 40),
             added: vec![meta(2, 0, b"", b"zzzz"), meta(3, 6, b"key", b"key")],
             removed: Vec::new(),
+            write_totals: Some(bloomkv::manifest::WriteTotals {
+                user_bytes: 1 << 30,
+                levels: vec![Default::default(); 7],
+                ..Default::default()
+            }),
         }
         .encode(),
     ];

@@ -79,6 +79,12 @@ fn valid_edit() -> Vec<u8> {
             entries: 50,
         }],
         removed: vec![(0, 3), (0, 4)],
+        write_totals: Some(bloomkv::manifest::WriteTotals {
+            user_bytes: 5_000,
+            wal_bytes: 6_000,
+            levels: vec![bloomkv::manifest::LevelTotals::default(); 2],
+            ..Default::default()
+        }),
     }
     .encode()
 }

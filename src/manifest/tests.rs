@@ -2,8 +2,8 @@ use std::path::{Path, PathBuf};
 
 use super::current::current_contents;
 use super::{
-    read_current, read_manifest, recover_manifest, set_current, ManifestWriter, RecoveredManifest,
-    TableMeta, VersionEdit,
+    read_current, read_manifest, recover_manifest, set_current, LevelTotals, ManifestWriter,
+    RecoveredManifest, TableMeta, VersionEdit, WriteTotals,
 };
 use crate::error::Error;
 use crate::filename::{manifest_file_name, CURRENT};
@@ -40,6 +40,7 @@ fn snapshot() -> VersionEdit {
         last_seq: Some(500),
         added: vec![table(5, 0), table(6, 1), table(7, 1)],
         removed: Vec::new(),
+        write_totals: None,
     }
 }
 
@@ -52,6 +53,7 @@ fn later_edits() -> Vec<VersionEdit> {
             last_seq: Some(900),
             added: vec![table(12, 0)],
             removed: Vec::new(),
+            write_totals: None,
         },
         VersionEdit {
             log_number: None,
@@ -59,6 +61,7 @@ fn later_edits() -> Vec<VersionEdit> {
             last_seq: None,
             added: vec![table(14, 1)],
             removed: vec![(0, 5), (1, 6)],
+            write_totals: None,
         },
         VersionEdit {
             log_number: None,
@@ -66,6 +69,7 @@ fn later_edits() -> Vec<VersionEdit> {
             last_seq: Some(950),
             added: vec![table(12, 2)],
             removed: vec![(0, 12)],
+            write_totals: None,
         },
     ]
 }
@@ -124,6 +128,18 @@ fn version_edits_round_trip() {
             entries: 127,
         }],
         removed: vec![(u32::MAX, u64::MAX), (0, 0)],
+        write_totals: Some(WriteTotals {
+            user_bytes: u64::MAX,
+            stall_micros: 7,
+            levels: vec![
+                LevelTotals {
+                    bytes_written: 1 << 40,
+                    ..LevelTotals::default()
+                };
+                3
+            ],
+            ..WriteTotals::default()
+        }),
     });
     for e in edits {
         let bytes = e.encode();
@@ -233,6 +249,7 @@ fn next_file_number_never_falls_below_a_used_number() {
         last_seq: Some(0),
         added: vec![table(30, 0)],
         removed: Vec::new(),
+        write_totals: None,
     };
     ManifestWriter::create(&fs, &dir(), 20, &snap).unwrap();
     assert_eq!(recover_manifest(&fs, &dir()).unwrap().next_file_number, 41);
@@ -465,6 +482,7 @@ fn power_loss_anywhere_in_creating_a_manifest_leaves_old_or_new_current() {
         last_seq: Some(2000),
         added: vec![table(21, 3)],
         removed: Vec::new(),
+        write_totals: None,
     };
     let mut saw_old = false;
     let mut n = 0;
