@@ -8,7 +8,7 @@
 //! of the sequence numbers.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::lock;
 use crate::error::Result;
@@ -27,6 +27,13 @@ pub(super) struct Pending {
     /// The batch's WAL record, numbered from sequence 0 until the leader numbers it.
     pub(super) record: Vec<u8>,
     pub(super) sync: bool,
+    /// Wakes the writer alone (its thread's), so that finishing a group wakes the next leader
+    /// first and only the writers who have something to do.
+    wake: Arc<Condvar>,
+}
+
+thread_local! {
+    static WAKE: Arc<Condvar> = Arc::new(Condvar::new());
 }
 
 /// What a writer that joined the queue does next.
@@ -68,8 +75,6 @@ struct QueueState {
 #[derive(Default)]
 pub(super) struct WriteQueue {
     state: Mutex<QueueState>,
-    /// Signalled when a group is finished.
-    turn: Condvar,
 }
 
 impl WriteQueue {
@@ -78,11 +83,13 @@ impl WriteQueue {
         let mut state = lock(&self.state);
         let ticket = state.next_ticket;
         state.next_ticket += 1;
+        let wake = WAKE.with(Arc::clone);
         state.waiting.push_back(Pending {
             ticket,
             batch,
             record,
             sync,
+            wake: Arc::clone(&wake),
         });
         loop {
             if let Some(outcome) = state.finished.remove(&ticket) {
@@ -93,20 +100,25 @@ impl WriteQueue {
                 state.leading = true;
                 return Turn::Lead(take_group(&mut state.waiting));
             }
-            state = self.turn.wait(state).unwrap_or_else(|e| e.into_inner());
+            state = wake.wait(state).unwrap_or_else(|e| e.into_inner());
         }
     }
 
     /// Hands every member but the leader (the first) its outcome, `outcome` for each, and
-    /// lets the next leader go.
+    /// lets the next leader go: it is woken first, since the next sync waits on it.
     pub(super) fn finish(&self, group: &Group, outcome: impl Fn() -> Result<()>) {
         let mut state = lock(&self.state);
         for member in group.members.iter().skip(1) {
             state.finished.insert(member.ticket, outcome());
         }
         state.leading = false;
+        if let Some(next) = state.waiting.front() {
+            next.wake.notify_one();
+        }
         drop(state);
-        self.turn.notify_all();
+        for member in group.members.iter().skip(1) {
+            member.wake.notify_one();
+        }
     }
 }
 
@@ -141,6 +153,7 @@ mod tests {
             batch: WriteBatch::new(),
             record: vec![0; bytes],
             sync: false,
+            wake: Arc::new(Condvar::new()),
         }
     }
 
