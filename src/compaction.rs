@@ -6,12 +6,13 @@
 //! to allowed size goes first. A deeper level gives up one table at a time, taken round-robin
 //! through its key space, together with every table of the next level it overlaps.
 //!
-//! Compactions run side by side when no table is an input of two: `pick` passes over
-//! candidates that touch a table a running compaction holds. Level 0 is compacted whole, so at
-//! most one compaction takes from it at a time. Two compactions into the same level cannot
-//! write overlapping tables: each one's output lies within the key range of its inputs, and
-//! those ranges are disjoint, since every table of the output level that either range touches
-//! is an input of that compaction and so of only one.
+//! Compactions run side by side when they do not conflict: `pick` passes over candidates that
+//! take a table a running compaction holds, or that would write into a level within the key
+//! range a running compaction writes there (each compaction's output lies within the range of
+//! its inputs). Level 0 is compacted whole, so at most one compaction takes from it at a time.
+//! The second rule matters for a manual compaction, which takes every table: flushes go on
+//! beside it, and without the rule a compaction of their tables could write into its output
+//! level inside its range, between the tables it will replace.
 //!
 //! A compaction whose inputs overlap nothing in the output level (nor one another) is a
 //! trivial move: the tables change level by a manifest edit, without being rewritten. The
@@ -49,9 +50,9 @@ impl Compaction {
         self.inputs.iter().chain(&self.output_level_inputs)
     }
 
-    /// True when some input is a table in `busy` (another compaction's input).
-    fn touches(&self, busy: &HashSet<u64>) -> bool {
-        self.all_inputs().any(|t| busy.contains(&t.meta.number))
+    /// The key range the output will lie in: that of all the inputs.
+    fn output_range(&self) -> (Vec<u8>, Vec<u8>) {
+        key_range(self.inputs.iter().chain(&self.output_level_inputs))
     }
 
     /// True when the inputs can move to the output level unchanged: nothing there overlaps
@@ -128,14 +129,57 @@ pub fn needs_compaction(version: &Version, options: &Options) -> bool {
     level_scores(version, options).iter().any(|&s| s >= 1.0)
 }
 
-/// The most urgent compaction that takes no table in `busy` (the inputs of running
-/// compactions), if any level needs one. `cursor[level]` is the largest key of the last table
+/// What running compactions hold: their input tables, and for each, its output level and the
+/// key range it writes there.
+#[derive(Default)]
+pub struct Running {
+    tables: HashSet<u64>,
+    outputs: Vec<(usize, (Vec<u8>, Vec<u8>))>,
+}
+
+impl Running {
+    /// True when no compaction runs.
+    pub fn is_empty(&self) -> bool {
+        self.outputs.is_empty()
+    }
+
+    /// Records `job` as running.
+    pub fn add(&mut self, job: &Compaction) {
+        self.tables.extend(job.all_inputs().map(|t| t.meta.number));
+        self.outputs.push((job.output_level, job.output_range()));
+    }
+
+    /// Records `job` as ended.
+    pub fn remove(&mut self, job: &Compaction) {
+        for input in job.all_inputs() {
+            self.tables.remove(&input.meta.number);
+        }
+        let output = (job.output_level, job.output_range());
+        if let Some(at) = self.outputs.iter().position(|o| *o == output) {
+            self.outputs.swap_remove(at);
+        }
+    }
+
+    /// True when `job` takes a table a running compaction holds, or writes into a level within
+    /// the range a running compaction writes there.
+    fn conflicts_with(&self, job: &Compaction) -> bool {
+        let (smallest, largest) = job.output_range();
+        job.all_inputs()
+            .any(|t| self.tables.contains(&t.meta.number))
+            || self.outputs.iter().any(|(level, (lo, hi))| {
+                *level == job.output_level && *lo <= largest && smallest <= *hi
+            })
+    }
+}
+
+/// The most urgent compaction that does not conflict with a running one, if any level needs
+/// one. `cursor[level]` is the largest key of the last table
 /// taken from that level; it is advanced here.
 pub fn pick(
     version: &Version,
     options: &Options,
     cursor: &mut [Vec<u8>],
-    busy: &HashSet<u64>,
+    running: &Running,
 ) -> Option<Compaction> {
     let mut needy: Vec<(usize, f64)> = level_scores(version, options)
         .into_iter()
@@ -145,20 +189,20 @@ pub fn pick(
     needy.sort_by(|a, b| b.1.total_cmp(&a.1));
     needy
         .into_iter()
-        .find_map(|(level, _)| pick_from(version, level, &mut cursor[level], busy))
+        .find_map(|(level, _)| pick_from(version, level, &mut cursor[level], running))
 }
 
-/// A compaction out of `level` that takes no table in `busy`: all of level 0, or the next
-/// table of a deeper level round-robin from `cursor` that is free along with its overlaps.
+/// A compaction out of `level` that conflicts with no running one: all of level 0, or the
+/// next table of a deeper level, round-robin from `cursor`, that can go.
 fn pick_from(
     version: &Version,
     level: usize,
     cursor: &mut Vec<u8>,
-    busy: &HashSet<u64>,
+    running: &Running,
 ) -> Option<Compaction> {
     if level == 0 {
         let job = with_overlaps(version, 1, version.level(0).to_vec());
-        return (!job.touches(busy)).then_some(job);
+        return (!running.conflicts_with(&job)).then_some(job);
     }
     let tables = version.level(level);
     let start = tables
@@ -168,7 +212,7 @@ fn pick_from(
     let job = (0..tables.len())
         .map(|i| &tables[(start + i) % tables.len()])
         .map(|table| with_overlaps(version, level + 1, vec![Arc::clone(table)]))
-        .find(|job| !job.touches(busy))?;
+        .find(|job| !running.conflicts_with(job))?;
     cursor.clone_from(&job.inputs[0].meta.largest_key);
     Some(job)
 }

@@ -43,7 +43,8 @@ pub struct LevelStats {
 /// The write counters (flushes, compactions, moves, stalls, and the bytes of users, the WAL,
 /// flushes and compactions, per level too) cover the store's whole life: each manifest edit
 /// records them, and so does closing the store, so a reopen, and a read-only open, go on from
-/// there (after a crash, from the last edit). The rest count since this open.
+/// there (after a crash, from the last edit: the writes and the job since then are not in
+/// it). The rest, write groups among them, count since this open.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Stats {
     /// Table filters asked during point lookups (one per table whose key range covers the key).
@@ -76,7 +77,8 @@ pub struct Stats {
     pub compactions: u64,
     /// Trivial moves: compactions that moved tables a level down without rewriting them.
     pub trivial_moves: u64,
-    /// Writes that were delayed or stalled because compaction fell behind.
+    /// Write groups delayed or stalled because flushes or compactions fell behind (one per
+    /// group: its leader waits, and the members with it).
     pub write_stalls: u64,
     /// Time writes spent delayed or stalled, in microseconds.
     pub stall_micros: u64,

@@ -221,6 +221,17 @@ fn stats_json(db: &Path) -> Value {
 }
 
 /// `n` pairs `key000000<TAB>value-000000-...` as `load` input.
+/// Asserts that each phase's progress was shown on the terminal.
+fn assert_on_terminal(run: &Run, phases: &[&str]) {
+    for phase in phases {
+        assert!(
+            run.terminal.contains(phase),
+            "no {phase:?} on the terminal: {:?}",
+            run.terminal
+        );
+    }
+}
+
 fn numbered_pairs(n: usize) -> String {
     (0..n)
         .map(|i| format!("key{i:06}\tvalue-{i:06}-{}\n", "v".repeat(i % 40)))
@@ -1273,21 +1284,18 @@ fn bench_shows_each_phase_on_a_terminal_and_nothing_on_a_pipe() {
     ];
     let run = run_on_terminal(&args);
     assert_eq!(run.code, 0, "{}", run.terminal);
-    for phase in [
-        "load (0.01)",
-        "compactions (0.01)",
-        "cold present (0.01)",
-        "cold absent (0.01)",
-        "into the page cache (0.01)",
-        "warm present (0.01)",
-        "warm absent (0.01)",
-    ] {
-        assert!(
-            run.terminal.contains(phase),
-            "no {phase:?} on the terminal: {:?}",
-            run.terminal
-        );
-    }
+    assert_on_terminal(
+        &run,
+        &[
+            "load (0.01)",
+            "compactions (0.01)",
+            "cold present (0.01)",
+            "cold absent (0.01)",
+            "into the page cache (0.01)",
+            "warm present (0.01)",
+            "warm absent (0.01)",
+        ],
+    );
     assert!(
         run.stdout.starts_with("bloomkv bench: 20000 keys"),
         "{}",
@@ -1311,19 +1319,16 @@ fn bench_stores_shows_each_phase_of_each_store_on_a_terminal() {
         "2000",
     ]);
     assert_eq!(run.code, 0, "{}", run.terminal);
-    for phase in [
-        "bloomkv: running in a process of its own",
-        "load (bloomkv)",
-        "compactions (bloomkv)",
-        "present keys",
-        "absent keys",
-    ] {
-        assert!(
-            run.terminal.contains(phase),
-            "no {phase:?} on the terminal: {:?}",
-            run.terminal
-        );
-    }
+    assert_on_terminal(
+        &run,
+        &[
+            "bloomkv: running in a process of its own",
+            "load (bloomkv)",
+            "compactions (bloomkv)",
+            "present keys",
+            "absent keys",
+        ],
+    );
 }
 
 /// The number at `pointer` in `doc`, or a failure naming it.
@@ -1357,19 +1362,16 @@ fn bench_writes_loads_then_writes_synced_and_reports_every_figure() {
         chart.to_str().unwrap(),
     ]);
     assert_eq!(run.code, 0, "{}", run.terminal);
-    for phase in [
-        "bloomkv: running in a process of its own",
-        "load, one put per write (bloomkv)",
-        "compactions (bloomkv)",
-        "synced writes, 1 thread (bloomkv)",
-        "synced writes, 8 threads (bloomkv)",
-    ] {
-        assert!(
-            run.terminal.contains(phase),
-            "no {phase:?} on the terminal: {:?}",
-            run.terminal
-        );
-    }
+    assert_on_terminal(
+        &run,
+        &[
+            "bloomkv: running in a process of its own",
+            "load, one put per write (bloomkv)",
+            "compactions (bloomkv)",
+            "synced writes, 1 thread (bloomkv)",
+            "synced writes, 8 threads (bloomkv)",
+        ],
+    );
     assert!(
         run.stdout.starts_with("sustained writes: 20000 keys"),
         "{}",

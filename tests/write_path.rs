@@ -452,17 +452,23 @@ fn wait_for_held_read(fs: &FaultFs) {
     panic!("the compaction never read its held input");
 }
 
-/// A background compaction is held inside its merge (reads of its first input wait); writes
-/// go on through many memtables, each flushed, and a `flush` returns, all while it is held.
-#[test]
-fn flushes_go_on_while_a_background_compaction_is_held() {
+/// A store of 500 keys, settled, whose table files' reads are held from now on.
+fn store_with_held_tables() -> (FaultFs, Arc<Db>, ReleaseOnDrop) {
     let fs = FaultFs::new();
     let db = Arc::new(Db::open(DIR, held_options(&fs)).unwrap());
     fill_range(&db, 0, 500);
     db.flush().unwrap();
     db.wait_for_background_work().unwrap();
     fs.hold_reads_of(fault_fs_tables(&fs));
-    let _release = ReleaseOnDrop(fs.clone());
+    let release = ReleaseOnDrop(fs.clone());
+    (fs, db, release)
+}
+
+/// A background compaction is held inside its merge (reads of its first input wait); writes
+/// go on through many memtables, each flushed, and a `flush` returns, all while it is held.
+#[test]
+fn flushes_go_on_while_a_background_compaction_is_held() {
+    let (fs, db, _release) = store_with_held_tables();
     // The same keys again: the next compaction takes held tables, and stops at the first
     // read of one.
     fill_range(&db, 0, 500);
@@ -497,13 +503,7 @@ fn flushes_go_on_while_a_background_compaction_is_held() {
 /// once released, with the writes made meanwhile still there.
 #[test]
 fn flushes_go_on_while_a_manual_compaction_is_held() {
-    let fs = FaultFs::new();
-    let db = Arc::new(Db::open(DIR, held_options(&fs)).unwrap());
-    fill_range(&db, 0, 500);
-    db.flush().unwrap();
-    db.wait_for_background_work().unwrap();
-    fs.hold_reads_of(fault_fs_tables(&fs));
-    let _release = ReleaseOnDrop(fs.clone());
+    let (fs, db, _release) = store_with_held_tables();
     let compacting = Arc::clone(&db);
     let manual = std::thread::spawn(move || compacting.compact());
     wait_for_held_read(&fs);
@@ -631,4 +631,48 @@ fn write_totals_outlive_a_reopen() {
     let after = db.stats();
     assert_eq!(after.user_bytes_written, before.user_bytes_written + 13);
     assert!(after.flushes >= before.flushes);
+}
+
+/// A manual compaction takes every table; flushes beside it add level-0 tables whose keys fall
+/// in a gap of its range. Their compaction would write into its output level inside its range,
+/// between tables it is about to replace: it must wait, or the level would end with
+/// overlapping tables and lookups would miss keys.
+#[test]
+fn a_compaction_beside_a_manual_one_never_writes_into_its_range() {
+    let fs = FaultFs::new();
+    let db = Arc::new(Db::open(DIR, held_options(&fs)).unwrap());
+    fill_range(&db, 0, 200);
+    fill_range(&db, 800, 1_000);
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    fs.hold_reads_of(fault_fs_tables(&fs));
+    let _release = ReleaseOnDrop(fs.clone());
+    let compacting = Arc::clone(&db);
+    let manual = std::thread::spawn(move || compacting.compact());
+    wait_for_held_read(&fs);
+    for _ in 0..2 {
+        fill_range(&db, 400, 450);
+        db.flush().unwrap();
+    }
+    // Time for a background compaction of the two level-0 tables, were one allowed.
+    std::thread::sleep(Duration::from_millis(300));
+    fs.release_reads();
+    manual.join().unwrap().unwrap();
+    db.wait_for_background_work().unwrap();
+    let stats = db.stats();
+    for level in 1..stats.levels.len() {
+        let mut tables: Vec<_> = stats.tables.iter().filter(|t| t.level == level).collect();
+        tables.sort_by(|a, b| a.smallest_key.cmp(&b.smallest_key));
+        for pair in tables.windows(2) {
+            assert!(
+                pair[0].largest_key < pair[1].smallest_key,
+                "level {level}: tables {} and {} overlap",
+                pair[0].number,
+                pair[1].number
+            );
+        }
+    }
+    for i in (0..200).chain(400..450).chain(800..1_000) {
+        assert_eq!(db.get(common::key(i)).unwrap(), Some(common::value(i, 1)));
+    }
 }

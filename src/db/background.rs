@@ -81,14 +81,15 @@ impl Inner {
 
     /// A compaction thread.
     pub(super) fn compaction_loop(&self) {
-        // The count of ended jobs when this thread last found nothing it could take: until
-        // another job ends, the tree (as far as compactions go) has not changed.
+        // The count of ended jobs when this thread began a turn in which it found nothing it
+        // could take: until another job ends, nothing has freed a table for it.
         let mut found_nothing_at = None;
-        while self.next_compaction_turn(found_nothing_at) {
+        while let Some(turn_began_at) = self.next_compaction_turn(found_nothing_at) {
             match self.compact_once() {
                 Ok(true) => self.record_outcome(Job::Compaction, Ok(())),
                 Ok(false) => {
-                    found_nothing_at = Some(self.end_idle_turn());
+                    self.end_idle_turn();
+                    found_nothing_at = Some(turn_began_at);
                     continue;
                 }
                 Err(e) => self.record_outcome(Job::Compaction, Err(e)),
@@ -110,15 +111,15 @@ impl Inner {
         })
     }
 
-    /// Waits until a compaction may be due; false at shutdown.
-    fn next_compaction_turn(&self, found_nothing_at: Option<u64>) -> bool {
+    /// Waits until a compaction may be due; returns the count of ended jobs at that moment,
+    /// `None` at shutdown.
+    fn next_compaction_turn(&self, found_nothing_at: Option<u64>) -> Option<u64> {
         self.next_job(Job::Compaction, |inner, background| {
             let may_start = background.manual_waiting == 0
                 && found_nothing_at != Some(background.jobs_ended)
                 && compaction::needs_compaction(&inner.read_state().version, &inner.options);
-            may_start.then_some(())
+            may_start.then_some(background.jobs_ended)
         })
-        .is_some()
     }
 
     /// Waits until `want` finds work for a `job` thread, no failed job of that kind is still
@@ -158,12 +159,12 @@ impl Inner {
         }
     }
 
-    /// Ends a compaction thread's turn in which it found nothing to take (every candidate is
-    /// in another compaction's hands); returns the count of ended jobs it saw.
-    fn end_idle_turn(&self) -> u64 {
-        let mut background = lock(&self.background);
-        background.running -= 1;
-        background.jobs_ended
+    /// Ends a compaction thread's turn in which it found nothing to take (every candidate
+    /// conflicts with a running compaction). It is not a job: nothing is counted as ended.
+    fn end_idle_turn(&self) {
+        lock(&self.background).running -= 1;
+        // `hold_background` may be waiting for running jobs to reach zero.
+        self.background_cv.notify_all();
     }
 
     /// Clears the kind's failure after a success; after a failure, counts it and sets the

@@ -28,9 +28,7 @@ impl Inner {
                 &shape.compacting,
             );
             if let Some(job) = &job {
-                shape
-                    .compacting
-                    .extend(job.all_inputs().map(|t| t.meta.number));
+                shape.compacting.add(job);
             }
             job
         };
@@ -41,8 +39,9 @@ impl Inner {
     }
 
     /// Merges every table into one level, in the caller's thread. It waits for running
-    /// compactions to end (none starts meanwhile), then takes every table; flushes go on
-    /// throughout, and the level-0 tables they add stay above the merge's output.
+    /// compactions to end (none starts while it waits), then takes every table. Flushes go on
+    /// throughout; the level-0 tables they add stay above the merge's output, and compactions
+    /// of them run beside it only where they write outside its output level's range.
     pub(super) fn compact_all(&self) -> Result<()> {
         lock(&self.background).manual_waiting += 1;
         let picked = self.take_all_tables_when_free();
@@ -62,9 +61,7 @@ impl Inner {
                 if shape.compacting.is_empty() {
                     let version = Arc::clone(&self.read_state().version);
                     let job = compaction::full(&version, &self.options)?;
-                    shape
-                        .compacting
-                        .extend(job.all_inputs().map(|t| t.meta.number));
+                    shape.compacting.add(&job);
                     return Some(job);
                 }
             }
@@ -82,10 +79,8 @@ impl Inner {
             true => self.move_tables(&job),
             false => self.merge(&job),
         };
-        let mut shape = lock(&self.shape);
-        for input in job.all_inputs() {
-            shape.compacting.remove(&input.meta.number);
-        }
+        lock(&self.shape).compacting.remove(&job);
+        self.background_cv.notify_all();
         result
     }
 
@@ -98,26 +93,13 @@ impl Inner {
             expected_keys,
             true,
         )?;
-        // Counted once written, whatever becomes of the edit: the bytes are on the disk.
-        let levels = &self.counters.levels;
-        Counters::add_one(&self.counters.compactions);
-        Counters::add_one(&levels[job.output_level].compactions);
-        Counters::add(
-            &levels[job.output_level].bytes_written,
-            added.iter().map(|t| t.file_size).sum(),
-        );
-        for input in job.all_inputs() {
-            Counters::add(
-                &levels[input.meta.level as usize].bytes_read,
-                input.meta.file_size,
-            );
-        }
         // Each input is removed from the level it lives in (a full compaction takes inputs
         // from every level).
         let removed = job
             .all_inputs()
             .map(|t| (t.meta.level, t.meta.number))
             .collect();
+        let written = added.iter().map(|t| t.file_size).sum();
         self.install_compaction(
             VersionEdit {
                 log_number: None,
@@ -130,6 +112,17 @@ impl Inner {
             &opened,
             opened.values(),
         )?;
+        // Counted once recorded, as a flush is.
+        let levels = &self.counters.levels;
+        Counters::add_one(&self.counters.compactions);
+        Counters::add_one(&levels[job.output_level].compactions);
+        Counters::add(&levels[job.output_level].bytes_written, written);
+        for input in job.all_inputs() {
+            Counters::add(
+                &levels[input.meta.level as usize].bytes_read,
+                input.meta.file_size,
+            );
+        }
         // The manifest no longer names the inputs. Readers may still hold them (an iterator
         // over an older version), and the table cache may need to open their files again for
         // those readers: each file is deleted when the last holder of its table lets go.
@@ -162,7 +155,7 @@ impl Inner {
             .map(|t| (t.meta.level, t.meta.number))
             .collect();
         // A failed edit must not discard the tables: they are the inputs, still live. The move
-        // is counted once made (it writes nothing), so this edit's totals leave it out.
+        // is counted once recorded, as a flush is.
         self.install_compaction(
             VersionEdit {
                 log_number: None,

@@ -34,12 +34,6 @@ impl Inner {
         let NewTables { added, opened } =
             self.table_writer()
                 .write(entries, 0, mem.len() as u64, false)?;
-        // Counted once written, whatever becomes of the edit: the bytes are on the disk.
-        Counters::add_one(&self.counters.flushes);
-        Counters::add(
-            &self.counters.levels[0].bytes_written,
-            added.iter().map(|t| t.file_size).sum(),
-        );
         let mut shape = lock(&self.shape);
         let state = self.read_state();
         // Logs older than the oldest memtable still unflushed hold nothing needed any more.
@@ -69,6 +63,13 @@ impl Inner {
                 .collect(),
             version: Arc::new(old.version.apply(&edit, &opened)),
         });
+        // Counted once recorded (a job whose edit failed is retried, and counted then), so
+        // the totals in this job's own edit leave it out: the next edit, or the close, has it.
+        Counters::add_one(&self.counters.flushes);
+        Counters::add(
+            &self.counters.levels[0].bytes_written,
+            edit.added.iter().map(|t| t.file_size).sum(),
+        );
         self.rotate_manifest_if_long(&mut shape);
         drop(shape);
         self.remove_obsolete_logs(live_log);

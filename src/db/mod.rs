@@ -6,7 +6,6 @@
 //! `compact` (one job of each kind, and the manifest edit that ends it), `recovery` (opening a
 //! store) and `table_writer` (new table files).
 
-use std::collections::HashSet;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -120,7 +119,8 @@ impl WriterState {
 }
 
 /// Held while a change of the tree's shape is recorded (a flush's or compaction's edit, and
-/// the new version), and while a compaction is picked: briefly, never while tables are written.
+/// the new version, and a manifest rewrite when one is due), while a compaction is picked, and
+/// by `Db::check`: never while a flush or compaction writes its tables.
 struct ShapeState {
     /// `None` in a read-only store. Once an edit failed to reach it, the next edit goes to a
     /// new manifest instead.
@@ -130,9 +130,8 @@ struct ShapeState {
     discarded: Vec<crate::sstable::Table>,
     /// Per level, where round-robin compaction of that level resumes.
     compact_cursor: Vec<Vec<u8>>,
-    /// File numbers of the tables running compactions read: no other compaction may take
-    /// them.
-    compacting: HashSet<u64>,
+    /// What running compactions hold: no other compaction may conflict with them.
+    compacting: crate::compaction::Running,
 }
 
 /// A background step that failed, retried after a growing pause.
@@ -189,17 +188,11 @@ impl BackgroundState {
         }
     }
 
-    /// The failure a waiter learns of: a flush's first, since writes wait on flushes.
+    /// The failure `Stats` reports: a flush's first, since writes wait on flushes.
     fn any_failure(&self) -> Option<&StepFailure> {
         self.flush_failure
             .as_ref()
             .or(self.compaction_failure.as_ref())
-    }
-
-    /// The failure that keeps a stalled write from going on: memory for writes waits on
-    /// flushes, level 0 on compactions.
-    fn failure_stalling_writes(&self) -> Option<&StepFailure> {
-        self.any_failure()
     }
 }
 
@@ -497,8 +490,10 @@ impl Db {
         if self.is_read_only() {
             return Ok(());
         }
-        self.inner
-            .wait_until(|inner, background| background.running == 0 && !inner.has_background_work())
+        let every_job = [Job::Flush, Job::Compaction];
+        self.inner.wait_until(&every_job, |inner, background| {
+            background.running == 0 && !inner.has_background_work()
+        })
     }
 
     /// Empties the block cache (all of it, when shared with other stores) and asks the

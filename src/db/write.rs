@@ -1,6 +1,7 @@
 //! The write path: the WAL, the memtable, freezing it for a flush, and starting a new log
 //! after the old one failed.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
@@ -50,17 +51,28 @@ impl Inner {
     /// writer or another) has logged it, synced when `sync`, and made it visible.
     pub(super) fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
         let record = batch.encode(0);
-        match self.write_queue.join(batch, record, sync) {
-            Turn::Done(outcome) => outcome,
-            Turn::Lead(mut group) => {
-                let outcome = self.write_group(&mut group);
-                self.write_queue.finish(&group, || match &outcome {
-                    Ok(()) => Ok(()),
-                    Err(e) => Err(e.duplicate()),
+        let mut group = match self.write_queue.join(batch, record, sync) {
+            Turn::Done(outcome) => return outcome,
+            Turn::Lead(group) => group,
+        };
+        let written = panic::catch_unwind(AssertUnwindSafe(|| self.write_group(&mut group)));
+        let outcome = match written {
+            Ok(outcome) => outcome,
+            Err(payload) => {
+                // The members must not wait for ever for a leader that is gone.
+                self.write_queue.finish(&group, || {
+                    Err(Error::WritesRefused {
+                        reason: "the writer leading the group panicked".into(),
+                    })
                 });
-                outcome
+                panic::resume_unwind(payload);
             }
-        }
+        };
+        self.write_queue.finish(&group, || match &outcome {
+            Ok(()) => Ok(()),
+            Err(e) => Err(e.duplicate()),
+        });
+        outcome
     }
 
     /// The leader's work: numbers the group's records in queue order, appends them to the WAL
@@ -155,7 +167,18 @@ impl Inner {
                 *delayed = true;
             }
             let background = lock(&self.background);
-            if let Some(failure) = background.failure_stalling_writes() {
+            // A failed WAL needs the flush thread to take the writer lock, which this leader
+            // holds: give it up rather than wait.
+            if let Some(reason) = &background.wal_error {
+                return Err(Error::WritesRefused {
+                    reason: reason.clone(),
+                });
+            }
+            let stalled_on = match too_many_frozen {
+                true => Job::Flush,
+                false => Job::Compaction,
+            };
+            if let Some(failure) = background.failure(stalled_on) {
                 return Err(Error::Background {
                     reason: failure.reason.clone(),
                 });
@@ -224,6 +247,12 @@ impl Inner {
     /// again. (Were writes accepted first, a power loss would leave a damaged log followed by
     /// a log of later writes: a hole in the history.) Does nothing while the WAL is healthy.
     pub(super) fn restart_wal(&self) -> Result<()> {
+        // Checked before the writer lock too: a group's leader may hold that lock while it
+        // waits for a flush, and the flush thread must not wait for it when there is nothing
+        // to restart.
+        if lock(&self.background).wal_error.is_none() {
+            return Ok(());
+        }
         let mut writer = lock(&self.writer);
         if lock(&self.background).wal_error.is_none() {
             return Ok(());
@@ -247,13 +276,19 @@ impl Inner {
                 self.freeze_memtable(&mut writer)?;
             }
         }
-        self.wait_until(|inner, _| inner.read_state().immutable.is_empty())
+        self.wait_until(&[Job::Flush], |inner, _| {
+            inner.read_state().immutable.is_empty()
+        })
     }
 
     /// Blocks until `done` holds, waking whenever background work finishes. Fails if the WAL
     /// fails, or if a background step fails while waiting (it is retried, but the caller
     /// learns of it rather than waiting for a disk that may not come back).
-    pub(super) fn wait_until(&self, done: impl Fn(&Inner, &BackgroundState) -> bool) -> Result<()> {
+    pub(super) fn wait_until(
+        &self,
+        watched: &[Job],
+        done: impl Fn(&Inner, &BackgroundState) -> bool,
+    ) -> Result<()> {
         let mut background = lock(&self.background);
         let failures_before = self.failures();
         loop {
@@ -266,7 +301,10 @@ impl Inner {
                 return Ok(());
             }
             if self.failures() != failures_before {
-                if let Some(failure) = background.any_failure() {
+                let failure = watched
+                    .iter()
+                    .find_map(|&job| background.failure(job).as_ref());
+                if let Some(failure) = failure {
                     return Err(Error::Background {
                         reason: failure.reason.clone(),
                     });

@@ -27,13 +27,10 @@ pub(super) struct Pending {
     /// The batch's WAL record, numbered from sequence 0 until the leader numbers it.
     pub(super) record: Vec<u8>,
     pub(super) sync: bool,
-    /// Wakes the writer alone (its thread's), so that finishing a group wakes the next leader
-    /// first and only the writers who have something to do.
+    /// Wakes this writer alone, so that finishing a group wakes the next leader first and
+    /// only the writers who have something to do. (One per write, not per thread: a condition
+    /// variable must stay with one mutex, and a thread may write to several stores.)
     wake: Arc<Condvar>,
-}
-
-thread_local! {
-    static WAKE: Arc<Condvar> = Arc::new(Condvar::new());
 }
 
 /// What a writer that joined the queue does next.
@@ -83,7 +80,7 @@ impl WriteQueue {
         let mut state = lock(&self.state);
         let ticket = state.next_ticket;
         state.next_ticket += 1;
-        let wake = WAKE.with(Arc::clone);
+        let wake = Arc::new(Condvar::new());
         state.waiting.push_back(Pending {
             ticket,
             batch,
