@@ -51,7 +51,7 @@ impl Compaction {
     }
 
     /// The key range the output will lie in: that of all the inputs.
-    fn output_range(&self) -> (Vec<u8>, Vec<u8>) {
+    fn output_range(&self) -> KeyRange {
         key_range(self.inputs.iter().chain(&self.output_level_inputs))
     }
 
@@ -134,8 +134,11 @@ pub fn needs_compaction(version: &Version, options: &Options) -> bool {
 #[derive(Default)]
 pub struct Running {
     tables: HashSet<u64>,
-    outputs: Vec<(usize, (Vec<u8>, Vec<u8>))>,
+    outputs: Vec<(usize, KeyRange)>,
 }
+
+/// The smallest and largest key of a range, both included.
+type KeyRange = (Vec<u8>, Vec<u8>);
 
 impl Running {
     /// True when no compaction runs.
