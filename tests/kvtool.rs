@@ -222,7 +222,7 @@ fn stats_json(db: &Path) -> Value {
 
 /// `n` pairs `key000000<TAB>value-000000-...` as `load` input.
 /// Asserts that each phase's progress was shown on the terminal.
-fn assert_on_terminal(run: &Run, phases: &[&str]) {
+fn assert_on_terminal(run: &TerminalRun, phases: &[&str]) {
     for phase in phases {
         assert!(
             run.terminal.contains(phase),
