@@ -74,21 +74,44 @@ fn rocksdb_options() -> rocksdb::Options {
 /// triggers (`Options::default()` in src/options.rs), so that write amplification compares
 /// at the same shape of tree.
 fn rocksdb_shape_options() -> rocksdb::Options {
+    let ours = bloomkv::Options::default();
     let mut options = rocksdb_options();
-    options.set_write_buffer_size(4 << 20);
-    options.set_max_bytes_for_level_base(8 << 20);
-    options.set_max_bytes_for_level_multiplier(10.0);
-    options.set_target_file_size_base(2 << 20);
-    options.set_level_zero_file_num_compaction_trigger(4);
-    options.set_level_zero_slowdown_writes_trigger(8);
-    options.set_level_zero_stop_writes_trigger(12);
-    options.set_num_levels(7);
+    options.set_write_buffer_size(ours.memtable_size);
+    options.set_max_bytes_for_level_base(ours.level1_size);
+    options.set_max_bytes_for_level_multiplier(ours.level_size_ratio as f64);
+    options.set_target_file_size_base(ours.table_size);
+    options.set_level_zero_file_num_compaction_trigger(ours.l0_compaction_trigger as i32);
+    options.set_level_zero_slowdown_writes_trigger(ours.l0_slowdown_trigger as i32);
+    options.set_level_zero_stop_writes_trigger(ours.l0_stop_trigger as i32);
+    options.set_num_levels(ours.num_levels as i32);
     options
 }
 
-const ROCKSDB_CONFIGURATION: &str = "default options (Snappy compression, its default block cache, 64 MiB memtables, 256 MiB level 1, 64 MiB tables) and a full Bloom filter of 10 bits/key; statistics on";
+/// What `rocksdb-shape` is, from bloomkv's defaults.
+fn rocksdb_shape_configuration() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(shape_configuration)
+}
 
-const ROCKSDB_SHAPE_CONFIGURATION: &str = "as rocksdb, with bloomkv's sizes: write_buffer_size 4 MiB, max_bytes_for_level_base 8 MiB, max_bytes_for_level_multiplier 10, target_file_size_base 2 MiB, level-0 triggers 4 / 8 / 12, num_levels 7 (level_compaction_dynamic_level_bytes stays at its default, on: levels fill from the last one up)";
+fn shape_configuration() -> String {
+    let ours = bloomkv::Options::default();
+    format!(
+        "as rocksdb, with bloomkv's sizes: write_buffer_size {} MiB, max_bytes_for_level_base \
+         {} MiB, max_bytes_for_level_multiplier {}, target_file_size_base {} MiB, level-0 \
+         triggers {} / {} / {}, num_levels {} (level_compaction_dynamic_level_bytes stays at \
+         its default, on: levels fill from the last one up)",
+        ours.memtable_size >> 20,
+        ours.level1_size >> 20,
+        ours.level_size_ratio,
+        ours.table_size >> 20,
+        ours.l0_compaction_trigger,
+        ours.l0_slowdown_trigger,
+        ours.l0_stop_trigger,
+        ours.num_levels
+    )
+}
+
+const ROCKSDB_CONFIGURATION: &str = "default options (Snappy compression, its default block cache, 64 MiB memtables, 256 MiB level 1, 64 MiB tables) and a full Bloom filter of 10 bits/key; statistics on";
 
 const FJALL_CONFIGURATION: &str =
     "default options (its default filters, LZ4 compression, 32 MiB block cache)";
@@ -242,7 +265,7 @@ pub fn print_comparison(
 pub fn open_for_writes(store: &str, dir: &Path) -> Result<Box<dyn WriteStore>, Failure> {
     let (options, configuration) = match store {
         "rocksdb" => (rocksdb_options(), ROCKSDB_CONFIGURATION),
-        "rocksdb-shape" => (rocksdb_shape_options(), ROCKSDB_SHAPE_CONFIGURATION),
+        "rocksdb-shape" => (rocksdb_shape_options(), rocksdb_shape_configuration()),
         "fjall" => {
             let db = fjall::Database::builder(dir)
                 .open()
