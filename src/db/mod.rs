@@ -401,6 +401,9 @@ impl Db {
     /// space). Returns the error that still stands, if any.
     pub fn resume(&self) -> Result<()> {
         self.refuse_if_read_only()?;
+        // Jobs that began before the cause was gone end first (and may fail once more): the
+        // wait below must learn only of failures of jobs that start from here.
+        drop(self.inner.hold_background());
         {
             let _job = self.inner.start_foreground_job();
             self.inner.restart_wal()?;
