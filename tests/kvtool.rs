@@ -1483,6 +1483,11 @@ fn bench_writes_records_a_store_that_fails_and_reports_the_rest() {
 fn bench_writes_refuses_bad_arguments_before_it_starts() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path();
+    let writes = |extra: &[&str]| {
+        let mut args = vec!["bench", "--stores", "bloomkv", "--writes"];
+        args.extend_from_slice(extra);
+        kv(db, &args)
+    };
     kv(db, &["bench", "--writes"]).fails(2, "--writes compares stores: add --stores");
     kv(db, &["bench", "--stores", "bloomkv,nosuch", "--writes"]).fails(
         2,
@@ -1493,59 +1498,13 @@ fn bench_writes_refuses_bad_arguments_before_it_starts() {
         2,
         "unknown store 'rocksdb-shape' in --stores: use bloomkv, rocksdb, fjall",
     );
-    kv(
-        db,
-        &["bench", "--stores", "bloomkv", "--writes", "--keys", "0"],
-    )
-    .fails(2, "at least one key");
-    kv(
-        db,
-        &[
-            "bench",
-            "--stores",
-            "bloomkv",
-            "--writes",
-            "--synced-keys",
-            "5",
-        ],
-    )
-    .fails(2, "--synced-keys 5 is fewer than the 8 threads");
-    kv(
-        db,
-        &[
-            "bench",
-            "--stores",
-            "bloomkv",
-            "--writes",
-            "--chart-from",
-            "a.json",
-        ],
-    )
-    .fails(2, "does not apply to --writes");
-    kv(
-        db,
-        &[
-            "bench",
-            "--stores",
-            "bloomkv",
-            "--writes",
-            "--writer-threads",
-            "1,0",
-        ],
-    )
-    .usage_error("invalid value '0' for '--writer-threads <THREADS>'");
-    kv(
-        db,
-        &[
-            "bench",
-            "--stores",
-            "bloomkv",
-            "--writes",
-            "--writer-threads",
-            "x",
-        ],
-    )
-    .usage_error("invalid value 'x' for '--writer-threads <THREADS>'");
+    writes(&["--keys", "0"]).fails(2, "at least one key");
+    writes(&["--synced-keys", "5"]).fails(2, "--synced-keys 5 is fewer than the 8 threads");
+    writes(&["--chart-from", "a.json"]).fails(2, "does not apply to --writes");
+    writes(&["--writer-threads", "1,0"])
+        .usage_error("invalid value '0' for '--writer-threads <THREADS>'");
+    writes(&["--writer-threads", "x"])
+        .usage_error("invalid value 'x' for '--writer-threads <THREADS>'");
     kv(db, &["bench", "--stores", "bloomkv", "--synced-keys", "10"]).usage_error("--writes");
     kv(db, &["bench", "--writer-threads", "2"]).usage_error("--writes");
     if !cfg!(feature = "peers") {

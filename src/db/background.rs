@@ -194,25 +194,22 @@ impl Inner {
     pub(super) fn hold_background(&self) -> HeldBackground<'_> {
         let mut background = lock(&self.background);
         background.held += 1;
-        while background.running > 0 {
-            background = self
-                .background_cv
-                .wait(background)
-                .unwrap_or_else(|e| e.into_inner());
-        }
+        drop(
+            self.background_cv
+                .wait_while(background, |b| b.running > 0)
+                .unwrap_or_else(|e| e.into_inner()),
+        );
         HeldBackground { inner: self }
     }
 
     /// Counts a flush or compaction a caller runs in its own thread as running, once nothing
     /// holds background work back.
     pub(super) fn start_foreground_job(&self) -> ForegroundJob<'_> {
-        let mut background = lock(&self.background);
-        while background.held > 0 {
-            background = self
-                .background_cv
-                .wait(background)
-                .unwrap_or_else(|e| e.into_inner());
-        }
+        let background = lock(&self.background);
+        let mut background = self
+            .background_cv
+            .wait_while(background, |b| b.held > 0)
+            .unwrap_or_else(|e| e.into_inner());
         background.running += 1;
         ForegroundJob { inner: self }
     }

@@ -38,9 +38,7 @@ impl Inner {
     /// Counts a failure of the WAL or of background work, under the background lock so that
     /// a waiter holding it sees the count move together with the failure's reason.
     pub(super) fn count_failure(&self, _background: &mut BackgroundState) {
-        self.counters
-            .background_errors
-            .fetch_add(1, Ordering::Relaxed);
+        Counters::add_one(&self.counters.background_errors);
     }
 
     fn failures(&self) -> u64 {
@@ -99,9 +97,7 @@ impl Inner {
                 true => wal.sync(),
                 false => wal.flush(),
             });
-        self.counters
-            .wal_bytes
-            .fetch_add(wal.len() - wal_len_before, Ordering::Relaxed);
+        Counters::add(&self.counters.wal_bytes, wal.len() - wal_len_before);
         if let Err(e) = logged {
             // The log may now end in a partial record: appending after it would hide later
             // writes from recovery. Refuse writes until a new log is started; reads go on.
@@ -109,17 +105,16 @@ impl Inner {
             return Err(e);
         }
         let state = self.read_state();
-        let mut seq = first_seq;
+        let (mut seq, mut user_bytes) = (first_seq, 0);
         for member in &mut group.members {
             let batch = std::mem::take(&mut member.batch);
             let ops = batch.len() as u64;
-            self.counters
-                .user_bytes
-                .fetch_add(batch.payload_bytes() as u64, Ordering::Relaxed);
+            user_bytes += batch.payload_bytes() as u64;
             state.mem.apply(batch.into_entries(seq));
             seq += ops;
         }
         self.visible_seq.store(last_seq, Ordering::Release);
+        Counters::add(&self.counters.user_bytes, user_bytes);
         Counters::add_one(&self.counters.write_groups);
         Counters::add(&self.counters.grouped_batches, group.members.len() as u64);
         if state.mem.approximate_bytes() >= self.options.memtable_size {
@@ -141,9 +136,9 @@ impl Inner {
         let mut delayed = false;
         let result = self.wait_for_room_until_done(&mut delayed);
         if delayed {
-            self.counters
-                .stall_micros
-                .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            Counters::add_one(&self.counters.write_stalls);
+            let waited = started.elapsed().as_micros() as u64;
+            Counters::add(&self.counters.stall_micros, waited);
         }
         result
     }
@@ -153,7 +148,6 @@ impl Inner {
             let state = self.read_state();
             let level0 = state.version.level(0).len();
             if !*delayed && level0 >= self.options.l0_slowdown_trigger {
-                self.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(1));
                 *delayed = true;
                 continue;
@@ -162,10 +156,7 @@ impl Inner {
             if !too_many_frozen && level0 < self.options.l0_stop_trigger {
                 return Ok(());
             }
-            if !*delayed {
-                self.counters.write_stalls.fetch_add(1, Ordering::Relaxed);
-                *delayed = true;
-            }
+            *delayed = true;
             let background = lock(&self.background);
             // A failed WAL needs the flush thread to take the writer lock, which this leader
             // holds: give it up rather than wait.

@@ -438,6 +438,23 @@ fn counted(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// Each level's shape and I/O, as `stats --json` and `bench --writes` report them.
+pub fn levels_json(stats: &Stats) -> Vec<serde_json::Value> {
+    stats
+        .levels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            json!({
+                "level": i, "tables": l.tables, "bytes": l.bytes, "entries": l.entries,
+                "bytes_written": l.bytes_written, "bytes_read": l.bytes_read,
+                "compactions": l.compactions, "tables_moved": l.tables_moved,
+                "bytes_moved": l.bytes_moved,
+            })
+        })
+        .collect()
+}
+
 fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
     let tables: Vec<_> = stats
         .tables
@@ -454,21 +471,8 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
             })
         })
         .collect();
-    let levels: Vec<_> = stats
-        .levels
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            json!({
-                "level": i, "tables": l.tables, "bytes": l.bytes, "entries": l.entries,
-                "bytes_written": l.bytes_written, "bytes_read": l.bytes_read,
-                "compactions": l.compactions, "tables_moved": l.tables_moved,
-                "bytes_moved": l.bytes_moved,
-            })
-        })
-        .collect();
     json!({
-        "levels": levels,
+        "levels": levels_json(stats),
         "tables": tables,
         "totals": {
             "tables": stats.tables.len(),

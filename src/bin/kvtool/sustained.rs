@@ -136,17 +136,6 @@ impl WriteStore for Bloomkv {
 
     fn counters(&self, _user_bytes: u64) -> OwnCounters {
         let s = self.0.stats();
-        let levels: Vec<Value> = s
-            .levels
-            .iter()
-            .map(|l| {
-                json!({
-                    "tables": l.tables, "bytes": l.bytes, "bytes_written": l.bytes_written,
-                    "bytes_read": l.bytes_read, "compactions": l.compactions,
-                    "tables_moved": l.tables_moved, "bytes_moved": l.bytes_moved,
-                })
-            })
-            .collect();
         OwnCounters {
             stall_micros: Some(s.stall_micros),
             write_amplification: s.write_amplification(),
@@ -166,7 +155,7 @@ impl WriteStore for Bloomkv {
                 "compactions": s.compactions,
                 "trivial_moves": s.trivial_moves,
                 "tables_per_level": s.levels.iter().map(|l| l.tables).collect::<Vec<_>>(),
-                "levels": levels,
+                "levels": crate::commands::levels_json(&s),
             }),
         }
     }
