@@ -233,7 +233,10 @@ impl Inner {
         }
         let manifest = shape.manifest.as_mut().ok_or(Error::ReadOnly)?;
         if let Err(e) = manifest.append(edit) {
-            shape.discarded.extend(outputs.cloned());
+            match manifest.failed_edit_may_be_durable() {
+                true => shape.discarded.extend(outputs.cloned()),
+                false => outputs.for_each(|t| t.mark_obsolete()),
+            }
             // Usually the new manifest can be written at once, and the tables go with it.
             let _ = self.rotate_manifest(shape);
             return Err(e);

@@ -34,6 +34,9 @@ pub struct ManifestWriter {
     log: LogWriter,
     /// Bytes of the snapshot the manifest began with.
     snapshot_len: u64,
+    /// Set while an edit is written whole and not yet synced: if its sync fails, the edit may
+    /// still reach the disk.
+    edit_written_unsynced: bool,
 }
 
 impl ManifestWriter {
@@ -70,6 +73,7 @@ impl ManifestWriter {
             path,
             log,
             snapshot_len,
+            edit_written_unsynced: false,
         })
     }
 
@@ -78,7 +82,18 @@ impl ManifestWriter {
     /// manifest.
     pub fn append(&mut self, edit: &VersionEdit) -> Result<()> {
         self.log.add_record(&edit.encode())?;
-        self.log.sync()
+        self.edit_written_unsynced = true;
+        self.log.sync()?;
+        self.edit_written_unsynced = false;
+        Ok(())
+    }
+
+    /// After a failed [`ManifestWriter::append`]: whether the edit may yet be read back. True
+    /// when only its sync failed (the record is whole in the file); false when writing the
+    /// record failed, which leaves it without its last fragment, so recovery drops it as a
+    /// torn tail.
+    pub fn failed_edit_may_be_durable(&self) -> bool {
+        self.edit_written_unsynced
     }
 
     /// This manifest's file number.

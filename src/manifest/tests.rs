@@ -565,6 +565,30 @@ fn an_unsynced_or_failed_append_is_lost_but_acknowledged_edits_are_not() {
     );
 }
 
+/// An edit whose record could not be written is never read back, whatever the crash keeps,
+/// and the writer says so; one whose sync alone failed may be.
+#[test]
+fn a_failed_write_of_an_edit_is_known_never_to_be_read_back() {
+    for seed in 0..8 {
+        let fs = fresh();
+        fs.set_crash_mode(CrashMode::GarbageTail { seed });
+        let mut w = ManifestWriter::create(&fs, &dir(), 3, &snapshot()).unwrap();
+        let edits = later_edits();
+        w.append(&edits[0]).unwrap();
+        fs.fail_nth_append(1);
+        assert!(w.append(&edits[1]).is_err());
+        assert!(!w.failed_edit_may_be_durable());
+        fs.crash();
+        let r = recover_manifest(&fs, &dir()).unwrap();
+        assert_eq!(summary(&r), expected_state(3, 1), "seed {seed}");
+    }
+    let fs = fresh();
+    let mut w = ManifestWriter::create(&fs, &dir(), 3, &snapshot()).unwrap();
+    fs.fail_next_sync();
+    assert!(w.append(&later_edits()[0]).is_err());
+    assert!(w.failed_edit_may_be_durable());
+}
+
 #[test]
 fn io_errors_while_recovering_are_not_reported_as_corruption() {
     let fs = store_with_manifest();
