@@ -1,10 +1,16 @@
 //! Leveled compaction: choosing what to merge, and merging it into new tables.
 //!
-//! Level 0 is compacted into level 1 once it holds `l0_compaction_trigger` tables; a deeper
-//! level is compacted into the next once its bytes exceed its target
-//! (`level1_size * level_size_ratio^(level - 1)`). The level with the highest ratio of actual
-//! to allowed size goes first. A deeper level gives up one table at a time, taken round-robin
-//! through its key space, together with every table of the next level it overlaps.
+//! Level 0 is compacted into the *base level* once it holds `l0_compaction_trigger` tables; a
+//! deeper level is compacted into the next once its bytes exceed its target. The level with the
+//! highest ratio of actual to allowed size goes first. Targets come from [`LevelTargets`]: by
+//! default they are derived from the largest level up, each `level_size_ratio` times smaller
+//! than the one below, so about 90% of the data sits in the last level whatever the store's
+//! size, and a small store has few levels (RocksDB's `level_compaction_dynamic_level_bytes`).
+//!
+//! A deeper level gives up one table at a time: the one whose overlap with the next level is
+//! smallest for its size (RocksDB's `kMinOverlappingRatio`), together with every table of the
+//! next level it overlaps. Of the bytes such a compaction writes, the most are then the level's
+//! own, which is what keeps write amplification down.
 //!
 //! Compactions run side by side when they do not conflict: `pick` passes over candidates that
 //! take a table a running compaction holds, or that would write into a level within the key
@@ -25,6 +31,7 @@ use std::sync::Arc;
 use crate::entry::{Entry, SeqNo};
 use crate::error::Result;
 use crate::iter::{EntryStream, MergingIterator, NewestVersions};
+use crate::manifest::TableMeta;
 use crate::options::Options;
 use crate::sstable::BlockReads;
 use crate::version::{TableHandle, Version};
@@ -102,31 +109,98 @@ impl Compaction {
     }
 }
 
-/// Allowed bytes for `level` (>= 1).
-pub fn level_target_bytes(options: &Options, level: usize) -> u64 {
-    let growth = options
-        .level_size_ratio
-        .saturating_pow(level.saturating_sub(1) as u32);
-    options.level1_size.saturating_mul(growth)
+/// The bytes each level may hold before it is compacted into the next, and the level that
+/// level 0 is compacted into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LevelTargets {
+    /// Where level 0 is compacted into. The levels between 0 and it hold nothing.
+    pub base_level: usize,
+    /// Allowed bytes per level; `u64::MAX` for level 0 (counted in tables), for levels above
+    /// the base level, and for the last level, which holds any amount.
+    bytes: Vec<u64>,
 }
 
-/// How urgently each level needs compaction; >= 1.0 means it does.
-pub fn level_scores(version: &Version, options: &Options) -> Vec<f64> {
-    let last = version.num_levels() - 1;
-    (0..last)
-        .map(|level| {
-            if level == 0 {
-                version.level(0).len() as f64 / options.l0_compaction_trigger as f64
-            } else {
-                version.level_bytes(level) as f64 / level_target_bytes(options, level) as f64
-            }
-        })
-        .collect()
+impl LevelTargets {
+    /// The targets for `version`'s tree under `options`.
+    pub fn new(version: &Version, options: &Options) -> LevelTargets {
+        let level_bytes: Vec<u64> = (0..version.num_levels())
+            .map(|l| version.level_bytes(l))
+            .collect();
+        match options.dynamic_level_sizes {
+            true => Self::from_largest_level(&level_bytes, options),
+            false => Self::from_level1(level_bytes.len(), options),
+        }
+    }
+
+    /// Fixed targets: `level1_size` for level 1, `level_size_ratio` times more per level below.
+    fn from_level1(num_levels: usize, options: &Options) -> LevelTargets {
+        let last = num_levels - 1;
+        let bytes = (0..num_levels)
+            .map(|level| match level {
+                0 => u64::MAX,
+                l if l == last => u64::MAX,
+                l => {
+                    let growth = options.level_size_ratio.saturating_pow(l as u32 - 1);
+                    options.level1_size.saturating_mul(growth)
+                }
+            })
+            .collect();
+        LevelTargets {
+            base_level: 1,
+            bytes,
+        }
+    }
+
+    /// Targets derived from the largest level up. Each level above the last is allowed
+    /// `1 / level_size_ratio` of the one below, but never less than `level1_size`. The base
+    /// level is the deepest whose share would be at most `level1_size`, and never below the
+    /// first level holding data: level 0 must not skip over older data, which lookups would
+    /// then find first.
+    fn from_largest_level(level_bytes: &[u64], options: &Options) -> LevelTargets {
+        let last = level_bytes.len() - 1;
+        let ratio = options.level_size_ratio;
+        let mut share = vec![0u64; last + 1];
+        share[last] = level_bytes[1..].iter().copied().max().unwrap_or(0);
+        for level in (1..last).rev() {
+            share[level] = share[level + 1] / ratio;
+        }
+        let fits_base = (1..=last)
+            .rev()
+            .find(|&l| share[l] <= options.level1_size)
+            .unwrap_or(1);
+        let first_with_data = (1..=last).find(|&l| level_bytes[l] > 0).unwrap_or(last);
+        let base_level = fits_base.min(first_with_data);
+        let bytes = (0..=last)
+            .map(|level| match level {
+                l if l < base_level || l == last => u64::MAX,
+                l => share[l].max(options.level1_size),
+            })
+            .collect();
+        LevelTargets { base_level, bytes }
+    }
+
+    /// Allowed bytes for `level`; `u64::MAX` where no size limit applies.
+    pub fn bytes(&self, level: usize) -> u64 {
+        self.bytes[level]
+    }
+
+    /// How urgently each level but the last needs compaction; >= 1.0 means it does.
+    pub fn scores(&self, version: &Version, options: &Options) -> Vec<f64> {
+        let last = version.num_levels() - 1;
+        (0..last)
+            .map(|level| match level {
+                0 => version.level(0).len() as f64 / options.l0_compaction_trigger as f64,
+                l if self.bytes[l] == u64::MAX => 0.0,
+                l => version.level_bytes(l) as f64 / self.bytes[l] as f64,
+            })
+            .collect()
+    }
 }
 
 /// True when some level needs compaction.
 pub fn needs_compaction(version: &Version, options: &Options) -> bool {
-    level_scores(version, options).iter().any(|&s| s >= 1.0)
+    let targets = LevelTargets::new(version, options);
+    targets.scores(version, options).iter().any(|&s| s >= 1.0)
 }
 
 /// What running compactions hold: their input tables, and for each, its output level and the
@@ -176,15 +250,11 @@ impl Running {
 }
 
 /// The most urgent compaction that does not conflict with a running one, if any level needs
-/// one. `cursor[level]` is the largest key of the last table
-/// taken from that level; it is advanced here.
-pub fn pick(
-    version: &Version,
-    options: &Options,
-    cursor: &mut [Vec<u8>],
-    running: &Running,
-) -> Option<Compaction> {
-    let mut needy: Vec<(usize, f64)> = level_scores(version, options)
+/// one.
+pub fn pick(version: &Version, options: &Options, running: &Running) -> Option<Compaction> {
+    let targets = LevelTargets::new(version, options);
+    let mut needy: Vec<(usize, f64)> = targets
+        .scores(version, options)
         .into_iter()
         .enumerate()
         .filter(|&(_, score)| score >= 1.0)
@@ -192,39 +262,66 @@ pub fn pick(
     needy.sort_by(|a, b| b.1.total_cmp(&a.1));
     needy
         .into_iter()
-        .find_map(|(level, _)| pick_from(version, level, &mut cursor[level], running))
+        .find_map(|(level, _)| pick_from(version, level, &targets, running))
 }
 
-/// A compaction out of `level` that conflicts with no running one: all of level 0, or the
-/// next table of a deeper level, round-robin from `cursor`, that can go.
+/// A compaction out of `level` that conflicts with no running one: all of level 0 into the
+/// base level, or the table of a deeper level that overlaps the fewest bytes of the next
+/// level for its own size.
 fn pick_from(
     version: &Version,
     level: usize,
-    cursor: &mut Vec<u8>,
+    targets: &LevelTargets,
     running: &Running,
 ) -> Option<Compaction> {
     if level == 0 {
-        let job = with_overlaps(version, 1, version.level(0).to_vec());
+        let job = with_overlaps(version, targets.base_level, version.level(0).to_vec());
         return (!running.conflicts_with(&job)).then_some(job);
     }
     let tables = version.level(level);
-    let start = tables
-        .iter()
-        .position(|t| t.meta.smallest_key > *cursor)
-        .unwrap_or(0);
-    let job = (0..tables.len())
-        .map(|i| &tables[(start + i) % tables.len()])
-        .map(|table| with_overlaps(version, level + 1, vec![Arc::clone(table)]))
-        .find(|job| !running.conflicts_with(job))?;
-    cursor.clone_from(&job.inputs[0].meta.largest_key);
-    Some(job)
+    let overlaps = overlap_bytes(&metas_of(tables), &metas_of(version.level(level + 1)));
+    let mut order: Vec<usize> = (0..tables.len()).collect();
+    // Compared as overlap_a / size_a < overlap_b / size_b, multiplied out.
+    order.sort_by_key(|&i| {
+        let size = tables[i].meta.file_size.max(1) as u128;
+        (overlaps[i] as u128 * 1_000_000) / size
+    });
+    order
+        .into_iter()
+        .map(|i| with_overlaps(version, level + 1, vec![Arc::clone(&tables[i])]))
+        .find(|job| !running.conflicts_with(job))
 }
 
-/// A compaction of every table into one level: the shallowest level, at or below the deepest
-/// that holds data, whose target holds all the bytes (the last level holds any amount), so that
-/// no compaction moves part of it on afterwards. Every table is rewritten, even when one level
-/// already holds them all: that is how a store changes its tables' filter or compression.
-/// `None` for a store without tables.
+fn metas_of(tables: &[Arc<TableHandle>]) -> Vec<&TableMeta> {
+    tables.iter().map(|t| &t.meta).collect()
+}
+
+/// For each table of `upper` (sorted, disjoint), the file bytes of the tables of `lower`
+/// (sorted, disjoint) its key range overlaps, found in one pass over both.
+fn overlap_bytes(upper: &[&TableMeta], lower: &[&TableMeta]) -> Vec<u64> {
+    let mut first = 0;
+    upper
+        .iter()
+        .map(|meta| {
+            // Tables of `lower` wholly before this one are wholly before every later one too.
+            while first < lower.len() && lower[first].largest_key < meta.smallest_key {
+                first += 1;
+            }
+            lower[first..]
+                .iter()
+                .take_while(|t| t.smallest_key <= meta.largest_key)
+                .map(|t| t.file_size)
+                .sum()
+        })
+        .collect()
+}
+
+/// A compaction of every table into one level, so that no compaction moves part of it on
+/// afterwards. With dynamic level sizes that is the last level. With fixed ones it is the
+/// shallowest level, at or below the deepest that holds data, whose target holds all the bytes
+/// (the last level holds any amount). Every table is rewritten, even when one level already
+/// holds them all: that is how a store changes its tables' filter or compression. `None` for a
+/// store without tables.
 pub fn full(version: &Version, options: &Options) -> Option<Compaction> {
     let last = version.num_levels() - 1;
     let deepest = (1..=last)
@@ -232,9 +329,13 @@ pub fn full(version: &Version, options: &Options) -> Option<Compaction> {
         .find(|&l| !version.level(l).is_empty())
         .unwrap_or(1);
     let total: u64 = (0..=last).map(|l| version.level_bytes(l)).sum();
-    let output_level = (deepest..=last)
-        .find(|&l| l == last || total < level_target_bytes(options, l))
-        .unwrap_or(last);
+    let targets = LevelTargets::from_level1(version.num_levels(), options);
+    let output_level = match options.dynamic_level_sizes {
+        true => last,
+        false => (deepest..=last)
+            .find(|&l| total < targets.bytes(l))
+            .unwrap_or(last),
+    };
     let inputs: Vec<Arc<TableHandle>> = (0..output_level)
         .flat_map(|l| version.level(l).iter().cloned())
         .collect();
@@ -283,5 +384,136 @@ fn with_overlaps(
         output_level_inputs,
         drop_tombstones,
         may_move: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn options() -> Options {
+        Options::default().level1_size(8 * MIB).level_size_ratio(10)
+    }
+
+    /// Targets of levels 1..=5 of a seven-level tree (level 6, the last, holds any amount).
+    fn targets_of(level_bytes: &[u64], options: &Options) -> (usize, Vec<u64>) {
+        let targets = LevelTargets::from_largest_level(level_bytes, options);
+        (
+            targets.base_level,
+            (1..6).map(|l| targets.bytes(l)).collect(),
+        )
+    }
+
+    #[test]
+    fn an_empty_tree_compacts_level_0_into_the_last_level() {
+        let (base, bytes) = targets_of(&[0; 7], &options());
+        assert_eq!(base, 6);
+        assert!(bytes.iter().all(|&b| b == u64::MAX));
+    }
+
+    #[test]
+    fn targets_shrink_by_the_ratio_from_the_last_level_up_to_the_base_level() {
+        let last = 2_200 * MIB;
+        let (base, bytes) = targets_of(&[0, 0, 0, 0, 0, 0, last], &options());
+        // 2,200 -> 220 -> 22 -> 2.2 MiB: level 3 is the deepest whose share fits 8 MiB.
+        assert_eq!(base, 3);
+        assert_eq!(
+            bytes,
+            vec![u64::MAX, u64::MAX, 8 * MIB, last / 100, last / 10]
+        );
+    }
+
+    #[test]
+    fn a_last_level_within_level1_size_keeps_the_base_at_the_bottom() {
+        let (base, _) = targets_of(&[5 * MIB, 0, 0, 0, 0, 0, 8 * MIB], &options());
+        assert_eq!(base, 6);
+        let (base, bytes) = targets_of(&[0, 0, 0, 0, 0, 0, 8 * MIB + 1], &options());
+        assert_eq!(base, 5);
+        assert_eq!(
+            bytes[4],
+            8 * MIB,
+            "no level is allowed less than level1_size"
+        );
+    }
+
+    #[test]
+    fn level_0_never_skips_a_level_that_holds_data() {
+        let (base, bytes) = targets_of(&[0, 0, 3 * MIB, 0, 0, 0, 50 * MIB], &options());
+        assert_eq!(base, 2);
+        assert_eq!(bytes[1..], [8 * MIB, 8 * MIB, 8 * MIB, 8 * MIB]);
+    }
+
+    #[test]
+    fn a_tree_too_large_for_its_levels_starts_at_level_1() {
+        let last = 100_000_000 * MIB;
+        let (base, bytes) = targets_of(&[0, 0, 0, 0, 0, 0, last], &options());
+        assert_eq!(base, 1);
+        assert_eq!(bytes[0], last / 100_000);
+    }
+
+    #[test]
+    fn the_largest_level_sets_the_shape_even_when_it_is_not_the_last() {
+        // A tree written with fixed sizes: its bulk in level 4, so it migrates down.
+        let (base, bytes) = targets_of(
+            &[0, 7 * MIB, 80 * MIB, 800 * MIB, 1_300 * MIB, 0, 0],
+            &options(),
+        );
+        assert_eq!(base, 1);
+        assert_eq!(bytes[4], 130 * MIB);
+        assert_eq!(bytes[3], 13 * MIB);
+    }
+
+    #[test]
+    fn fixed_targets_grow_by_the_ratio_from_level_1() {
+        let targets = LevelTargets::from_level1(7, &options());
+        assert_eq!(targets.base_level, 1);
+        let bytes: Vec<u64> = (0..7).map(|l| targets.bytes(l)).collect();
+        assert_eq!(
+            bytes,
+            vec![
+                u64::MAX,
+                8 * MIB,
+                80 * MIB,
+                800 * MIB,
+                8_000 * MIB,
+                80_000 * MIB,
+                u64::MAX
+            ]
+        );
+    }
+
+    fn meta(smallest: &str, largest: &str, file_size: u64) -> TableMeta {
+        TableMeta {
+            number: 0,
+            level: 0,
+            file_size,
+            smallest_key: smallest.as_bytes().to_vec(),
+            largest_key: largest.as_bytes().to_vec(),
+            smallest_seq: 0,
+            largest_seq: 0,
+            entries: 0,
+        }
+    }
+
+    #[test]
+    fn overlap_bytes_counts_every_lower_table_a_range_meets_ends_included() {
+        let upper = [
+            meta("b", "d", 1),
+            meta("f", "f", 1),
+            meta("g", "h", 1),
+            meta("x", "z", 1),
+        ];
+        let lower = [
+            meta("a", "b", 10),
+            meta("c", "c", 20),
+            meta("d", "f", 40),
+            meta("h", "k", 80),
+            meta("m", "n", 160),
+        ];
+        let upper: Vec<&TableMeta> = upper.iter().collect();
+        let lower: Vec<&TableMeta> = lower.iter().collect();
+        assert_eq!(overlap_bytes(&upper, &lower), vec![70, 40, 80, 0]);
     }
 }

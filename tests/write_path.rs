@@ -309,21 +309,23 @@ fn two_flushed_ranges(dir: &Path, delete_some: bool) -> Stats {
     db.stats()
 }
 
-/// Two level-0 tables over disjoint ranges, nothing below: they move to level 1. But when one
+/// Two level-0 tables over disjoint ranges, nothing below: they move to the base level, which
+/// for a store this small is the last one (levels are sized from the largest up). But when one
 /// holds tombstones, a move would keep them at the bottom of the tree where nothing is left to
 /// hide, so the tables are merged instead and the tombstones dropped.
 #[test]
 fn a_table_whose_tombstones_would_reach_the_bottom_is_rewritten_not_moved() {
     let plain = tempfile::tempdir().unwrap();
     let stats = two_flushed_ranges(plain.path(), false);
+    let last = stats.levels.len() - 1;
     assert_eq!((stats.trivial_moves, stats.compactions), (1, 0));
-    assert_eq!(stats.levels[1].tables_moved, 2);
+    assert_eq!(stats.levels[last].tables_moved, 2);
 
     let with_deletes = tempfile::tempdir().unwrap();
     let stats = two_flushed_ranges(with_deletes.path(), true);
     assert_eq!((stats.trivial_moves, stats.compactions), (0, 1));
     for table in &stats.tables {
-        assert_eq!(table.level, 1);
+        assert_eq!(table.level, last);
         assert_eq!(tombstones_in(with_deletes.path(), table.number), 0);
     }
 }
@@ -333,10 +335,22 @@ fn a_table_whose_tombstones_would_reach_the_bottom_is_rewritten_not_moved() {
 /// tombstone: a merge into it drops them, and a table holding some is never moved there.
 #[test]
 fn moves_keep_every_key_and_tombstones_only_where_they_hide_something() {
+    moves_against_a_model(true);
+}
+
+/// The same with level targets fixed from level 1 down.
+#[test]
+fn moves_keep_every_key_with_fixed_level_sizes() {
+    moves_against_a_model(false);
+}
+
+fn moves_against_a_model(dynamic_level_sizes: bool) {
     let dir = tempfile::tempdir().unwrap();
     const LEVELS: usize = 4;
     let options = || {
-        let mut options = common::small_tree_options().level_size_ratio(2);
+        let mut options = common::small_tree_options()
+            .level_size_ratio(2)
+            .dynamic_level_sizes(dynamic_level_sizes);
         options.num_levels = LEVELS;
         options
     };
@@ -377,6 +391,43 @@ fn moves_keep_every_key_and_tombstones_only_where_they_hide_something() {
     drop(db);
     let db = Db::open(dir.path(), options()).unwrap();
     assert_matches_model(&db, &model);
+}
+
+/// Random keys into a tree sized from its largest level up: the levels holding data are one
+/// unbroken run ending at the last level, which holds most of the bytes. With fixed sizes the
+/// same load fills the tree from level 1 down and leaves the last level empty.
+#[test]
+fn dynamic_level_sizes_keep_most_data_in_the_last_level() {
+    let load = |dynamic: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let options = common::small_tree_options().dynamic_level_sizes(dynamic);
+        let db = Db::open(dir.path(), options.clone()).unwrap();
+        let mut model = BTreeMap::new();
+        let mut rng = SmallRng::seed_from_u64(11);
+        for _ in 0..40_000 {
+            let i = rng.gen_range(0..1_000_000);
+            db.put(common::key(i), common::value(i, 0)).unwrap();
+            model.insert(i, 0);
+        }
+        db.flush().unwrap();
+        db.wait_for_background_work().unwrap();
+        let levels: Vec<u64> = db.stats().levels.iter().map(|l| l.bytes).collect();
+        drop(db);
+        let db = Db::open(dir.path(), options).unwrap();
+        assert_matches_model(&db, &model);
+        levels
+    };
+
+    let levels = load(true);
+    let last = levels.len() - 1;
+    let first = (1..=last).find(|&l| levels[l] > 0).unwrap();
+    assert!(levels[first..].iter().all(|&b| b > 0), "{levels:?}");
+    assert!(first > 1, "a small tree does not reach level 1: {levels:?}");
+    let total: u64 = levels.iter().sum();
+    assert!(levels[last] * 10 >= total * 6, "{levels:?}");
+
+    let fixed = load(false);
+    assert!(fixed[1] > 0 && fixed[last] == 0, "{fixed:?}");
 }
 
 fn assert_matches_model(db: &Db, model: &BTreeMap<u64, u64>) {

@@ -19,14 +19,8 @@ impl Inner {
     pub(super) fn compact_once(&self) -> Result<bool> {
         let picked = {
             let mut shape = lock(&self.shape);
-            let shape = &mut *shape;
             let version = Arc::clone(&self.read_state().version);
-            let job = compaction::pick(
-                &version,
-                &self.options,
-                &mut shape.compact_cursor,
-                &shape.compacting,
-            );
+            let job = compaction::pick(&version, &self.options, &shape.compacting);
             if let Some(job) = &job {
                 shape.compacting.add(job);
             }

@@ -128,8 +128,6 @@ struct ShapeState {
     /// Tables written by a step whose edit failed to reach the manifest. They are deleted
     /// once a new manifest is current, since the failed edit might have been durable.
     discarded: Vec<crate::sstable::Table>,
-    /// Per level, where round-robin compaction of that level resumes.
-    compact_cursor: Vec<Vec<u8>>,
     /// What running compactions hold: no other compaction may conflict with them.
     compacting: crate::compaction::Running,
 }

@@ -271,7 +271,6 @@ impl Parts {
             shape: Mutex::new(ShapeState {
                 manifest,
                 discarded: Vec::new(),
-                compact_cursor: vec![Vec::new(); num_levels],
                 compacting: Default::default(),
             }),
             visible_seq: AtomicU64::new(self.last_seq),
