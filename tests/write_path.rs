@@ -218,6 +218,65 @@ fn concurrent_synced_writers_share_wal_appends() {
     }
 }
 
+/// Writers that write back to back ride in one group each time: the leader of a synced group
+/// waits for the last group's writers to queue again, so eight threads do not split into two
+/// cohorts of four taking turns at the fsync. The wait is long here so that scheduling on a
+/// busy machine cannot cut it short.
+#[test]
+fn back_to_back_synced_writers_share_one_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options::default().group_commit_wait(Duration::from_millis(50));
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
+    let writers: Vec<_> = (0..8u64)
+        .map(|thread| {
+            let db = Arc::clone(&db);
+            std::thread::spawn(move || {
+                for index in 0..100 {
+                    let mut batch = WriteBatch::new();
+                    batch.put(part_key(thread, index, 0), part_value(thread, index, 0));
+                    db.write_opt(batch, &WriteOptions::synced()).unwrap();
+                }
+            })
+        })
+        .collect();
+    writers.into_iter().for_each(|w| w.join().unwrap());
+    let stats = db.stats();
+    assert_eq!(stats.grouped_batches, 800);
+    assert!(
+        stats.batches_per_write_group() >= Some(6.0),
+        "{} groups for {} batches",
+        stats.write_groups,
+        stats.grouped_batches
+    );
+}
+
+/// A lone writer never waits for others, and a writer that stops writing costs the next
+/// synced group one wait, not one per write.
+#[test]
+fn a_writer_that_stops_costs_one_wait_and_a_lone_writer_none() {
+    const WAIT: Duration = Duration::from_millis(300);
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), Options::default().group_commit_wait(WAIT)).unwrap());
+    let write = |db: &Db, i: u64| {
+        let mut batch = WriteBatch::new();
+        batch.put(common::key(i), common::value(i, 0));
+        db.write_opt(batch, &WriteOptions::synced()).unwrap();
+    };
+    let started = std::time::Instant::now();
+    (0..20).for_each(|i| write(&db, i));
+    assert!(started.elapsed() < WAIT * 5, "{:?}", started.elapsed());
+
+    let other = Arc::clone(&db);
+    std::thread::spawn(move || write(&other, 1_000))
+        .join()
+        .unwrap();
+    let started = std::time::Instant::now();
+    (20..40).for_each(|i| write(&db, i));
+    let elapsed = started.elapsed();
+    assert!(elapsed >= WAIT && elapsed < WAIT * 5, "{elapsed:?}");
+    assert_eq!(db.iter().count(), 41);
+}
+
 fn table_files(dir: &Path) -> Vec<u64> {
     let mut numbers: Vec<u64> = std::fs::read_dir(dir)
         .unwrap()

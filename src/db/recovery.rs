@@ -8,8 +8,8 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::table_writer::TableWriter;
 use super::{
-    BackgroundState, Counters, DropCause, DroppedWal, Inner, ReadState, RecoveryReport, ShapeState,
-    WriterState,
+    write_group, BackgroundState, Counters, DropCause, DroppedWal, Inner, ReadState,
+    RecoveryReport, ShapeState, WriterState,
 };
 use crate::cache::{BlockCache, TableCache};
 use crate::entry::{Entry, SeqNo, MAX_SEQ};
@@ -258,14 +258,13 @@ impl Parts {
         manifest: Option<ManifestWriter>,
         lock: Option<Box<dyn FileLock>>,
     ) -> Inner {
-        let num_levels = self.options.num_levels;
         Inner {
             read_state: RwLock::new(Arc::new(ReadState {
                 mem: self.mem,
                 immutable: Vec::new(),
                 version: Arc::new(self.version),
             })),
-            write_queue: Default::default(),
+            write_queue: write_group::WriteQueue::new(self.options.group_commit_wait),
             writer: Mutex::new(WriterState { wal }),
             flushing: Mutex::new(()),
             shape: Mutex::new(ShapeState {
@@ -278,7 +277,7 @@ impl Parts {
             background: Mutex::new(BackgroundState::default()),
             background_cv: Condvar::new(),
             table_env: self.table_env,
-            counters: Counters::starting_from(num_levels, &self.write_totals),
+            counters: Counters::starting_from(self.options.num_levels, &self.write_totals),
             recovery: self.recovery,
             dir: self.dir,
             fs: self.fs,

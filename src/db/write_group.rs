@@ -6,9 +6,19 @@
 //! result. The others sleep until their result is in, or until they reach the head. One
 //! fsync then covers every member that asked for one, and the order of the queue is the order
 //! of the sequence numbers.
+//!
+//! A synced group costs an fsync, and writers that arrive meanwhile queue for the next group.
+//! Writers that write again as soon as their write returns would then split into two cohorts
+//! that take turns, each waiting out the other's fsync as well as its own: 8 such threads made
+//! groups of 4. So the leader of a group that will sync first waits, for at most
+//! `Options::group_commit_wait`, until every writer of the previous group has joined again (a
+//! writer that does not come back costs one such wait). A lone writer never waits: it was the
+//! whole previous group.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, ThreadId};
+use std::time::{Duration, Instant};
 
 use super::lock;
 use crate::error::Result;
@@ -27,6 +37,8 @@ pub(super) struct Pending {
     /// The batch's WAL record, numbered from sequence 0 until the leader numbers it.
     pub(super) record: Vec<u8>,
     pub(super) sync: bool,
+    /// The thread writing it, so a leader can tell when the writers of the last group are back.
+    writer: ThreadId,
     /// Wakes this writer alone, so that finishing a group wakes the next leader first and
     /// only the writers who have something to do. (One per write, not per thread: a condition
     /// variable must stay with one mutex, and a thread may write to several stores.)
@@ -63,18 +75,32 @@ impl Group {
 struct QueueState {
     waiting: VecDeque<Pending>,
     next_ticket: u64,
-    /// A leader is writing a group now.
+    /// A leader is writing a group now, or gathering one.
     leading: bool,
+    /// The leader at the head of the queue waits for the writers of the last group: a writer
+    /// who joins wakes it.
+    gathering: bool,
+    /// The threads that wrote the last group.
+    last_writers: HashSet<ThreadId>,
     /// Outcomes of members whose group was written, until each collects its own.
     finished: HashMap<u64, Result<()>>,
 }
 
-#[derive(Default)]
 pub(super) struct WriteQueue {
     state: Mutex<QueueState>,
+    /// How long the leader of a synced group waits for the last group's writers to join again.
+    rejoin_wait: Duration,
 }
 
 impl WriteQueue {
+    /// An empty queue whose synced groups wait up to `rejoin_wait` for the last group's writers.
+    pub(super) fn new(rejoin_wait: Duration) -> WriteQueue {
+        WriteQueue {
+            state: Mutex::default(),
+            rejoin_wait,
+        }
+    }
+
     /// Queues a batch and waits for its turn: either its outcome, or the lead of a group.
     pub(super) fn join(&self, batch: WriteBatch, record: Vec<u8>, sync: bool) -> Turn {
         let mut state = lock(&self.state);
@@ -86,8 +112,14 @@ impl WriteQueue {
             batch,
             record,
             sync,
+            writer: thread::current().id(),
             wake: Arc::clone(&wake),
         });
+        if state.gathering {
+            if let Some(leader) = state.waiting.front() {
+                leader.wake.notify_one();
+            }
+        }
         loop {
             if let Some(outcome) = state.finished.remove(&ticket) {
                 return Turn::Done(outcome);
@@ -95,10 +127,40 @@ impl WriteQueue {
             let at_head = state.waiting.front().is_some_and(|p| p.ticket == ticket);
             if at_head && !state.leading {
                 state.leading = true;
-                return Turn::Lead(take_group(&mut state.waiting));
+                state = self.gather(state, &wake);
+                let group = take_group(&mut state.waiting);
+                state.last_writers = group.members.iter().map(|p| p.writer).collect();
+                return Turn::Lead(group);
             }
             state = wake.wait(state).unwrap_or_else(|e| e.into_inner());
         }
+    }
+
+    /// Before leading a group that will sync, waits up to `rejoin_wait` until every writer of
+    /// the last group is queued again.
+    fn gather<'a>(
+        &self,
+        mut state: MutexGuard<'a, QueueState>,
+        wake: &Condvar,
+    ) -> MutexGuard<'a, QueueState> {
+        if self.rejoin_wait.is_zero() || !state.waiting.iter().any(|p| p.sync) {
+            return state;
+        }
+        let deadline = Instant::now() + self.rejoin_wait;
+        state.gathering = true;
+        loop {
+            let queued: HashSet<ThreadId> = state.waiting.iter().map(|p| p.writer).collect();
+            let now = Instant::now();
+            if state.last_writers.is_subset(&queued) || now >= deadline {
+                break;
+            }
+            state = match wake.wait_timeout(state, deadline - now) {
+                Ok((state, _)) => state,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        state.gathering = false;
+        state
     }
 
     /// Hands every member but the leader (the first) its outcome, `outcome` for each, and
@@ -150,6 +212,7 @@ mod tests {
             batch: WriteBatch::new(),
             record: vec![0; bytes],
             sync: false,
+            writer: thread::current().id(),
             wake: Arc::new(Condvar::new()),
         }
     }
