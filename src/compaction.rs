@@ -33,7 +33,7 @@ use crate::error::Result;
 use crate::iter::{EntryStream, MergingIterator, NewestVersions};
 use crate::manifest::TableMeta;
 use crate::options::Options;
-use crate::sstable::BlockReads;
+use crate::sstable::{BlockReads, Table};
 use crate::version::{TableHandle, Version};
 
 /// One merge of tables from one level (or, for a full compaction, every level above
@@ -82,18 +82,18 @@ impl Compaction {
         disjoint && !keeps_tombstones_at_bottom
     }
 
-    /// The inputs merged: newest version of each key only, tombstones dropped at the bottom.
-    /// Inputs are read past the block cache: one pass over tables about to be deleted must
+    /// The inputs merged, the keys in `part` only: newest version of each key only,
+    /// tombstones dropped at the bottom. Inputs are read past the block cache: one pass over tables about to be deleted must
     /// not push out the blocks lookups keep hitting.
     ///
     /// At the bottom (no deeper level holds the range) each key's one remaining entry gets
     /// sequence number 0, as RocksDB does: nothing older lies below to be ordered against, and
     /// anything newer is in a higher level or a memtable, which a lookup asks first. A varint
     /// 0 is one byte where a real sequence number takes three to five, none of which compress.
-    pub fn merged_entries(&self) -> impl Iterator<Item = Result<Entry>> {
+    pub fn merged_entries_in(&self, part: &Part) -> impl Iterator<Item = Result<Entry>> {
         let streams: Vec<EntryStream> = self
             .all_inputs()
-            .map(|t| Box::new(t.table.iter_with(BlockReads::Bypass)) as EntryStream)
+            .map(|t| part_stream(&t.table, part))
             .collect();
         let at_bottom = self.drop_tombstones;
         NewestVersions::new(MergingIterator::new(streams), SeqNo::MAX, at_bottom).map(
@@ -107,6 +107,72 @@ impl Compaction {
             },
         )
     }
+
+    /// Splits the merge into at most `max_parts` key ranges of about equal bytes, to be merged
+    /// side by side (RocksDB's subcompactions). Only a merge out of level 0, or a full one, is
+    /// split: each takes a whole level's worth of the key space, so no other compaction can
+    /// run beside it there, and one thread would merge while the others wait. The ranges are
+    /// cut at the first keys of output-level tables, so each part writes its own tables and
+    /// the parts' tables, in order, are sorted and disjoint.
+    pub fn parts(&self, max_parts: usize) -> Vec<Part> {
+        let takes_a_level = !self.may_move || self.inputs.iter().any(|t| t.meta.level == 0);
+        if !takes_a_level || max_parts < 2 {
+            return vec![Part::default()];
+        }
+        let cuts = split_points(&metas_of(&self.output_level_inputs), max_parts);
+        let mut bounds: Vec<Option<Vec<u8>>> = vec![None];
+        bounds.extend(cuts.into_iter().map(Some));
+        bounds.push(None);
+        bounds
+            .windows(2)
+            .map(|pair| Part {
+                from: pair[0].clone(),
+                until: pair[1].clone(),
+            })
+            .collect()
+    }
+}
+
+/// A range of user keys: from `from` (included) until `until` (excluded); `None` is open.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Part {
+    pub from: Option<Vec<u8>>,
+    pub until: Option<Vec<u8>>,
+}
+
+/// The entries of `table` whose keys lie in `part`, read past the block cache.
+fn part_stream(table: &Table, part: &Part) -> EntryStream {
+    let mut entries = table.iter_with(BlockReads::Bypass);
+    if let Some(from) = &part.from {
+        entries.seek(from);
+    }
+    match part.until.clone() {
+        None => Box::new(entries),
+        // An error is passed on; the stream ends at the first key past the range.
+        Some(until) => Box::new(entries.take_while(move |e| match e {
+            Ok(e) => e.key < until,
+            Err(_) => true,
+        })),
+    }
+}
+
+/// Keys that cut `tables` (sorted, disjoint) into at most `max_parts` runs of about equal
+/// bytes: the first keys of the tables that start each run after the first.
+fn split_points(tables: &[&TableMeta], max_parts: usize) -> Vec<Vec<u8>> {
+    let total: u64 = tables.iter().map(|t| t.file_size).sum();
+    let parts = max_parts.min(tables.len()).max(1) as u64;
+    let mut cuts = Vec::new();
+    let mut before = 0;
+    for table in tables {
+        // Cut before this table when its middle lies past the end of the current share.
+        let share_end = total * (cuts.len() as u64 + 1) / parts;
+        let middle_twice = 2 * before + table.file_size;
+        if before > 0 && middle_twice > 2 * share_end && (cuts.len() as u64) < parts - 1 {
+            cuts.push(table.smallest_key.clone());
+        }
+        before += table.file_size;
+    }
+    cuts
 }
 
 /// The bytes each level may hold before it is compacted into the next, and the level that
@@ -495,6 +561,48 @@ mod tests {
             largest_seq: 0,
             entries: 0,
         }
+    }
+
+    #[test]
+    fn split_points_cut_at_table_starts_into_about_equal_bytes() {
+        let tables = [
+            meta("a", "b", 10),
+            meta("c", "d", 10),
+            meta("e", "f", 10),
+            meta("g", "h", 10),
+            meta("i", "j", 10),
+            meta("k", "l", 10),
+        ];
+        let tables: Vec<&TableMeta> = tables.iter().collect();
+        let keys = |cuts: Vec<Vec<u8>>| -> Vec<String> {
+            cuts.into_iter()
+                .map(|k| String::from_utf8(k).unwrap())
+                .collect()
+        };
+        assert_eq!(keys(split_points(&tables, 2)), vec!["g"]);
+        assert_eq!(keys(split_points(&tables, 3)), vec!["e", "i"]);
+        assert_eq!(keys(split_points(&tables, 10)).len(), 5);
+        assert!(split_points(&tables, 1).is_empty());
+        assert!(split_points(&tables[..1], 4).is_empty());
+        assert!(split_points(&[], 4).is_empty());
+    }
+
+    #[test]
+    fn split_points_follow_bytes_not_table_counts() {
+        let cut = |sizes: &[u64]| {
+            let tables: Vec<TableMeta> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &size)| {
+                    let key = ((b'a' + i as u8) as char).to_string();
+                    meta(&key, &key, size)
+                })
+                .collect();
+            split_points(&tables.iter().collect::<Vec<_>>(), 2)
+        };
+        assert_eq!(cut(&[100, 1, 1, 100]), vec![b"c".to_vec()]);
+        assert_eq!(cut(&[1, 1, 1, 1, 100]), vec![b"e".to_vec()]);
+        assert_eq!(cut(&[100, 1, 1, 1, 1]), vec![b"b".to_vec()]);
     }
 
     #[test]

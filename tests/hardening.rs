@@ -217,6 +217,8 @@ fn resume_starts_a_new_log_after_a_failed_wal_write() {
     let fs = FaultFs::new();
     let db = Db::open("/store", fault_options(&fs)).unwrap();
     fill(&db, 0, 300);
+    // The failed sync must be the WAL's, not that of a table a flush or compaction writes.
+    db.wait_for_background_work().unwrap();
     fs.fail_next_sync();
     let synced = bloomkv::WriteOptions { sync: true };
     let mut batch = bloomkv::WriteBatch::new();

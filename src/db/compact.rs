@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::table_writer::NewTables;
 use super::{lock, Counters, Inner, ReadState};
-use crate::compaction::{self, Compaction};
+use crate::compaction::{self, Compaction, Part};
 use crate::error::Result;
 use crate::manifest::{TableMeta, VersionEdit};
 use crate::sstable::Table;
@@ -80,13 +80,7 @@ impl Inner {
 
     /// Merges the inputs into new tables of the output level.
     fn merge(&self, job: &Compaction) -> Result<()> {
-        let expected_keys = job.all_inputs().map(|t| t.meta.entries).sum::<u64>();
-        let NewTables { added, opened } = self.table_writer().write(
-            job.merged_entries(),
-            job.output_level as u32,
-            expected_keys,
-            true,
-        )?;
+        let NewTables { added, opened } = self.merge_parts(job)?;
         // Each input is removed from the level it lives in (a full compaction takes inputs
         // from every level).
         let removed = job
@@ -124,6 +118,61 @@ impl Inner {
             input.table.mark_obsolete();
         }
         Ok(())
+    }
+
+    /// Writes the merged inputs, in parts side by side when the job splits (see
+    /// `Compaction::parts`), one thread per part up to `compaction_threads`. If any part fails,
+    /// the tables the others wrote are discarded too.
+    fn merge_parts(&self, job: &Compaction) -> Result<NewTables> {
+        let parts = job.parts(self.options.compaction_threads);
+        let expected_keys = job.all_inputs().map(|t| t.meta.entries).sum::<u64>();
+        let keys_per_part = expected_keys / parts.len() as u64;
+        let write_part = |part: &Part| {
+            self.table_writer().write(
+                job.merged_entries_in(part),
+                job.output_level as u32,
+                keys_per_part,
+                true,
+            )
+        };
+        let written: Vec<Result<NewTables>> = match parts.as_slice() {
+            [whole] => vec![write_part(whole)],
+            _ => std::thread::scope(|scope| {
+                let threads: Vec<_> = parts
+                    .iter()
+                    .map(|part| scope.spawn(|| write_part(part)))
+                    .collect();
+                threads
+                    .into_iter()
+                    .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .collect()
+            }),
+        };
+        let mut all = NewTables {
+            added: Vec::new(),
+            opened: HashMap::new(),
+        };
+        let mut failure = None;
+        for part in written {
+            match part {
+                Ok(tables) => {
+                    all.added.extend(tables.added);
+                    all.opened.extend(tables.opened);
+                }
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        match failure {
+            None => Ok(all),
+            Some(e) => {
+                for table in all.opened.values() {
+                    table.mark_obsolete();
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Moves the inputs to the output level by a manifest edit alone: the same files, the
