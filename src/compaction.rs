@@ -90,11 +90,23 @@ impl Compaction {
     /// sequence number 0, as RocksDB does: nothing older lies below to be ordered against, and
     /// anything newer is in a higher level or a memtable, which a lookup asks first. A varint
     /// 0 is one byte where a real sequence number takes three to five, none of which compress.
+    ///
+    /// The tables of one level below 0 are sorted and disjoint, so they make one stream, read
+    /// one table after another: the merge then compares a key against one head per level, not
+    /// one per table (a level-0 merge may take a hundred tables of its output level).
     pub fn merged_entries_in(&self, part: &Part) -> impl Iterator<Item = Result<Entry>> {
-        let streams: Vec<EntryStream> = self
-            .all_inputs()
-            .map(|t| part_stream(&t.table, part))
-            .collect();
+        let in_part: Vec<&Arc<TableHandle>> =
+            self.all_inputs().filter(|t| part.meets(&t.meta)).collect();
+        let mut streams: Vec<EntryStream> = Vec::new();
+        for run in in_part.chunk_by(|a, b| a.meta.level == b.meta.level && a.meta.level > 0) {
+            let tables: Vec<Table> = run.iter().map(|t| t.table.clone()).collect();
+            let part = part.clone();
+            streams.push(Box::new(
+                tables
+                    .into_iter()
+                    .flat_map(move |table| part_stream(&table, &part)),
+            ));
+        }
         let at_bottom = self.drop_tombstones;
         NewestVersions::new(MergingIterator::new(streams), SeqNo::MAX, at_bottom).map(
             move |entry| {
@@ -138,6 +150,15 @@ impl Compaction {
 pub struct Part {
     pub from: Option<Vec<u8>>,
     pub until: Option<Vec<u8>>,
+}
+
+impl Part {
+    /// True when some of `table`'s keys may lie in the range.
+    fn meets(&self, table: &TableMeta) -> bool {
+        let after_from = self.from.as_ref().is_none_or(|f| table.largest_key >= *f);
+        let before_until = self.until.as_ref().is_none_or(|u| table.smallest_key < *u);
+        after_from && before_until
+    }
 }
 
 /// The entries of `table` whose keys lie in `part`, read past the block cache.
@@ -603,6 +624,20 @@ mod tests {
         assert_eq!(cut(&[100, 1, 1, 100]), vec![b"c".to_vec()]);
         assert_eq!(cut(&[1, 1, 1, 1, 100]), vec![b"e".to_vec()]);
         assert_eq!(cut(&[100, 1, 1, 1, 1]), vec![b"b".to_vec()]);
+    }
+
+    #[test]
+    fn a_part_meets_the_tables_its_range_may_hold_keys_of() {
+        let part = Part {
+            from: Some(b"d".to_vec()),
+            until: Some(b"g".to_vec()),
+        };
+        assert!(!part.meets(&meta("a", "c", 1)));
+        assert!(part.meets(&meta("a", "d", 1)));
+        assert!(part.meets(&meta("e", "f", 1)));
+        assert!(part.meets(&meta("f", "z", 1)));
+        assert!(!part.meets(&meta("g", "z", 1)), "until is excluded");
+        assert!(Part::default().meets(&meta("a", "z", 1)));
     }
 
     #[test]

@@ -77,6 +77,9 @@ pub struct Stats {
     pub compactions: u64,
     /// Trivial moves: compactions that moved tables a level down without rewriting them.
     pub trivial_moves: u64,
+    /// Merges (out of level 0, or full ones) split into key ranges merged side by side, since
+    /// the store was opened.
+    pub split_compactions: u64,
     /// Write groups delayed or stalled because flushes or compactions fell behind (one per
     /// group: its leader waits, and the members with it).
     pub write_stalls: u64,

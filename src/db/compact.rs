@@ -138,6 +138,7 @@ impl Inner {
         let written: Vec<Result<NewTables>> = match parts.as_slice() {
             [whole] => vec![write_part(whole)],
             _ => std::thread::scope(|scope| {
+                Counters::add_one(&self.counters.split_compactions);
                 let threads: Vec<_> = parts
                     .iter()
                     .map(|part| scope.spawn(|| write_part(part)))

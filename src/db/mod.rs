@@ -199,6 +199,8 @@ struct Counters {
     flushes: AtomicU64,
     compactions: AtomicU64,
     trivial_moves: AtomicU64,
+    /// Merges split into parts run side by side (counted since open).
+    split_compactions: AtomicU64,
     write_stalls: AtomicU64,
     /// Time writers spent delayed or stalled.
     stall_micros: AtomicU64,

@@ -113,6 +113,7 @@ impl Inner {
             flushes: self.counters.flushes.load(Ordering::Relaxed),
             compactions: self.counters.compactions.load(Ordering::Relaxed),
             trivial_moves: self.counters.trivial_moves.load(Ordering::Relaxed),
+            split_compactions: self.counters.split_compactions.load(Ordering::Relaxed),
             write_stalls: self.counters.write_stalls.load(Ordering::Relaxed),
             stall_micros: self.counters.stall_micros.load(Ordering::Relaxed),
             user_bytes_written: self.counters.user_bytes.load(Ordering::Relaxed),

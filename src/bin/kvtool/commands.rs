@@ -491,6 +491,7 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
             "flushes": stats.flushes,
             "compactions": stats.compactions,
             "trivial_moves": stats.trivial_moves,
+            "split_compactions": stats.split_compactions,
             "write_stalls": stats.write_stalls,
         },
         "writes": {
@@ -597,6 +598,7 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("flushes", stats.flushes.to_string()),
         ("compactions", stats.compactions.to_string()),
         ("trivial moves", stats.trivial_moves.to_string()),
+        ("split compactions (since open)", stats.split_compactions.to_string()),
         ("write stalls", stats.write_stalls.to_string()),
         (
             "stall seconds",

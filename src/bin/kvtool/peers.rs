@@ -77,6 +77,7 @@ fn rocksdb_shape_options() -> rocksdb::Options {
     let ours = bloomkv::Options::default();
     let mut options = rocksdb_options();
     options.set_write_buffer_size(ours.memtable_size);
+    options.set_max_write_buffer_number(ours.max_immutable_memtables as i32 + 1);
     options.set_max_bytes_for_level_base(ours.level1_size);
     options.set_max_bytes_for_level_multiplier(ours.level_size_ratio as f64);
     options.set_target_file_size_base(ours.table_size);
@@ -84,6 +85,7 @@ fn rocksdb_shape_options() -> rocksdb::Options {
     options.set_level_zero_slowdown_writes_trigger(ours.l0_slowdown_trigger as i32);
     options.set_level_zero_stop_writes_trigger(ours.l0_stop_trigger as i32);
     options.set_num_levels(ours.num_levels as i32);
+    options.set_level_compaction_dynamic_level_bytes(ours.dynamic_level_sizes);
     options
 }
 
@@ -96,18 +98,20 @@ fn rocksdb_shape_configuration() -> &'static str {
 fn shape_configuration() -> String {
     let ours = bloomkv::Options::default();
     format!(
-        "as rocksdb, with bloomkv's sizes: write_buffer_size {} MiB, max_bytes_for_level_base \
+        "as rocksdb, with bloomkv's sizes: write_buffer_size {} MiB, max_write_buffer_number {}, \
+         max_bytes_for_level_base \
          {} MiB, max_bytes_for_level_multiplier {}, target_file_size_base {} MiB, level-0 \
-         triggers {} / {} / {}, num_levels {} (level_compaction_dynamic_level_bytes stays at \
-         its default, on: levels fill from the last one up)",
+         triggers {} / {} / {}, num_levels {}, level_compaction_dynamic_level_bytes {}",
         ours.memtable_size >> 20,
+        ours.max_immutable_memtables + 1,
         ours.level1_size >> 20,
         ours.level_size_ratio,
         ours.table_size >> 20,
         ours.l0_compaction_trigger,
         ours.l0_slowdown_trigger,
         ours.l0_stop_trigger,
-        ours.num_levels
+        ours.num_levels,
+        ours.dynamic_level_sizes
     )
 }
 

@@ -108,7 +108,20 @@ struct Bloomkv(Db);
 
 impl WriteStore for Bloomkv {
     fn configuration(&self) -> &'static str {
-        "default options (4 MiB memtables, 2 MiB tables, 8 MiB level 1, ratio 10, LZ4, filters at 1%, a flush thread and 2 compaction threads)"
+        static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        TEXT.get_or_init(|| {
+            let o = bloomkv::Options::default();
+            format!(
+                "default options ({} MiB memtables, {} MiB tables, levels sized from the largest \
+                 up by ratio {}, at least {} MiB, LZ4, filters at 1%, a flush thread and {} \
+                 compaction threads)",
+                o.memtable_size >> 20,
+                o.table_size >> 20,
+                o.level_size_ratio,
+                o.level1_size >> 20,
+                o.compaction_threads
+            )
+        })
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
@@ -154,6 +167,7 @@ impl WriteStore for Bloomkv {
                 "flushes": s.flushes,
                 "compactions": s.compactions,
                 "trivial_moves": s.trivial_moves,
+                "split_compactions": s.split_compactions,
                 "tables_per_level": s.levels.iter().map(|l| l.tables).collect::<Vec<_>>(),
                 "levels": crate::commands::levels_json(&s),
             }),
