@@ -584,7 +584,7 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
     let amplification = stats
         .write_amplification()
         .map_or("-".to_string(), |w| format!("{w:.2}"));
-    let counters: [(&str, String); 26] = [
+    let counters: [(&str, String); 27] = [
         ("filter probes", stats.filter_probes.to_string()),
         ("filter negatives", stats.filter_negatives.to_string()),
         ("filter positives", stats.filter_positives.to_string()),
