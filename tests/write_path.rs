@@ -512,7 +512,10 @@ fn level_0_merges_split_into_parts_keep_every_key() {
         let mut tables: Vec<_> = stats.tables.iter().filter(|t| t.level == level).collect();
         tables.sort_by(|a, b| a.smallest_key.cmp(&b.smallest_key));
         for pair in tables.windows(2) {
-            assert!(pair[0].largest_key < pair[1].smallest_key, "level {level} overlaps");
+            assert!(
+                pair[0].largest_key < pair[1].smallest_key,
+                "level {level} overlaps"
+            );
         }
     }
     let report = db.check();

@@ -86,6 +86,14 @@ struct QueueState {
     finished: HashMap<u64, Result<()>>,
 }
 
+impl QueueState {
+    /// True when every writer of the last group is queued again.
+    fn gathered(&self) -> bool {
+        let queued: HashSet<ThreadId> = self.waiting.iter().map(|p| p.writer).collect();
+        self.last_writers.is_subset(&queued)
+    }
+}
+
 pub(super) struct WriteQueue {
     state: Mutex<QueueState>,
     /// How long the leader of a synced group waits for the last group's writers to join again.
@@ -115,7 +123,8 @@ impl WriteQueue {
             writer: thread::current().id(),
             wake: Arc::clone(&wake),
         });
-        if state.gathering {
+        // Woken once, when the last writer it waits for is in: not by every writer that joins.
+        if state.gathering && state.gathered() {
             if let Some(leader) = state.waiting.front() {
                 leader.wake.notify_one();
             }
@@ -149,9 +158,8 @@ impl WriteQueue {
         let deadline = Instant::now() + self.rejoin_wait;
         state.gathering = true;
         loop {
-            let queued: HashSet<ThreadId> = state.waiting.iter().map(|p| p.writer).collect();
             let now = Instant::now();
-            if state.last_writers.is_subset(&queued) || now >= deadline {
+            if state.gathered() || now >= deadline {
                 break;
             }
             state = match wake.wait_timeout(state, deadline - now) {

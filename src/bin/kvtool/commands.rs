@@ -598,7 +598,10 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("flushes", stats.flushes.to_string()),
         ("compactions", stats.compactions.to_string()),
         ("trivial moves", stats.trivial_moves.to_string()),
-        ("split compactions (since open)", stats.split_compactions.to_string()),
+        (
+            "split compactions (since open)",
+            stats.split_compactions.to_string(),
+        ),
         ("write stalls", stats.write_stalls.to_string()),
         (
             "stall seconds",
