@@ -83,8 +83,8 @@ impl Compaction {
     }
 
     /// The inputs merged, the keys in `part` only: newest version of each key only,
-    /// tombstones dropped at the bottom. Inputs are read past the block cache: one pass over tables about to be deleted must
-    /// not push out the blocks lookups keep hitting.
+    /// tombstones dropped at the bottom. Inputs are read past the block cache: one pass over
+    /// tables about to be deleted must not push out the blocks lookups keep hitting.
     ///
     /// At the bottom (no deeper level holds the range) each key's one remaining entry gets
     /// sequence number 0, as RocksDB does: nothing older lies below to be ordered against, and
@@ -368,7 +368,7 @@ fn pick_from(
     let tables = version.level(level);
     let overlaps = overlap_bytes(&metas_of(tables), &metas_of(version.level(level + 1)));
     let mut order: Vec<usize> = (0..tables.len()).collect();
-    // Compared as overlap_a / size_a < overlap_b / size_b, multiplied out.
+    // Overlap per byte of the table, scaled to an integer (parts per million) to sort by.
     order.sort_by_key(|&i| {
         let size = tables[i].meta.file_size.max(1) as u128;
         (overlaps[i] as u128 * 1_000_000) / size

@@ -300,6 +300,9 @@ impl Options {
         if self.block_size < 64 {
             return bad("block_size must be at least 64 bytes");
         }
+        if self.group_commit_wait > Duration::from_secs(1) {
+            return bad("group_commit_wait must be at most 1 s");
+        }
         if self.level_size_ratio < 2 {
             return bad("level_size_ratio must be at least 2");
         }

@@ -53,6 +53,11 @@ fn bad_options_are_invalid_arguments() {
         Db::open(dir.path(), bad),
         Err(Error::InvalidArgument(_))
     ));
+    let bad = Options::default().group_commit_wait(std::time::Duration::MAX);
+    assert!(matches!(
+        Db::open(dir.path(), bad),
+        Err(Error::InvalidArgument(_))
+    ));
     let missing = dir.path().join("nope");
     let opts = Options::default().create_if_missing(false);
     assert!(matches!(

@@ -2,8 +2,10 @@
 //! moved) without it, recorded in the manifest under it again.
 
 use std::collections::HashMap;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::thread;
 use std::time::Duration;
 
 use super::table_writer::NewTables;
@@ -69,13 +71,13 @@ impl Inner {
     /// Runs a picked compaction, then frees its inputs for other compactions (whether it
     /// succeeded or not).
     fn run_compaction(&self, job: Compaction) -> Result<()> {
-        let result = match job.is_trivial_move() {
+        let result = panic::catch_unwind(AssertUnwindSafe(|| match job.is_trivial_move() {
             true => self.move_tables(&job),
             false => self.merge(&job),
-        };
+        }));
         lock(&self.shape).compacting.remove(&job);
         self.background_cv.notify_all();
-        result
+        result.unwrap_or_else(|payload| panic::resume_unwind(payload))
     }
 
     /// Merges the inputs into new tables of the output level.
@@ -121,8 +123,8 @@ impl Inner {
     }
 
     /// Writes the merged inputs, in parts side by side when the job splits (see
-    /// `Compaction::parts`), one thread per part up to `compaction_threads`. If any part fails,
-    /// the tables the others wrote are discarded too.
+    /// `Compaction::parts`): this thread writes the first part, and one more thread each of the
+    /// others. If any part fails, or panics, the tables the others wrote are discarded too.
     fn merge_parts(&self, job: &Compaction) -> Result<NewTables> {
         let parts = job.parts(self.options.compaction_threads);
         let expected_keys = job.all_inputs().map(|t| t.meta.entries).sum::<u64>();
@@ -135,45 +137,47 @@ impl Inner {
                 true,
             )
         };
-        let written: Vec<Result<NewTables>> = match parts.as_slice() {
-            [whole] => vec![write_part(whole)],
-            _ => std::thread::scope(|scope| {
-                Counters::add_one(&self.counters.split_compactions);
-                let threads: Vec<_> = parts
-                    .iter()
-                    .map(|part| scope.spawn(|| write_part(part)))
-                    .collect();
-                threads
-                    .into_iter()
-                    .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                    .collect()
-            }),
+        let Some((first, others)) = parts.split_first() else {
+            return Ok(NewTables::default());
         };
-        let mut all = NewTables {
-            added: Vec::new(),
-            opened: HashMap::new(),
-        };
+        // Every part is joined before anything is kept or discarded, panics too.
+        let written: Vec<thread::Result<Result<NewTables>>> = thread::scope(|scope| {
+            let threads: Vec<_> = others
+                .iter()
+                .map(|part| scope.spawn(|| write_part(part)))
+                .collect();
+            let here = panic::catch_unwind(AssertUnwindSafe(|| write_part(first)));
+            std::iter::once(here)
+                .chain(threads.into_iter().map(|t| t.join()))
+                .collect()
+        });
+        let mut all = NewTables::default();
         let mut failure = None;
+        let mut panicked = None;
         for part in written {
             match part {
-                Ok(tables) => {
-                    all.added.extend(tables.added);
-                    all.opened.extend(tables.opened);
-                }
-                Err(e) => {
+                Ok(Ok(tables)) => all.extend(tables),
+                Ok(Err(e)) => {
                     failure.get_or_insert(e);
                 }
-            }
-        }
-        match failure {
-            None => Ok(all),
-            Some(e) => {
-                for table in all.opened.values() {
-                    table.mark_obsolete();
+                Err(payload) => {
+                    panicked.get_or_insert(payload);
                 }
-                Err(e)
             }
         }
+        if failure.is_some() || panicked.is_some() {
+            all.discard();
+        }
+        if let Some(payload) = panicked {
+            panic::resume_unwind(payload);
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if !others.is_empty() {
+            Counters::add_one(&self.counters.split_compactions);
+        }
+        Ok(all)
     }
 
     /// Moves the inputs to the output level by a manifest edit alone: the same files, the

@@ -24,9 +24,25 @@ impl super::Inner {
 }
 
 /// Tables written by one flush or compaction: what the manifest records, and the readers.
+#[derive(Default)]
 pub(super) struct NewTables {
     pub(super) added: Vec<TableMeta>,
     pub(super) opened: HashMap<u64, Table>,
+}
+
+impl NewTables {
+    /// Adds `more`, written after these.
+    pub(super) fn extend(&mut self, more: NewTables) {
+        self.added.extend(more.added);
+        self.opened.extend(more.opened);
+    }
+
+    /// Deletes the files, once no reader holds them: the step that wrote them failed.
+    pub(super) fn discard(&self) {
+        for table in self.opened.values() {
+            table.mark_obsolete();
+        }
+    }
 }
 
 /// Writes sorted entries into new table files; used by flush, compaction and recovery (which
@@ -57,15 +73,10 @@ impl TableWriter<'_> {
         expected_keys: u64,
         cut_at_table_size: bool,
     ) -> Result<NewTables> {
-        let mut out = NewTables {
-            added: Vec::new(),
-            opened: HashMap::new(),
-        };
+        let mut out = NewTables::default();
         let written = self.write_into(&mut out, entries, level, expected_keys, cut_at_table_size);
         if let Err(e) = written {
-            for table in out.opened.values() {
-                table.mark_obsolete();
-            }
+            out.discard();
             return Err(e);
         }
         Ok(out)

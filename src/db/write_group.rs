@@ -123,7 +123,7 @@ impl WriteQueue {
             writer: thread::current().id(),
             wake: Arc::clone(&wake),
         });
-        // Woken once, when the last writer it waits for is in: not by every writer that joins.
+        // Woken when the writers it waits for are all in, not by every writer that joins.
         if state.gathering && state.gathered() {
             if let Some(leader) = state.waiting.front() {
                 leader.wake.notify_one();
