@@ -186,17 +186,13 @@ fn group_commit_under_power_loss_keeps_acknowledged_writes_whole_and_in_order() 
     eprintln!("batches that rode in another writer's group: {groups_seen}");
 }
 
-/// On a real disk, where a sync takes a while, synced writers from eight threads share
-/// groups: fewer WAL appends than batches, and every batch is there.
-#[test]
-fn concurrent_synced_writers_share_wal_appends() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+/// Eight threads each write `per_thread` synced single-key batches, back to back.
+fn write_synced_from_eight_threads(db: &Arc<Db>, per_thread: u64) {
     let writers: Vec<_> = (0..8u64)
         .map(|thread| {
-            let db = Arc::clone(&db);
+            let db = Arc::clone(db);
             std::thread::spawn(move || {
-                for index in 0..150 {
+                for index in 0..per_thread {
                     let mut batch = WriteBatch::new();
                     batch.put(part_key(thread, index, 0), part_value(thread, index, 0));
                     db.write_opt(batch, &WriteOptions::synced()).unwrap();
@@ -205,6 +201,15 @@ fn concurrent_synced_writers_share_wal_appends() {
         })
         .collect();
     writers.into_iter().for_each(|w| w.join().unwrap());
+}
+
+/// On a real disk, where a sync takes a while, synced writers from eight threads share
+/// groups: fewer WAL appends than batches, and every batch is there.
+#[test]
+fn concurrent_synced_writers_share_wal_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+    write_synced_from_eight_threads(&db, 150);
     let stats = db.stats();
     assert_eq!(stats.grouped_batches, 8 * 150);
     assert!(
@@ -227,19 +232,7 @@ fn back_to_back_synced_writers_share_one_group() {
     let dir = tempfile::tempdir().unwrap();
     let options = Options::default().group_commit_wait(Duration::from_millis(50));
     let db = Arc::new(Db::open(dir.path(), options).unwrap());
-    let writers: Vec<_> = (0..8u64)
-        .map(|thread| {
-            let db = Arc::clone(&db);
-            std::thread::spawn(move || {
-                for index in 0..100 {
-                    let mut batch = WriteBatch::new();
-                    batch.put(part_key(thread, index, 0), part_value(thread, index, 0));
-                    db.write_opt(batch, &WriteOptions::synced()).unwrap();
-                }
-            })
-        })
-        .collect();
-    writers.into_iter().for_each(|w| w.join().unwrap());
+    write_synced_from_eight_threads(&db, 100);
     let stats = db.stats();
     assert_eq!(stats.grouped_batches, 800);
     assert!(
@@ -508,16 +501,7 @@ fn level_0_merges_split_into_parts_keep_every_key() {
     db.wait_for_background_work().unwrap();
     let stats = db.stats();
     assert!(stats.split_compactions > 0, "{stats:?}");
-    for level in 1..stats.levels.len() {
-        let mut tables: Vec<_> = stats.tables.iter().filter(|t| t.level == level).collect();
-        tables.sort_by(|a, b| a.smallest_key.cmp(&b.smallest_key));
-        for pair in tables.windows(2) {
-            assert!(
-                pair[0].largest_key < pair[1].smallest_key,
-                "level {level} overlaps"
-            );
-        }
-    }
+    assert_levels_sorted_and_disjoint(&stats);
     let report = db.check();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_matches_model(&db, &model);
@@ -526,6 +510,22 @@ fn level_0_merges_split_into_parts_keep_every_key() {
     let db = Db::open(dir.path(), options).unwrap();
     assert_matches_model(&db, &model);
     assert_eq!(db.stats().tables.len(), tables);
+}
+
+/// Every level below 0 holds tables of disjoint key ranges.
+fn assert_levels_sorted_and_disjoint(stats: &Stats) {
+    for level in 1..stats.levels.len() {
+        let mut tables: Vec<_> = stats.tables.iter().filter(|t| t.level == level).collect();
+        tables.sort_by(|a, b| a.smallest_key.cmp(&b.smallest_key));
+        for pair in tables.windows(2) {
+            assert!(
+                pair[0].largest_key < pair[1].smallest_key,
+                "level {level}: tables {} and {} overlap",
+                pair[0].number,
+                pair[1].number
+            );
+        }
+    }
 }
 
 fn assert_matches_model(db: &Db, model: &BTreeMap<u64, u64>) {
@@ -809,18 +809,7 @@ fn a_compaction_beside_a_manual_one_never_writes_into_its_range() {
     manual.join().unwrap().unwrap();
     db.wait_for_background_work().unwrap();
     let stats = db.stats();
-    for level in 1..stats.levels.len() {
-        let mut tables: Vec<_> = stats.tables.iter().filter(|t| t.level == level).collect();
-        tables.sort_by(|a, b| a.smallest_key.cmp(&b.smallest_key));
-        for pair in tables.windows(2) {
-            assert!(
-                pair[0].largest_key < pair[1].smallest_key,
-                "level {level}: tables {} and {} overlap",
-                pair[0].number,
-                pair[1].number
-            );
-        }
-    }
+    assert_levels_sorted_and_disjoint(&stats);
     for i in (0..200).chain(400..450).chain(800..1_000) {
         assert_eq!(db.get(common::key(i)).unwrap(), Some(common::value(i, 1)));
     }
