@@ -6,6 +6,8 @@
 //! - [`BloomFilter`] is a classic (unblocked) Bloom filter over 64-bit words; [`KeyHash`] lets a
 //!   caller hash a key once and probe any number of filters with that hash.
 //! - [`CountingBloomFilter`] supports removal with saturating 4-bit counters.
+//! - [`allocate`] spreads one memory budget over groups of filters (the levels of an LSM tree)
+//!   for the fewest false positives in all, by Monkey's rule.
 //!
 //! This module depends on nothing else in the crate: it can be lifted out as it is. The
 //! parameter rule, hashing scheme and serialized format are described in `docs/filter.md`.
@@ -28,6 +30,7 @@
 //! ```
 
 mod bloom;
+mod budget;
 mod codec;
 mod counting;
 mod error;
@@ -35,6 +38,7 @@ mod hash;
 mod params;
 
 pub use bloom::BloomFilter;
+pub use budget::{allocate, expected_false_positives, memory_bits, FilterGroup};
 pub use counting::CountingBloomFilter;
 pub use error::{FilterError, Result};
 pub use hash::KeyHash;

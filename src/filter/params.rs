@@ -179,6 +179,12 @@ impl FilterParams {
         Ok(Self::from_row(bits_per_key, hashes))
     }
 
+    /// Row `bits_per_key` (1..=64) of the table at its best hash count: the lowest rate that
+    /// many bits per key give.
+    pub(crate) fn best_for_bits(bits_per_key: u32) -> FilterParams {
+        Self::from_row(bits_per_key, best_hashes(bits_per_key))
+    }
+
     fn from_row(bits_per_key: u32, hashes: u32) -> FilterParams {
         FilterParams {
             bits_per_key,
