@@ -288,8 +288,14 @@ impl Options {
     /// Checks that the options make sense together.
     pub(crate) fn validate(&self) -> crate::Result<()> {
         let bad = |msg: &str| Err(crate::Error::InvalidArgument(msg.to_string()));
-        if let FilterPolicy::FalsePositiveRate(p) = self.filter_policy {
-            crate::filter::FilterParams::for_false_positive_rate(p)?;
+        match self.filter_policy {
+            FilterPolicy::FalsePositiveRate(p) => {
+                crate::filter::FilterParams::for_false_positive_rate(p)?;
+            }
+            FilterPolicy::BitsPerKeyBudget(bits) => {
+                crate::filter::allocate(&[], bits)?;
+            }
+            FilterPolicy::Disabled | FilterPolicy::Params(_) => {}
         }
         if self.memtable_size < 1024 {
             return bad("memtable_size must be at least 1 KiB");

@@ -93,3 +93,59 @@ fn present_keys_are_true_positives() {
         5_000
     );
 }
+
+/// A store-wide budget of 10 bits per key, spread over the levels: tables of the last level get
+/// fewer bits per key than the tables above them, the filters of the whole store stay near the
+/// budget, every key reads back and absent keys are found absent.
+#[test]
+fn a_bits_per_key_budget_gives_the_upper_levels_more_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = common::small_tree_with(FilterPolicy::BitsPerKeyBudget(10.0));
+    let db = Db::open(dir.path(), options).unwrap();
+    let mut present = std::collections::BTreeSet::new();
+    let mut state = 7u64;
+    for _ in 0..40_000 {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let i = (state >> 33) % 1_000_000;
+        db.put(common::key(i), common::value(i, 0)).unwrap();
+        present.insert(i);
+    }
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let stats = db.stats();
+    let last = stats.levels.len() - 1;
+    let bits = |upper: bool| -> Vec<u32> {
+        stats
+            .tables
+            .iter()
+            .filter(|t| (t.level < last) == upper)
+            .map(|t| t.bits_per_key.expect("every table has a filter"))
+            .collect()
+    };
+    let (upper, bottom) = (bits(true), bits(false));
+    assert!(
+        !upper.is_empty() && !bottom.is_empty(),
+        "{:?}",
+        stats.levels
+    );
+    assert!(
+        upper.iter().min() > bottom.iter().max(),
+        "upper {upper:?}, last level {bottom:?}"
+    );
+    let filter_bits: u64 = stats
+        .tables
+        .iter()
+        .map(|t| t.entries * t.bits_per_key.unwrap() as u64)
+        .sum();
+    let entries: u64 = stats.tables.iter().map(|t| t.entries).sum();
+    let average = filter_bits as f64 / entries as f64;
+    assert!((8.0..=11.0).contains(&average), "{average} bits per key");
+    for &i in present.iter().step_by(37) {
+        assert_eq!(db.get(common::key(i)).unwrap(), Some(common::value(i, 0)));
+    }
+    for i in 1_000_000..1_002_000 {
+        assert_eq!(db.get(common::key(i)).unwrap(), None);
+    }
+}

@@ -145,6 +145,7 @@ pub(super) fn recover(
             options: &options,
             env: &table_env,
             next_file_number: &file_numbers,
+            shape: super::table_writer::filter_groups(options.num_levels, metas.iter()),
         };
         let entries = NewestVersions::new(replay.iter_from(Bound::Unbounded), SeqNo::MAX, false);
         let written = writer.write(entries, 0, replay.len() as u64, false)?;

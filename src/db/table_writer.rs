@@ -8,19 +8,42 @@ use std::sync::Arc;
 use crate::entry::Entry;
 use crate::error::Result;
 use crate::filename;
+use crate::filter::{allocate, FilterGroup};
 use crate::manifest::TableMeta;
 use crate::options::Options;
-use crate::sstable::{Table, TableBuilder, TableEnv, TableOptions};
+use crate::sstable::{FilterPolicy, Table, TableBuilder, TableEnv, TableOptions};
 
 impl super::Inner {
     pub(super) fn table_writer(&self) -> TableWriter<'_> {
+        let version = Arc::clone(&self.read_state().version);
+        let tables = (0..version.num_levels()).flat_map(|l| version.level(l).iter());
         TableWriter {
             dir: &self.dir,
             options: &self.options,
             env: &self.table_env,
             next_file_number: &self.next_file_number,
+            shape: filter_groups(self.options.num_levels, tables.map(|t| &t.meta)),
         }
     }
+}
+
+/// The tree's shape as a filter budget sees it: per level, the keys its tables hold and how
+/// many of its tables a lookup of an absent key probes (each level-0 table, one table of a
+/// deeper level).
+pub(super) fn filter_groups<'a>(
+    num_levels: usize,
+    tables: impl Iterator<Item = &'a TableMeta>,
+) -> Vec<FilterGroup> {
+    let mut groups = vec![FilterGroup { keys: 0, probes: 1 }; num_levels];
+    let mut level0_tables = 0;
+    for table in tables {
+        if let Some(group) = groups.get_mut(table.level as usize) {
+            group.keys += table.entries;
+        }
+        level0_tables += u64::from(table.level == 0);
+    }
+    groups[0].probes = level0_tables.max(1);
+    groups
 }
 
 /// Tables written by one flush or compaction: what the manifest records, and the readers.
@@ -52,15 +75,39 @@ pub(super) struct TableWriter<'a> {
     pub(super) options: &'a Options,
     pub(super) env: &'a TableEnv,
     pub(super) next_file_number: &'a AtomicU64,
+    /// The tree's shape when the job began, for a filter budget (`filter_groups`).
+    pub(super) shape: Vec<FilterGroup>,
 }
 
 impl TableWriter<'_> {
-    pub(super) fn table_options(&self) -> TableOptions {
+    /// Options for tables of `level`; `new_keys` are the keys the job writes there.
+    pub(super) fn table_options(&self, level: u32, new_keys: u64) -> TableOptions {
         TableOptions {
             block_size: self.options.block_size,
-            filter_policy: self.options.filter_policy,
+            filter_policy: self.filter_policy_for(level, new_keys),
             compression: self.options.compression,
             ..TableOptions::default()
+        }
+    }
+
+    /// The store's filter policy for new tables of `level`. A budget is spread over the tree
+    /// as it stands, with the job's `new_keys` added to `level` (and, for level 0, one more
+    /// table to probe); the tables keep the parameters they are written with.
+    fn filter_policy_for(&self, level: u32, new_keys: u64) -> FilterPolicy {
+        let FilterPolicy::BitsPerKeyBudget(bits) = self.options.filter_policy else {
+            return self.options.filter_policy;
+        };
+        let mut groups = self.shape.clone();
+        groups.resize(self.options.num_levels, FilterGroup { keys: 0, probes: 1 });
+        let at = level as usize;
+        groups[at].keys += new_keys;
+        if at == 0 && groups[at].keys > new_keys {
+            groups[at].probes += 1;
+        }
+        // The budget was checked when the store was opened.
+        match allocate(&groups, bits) {
+            Ok(params) => params[at].map_or(FilterPolicy::Disabled, FilterPolicy::Params),
+            Err(_) => FilterPolicy::Disabled,
         }
     }
 
@@ -90,13 +137,14 @@ impl TableWriter<'_> {
         expected_keys: u64,
         cut_at_table_size: bool,
     ) -> Result<()> {
+        let table_options = self.table_options(level, expected_keys);
         // A builder dropped unfinished deletes its temporary file.
         let mut current: Option<(u64, TableBuilder)> = None;
         for entry in entries {
             let entry = entry?;
             let (_, builder) = match &mut current {
                 Some(open) => open,
-                None => current.insert(self.start_table(expected_keys)?),
+                None => current.insert(self.start_table(table_options, expected_keys)?),
             };
             builder.add(&entry)?;
             if cut_at_table_size && builder.estimated_file_size() >= self.options.table_size {
@@ -110,13 +158,17 @@ impl TableWriter<'_> {
         Ok(())
     }
 
-    fn start_table(&self, expected_keys: u64) -> Result<(u64, TableBuilder)> {
+    fn start_table(
+        &self,
+        table_options: TableOptions,
+        expected_keys: u64,
+    ) -> Result<(u64, TableBuilder)> {
         let number = self.next_file_number.fetch_add(1, Ordering::SeqCst);
         let path = self.dir.join(filename::table_file_name(number));
         let builder = TableBuilder::new(
             Arc::clone(&self.env.fs),
             &path,
-            self.table_options(),
+            table_options,
             expected_keys,
         )?;
         Ok((number, builder))

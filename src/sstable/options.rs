@@ -11,6 +11,15 @@ pub enum FilterPolicy {
     Disabled,
     /// A filter over the table's distinct user keys, sized for this false-positive rate.
     FalsePositiveRate(f64),
+    /// One filter-memory budget for a whole store: an average of this many bits per key over
+    /// every table. The store spreads it across levels by Monkey's rule
+    /// ([`crate::filter::allocate`]): the small upper levels, and level 0's tables, each
+    /// probed by lookups, get more bits per key, the large last level fewer. Each table is
+    /// written with its level's share as the tree stands when the table is written. A table
+    /// on its own (`TableBuilder`) cannot take a budget.
+    BitsPerKeyBudget(f64),
+    /// Exactly these parameters: what a store's budget comes to for one table.
+    Params(FilterParams),
 }
 
 impl Default for FilterPolicy {
@@ -27,6 +36,12 @@ impl FilterPolicy {
             FilterPolicy::FalsePositiveRate(p) => FilterParams::for_false_positive_rate(p)
                 .map(Some)
                 .map_err(|e| Error::InvalidArgument(format!("filter policy: {e}"))),
+            FilterPolicy::Params(params) => Ok(Some(params)),
+            FilterPolicy::BitsPerKeyBudget(_) => Err(Error::InvalidArgument(
+                "filter policy: a bits-per-key budget is spread over a store's levels; a single \
+                 table needs a rate or parameters"
+                    .into(),
+            )),
         }
     }
 }

@@ -504,8 +504,10 @@ fn run_setting(
     let warm_present = lookups(&db, warm_p, true, &format!("warm present ({label})"))?;
     let warm_absent = lookups(&db, warm_a, false, &format!("warm absent ({label})"))?;
     let params = match policy {
-        FilterPolicy::Disabled => None,
         FilterPolicy::FalsePositiveRate(p) => Some(FilterParams::for_false_positive_rate(p)?),
+        FilterPolicy::Params(params) => Some(params),
+        // A budget gives each level its own parameters; the tables report theirs.
+        FilterPolicy::Disabled | FilterPolicy::BitsPerKeyBudget(_) => None,
     };
     let filter_memory_bytes = db.stats().filter_memory_bytes;
     db.close()?;
