@@ -149,3 +149,46 @@ fn a_bits_per_key_budget_gives_the_upper_levels_more_bits() {
         assert_eq!(db.get(common::key(i)).unwrap(), None);
     }
 }
+
+/// With `no_filters_at_bottom`, tables of the last level carry no filter and the others do:
+/// the filters take a fraction of the memory, and every key still reads back, absent keys as
+/// absent.
+#[test]
+fn no_filters_at_the_bottom_saves_most_filter_memory() {
+    let load = |skip: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let options = common::small_tree_options().no_filters_at_bottom(skip);
+        let db = Db::open(dir.path(), options).unwrap();
+        for i in 0..30_000u64 {
+            let k = i.wrapping_mul(2_654_435_761) % 1_000_000;
+            db.put(common::key(k), common::value(k, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_background_work().unwrap();
+        for i in (0..30_000u64).step_by(53) {
+            let k = i.wrapping_mul(2_654_435_761) % 1_000_000;
+            assert_eq!(db.get(common::key(k)).unwrap(), Some(common::value(k, 0)));
+        }
+        for k in 1_000_000..1_001_000 {
+            assert_eq!(db.get(common::key(k)).unwrap(), None);
+        }
+        (db.stats(), dir)
+    };
+    let (skipped, _dir) = load(true);
+    let last = skipped.levels.len() - 1;
+    assert!(skipped.levels[last].tables > 0, "{:?}", skipped.levels);
+    for table in &skipped.tables {
+        assert_eq!(
+            table.bits_per_key.is_some(),
+            table.level < last,
+            "{table:?}"
+        );
+    }
+    let (filtered, _dir) = load(false);
+    assert!(
+        skipped.filter_memory_bytes * 2 < filtered.filter_memory_bytes,
+        "{} against {} bytes",
+        skipped.filter_memory_bytes,
+        filtered.filter_memory_bytes
+    );
+}

@@ -94,12 +94,16 @@ impl TableWriter<'_> {
     /// as it stands, with the job's `new_keys` added to `level` (and, for level 0, one more
     /// table to probe); the tables keep the parameters they are written with.
     fn filter_policy_for(&self, level: u32, new_keys: u64) -> FilterPolicy {
-        let FilterPolicy::BitsPerKeyBudget(bits) = self.options.filter_policy else {
-            return self.options.filter_policy;
-        };
         let mut groups = self.shape.clone();
         groups.resize(self.options.num_levels, FilterGroup { keys: 0, probes: 1 });
         let at = level as usize;
+        let at_bottom = at > 0 && groups[at + 1..].iter().all(|g| g.keys == 0);
+        if self.options.no_filters_at_bottom && at_bottom {
+            return FilterPolicy::Disabled;
+        }
+        let FilterPolicy::BitsPerKeyBudget(bits) = self.options.filter_policy else {
+            return self.options.filter_policy;
+        };
         groups[at].keys += new_keys;
         if at == 0 && groups[at].keys > new_keys {
             groups[at].probes += 1;
