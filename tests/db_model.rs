@@ -5,7 +5,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use bloomkv::{Db, WriteBatch, WriteOptions};
+use bloomkv::{Db, FilterPolicy, Options, WriteBatch, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -44,10 +44,14 @@ fn model_range(model: &Model, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Vec<(Ve
 }
 
 fn run_case(seed: u64, ops: usize) {
+    run_case_with(seed, ops, common::small_tree_options);
+}
+
+fn run_case_with(seed: u64, ops: usize, options: fn() -> Options) {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut model = Model::new();
-    let mut db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    let mut db = Db::open(dir.path(), options()).unwrap();
     for step in 0..ops {
         match rng.gen_range(0..100) {
             0..=39 => {
@@ -108,7 +112,7 @@ fn run_case(seed: u64, ops: usize) {
             96 => db.compact().unwrap(),
             _ => {
                 drop(db);
-                db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+                db = Db::open(dir.path(), options()).unwrap();
             }
         }
     }
@@ -126,6 +130,18 @@ fn run_case(seed: u64, ops: usize) {
 fn random_operations_match_a_btreemap() {
     for seed in [1, 2, 3, 4] {
         run_case(seed, 10_000);
+    }
+}
+
+/// The same under a store-wide filter budget spread over the levels, with the bottom of the
+/// tree left without filters.
+#[test]
+fn random_operations_match_a_btreemap_under_a_filter_budget() {
+    fn budgeted() -> Options {
+        common::small_tree_with(FilterPolicy::BitsPerKeyBudget(8.0)).no_filters_at_bottom(true)
+    }
+    for seed in [5, 6] {
+        run_case_with(seed, 10_000, budgeted);
     }
 }
 
