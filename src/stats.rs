@@ -36,6 +36,14 @@ pub struct LevelStats {
     /// neither read nor written.
     pub tables_moved: u64,
     pub bytes_moved: u64,
+    /// Bits per key of a filter a table written to this level now would get: the level's
+    /// share under `FilterPolicy::BitsPerKeyBudget` for the tree as it stands, the policy's
+    /// rate otherwise; `None` for no filter.
+    pub target_bits_per_key: Option<u32>,
+    /// Live tables of the level whose filter differs from that target: written when the tree
+    /// had another shape, or under another policy. Compactions bring them to it as they
+    /// rewrite them.
+    pub tables_off_target: usize,
 }
 
 /// Counters, and the shape of the tree now.

@@ -192,3 +192,45 @@ fn no_filters_at_the_bottom_saves_most_filter_memory() {
         filtered.filter_memory_bytes
     );
 }
+
+/// `Stats` reports each level's target filter and the live tables that differ from it: after a
+/// reopen under a finer rate every table is off target, and a full compaction, which rewrites
+/// them all, brings them to it. Under a budget, the last level's target is the coarsest.
+#[test]
+fn stats_report_how_far_live_tables_are_from_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = build(dir.path(), FilterPolicy::FalsePositiveRate(0.01), 5_000);
+    let stats = db.stats();
+    assert!(stats.levels.iter().all(|l| l.tables_off_target == 0));
+    assert!(stats
+        .levels
+        .iter()
+        .all(|l| l.target_bits_per_key == Some(10)));
+    drop(db);
+
+    let finer = common::small_tree_with(FilterPolicy::FalsePositiveRate(0.001));
+    let db = Db::open(dir.path(), finer).unwrap();
+    let stats = db.stats();
+    let off: usize = stats.levels.iter().map(|l| l.tables_off_target).sum();
+    assert_eq!(off, stats.tables.len());
+    db.compact().unwrap();
+    let stats = db.stats();
+    assert!(
+        stats.levels.iter().all(|l| l.tables_off_target == 0),
+        "{:?}",
+        stats.levels
+    );
+    drop(db);
+
+    let budget = common::small_tree_with(FilterPolicy::BitsPerKeyBudget(10.0));
+    let db = Db::open(dir.path(), budget).unwrap();
+    let targets: Vec<Option<u32>> = db
+        .stats()
+        .levels
+        .iter()
+        .map(|l| l.target_bits_per_key)
+        .collect();
+    let last = *targets.last().unwrap();
+    assert!(targets.iter().all(|&t| t >= last), "{targets:?}");
+    assert!(targets.iter().any(|&t| t > last), "{targets:?}");
+}

@@ -63,7 +63,14 @@ impl Inner {
         let mut tables = Vec::new();
         let mut filter_memory_bytes = 0;
         let mut index_memory_bytes = 0;
+        let writer = self.table_writer();
         for level in 0..version.num_levels() {
+            let target_bits_per_key = writer
+                .filter_policy_for(level as u32, 0)
+                .params()
+                .ok()
+                .flatten()
+                .map(|p| p.bits_per_key());
             let io = &self.counters.levels[level];
             let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
             let mut summary = LevelStats {
@@ -72,6 +79,7 @@ impl Inner {
                 compactions: load(&io.compactions),
                 tables_moved: load(&io.tables_moved),
                 bytes_moved: load(&io.bytes_moved),
+                target_bits_per_key,
                 ..LevelStats::default()
             };
             for handle in version.level(level) {
@@ -79,6 +87,8 @@ impl Inner {
                 summary.bytes += handle.meta.file_size;
                 summary.entries += handle.meta.entries;
                 let params = handle.table.filter_params();
+                summary.tables_off_target +=
+                    usize::from(params.map(|p| p.bits_per_key()) != target_bits_per_key);
                 let filter_bytes = handle.table.filter_memory_bytes() as u64;
                 filter_memory_bytes += filter_bytes;
                 index_memory_bytes += handle.table.index_memory_bytes() as u64;

@@ -93,7 +93,7 @@ impl TableWriter<'_> {
     /// The store's filter policy for new tables of `level`. A budget is spread over the tree
     /// as it stands, with the job's `new_keys` added to `level` (and, for level 0, one more
     /// table to probe); the tables keep the parameters they are written with.
-    fn filter_policy_for(&self, level: u32, new_keys: u64) -> FilterPolicy {
+    pub(super) fn filter_policy_for(&self, level: u32, new_keys: u64) -> FilterPolicy {
         let mut groups = self.shape.clone();
         groups.resize(self.options.num_levels, FilterGroup { keys: 0, probes: 1 });
         let at = level as usize;

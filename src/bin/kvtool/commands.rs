@@ -449,7 +449,8 @@ pub fn levels_json(stats: &Stats) -> Vec<serde_json::Value> {
                 "level": i, "tables": l.tables, "bytes": l.bytes, "entries": l.entries,
                 "bytes_written": l.bytes_written, "bytes_read": l.bytes_read,
                 "compactions": l.compactions, "tables_moved": l.tables_moved,
-                "bytes_moved": l.bytes_moved,
+                "bytes_moved": l.bytes_moved, "target_bits_per_key": l.target_bits_per_key,
+                "tables_off_target": l.tables_off_target,
             })
         })
         .collect()
@@ -537,14 +538,24 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
     let total_entries: u64 = stats.levels.iter().map(|l| l.entries).sum();
     let _ = writeln!(
         out,
-        "level  tables  entries     bytes     written        read  moved in"
+        "level  tables  entries     bytes     written        read  moved in  filter bits/key  off target"
     );
     for (i, l) in stats.levels.iter().enumerate() {
         if l.tables > 0 || l.bytes_written > 0 || l.bytes_moved > 0 {
+            let target = l
+                .target_bits_per_key
+                .map_or("none".to_string(), |b| b.to_string());
             let _ = writeln!(
                 out,
-                "L{i:<5} {:>6}  {:>7}  {:>8}  {:>10}  {:>10}  {:>8}",
-                l.tables, l.entries, l.bytes, l.bytes_written, l.bytes_read, l.bytes_moved
+                "L{i:<5} {:>6}  {:>7}  {:>8}  {:>10}  {:>10}  {:>8}  {:>15}  {:>10}",
+                l.tables,
+                l.entries,
+                l.bytes,
+                l.bytes_written,
+                l.bytes_read,
+                l.bytes_moved,
+                target,
+                l.tables_off_target
             );
         }
     }
