@@ -38,7 +38,9 @@ mod hash;
 mod params;
 
 pub use bloom::BloomFilter;
-pub use budget::{allocate, expected_false_positives, memory_bits, FilterGroup};
+pub use budget::{
+    allocate, expected_false_positives, memory_bits, FilterGroup, MAX_ALLOCATED_BITS_PER_KEY,
+};
 pub use counting::CountingBloomFilter;
 pub use error::{FilterError, Result};
 pub use hash::KeyHash;

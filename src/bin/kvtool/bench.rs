@@ -98,7 +98,8 @@ pub struct BenchArgs {
     /// Internal: where a `--child-store` run writes its figures.
     #[arg(long, hide = true)]
     pub child_out: Option<PathBuf>,
-    /// Comma-separated filter settings: `none` or a false-positive rate.
+    /// Comma-separated filter settings: `none`, a false-positive rate, or `budget:B`, a
+    /// store-wide budget of B bits per key spread over the levels.
     #[arg(long, default_value = "none,0.1,0.01,0.001")]
     settings: String,
     /// Write the results as JSON to this file.
@@ -115,6 +116,16 @@ pub struct BenchArgs {
     /// default); see `Options::mmap_reads` for what maps cost.
     #[arg(long)]
     mmap_reads: bool,
+    /// bloomkv's memtable size (default: the store's), e.g. `1MiB`: smaller memtables and
+    /// level sizes build a deeper tree from fewer keys.
+    #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
+    memtable_size: Option<u64>,
+    /// bloomkv's `level1_size`, the smallest level target (default: the store's), e.g. `2MiB`.
+    #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
+    level1_size: Option<u64>,
+    /// bloomkv's table size (default: the store's), e.g. `64KiB`.
+    #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
+    table_size: Option<u64>,
     /// Seed for the lookups.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -213,6 +224,10 @@ pub struct Workload {
     pub warm_present: Vec<[u8; 16]>,
     pub warm_absent: Vec<[u8; 16]>,
     pub mmap_reads: bool,
+    /// bloomkv's memtable size, smallest level target and table size, when not the defaults.
+    pub memtable_size: Option<u64>,
+    pub level1_size: Option<u64>,
+    pub table_size: Option<u64>,
 }
 
 impl Workload {
@@ -232,6 +247,9 @@ impl Workload {
             values: args.values,
             value_size: args.value_size,
             mmap_reads: args.mmap_reads,
+            memtable_size: args.memtable_size,
+            level1_size: args.level1_size,
+            table_size: args.table_size,
         }
     }
 
@@ -246,6 +264,9 @@ impl Workload {
             warm_present: Vec::new(),
             warm_absent: Vec::new(),
             mmap_reads: false,
+            memtable_size: None,
+            level1_size: None,
+            table_size: None,
         }
     }
 
@@ -323,6 +344,15 @@ fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure> {
         .map(|s| {
             if s == "none" || s == "disabled" {
                 return Ok(("none".to_string(), FilterPolicy::Disabled));
+            }
+            if let Some(bits) = s.strip_prefix("budget:") {
+                let bits: f64 = bits.parse().map_err(|_| {
+                    Failure::from(format!(
+                        "bad --settings entry '{s}': a budget is 'budget:' and bits per key, such as budget:10"
+                    ))
+                })?;
+                bloomkv::filter::allocate(&[], bits)?;
+                return Ok((s.to_string(), FilterPolicy::BitsPerKeyBudget(bits)));
             }
             let p: f64 = s.parse().map_err(|_| {
                 Failure::from(format!(
@@ -482,9 +512,18 @@ fn run_setting(
     dir: &Path,
     workload: &Workload,
 ) -> Result<SettingResult, Failure> {
-    let options = Options::default()
+    let mut options = Options::default()
         .filter_policy(policy)
         .mmap_reads(workload.mmap_reads);
+    if let Some(bytes) = workload.memtable_size {
+        options = options.memtable_size(bytes as usize);
+    }
+    if let Some(bytes) = workload.level1_size {
+        options = options.level1_size(bytes);
+    }
+    if let Some(bytes) = workload.table_size {
+        options = options.table_size(bytes);
+    }
     let db = Db::open(dir, options)?;
     let (load_seconds, settle_seconds) = load_and_settle(&db, workload, label)?;
     let stats = db.stats();
