@@ -23,6 +23,32 @@ pub struct ReadCounters {
     pub data_block_reads: AtomicU64,
     /// Bytes of those data blocks, trailers included.
     pub bytes_read: AtomicU64,
+    /// The filter counts again, per level of the tree the probed table was in.
+    pub levels: [LevelFilterCounters; MAX_LEVELS],
+}
+
+/// Levels a store may have (`Options::num_levels` is at most this).
+pub const MAX_LEVELS: usize = 32;
+
+/// One level's filter counts. Negatives are probes less positives, so they are not counted
+/// apart: a lookup adds one atomic per level it probes, two where a filter said yes.
+#[derive(Debug, Default)]
+pub struct LevelFilterCounters {
+    pub probes: AtomicU64,
+    pub positives: AtomicU64,
+    pub true_positives: AtomicU64,
+}
+
+impl LevelFilterCounters {
+    /// (probes, positives, true positives) now.
+    pub fn get(&self) -> (u64, u64, u64) {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        (
+            get(&self.probes),
+            get(&self.positives),
+            get(&self.true_positives),
+        )
+    }
 }
 
 /// A point-in-time copy of [`ReadCounters`]; also the tally one lookup keeps while it visits
@@ -66,6 +92,37 @@ impl ReadCounters {
             (&self.filter_true_positives, tally.filter_true_positives),
             (&self.data_block_reads, tally.data_block_reads),
             (&self.bytes_read, tally.bytes_read),
+        ];
+        for (counter, by) in pairs {
+            if by != 0 {
+                counter.fetch_add(by, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl ReadCounters {
+    /// Adds to `level`'s filter counts what one table's probe added to a lookup's tally,
+    /// from `before` to `after`.
+    pub fn add_level(
+        &self,
+        level: usize,
+        before: &ReadCountersSnapshot,
+        after: &ReadCountersSnapshot,
+    ) {
+        let Some(counters) = self.levels.get(level) else {
+            return;
+        };
+        let pairs = [
+            (&counters.probes, after.filter_probes - before.filter_probes),
+            (
+                &counters.positives,
+                after.filter_positives - before.filter_positives,
+            ),
+            (
+                &counters.true_positives,
+                after.filter_true_positives - before.filter_true_positives,
+            ),
         ];
         for (counter, by) in pairs {
             if by != 0 {

@@ -21,7 +21,7 @@ pub struct TableStats {
 
 /// One level as `Stats` reports it: its shape now, and the I/O of flushes and compactions at
 /// it over the store's life (see [`Stats`] on what the manifest keeps).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct LevelStats {
     pub tables: usize,
     pub bytes: u64,
@@ -44,6 +44,28 @@ pub struct LevelStats {
     /// had another shape, or under another policy. Compactions bring them to it as they
     /// rewrite them.
     pub tables_off_target: usize,
+    /// Point lookups that asked the filter of a table of this level, since open; of them,
+    /// those the filter let through, and those whose table held the key.
+    pub filter_probes: u64,
+    pub filter_positives: u64,
+    pub filter_true_positives: u64,
+    /// The level's tables' predicted false-positive rate, weighted by their keys; `None`
+    /// when none of them has a filter.
+    pub predicted_false_positive_rate: Option<f64>,
+}
+
+impl LevelStats {
+    /// Probes the filters answered "absent".
+    pub fn filter_negatives(&self) -> u64 {
+        self.filter_probes - self.filter_positives
+    }
+
+    /// False positives per probe of a key the table did not hold; `None` before any.
+    pub fn measured_false_positive_rate(&self) -> Option<f64> {
+        let absent = self.filter_probes - self.filter_true_positives;
+        let false_positives = self.filter_positives - self.filter_true_positives;
+        (absent > 0).then(|| false_positives as f64 / absent as f64)
+    }
 }
 
 /// Counters, and the shape of the tree now.

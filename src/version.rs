@@ -110,19 +110,25 @@ impl Version {
         counters: &ReadCounters,
     ) -> Result<Option<Entry>> {
         let mut tally = ReadCountersSnapshot::default();
-        let found = self.lookup(key, hash, &mut tally);
+        let found = self.lookup(key, hash, &mut tally, counters);
         counters.add(&tally);
         found
     }
 
+    /// Each table's filter counts go to its level's counters as it is probed; the rest of the
+    /// lookup's tally, to the store's, once at the end.
     fn lookup(
         &self,
         key: &[u8],
         hash: &KeyHash,
         tally: &mut ReadCountersSnapshot,
+        counters: &ReadCounters,
     ) -> Result<Option<Entry>> {
         for handle in self.candidate_tables(key) {
-            if let Some(entry) = handle.table.lookup(key, SeqNo::MAX, hash, tally)? {
+            let before = *tally;
+            let found = handle.table.lookup(key, SeqNo::MAX, hash, tally);
+            counters.add_level(handle.meta.level as usize, &before, tally);
+            if let Some(entry) = found? {
                 return Ok(Some(entry));
             }
         }

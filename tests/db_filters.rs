@@ -234,3 +234,42 @@ fn stats_report_how_far_live_tables_are_from_the_target() {
     assert!(targets.iter().all(|&t| t >= last), "{targets:?}");
     assert!(targets.iter().any(|&t| t > last), "{targets:?}");
 }
+
+/// Per-level filter counts add up to the store's, each level's probes come from its own
+/// tables only, and a level probed by many absent keys measures a rate near its prediction.
+#[test]
+fn per_level_filter_counters_add_up_to_the_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = build(dir.path(), FilterPolicy::FalsePositiveRate(0.01), 20_000);
+    for i in 0..20_000 {
+        db.get(common::key(2 * i + 1)).unwrap(); // absent, inside the tables' ranges
+        db.get(common::key(2 * i)).unwrap(); // present
+    }
+    let stats = db.stats();
+    let sum = |f: fn(&bloomkv::LevelStats) -> u64| stats.levels.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|l| l.filter_probes), stats.filter_probes);
+    assert_eq!(sum(|l| l.filter_positives), stats.filter_positives);
+    assert_eq!(
+        sum(|l| l.filter_true_positives),
+        stats.filter_true_positives
+    );
+    assert_eq!(sum(|l| l.filter_negatives()), stats.filter_negatives);
+    for level in &stats.levels {
+        if level.tables == 0 {
+            assert_eq!(level.filter_probes, 0);
+        }
+        if level.filter_negatives() >= 10_000 {
+            let measured = level.measured_false_positive_rate().unwrap();
+            let predicted = level.predicted_false_positive_rate.unwrap();
+            assert!(
+                (measured - predicted).abs() < 0.5 * predicted,
+                "measured {measured}, predicted {predicted}"
+            );
+        }
+    }
+    assert!(
+        stats.levels.iter().any(|l| l.filter_negatives() >= 10_000),
+        "{:?}",
+        stats.levels
+    );
+}

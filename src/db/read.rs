@@ -72,6 +72,12 @@ impl Inner {
                 .flatten()
                 .map(|p| p.bits_per_key());
             let io = &self.counters.levels[level];
+            let (filter_probes, filter_positives, filter_true_positives) = self
+                .table_env
+                .counters
+                .levels
+                .get(level)
+                .map_or((0, 0, 0), |c| c.get());
             let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
             let mut summary = LevelStats {
                 bytes_written: load(&io.bytes_written),
@@ -80,13 +86,21 @@ impl Inner {
                 tables_moved: load(&io.tables_moved),
                 bytes_moved: load(&io.bytes_moved),
                 target_bits_per_key,
+                filter_probes,
+                filter_positives,
+                filter_true_positives,
                 ..LevelStats::default()
             };
+            let (mut predicted_sum, mut filtered_entries) = (0.0, 0u64);
             for handle in version.level(level) {
                 summary.tables += 1;
                 summary.bytes += handle.meta.file_size;
                 summary.entries += handle.meta.entries;
                 let params = handle.table.filter_params();
+                if let Some(p) = params {
+                    predicted_sum += p.predicted_false_positive_rate() * handle.meta.entries as f64;
+                    filtered_entries += handle.meta.entries;
+                }
                 summary.tables_off_target +=
                     usize::from(params.map(|p| p.bits_per_key()) != target_bits_per_key);
                 let filter_bytes = handle.table.filter_memory_bytes() as u64;
@@ -106,6 +120,8 @@ impl Inner {
                     filter_bytes,
                 });
             }
+            summary.predicted_false_positive_rate =
+                (filtered_entries > 0).then(|| predicted_sum / filtered_entries as f64);
             levels.push(summary);
         }
         Stats {

@@ -451,6 +451,11 @@ pub fn levels_json(stats: &Stats) -> Vec<serde_json::Value> {
                 "compactions": l.compactions, "tables_moved": l.tables_moved,
                 "bytes_moved": l.bytes_moved, "target_bits_per_key": l.target_bits_per_key,
                 "tables_off_target": l.tables_off_target,
+                "filter_probes": l.filter_probes, "filter_negatives": l.filter_negatives(),
+                "filter_positives": l.filter_positives,
+                "filter_true_positives": l.filter_true_positives,
+                "measured_false_positive_rate": l.measured_false_positive_rate(),
+                "predicted_false_positive_rate": l.predicted_false_positive_rate,
             })
         })
         .collect()
