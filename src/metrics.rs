@@ -31,7 +31,7 @@ pub struct ReadCounters {
 pub const MAX_LEVELS: usize = 32;
 
 /// One level's filter counts. Negatives are probes less positives, so they are not counted
-/// apart: a lookup adds one atomic per level it probes, two where a filter said yes.
+/// apart: a lookup adds one atomic per level it probes, up to three where a filter said yes.
 #[derive(Debug, Default)]
 pub struct LevelFilterCounters {
     pub probes: AtomicU64,

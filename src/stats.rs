@@ -38,7 +38,7 @@ pub struct LevelStats {
     pub bytes_moved: u64,
     /// Bits per key of a filter a table written to this level now would get: the level's
     /// share under `FilterPolicy::BitsPerKeyBudget` for the tree as it stands, the policy's
-    /// rate otherwise; `None` for no filter.
+    /// rate otherwise; `None` for no filter, and for an empty level.
     pub target_bits_per_key: Option<u32>,
     /// Live tables of the level whose filter differs from that target: written when the tree
     /// had another shape, or under another policy. Compactions bring them to it as they
@@ -57,13 +57,18 @@ pub struct LevelStats {
 impl LevelStats {
     /// Probes the filters answered "absent".
     pub fn filter_negatives(&self) -> u64 {
-        self.filter_probes - self.filter_positives
+        // Read while lookups run, the counts may be a probe apart.
+        self.filter_probes.saturating_sub(self.filter_positives)
     }
 
     /// False positives per probe of a key the table did not hold; `None` before any.
     pub fn measured_false_positive_rate(&self) -> Option<f64> {
-        let absent = self.filter_probes - self.filter_true_positives;
-        let false_positives = self.filter_positives - self.filter_true_positives;
+        let absent = self
+            .filter_probes
+            .saturating_sub(self.filter_true_positives);
+        let false_positives = self
+            .filter_positives
+            .saturating_sub(self.filter_true_positives);
         (absent > 0).then(|| false_positives as f64 / absent as f64)
     }
 }

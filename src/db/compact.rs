@@ -129,8 +129,11 @@ impl Inner {
         let parts = job.parts(self.options.compaction_threads);
         let expected_keys = job.all_inputs().map(|t| t.meta.entries).sum::<u64>();
         let keys_per_part = expected_keys / parts.len() as u64;
+        let writer = self
+            .table_writer()
+            .for_compaction(job.all_inputs().map(|t| &t.meta), expected_keys);
         let write_part = |part: &Part| {
-            self.table_writer().write(
+            writer.write(
                 job.merged_entries_in(part),
                 job.output_level as u32,
                 keys_per_part,

@@ -65,12 +65,16 @@ impl Inner {
         let mut index_memory_bytes = 0;
         let writer = self.table_writer();
         for level in 0..version.num_levels() {
-            let target_bits_per_key = writer
-                .filter_policy_for(level as u32, 0)
-                .params()
-                .ok()
-                .flatten()
-                .map(|p| p.bits_per_key());
+            // An empty level has no share of its own to report.
+            let target_bits_per_key = match version.level(level).is_empty() {
+                true => None,
+                false => writer
+                    .filter_policy_for(level as u32, 0)
+                    .params()
+                    .ok()
+                    .flatten()
+                    .map(|p| p.bits_per_key()),
+            };
             let io = &self.counters.levels[level];
             let (filter_probes, filter_positives, filter_true_positives) = self
                 .table_env

@@ -146,6 +146,7 @@ pub(super) fn recover(
             env: &table_env,
             next_file_number: &file_numbers,
             shape: super::table_writer::filter_groups(options.num_levels, metas.iter()),
+            job_keys: None,
         };
         let entries = NewestVersions::new(replay.iter_from(Bound::Unbounded), SeqNo::MAX, false);
         let written = writer.write(entries, 0, replay.len() as u64, false)?;

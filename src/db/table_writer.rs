@@ -23,6 +23,7 @@ impl super::Inner {
             env: &self.table_env,
             next_file_number: &self.next_file_number,
             shape: filter_groups(self.options.num_levels, tables.map(|t| &t.meta)),
+            job_keys: None,
         }
     }
 }
@@ -77,9 +78,29 @@ pub(super) struct TableWriter<'a> {
     pub(super) next_file_number: &'a AtomicU64,
     /// The tree's shape when the job began, for a filter budget (`filter_groups`).
     pub(super) shape: Vec<FilterGroup>,
+    /// All the keys a compaction writes (written in parts, each part knows only its own).
+    pub(super) job_keys: Option<u64>,
 }
 
-impl TableWriter<'_> {
+impl<'a> TableWriter<'a> {
+    /// For a compaction: its inputs leave their levels, and `keys` arrive at the output level.
+    pub(super) fn for_compaction(
+        mut self,
+        inputs: impl Iterator<Item = &'a TableMeta>,
+        keys: u64,
+    ) -> TableWriter<'a> {
+        for table in inputs {
+            if let Some(group) = self.shape.get_mut(table.level as usize) {
+                group.keys = group.keys.saturating_sub(table.entries);
+                if table.level == 0 {
+                    group.probes = group.probes.saturating_sub(1).max(1);
+                }
+            }
+        }
+        self.job_keys = Some(keys);
+        self
+    }
+
     /// Options for tables of `level`; `new_keys` are the keys the job writes there.
     pub(super) fn table_options(&self, level: u32, new_keys: u64) -> TableOptions {
         TableOptions {
@@ -97,6 +118,7 @@ impl TableWriter<'_> {
         let mut groups = self.shape.clone();
         groups.resize(self.options.num_levels, FilterGroup { keys: 0, probes: 1 });
         let at = level as usize;
+        let new_keys = self.job_keys.unwrap_or(new_keys);
         let at_bottom = at > 0 && groups[at + 1..].iter().all(|g| g.keys == 0);
         if self.options.no_filters_at_bottom && at_bottom {
             return FilterPolicy::Disabled;

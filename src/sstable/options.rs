@@ -11,8 +11,10 @@ pub enum FilterPolicy {
     Disabled,
     /// A filter over the table's distinct user keys, sized for this false-positive rate.
     FalsePositiveRate(f64),
-    /// One filter-memory budget for a whole store: an average of this many bits per key over
-    /// every table. The store spreads it across levels by Monkey's rule
+    /// One filter-memory budget for a whole store: an average of this many bits per key,
+    /// aimed at over every table (each table keeps what it was given when it was written, so
+    /// the store's average drifts from it as the tree changes shape; no level gets more than
+    /// [`crate::filter::MAX_ALLOCATED_BITS_PER_KEY`]). The store spreads it across levels by Monkey's rule
     /// ([`crate::filter::allocate`]): the small upper levels, and level 0's tables, each
     /// probed by lookups, get more bits per key, the large last level fewer. Each table is
     /// written with its level's share as the tree stands when the table is written. A table

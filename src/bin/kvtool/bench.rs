@@ -117,7 +117,7 @@ pub struct BenchArgs {
     #[arg(long)]
     mmap_reads: bool,
     /// bloomkv's memtable size (default: the store's), e.g. `1MiB`: smaller memtables and
-    /// level sizes build a deeper tree from fewer keys.
+    /// level sizes build a deeper tree from fewer keys. Not with `--stores`.
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
     memtable_size: Option<u64>,
     /// bloomkv's `level1_size`, the smallest level target (default: the store's), e.g. `2MiB`.
