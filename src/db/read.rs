@@ -63,7 +63,8 @@ impl Inner {
         let mut tables = Vec::new();
         let mut filter_memory_bytes = 0;
         let mut index_memory_bytes = 0;
-        let writer = self.table_writer();
+        // The targets are those of the version reported, not of one a job installed since.
+        let writer = self.table_writer_on(version);
         for level in 0..version.num_levels() {
             // An empty level has no share of its own to report.
             let target_bits_per_key = match version.level(level).is_empty() {

@@ -12,10 +12,16 @@ use crate::filter::{allocate, FilterGroup};
 use crate::manifest::TableMeta;
 use crate::options::Options;
 use crate::sstable::{FilterPolicy, Table, TableBuilder, TableEnv, TableOptions};
+use crate::version::Version;
 
 impl super::Inner {
+    /// A writer for a job starting now, on the tree as it stands.
     pub(super) fn table_writer(&self) -> TableWriter<'_> {
-        let version = Arc::clone(&self.read_state().version);
+        self.table_writer_on(&Arc::clone(&self.read_state().version))
+    }
+
+    /// A writer that sees the tree as `version` (a filter budget allocates over it).
+    pub(super) fn table_writer_on(&self, version: &Version) -> TableWriter<'_> {
         let tables = (0..version.num_levels()).flat_map(|l| version.level(l).iter());
         TableWriter {
             dir: &self.dir,

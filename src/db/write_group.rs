@@ -15,7 +15,7 @@
 //! writer that does not come back costs one such wait). A lone writer never waits: it was the
 //! whole previous group.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
@@ -81,7 +81,9 @@ struct QueueState {
     /// who joins wakes it.
     gathering: bool,
     /// The threads that wrote the last group.
-    last_writers: HashSet<ThreadId>,
+    /// Kept only while gathering is on: a group has a handful of writers, and the write path
+    /// should not build a set for each group.
+    last_writers: Vec<ThreadId>,
     /// Outcomes of members whose group was written, until each collects its own.
     finished: HashMap<u64, Result<()>>,
 }
@@ -89,8 +91,9 @@ struct QueueState {
 impl QueueState {
     /// True when every writer of the last group is queued again.
     fn gathered(&self) -> bool {
-        let queued: HashSet<ThreadId> = self.waiting.iter().map(|p| p.writer).collect();
-        self.last_writers.is_subset(&queued)
+        self.last_writers
+            .iter()
+            .all(|w| self.waiting.iter().any(|p| p.writer == *w))
     }
 }
 
@@ -138,7 +141,11 @@ impl WriteQueue {
                 state.leading = true;
                 state = self.gather(state, &wake);
                 let group = take_group(&mut state.waiting);
-                state.last_writers = group.members.iter().map(|p| p.writer).collect();
+                if !self.rejoin_wait.is_zero() {
+                    state.last_writers.clear();
+                    let writers = group.members.iter().map(|p| p.writer);
+                    state.last_writers.extend(writers);
+                }
                 return Turn::Lead(group);
             }
             state = wake.wait(state).unwrap_or_else(|e| e.into_inner());
