@@ -150,9 +150,9 @@ fn a_bits_per_key_budget_gives_the_upper_levels_more_bits() {
     }
 }
 
-/// With `no_filters_at_bottom`, tables of the last level carry no filter and the others do:
-/// the filters take a fraction of the memory, and every key still reads back, absent keys as
-/// absent.
+/// With `no_filters_at_bottom`, tables written to the last level carry no filter (one moved
+/// there unchanged keeps its own) and the others do: the filters take a fraction of the memory,
+/// and every key still reads back, absent keys as absent.
 #[test]
 fn no_filters_at_the_bottom_saves_most_filter_memory() {
     let load = |skip: bool| {
@@ -177,12 +177,20 @@ fn no_filters_at_the_bottom_saves_most_filter_memory() {
     let (skipped, _dir) = load(true);
     let last = skipped.levels.len() - 1;
     assert!(skipped.levels[last].tables > 0, "{:?}", skipped.levels);
-    for table in &skipped.tables {
-        assert_eq!(
-            table.bits_per_key.is_some(),
-            table.level < last,
-            "{table:?}"
-        );
+    // Tables keep the filter they were written with: only one moved down to the bottom
+    // without a rewrite may hold a filter there.
+    let filtered_at_bottom = skipped
+        .tables
+        .iter()
+        .filter(|t| t.level == last && t.bits_per_key.is_some())
+        .count() as u64;
+    assert!(
+        filtered_at_bottom <= skipped.levels[last].tables_moved,
+        "{:?}",
+        skipped.levels
+    );
+    for table in skipped.tables.iter().filter(|t| t.level < last) {
+        assert!(table.bits_per_key.is_some(), "{table:?}");
     }
     let (filtered, _dir) = load(false);
     assert!(
