@@ -58,7 +58,7 @@ impl Compaction {
     }
 
     /// The key range the output will lie in: that of all the inputs.
-    fn output_range(&self) -> KeyRange {
+    pub fn output_range(&self) -> KeyRange {
         key_range(self.inputs.iter().chain(&self.output_level_inputs))
     }
 

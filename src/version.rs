@@ -90,6 +90,11 @@ impl Version {
         &self.levels[level]
     }
 
+    /// Every table, level 0 first.
+    pub fn tables(&self) -> impl Iterator<Item = &Arc<TableHandle>> + Clone {
+        self.levels.iter().flatten()
+    }
+
     /// Number of levels.
     pub fn num_levels(&self) -> usize {
         self.levels.len()

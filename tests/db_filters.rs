@@ -41,6 +41,24 @@ fn absent_lookups(db: &Db, keys: u64) -> (u64, f64, Stats, Stats) {
     (tables, predicted, before, db.stats())
 }
 
+/// Puts `count` keys of indexes drawn from 0..1,000,000 in random order (from `seed`), then
+/// flushes and waits for compactions; returns the indexes written.
+fn load_random_keys(db: &Db, seed: u64, count: usize) -> std::collections::BTreeSet<u64> {
+    let mut present = std::collections::BTreeSet::new();
+    let mut state = seed;
+    for _ in 0..count {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let i = (state >> 33) % 1_000_000;
+        db.put(common::key(i), common::value(i, 0)).unwrap();
+        present.insert(i);
+    }
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    present
+}
+
 #[test]
 fn absent_keys_cost_about_the_predicted_reads() {
     let dir = tempfile::tempdir().unwrap();
@@ -94,26 +112,15 @@ fn present_keys_are_true_positives() {
     );
 }
 
-/// A store-wide budget of 10 bits per key, spread over the levels: tables of the last level get
-/// fewer bits per key than the tables above them, the filters of the whole store stay near the
+/// A store-wide budget of 10 bits per key, spread over the levels: tables written to the last
+/// level get fewer bits per key than the tables above them, the filters of the whole store stay near the
 /// budget, every key reads back and absent keys are found absent.
 #[test]
 fn a_bits_per_key_budget_gives_the_upper_levels_more_bits() {
     let dir = tempfile::tempdir().unwrap();
     let options = common::small_tree_with(FilterPolicy::BitsPerKeyBudget(10.0));
     let db = Db::open(dir.path(), options).unwrap();
-    let mut present = std::collections::BTreeSet::new();
-    let mut state = 7u64;
-    for _ in 0..40_000 {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let i = (state >> 33) % 1_000_000;
-        db.put(common::key(i), common::value(i, 0)).unwrap();
-        present.insert(i);
-    }
-    db.flush().unwrap();
-    db.wait_for_background_work().unwrap();
+    let present = load_random_keys(&db, 7, 40_000);
     let stats = db.stats();
     let last = stats.levels.len() - 1;
     let bits = |upper: bool| -> Vec<u32> {
@@ -130,8 +137,12 @@ fn a_bits_per_key_budget_gives_the_upper_levels_more_bits() {
         "{:?}",
         stats.levels
     );
+    // A table that overlaps nothing below moves down unchanged, with the filter it was
+    // written with: a few of the last level's tables may carry an upper level's bits.
+    let upper_least = *upper.iter().min().unwrap();
+    let moved_down = bottom.iter().filter(|&&b| b >= upper_least).count();
     assert!(
-        upper.iter().min() > bottom.iter().max(),
+        moved_down * 10 <= bottom.len(),
         "upper {upper:?}, last level {bottom:?}"
     );
     let filter_bits: u64 = stats
@@ -232,8 +243,10 @@ fn stats_report_how_far_live_tables_are_from_the_target() {
 
     let budget = common::small_tree_with(FilterPolicy::BitsPerKeyBudget(10.0));
     let db = Db::open(dir.path(), budget).unwrap();
-    // New data above the compacted level, so that the tree has more than one level again.
-    for i in 0..2_000 {
+    // New data above the compacted level, so that the tree has more than one level again:
+    // spread over the whole key range, so that every lookup probes it (a budget gives a level
+    // that few lookups reach few bits).
+    for i in (0..5_000).step_by(5) {
         db.put(common::key(2 * i + 1), common::value(i, 1)).unwrap();
     }
     db.flush().unwrap();
@@ -289,4 +302,37 @@ fn per_level_filter_counters_add_up_to_the_stores() {
         "{:?}",
         stats.levels
     );
+}
+
+/// Under a budget, tables of one level carry different filters (written when the tree had
+/// other shapes): each level's predicted rate, weighted by how many lookups reach each of its
+/// tables, is what absent lookups measure there.
+#[test]
+fn under_a_budget_each_level_measures_its_predicted_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = common::small_tree_with(FilterPolicy::BitsPerKeyBudget(8.0));
+    let db = Db::open(dir.path(), options).unwrap();
+    let present = load_random_keys(&db, 11, 60_000);
+    for i in (0..1_000_000).filter(|i| !present.contains(i)).step_by(3) {
+        assert_eq!(db.get(common::key(i)).unwrap(), None);
+    }
+    let stats = db.stats();
+    let mut checked = 0;
+    for (l, level) in stats.levels.iter().enumerate() {
+        let absent_probes = level.filter_probes - level.filter_true_positives;
+        let Some(predicted) = level.predicted_false_positive_rate else {
+            continue;
+        };
+        // Enough expected false positives for the count to mean something (about 6%; the
+        // filters of a few small tables add their own spread to that).
+        if predicted * absent_probes as f64 >= 300.0 {
+            let measured = level.measured_false_positive_rate().unwrap();
+            assert!(
+                (measured - predicted).abs() < 0.25 * predicted,
+                "level {l}: measured {measured}, predicted {predicted}, {absent_probes} probes"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 1, "{:?}", stats.levels);
 }

@@ -1,13 +1,14 @@
 //! Compactions: picked under the shape lock with their inputs marked as taken, merged (or
 //! moved) without it, recorded in the manifest under it again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use super::lookup_shape::Span;
 use super::table_writer::NewTables;
 use super::{lock, Counters, Inner, ReadState};
 use crate::compaction::{self, Compaction, Part};
@@ -129,9 +130,15 @@ impl Inner {
         let parts = job.parts(self.options.compaction_threads);
         let expected_keys = job.all_inputs().map(|t| t.meta.entries).sum::<u64>();
         let keys_per_part = expected_keys / parts.len() as u64;
-        let writer = self
-            .table_writer()
-            .for_compaction(job.all_inputs().map(|t| &t.meta), expected_keys);
+        let inputs: HashSet<u64> = job.all_inputs().map(|t| t.meta.number).collect();
+        let (smallest, largest) = job.output_range();
+        let output = Span {
+            smallest: &smallest,
+            largest: &largest,
+            entries: expected_keys,
+            level: job.output_level,
+        };
+        let writer = self.compaction_writer(&inputs, output);
         let write_part = |part: &Part| {
             writer.write(
                 job.merged_entries_in(part),

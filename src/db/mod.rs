@@ -30,6 +30,7 @@ use crate::write_batch::WriteBatch;
 mod background;
 mod compact;
 mod flush;
+mod lookup_shape;
 mod read;
 mod recovery;
 mod table_writer;

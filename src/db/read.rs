@@ -4,6 +4,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::lookup_shape::table_shares;
 use super::{lock, Inner, ReadState};
 use crate::entry::{Entry, SeqNo};
 use crate::error::Result;
@@ -65,6 +66,7 @@ impl Inner {
         let mut index_memory_bytes = 0;
         // The targets are those of the version reported, not of one a job installed since.
         let writer = self.table_writer_on(version);
+        let mut shares = table_shares(version.tables().map(|t| &t.meta)).into_iter();
         for level in 0..version.num_levels() {
             // An empty level has no share of its own to report.
             let target_bits_per_key = match version.level(level).is_empty() {
@@ -96,15 +98,19 @@ impl Inner {
                 filter_true_positives,
                 ..LevelStats::default()
             };
-            let (mut predicted_sum, mut filtered_entries) = (0.0, 0u64);
+            let mut filtered = Vec::new();
             for handle in version.level(level) {
+                let share = shares.next().unwrap_or(0.0);
                 summary.tables += 1;
                 summary.bytes += handle.meta.file_size;
                 summary.entries += handle.meta.entries;
                 let params = handle.table.filter_params();
                 if let Some(p) = params {
-                    predicted_sum += p.predicted_false_positive_rate() * handle.meta.entries as f64;
-                    filtered_entries += handle.meta.entries;
+                    filtered.push((
+                        p.predicted_false_positive_rate(),
+                        share,
+                        handle.meta.entries,
+                    ));
                 }
                 summary.tables_off_target +=
                     usize::from(params.map(|p| p.bits_per_key()) != target_bits_per_key);
@@ -125,8 +131,7 @@ impl Inner {
                     filter_bytes,
                 });
             }
-            summary.predicted_false_positive_rate =
-                (filtered_entries > 0).then(|| predicted_sum / filtered_entries as f64);
+            summary.predicted_false_positive_rate = level_rate(&filtered);
             levels.push(summary);
         }
         Stats {
@@ -167,4 +172,16 @@ impl Inner {
             table_cache: self.table_env.table_cache.stats(),
         }
     }
+}
+
+/// A level's predicted false-positive rate from its filtered tables' (rate, share of lookups,
+/// keys): weighted by the lookups that reach each table, which is not its keys (a table
+/// written when its level was sparser spans more of the key space per key); by keys when no
+/// lookup reaches the level; `None` without filters.
+fn level_rate(tables: &[(f64, f64, u64)]) -> Option<f64> {
+    let weighted = |weight: &dyn Fn(&(f64, f64, u64)) -> f64| {
+        let total: f64 = tables.iter().map(weight).sum();
+        (total > 0.0).then(|| tables.iter().map(|t| t.0 * weight(t)).sum::<f64>() / total)
+    };
+    weighted(&|t| t.1).or_else(|| weighted(&|t| t.2 as f64))
 }

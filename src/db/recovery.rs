@@ -145,8 +145,11 @@ pub(super) fn recover(
             options: &options,
             env: &table_env,
             next_file_number: &file_numbers,
-            shape: super::table_writer::filter_groups(options.num_levels, metas.iter()),
-            job_keys: None,
+            shape: super::lookup_shape::filter_groups(
+                options.num_levels,
+                metas.iter().map(super::lookup_shape::Span::from),
+            ),
+            job_in_shape: false,
         };
         let entries = NewestVersions::new(replay.iter_from(Bound::Unbounded), SeqNo::MAX, false);
         let written = writer.write(entries, 0, replay.len() as u64, false)?;

@@ -1,10 +1,11 @@
 //! Writing sorted entries into new table files.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::lookup_shape::{filter_groups, Span};
 use crate::entry::Entry;
 use crate::error::Result;
 use crate::filename;
@@ -22,35 +23,56 @@ impl super::Inner {
 
     /// A writer that sees the tree as `version` (a filter budget allocates over it).
     pub(super) fn table_writer_on(&self, version: &Version) -> TableWriter<'_> {
-        let tables = (0..version.num_levels()).flat_map(|l| version.level(l).iter());
+        let tables = version.tables().map(|t| Span::from(&t.meta));
+        self.writer_with_shape(self.shape_of(tables), false)
+    }
+
+    /// A writer for a compaction starting now: its inputs leave their levels, and `output`,
+    /// its keys over its key range, arrives at the output level.
+    pub(super) fn compaction_writer(
+        &self,
+        inputs: &HashSet<u64>,
+        output: Span<'_>,
+    ) -> TableWriter<'_> {
+        let version = Arc::clone(&self.read_state().version);
+        let staying = version
+            .tables()
+            .filter(|t| !inputs.contains(&t.meta.number))
+            .map(|t| Span::from(&t.meta));
+        self.writer_with_shape(self.shape_of(staying.chain([output])), true)
+    }
+
+    /// The shape a writer needs: keys per level, and under a budget, the probes too (which
+    /// take a pass over the tables' key ranges).
+    fn shape_of<'t>(&self, spans: impl Iterator<Item = Span<'t>>) -> Vec<FilterGroup> {
+        if let FilterPolicy::BitsPerKeyBudget(_) = self.options.filter_policy {
+            return filter_groups(self.options.num_levels, spans);
+        }
+        let mut groups = vec![
+            FilterGroup {
+                keys: 0,
+                probes: 1.0
+            };
+            self.options.num_levels
+        ];
+        for span in spans {
+            if let Some(group) = groups.get_mut(span.level) {
+                group.keys += span.entries;
+            }
+        }
+        groups
+    }
+
+    fn writer_with_shape(&self, shape: Vec<FilterGroup>, job_in_shape: bool) -> TableWriter<'_> {
         TableWriter {
             dir: &self.dir,
             options: &self.options,
             env: &self.table_env,
             next_file_number: &self.next_file_number,
-            shape: filter_groups(self.options.num_levels, tables.map(|t| &t.meta)),
-            job_keys: None,
+            shape,
+            job_in_shape,
         }
     }
-}
-
-/// The tree's shape as a filter budget sees it: per level, the keys its tables hold and how
-/// many of its tables a lookup of an absent key probes (each level-0 table, one table of a
-/// deeper level).
-pub(super) fn filter_groups<'a>(
-    num_levels: usize,
-    tables: impl Iterator<Item = &'a TableMeta>,
-) -> Vec<FilterGroup> {
-    let mut groups = vec![FilterGroup { keys: 0, probes: 1 }; num_levels];
-    let mut level0_tables = 0;
-    for table in tables {
-        if let Some(group) = groups.get_mut(table.level as usize) {
-            group.keys += table.entries;
-        }
-        level0_tables += u64::from(table.level == 0);
-    }
-    groups[0].probes = level0_tables.max(1);
-    groups
 }
 
 /// Tables written by one flush or compaction: what the manifest records, and the readers.
@@ -84,29 +106,12 @@ pub(super) struct TableWriter<'a> {
     pub(super) next_file_number: &'a AtomicU64,
     /// The tree's shape when the job began, for a filter budget (`filter_groups`).
     pub(super) shape: Vec<FilterGroup>,
-    /// All the keys a compaction writes (written in parts, each part knows only its own).
-    pub(super) job_keys: Option<u64>,
+    /// Whether `shape` counts the job's own output already (a compaction's does, over the
+    /// key range it writes; a flush adds its keys to level 0 as one more run).
+    pub(super) job_in_shape: bool,
 }
 
 impl<'a> TableWriter<'a> {
-    /// For a compaction: its inputs leave their levels, and `keys` arrive at the output level.
-    pub(super) fn for_compaction(
-        mut self,
-        inputs: impl Iterator<Item = &'a TableMeta>,
-        keys: u64,
-    ) -> TableWriter<'a> {
-        for table in inputs {
-            if let Some(group) = self.shape.get_mut(table.level as usize) {
-                group.keys = group.keys.saturating_sub(table.entries);
-                if table.level == 0 {
-                    group.probes = group.probes.saturating_sub(1).max(1);
-                }
-            }
-        }
-        self.job_keys = Some(keys);
-        self
-    }
-
     /// Options for tables of `level`; `new_keys` are the keys the job writes there.
     pub(super) fn table_options(&self, level: u32, new_keys: u64) -> TableOptions {
         TableOptions {
@@ -122,9 +127,14 @@ impl<'a> TableWriter<'a> {
     /// table to probe); the tables keep the parameters they are written with.
     pub(super) fn filter_policy_for(&self, level: u32, new_keys: u64) -> FilterPolicy {
         let mut groups = self.shape.clone();
-        groups.resize(self.options.num_levels, FilterGroup { keys: 0, probes: 1 });
+        groups.resize(
+            self.options.num_levels,
+            FilterGroup {
+                keys: 0,
+                probes: 1.0,
+            },
+        );
         let at = level as usize;
-        let new_keys = self.job_keys.unwrap_or(new_keys);
         let at_bottom = at > 0 && groups[at + 1..].iter().all(|g| g.keys == 0);
         if self.options.no_filters_at_bottom && at_bottom {
             return FilterPolicy::Disabled;
@@ -132,9 +142,12 @@ impl<'a> TableWriter<'a> {
         let FilterPolicy::BitsPerKeyBudget(bits) = self.options.filter_policy else {
             return self.options.filter_policy;
         };
-        groups[at].keys += new_keys;
-        if at == 0 && groups[at].keys > new_keys {
-            groups[at].probes += 1;
+        if !self.job_in_shape {
+            // A new level-0 table is one more run, probed by every lookup.
+            if at == 0 && groups[at].keys > 0 {
+                groups[at].probes += 1.0;
+            }
+            groups[at].keys += new_keys;
         }
         // The budget was checked when the store was opened.
         match allocate(&groups, bits) {

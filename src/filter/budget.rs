@@ -28,13 +28,14 @@ use super::params::{FilterParams, MAX_BITS_PER_KEY};
 pub const MAX_ALLOCATED_BITS_PER_KEY: u32 = 20;
 
 /// Filters that share parameters, such as the tables of one level of an LSM tree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FilterGroup {
     /// Keys the group's filters hold between them.
     pub keys: u64,
-    /// Filters of the group a lookup of an absent key probes: 1 for tables of disjoint key
-    /// ranges (one may hold the key), the table count where every table may (level 0).
-    pub probes: u64,
+    /// Filters of the group one lookup of an absent key probes, on average: at most 1 for
+    /// tables of disjoint key ranges (one may hold the key; less when their ranges cover only
+    /// part of the keys looked up), up to the table count where every table may (level 0).
+    pub probes: f64,
 }
 
 /// Parameters for each group within an average of `bits_per_key` bits over all keys: `None`
@@ -51,9 +52,9 @@ pub fn allocate(groups: &[FilterGroup], bits_per_key: f64) -> Result<Vec<Option<
     let mut rows: Vec<u32> = monkey_rates(groups, budget as f64)
         .into_iter()
         .zip(groups)
-        .map(|(rate, group)| match (group.keys, group.probes) {
-            (0, _) => MAX_ALLOCATED_BITS_PER_KEY,
-            (_, 0) => 0,
+        .map(|(rate, group)| match group.keys {
+            0 => MAX_ALLOCATED_BITS_PER_KEY,
+            _ if group.probes <= 0.0 => 0,
             _ => row_for_rate(rate).min(MAX_ALLOCATED_BITS_PER_KEY),
         })
         .collect();
@@ -73,11 +74,18 @@ pub fn allocate(groups: &[FilterGroup], bits_per_key: f64) -> Result<Vec<Option<
 fn priced_choices(groups: &[FilterGroup], budget: u64) -> Vec<Vec<u32>> {
     let mut choices = vec![lagrangian_rows(groups, budget)];
     if let Some(largest) = (0..groups.len()).max_by_key(|&i| groups[i].keys) {
-        let ladder = std::iter::once(0).chain(2..=MAX_ALLOCATED_BITS_PER_KEY);
-        for row in ladder {
-            let Some(left) = budget.checked_sub(groups[largest].keys * u64::from(row)) else {
-                break;
-            };
+        let affordable: Vec<u32> = std::iter::once(0)
+            .chain(2..=MAX_ALLOCATED_BITS_PER_KEY)
+            .take_while(|&row| groups[largest].keys * u64::from(row) <= budget)
+            .collect();
+        // The largest group's best row is one of the highest it can afford (the bits a lower
+        // row frees go to groups too small to use them), or none when even that starves the
+        // others: trying only those keeps an allocation, done before every flush and
+        // compaction, well under a millisecond.
+        let highest = affordable.len().saturating_sub(4).max(1);
+        let rows_to_try = affordable[..1].iter().chain(&affordable[highest..]);
+        for &row in rows_to_try {
+            let left = budget - groups[largest].keys * u64::from(row);
             let mut others = groups.to_vec();
             others[largest].keys = 0;
             let mut rows = lagrangian_rows(&others, left);
@@ -103,9 +111,7 @@ fn lagrangian_rows(groups: &[FilterGroup], budget: u64) -> Vec<u32> {
         groups
             .iter()
             .map(|g| {
-                let cost = |b: u32| {
-                    g.probes as f64 * rate_of(params_of_row(b)) + price * (g.keys * b as u64) as f64
-                };
+                let cost = |b: u32| g.probes * rate_of_row(b) + price * (g.keys * b as u64) as f64;
                 *ladder
                     .iter()
                     .min_by(|&&a, &&b| cost(a).total_cmp(&cost(b)))
@@ -115,7 +121,7 @@ fn lagrangian_rows(groups: &[FilterGroup], budget: u64) -> Vec<u32> {
     };
     // ln(price): from nearly free bits to bits too dear for any filter.
     let (mut cheap, mut dear) = (-60.0_f64, 20.0_f64);
-    for _ in 0..100 {
+    for _ in 0..40 {
         let middle = (cheap + dear) / 2.0;
         match total_bits(groups, &rows_at(middle.exp())) > budget {
             true => cheap = middle,
@@ -133,7 +139,7 @@ fn expected_of_rows(groups: &[FilterGroup], rows: &[u32]) -> f64 {
     groups
         .iter()
         .zip(rows)
-        .map(|(g, &b)| g.probes as f64 * rate_of(params_of_row(b)))
+        .map(|(g, &b)| g.probes * rate_of_row(b))
         .sum()
 }
 
@@ -142,7 +148,7 @@ pub fn expected_false_positives(groups: &[FilterGroup], params: &[Option<FilterP
     groups
         .iter()
         .zip(params)
-        .map(|(g, p)| g.probes as f64 * rate_of(*p))
+        .map(|(g, p)| g.probes * rate_of(*p))
         .sum()
 }
 
@@ -163,11 +169,15 @@ fn monkey_rates(groups: &[FilterGroup], budget: f64) -> Vec<f64> {
     let rates = |ln_c: f64| -> Vec<f64> {
         groups
             .iter()
-            .map(|g| match (g.keys, g.probes) {
+            .map(|g| {
                 // Never probed: a filter would save nothing. No keys: any filter costs nothing.
-                (_, 0) => 1.0,
-                (0, _) => 0.0,
-                (keys, probes) => (ln_c.exp() * keys as f64 / probes as f64).min(1.0),
+                if g.probes <= 0.0 {
+                    1.0
+                } else if g.keys == 0 {
+                    0.0
+                } else {
+                    (ln_c.exp() * g.keys as f64 / g.probes).min(1.0)
+                }
             })
             .collect()
     };
@@ -209,6 +219,21 @@ fn rate_of(params: Option<FilterParams>) -> f64 {
     params.map_or(1.0, |p| p.predicted_false_positive_rate())
 }
 
+/// [`rate_of`] for row `bits`, from a table made once: the searches above ask it hundreds of
+/// thousands of times per allocation, and a flush or compaction allocates before it writes.
+fn rate_of_row(bits: u32) -> f64 {
+    static RATES: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    let rates = RATES.get_or_init(|| {
+        (0..=MAX_ALLOCATED_BITS_PER_KEY)
+            .map(|b| rate_of(params_of_row(b)))
+            .collect()
+    });
+    rates
+        .get(bits as usize)
+        .copied()
+        .unwrap_or_else(|| rate_of(params_of_row(bits)))
+}
+
 fn lower_row(bits: u32) -> Option<u32> {
     match bits {
         0 => None,
@@ -227,7 +252,7 @@ fn higher_row(bits: u32) -> Option<u32> {
 
 /// Expected false positives added, and bits freed, by moving group `g` from row `from` to `to`.
 fn step(group: &FilterGroup, from: u32, to: u32) -> (f64, u64) {
-    let added = group.probes as f64 * (rate_of(params_of_row(to)) - rate_of(params_of_row(from)));
+    let added = group.probes * (rate_of_row(to) - rate_of_row(from));
     let freed = group.keys * from.abs_diff(to) as u64;
     (added, freed)
 }
@@ -262,7 +287,7 @@ fn step_up_while_room(groups: &[FilterGroup], rows: &mut [u32], budget: u64) {
         let room = budget - total_bits(groups, rows);
         // A group no lookup probes gains nothing from bits.
         let best = (0..groups.len())
-            .filter(|&i| groups[i].keys > 0 && groups[i].probes > 0)
+            .filter(|&i| groups[i].keys > 0 && groups[i].probes > 0.0)
             .filter_map(|i| higher_row(rows[i]).map(|to| (i, to)))
             .filter(|&(i, to)| groups[i].keys * (to - rows[i]) as u64 <= room)
             .max_by(|&(a, to_a), &(b, to_b)| {
@@ -289,7 +314,7 @@ mod tests {
             .rev()
             .map(|up| FilterGroup {
                 keys: last_keys / ratio.pow(up),
-                probes: 1,
+                probes: 1.0,
             })
             .collect()
     }
@@ -343,20 +368,20 @@ mod tests {
             vec![
                 FilterGroup {
                     keys: 40_000,
-                    probes: 8,
+                    probes: 8.0,
                 },
                 FilterGroup {
                     keys: 1_000_000,
-                    probes: 1,
+                    probes: 1.0,
                 },
                 FilterGroup {
                     keys: 9_000_000,
-                    probes: 1,
+                    probes: 1.0,
                 },
             ],
             vec![FilterGroup {
                 keys: 12_345,
-                probes: 1,
+                probes: 1.0,
             }],
         ];
         for groups in &shapes {
@@ -383,16 +408,31 @@ mod tests {
         let groups = leveled(4, 10, 1_000_000);
         let alone = allocate(&groups, 10.0).unwrap();
         let mut with_others = groups.clone();
-        with_others.push(FilterGroup { keys: 0, probes: 1 });
-        with_others.push(FilterGroup { keys: 0, probes: 1 });
-        with_others.insert(0, FilterGroup { keys: 0, probes: 3 });
+        with_others.push(FilterGroup {
+            keys: 0,
+            probes: 1.0,
+        });
+        with_others.push(FilterGroup {
+            keys: 0,
+            probes: 1.0,
+        });
+        with_others.insert(
+            0,
+            FilterGroup {
+                keys: 0,
+                probes: 3.0,
+            },
+        );
         let params = allocate(&with_others, 10.0).unwrap();
         assert_eq!(&params[1..5], &alone[..]);
         let never_probed = [
-            FilterGroup { keys: 5, probes: 0 },
+            FilterGroup {
+                keys: 5,
+                probes: 0.0,
+            },
             FilterGroup {
                 keys: 1_000,
-                probes: 1,
+                probes: 1.0,
             },
         ];
         let params = allocate(&never_probed, 10.0).unwrap();
@@ -413,7 +453,10 @@ mod tests {
         for keys in shapes {
             let groups: Vec<FilterGroup> = keys
                 .iter()
-                .map(|&k| FilterGroup { keys: k, probes: 1 })
+                .map(|&k| FilterGroup {
+                    keys: k,
+                    probes: 1.0,
+                })
                 .collect();
             for bits in [1.0, 2.4, 5.0, 9.6, 14.0] {
                 let budget = (bits * keys.iter().sum::<u64>() as f64).floor() as u64;
@@ -442,11 +485,11 @@ mod tests {
         let groups = [
             FilterGroup {
                 keys: 1_000_000,
-                probes: 8,
+                probes: 8.0,
             },
             FilterGroup {
                 keys: 1_000_000,
-                probes: 1,
+                probes: 1.0,
             },
         ];
         let params = allocate(&groups, 8.0).unwrap();
@@ -461,7 +504,10 @@ mod tests {
         assert!(allocate(&groups, -1.0).is_err());
         assert!(allocate(&groups, f64::NAN).is_err());
         assert!(allocate(&groups, 65.0).is_err());
-        let empty = [FilterGroup { keys: 0, probes: 1 }];
+        let empty = [FilterGroup {
+            keys: 0,
+            probes: 1.0,
+        }];
         let params = allocate(&empty, 10.0).unwrap();
         assert_eq!(
             params[0].unwrap().bits_per_key(),

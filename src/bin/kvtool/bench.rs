@@ -105,7 +105,8 @@ pub struct BenchArgs {
     /// Write the results as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Write an SVG chart of reads per get and of measured against predicted rate.
+    /// Write an SVG chart of reads per get, of measured against predicted rate, and of reads
+    /// per absent get against filter memory for uniform rates and budgets.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
     /// Also run the same load and warm lookups on RocksDB and fjall (needs a build with
@@ -126,6 +127,12 @@ pub struct BenchArgs {
     /// bloomkv's table size (default: the store's), e.g. `64KiB`.
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
     table_size: Option<u64>,
+    /// Leave this many level-0 tables for the lookups, as a store under writes holds between
+    /// compactions: the last keys of the load are written after compactions settle, half a
+    /// memtable's worth per table, each flushed. Below the level-0 compaction trigger. Not
+    /// with `--stores`.
+    #[arg(long, value_name = "N", default_value_t = 0, conflicts_with = "stores")]
+    level0_tables: u64,
     /// Seed for the lookups.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -170,6 +177,71 @@ pub struct LookupFigures {
     pub gets_per_second: f64,
     p50: Duration,
     pub p99: Duration,
+    /// The same lookups level by level, level 0 first.
+    levels: Vec<LevelLookups>,
+}
+
+/// What one kind of lookup cost at one level, and the level's filters then.
+#[derive(Debug, Clone, Default)]
+struct LevelLookups {
+    tables: usize,
+    keys: u64,
+    filter_bytes: u64,
+    /// Filter probes of keys the level's tables did not hold, and the false positives among
+    /// them.
+    absent_probes: u64,
+    false_positives: u64,
+    predicted_rate: Option<f64>,
+}
+
+impl LevelLookups {
+    fn measured_rate(&self) -> Option<f64> {
+        (self.absent_probes > 0).then(|| self.false_positives as f64 / self.absent_probes as f64)
+    }
+
+    fn bits_per_key(&self) -> f64 {
+        self.filter_bytes as f64 * 8.0 / self.keys.max(1) as f64
+    }
+
+    fn to_json(&self, lookups: u64) -> serde_json::Value {
+        json!({
+            "tables": self.tables, "keys": self.keys, "filter_bytes": self.filter_bytes,
+            "filter_bits_per_key": self.bits_per_key(),
+            "absent_probes": self.absent_probes,
+            "absent_probes_per_get": self.absent_probes as f64 / lookups.max(1) as f64,
+            "false_positives": self.false_positives,
+            "predicted_false_positive_rate": self.predicted_rate,
+            "measured_false_positive_rate": self.measured_rate(),
+        })
+    }
+}
+
+/// Each level's lookups between two readings of `Stats`, and its filters at the second.
+fn level_lookups(before: &Stats, after: &Stats) -> Vec<LevelLookups> {
+    after
+        .levels
+        .iter()
+        .enumerate()
+        .map(|(l, now)| {
+            let then = before.levels.get(l).copied().unwrap_or_default();
+            let absent = |s: &bloomkv::LevelStats| s.filter_probes - s.filter_true_positives;
+            let false_positives =
+                |s: &bloomkv::LevelStats| s.filter_positives - s.filter_true_positives;
+            LevelLookups {
+                tables: now.tables,
+                keys: now.entries,
+                filter_bytes: after
+                    .tables
+                    .iter()
+                    .filter(|t| t.level == l)
+                    .map(|t| t.filter_bytes)
+                    .sum(),
+                absent_probes: absent(now) - absent(&then),
+                false_positives: false_positives(now) - false_positives(&then),
+                predicted_rate: now.predicted_false_positive_rate,
+            }
+        })
+        .collect()
 }
 
 impl LookupFigures {
@@ -204,6 +276,7 @@ impl LookupFigures {
             "io_avoided": self.io_avoided(),
             "gets_per_second": self.gets_per_second,
             "p50_us": self.p50.as_secs_f64() * 1e6, "p99_us": self.p99.as_secs_f64() * 1e6,
+            "levels": self.levels.iter().map(|l| l.to_json(self.lookups)).collect::<Vec<_>>(),
         })
     }
 }
@@ -228,6 +301,10 @@ pub struct Workload {
     pub memtable_size: Option<u64>,
     pub level1_size: Option<u64>,
     pub table_size: Option<u64>,
+    /// Keys loaded last, after compactions settle, each share flushed into a level-0 table of
+    /// its own (`--level0-tables`).
+    pub level0_tables: u64,
+    pub level0_keys_each: u64,
 }
 
 impl Workload {
@@ -250,6 +327,8 @@ impl Workload {
             memtable_size: args.memtable_size,
             level1_size: args.level1_size,
             table_size: args.table_size,
+            level0_tables: args.level0_tables,
+            level0_keys_each: memtable_keys(args),
         }
     }
 
@@ -267,6 +346,8 @@ impl Workload {
             memtable_size: None,
             level1_size: None,
             table_size: None,
+            level0_tables: 0,
+            level0_keys_each: 0,
         }
     }
 
@@ -289,13 +370,33 @@ impl Workload {
     }
 
     /// The load, in batches of [`BATCH`] (key, value) pairs, keys in random order.
+    #[cfg(feature = "peers")]
     pub fn batches(&self) -> impl Iterator<Item = Vec<([u8; 16], Vec<u8>)>> + '_ {
-        (0..self.keys.div_ceil(BATCH)).map(move |b| {
-            (b * BATCH..((b + 1) * BATCH).min(self.keys))
+        self.batches_of(0..self.keys)
+    }
+
+    /// The keys loaded `indexes`-th, in batches of [`BATCH`].
+    fn batches_of(
+        &self,
+        indexes: std::ops::Range<u64>,
+    ) -> impl Iterator<Item = Vec<([u8; 16], Vec<u8>)>> + '_ {
+        let batches = (indexes.end - indexes.start).div_ceil(BATCH);
+        (0..batches).map(move |b| {
+            let from = indexes.start + b * BATCH;
+            (from..(from + BATCH).min(indexes.end))
                 .map(|i| (bench_key(i, true), self.value(i)))
                 .collect()
         })
     }
+}
+
+/// Keys for one level-0 table of `--level0-tables`: about half a memtable's worth, so that
+/// the memtable's own bookkeeping never makes it flush twice.
+fn memtable_keys(args: &BenchArgs) -> u64 {
+    let memtable = args
+        .memtable_size
+        .unwrap_or(Options::default().memtable_size as u64);
+    (memtable / (16 + args.value_size as u64) / 2).max(1)
 }
 
 struct SettingResult {
@@ -389,6 +490,14 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         ));
     }
     let settings = parse_settings(&args.settings)?;
+    let trigger = Options::default().l0_compaction_trigger as u64;
+    if args.level0_tables >= trigger {
+        return Err(Failure::from(format!(
+            "--level0-tables {} would start a compaction: at most {}",
+            args.level0_tables,
+            trigger - 1
+        )));
+    }
     if args.peers && !cfg!(feature = "peers") {
         return Err(Failure::from(
             "--peers needs kvtool built with `--features peers`",
@@ -597,8 +706,10 @@ fn read_files_into_page_cache(dir: &Path, label: &str) -> Result<(), Failure> {
 /// compactions; returns the seconds each took.
 pub fn load_and_settle(db: &Db, workload: &Workload, label: &str) -> Result<(f64, f64), Failure> {
     let bar = progress::bar(workload.keys, &format!("load ({label})"));
+    let level0_keys = (workload.level0_tables * workload.level0_keys_each).min(workload.keys);
+    let tree_keys = workload.keys - level0_keys;
     let started = Instant::now();
-    load_bloomkv(db, workload, &bar)?;
+    load_bloomkv(db, workload, 0..tree_keys, &bar)?;
     let load_seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
     let waiting = progress::waiting(&format!("compactions ({label})"));
@@ -606,12 +717,25 @@ pub fn load_and_settle(db: &Db, workload: &Workload, label: &str) -> Result<(f64
     db.wait_for_background_work()?;
     let settle_seconds = settling.elapsed().as_secs_f64();
     waiting.finish_and_clear();
+    // Fewer tables than the trigger: no compaction takes them.
+    let each = workload.level0_keys_each.max(1);
+    let mut from = tree_keys;
+    while from < workload.keys {
+        let to = (from + each).min(workload.keys);
+        load_bloomkv(db, workload, from..to, &ProgressBar::hidden())?;
+        from = to;
+    }
     Ok((load_seconds, settle_seconds))
 }
 
-/// Writes the workload's keys into `db` in batches, then flushes the memtable.
-fn load_bloomkv(db: &Db, workload: &Workload, bar: &ProgressBar) -> Result<(), Failure> {
-    for pairs in workload.batches() {
+/// Writes the workload's keys `indexes` into `db` in batches, then flushes the memtable.
+fn load_bloomkv(
+    db: &Db,
+    workload: &Workload,
+    indexes: std::ops::Range<u64>,
+    bar: &ProgressBar,
+) -> Result<(), Failure> {
+    for pairs in workload.batches_of(indexes) {
         let mut batch = WriteBatch::new();
         for (key, value) in &pairs {
             batch.put(key, value);
@@ -623,17 +747,40 @@ fn load_bloomkv(db: &Db, workload: &Workload, bar: &ProgressBar) -> Result<(), F
     Ok(())
 }
 
-/// The number of tables a lookup of `key` consults (those whose key range covers it: what
-/// the lookup would read without filters), and the sum of their predicted rates (a table
-/// without a filter counts 1: it always costs a read).
-fn consulted_tables(stats: &Stats, key: &[u8]) -> (u64, f64) {
-    stats
-        .tables
-        .iter()
-        .filter(|t| t.smallest_key.as_slice() <= key && key <= t.largest_key.as_slice())
-        .fold((0, 0.0), |(n, p), t| {
+/// The tables of a `Stats`, arranged to find those whose key range covers a key: level 0's
+/// all (they overlap), one by binary search in each deeper level (sorted, disjoint).
+struct CoveringTables<'s> {
+    levels: Vec<Vec<&'s bloomkv::TableStats>>,
+}
+
+impl<'s> CoveringTables<'s> {
+    fn new(stats: &'s Stats) -> CoveringTables<'s> {
+        let mut levels: Vec<Vec<&bloomkv::TableStats>> = vec![Vec::new(); stats.levels.len()];
+        for table in &stats.tables {
+            levels[table.level].push(table);
+        }
+        for level in levels.iter_mut().skip(1) {
+            level.sort_by(|a, b| a.smallest_key.cmp(&b.smallest_key));
+        }
+        CoveringTables { levels }
+    }
+
+    /// The number of tables a lookup of `key` consults (those whose key range covers it:
+    /// what the lookup would read without filters), and the sum of their predicted rates (a
+    /// table without a filter counts 1: it always costs a read).
+    fn consulted(&self, key: &[u8]) -> (u64, f64) {
+        let covers = |t: &&&bloomkv::TableStats| {
+            t.smallest_key.as_slice() <= key && key <= t.largest_key.as_slice()
+        };
+        let level0 = self.levels.first().into_iter().flatten().filter(covers);
+        let deeper = self.levels.iter().skip(1).filter_map(|level| {
+            let at = level.partition_point(|t| t.largest_key.as_slice() < key);
+            level.get(at).filter(covers)
+        });
+        level0.chain(deeper).fold((0, 0.0), |(n, p), t| {
             (n + 1, p + t.predicted_false_positive_rate.unwrap_or(1.0))
         })
+    }
 }
 
 fn lookups(
@@ -642,12 +789,12 @@ fn lookups(
     present: bool,
     what: &str,
 ) -> Result<LookupFigures, Failure> {
-    // Drawn before the tables are counted, which takes a moment for many keys.
     let bar = progress::bar(keys.len() as u64, what);
     let before = db.stats();
+    let covering = CoveringTables::new(&before);
     let (consulted, predicted) = keys
         .iter()
-        .map(|k| consulted_tables(&before, k))
+        .map(|k| covering.consulted(k))
         .fold((0, 0.0), |(n, p), (kn, kp)| (n + kn, p + kp));
     let mut latencies = Vec::with_capacity(keys.len());
     let started = Instant::now();
@@ -682,6 +829,7 @@ fn lookups(
         gets_per_second: keys.len() as f64 / elapsed,
         p50: percentile(0.50),
         p99: percentile(0.99),
+        levels: level_lookups(&before, &after),
     })
 }
 
@@ -691,6 +839,13 @@ fn print_header(args: &BenchArgs) {
         "bloomkv bench: {} keys of 16 bytes, {}-byte {} values, random order; {} warm and {} cold lookups of each kind",
         args.keys, args.value_size, args.values.name(), args.lookups, args.cold_lookups
     );
+    if args.level0_tables > 0 {
+        println!(
+            "the last {} keys go into {} level-0 tables after compactions settle",
+            args.level0_tables * memtable_keys(args),
+            args.level0_tables
+        );
+    }
 }
 
 fn print_report(args: &BenchArgs, results: &[SettingResult]) {
@@ -729,6 +884,30 @@ fn print_report(args: &BenchArgs, results: &[SettingResult]) {
             a.p50.as_secs_f64() * 1e6,
             a.p99.as_secs_f64() * 1e6,
         );
+    }
+    println!();
+    println!("absent keys (warm), level by level (levels with tables):");
+    println!("  setting  level  tables      keys  filter bits/key  probes/get  predicted fpr  measured fpr  false positives");
+    for r in results {
+        let a = &r.warm_absent;
+        for (l, level) in a.levels.iter().enumerate().filter(|(_, l)| l.tables > 0) {
+            println!(
+                "  {:<7}  {:>5}  {:>6}  {:>8}  {:>15.2}  {:>10.3}  {:>13}  {:>12}  {:>15}",
+                r.label,
+                l,
+                level.tables,
+                level.keys,
+                level.bits_per_key(),
+                level.absent_probes as f64 / a.lookups.max(1) as f64,
+                level
+                    .predicted_rate
+                    .map_or("-".into(), |p| format!("{p:.5}")),
+                level
+                    .measured_rate()
+                    .map_or("-".into(), |m| format!("{m:.5}")),
+                level.false_positives,
+            );
+        }
     }
     println!();
     println!("present keys (warm):");
@@ -786,6 +965,8 @@ fn results_json(args: &BenchArgs, results: &[SettingResult]) -> serde_json::Valu
     json!({
         "keys": args.keys, "key_size": 16, "value_size": args.value_size, "values": args.values.name(),
         "lookups": args.lookups, "cold_lookups": args.cold_lookups, "seed": args.seed,
+        "memtable_size": args.memtable_size, "level1_size": args.level1_size,
+        "table_size": args.table_size, "level0_tables": args.level0_tables,
         "settings": settings,
     })
 }
@@ -796,7 +977,7 @@ fn plot_svg(results: &[SettingResult]) -> String {
     let (w, h, pad) = (420.0, 300.0, 50.0);
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n",
-        2.0 * w
+        3.0 * w
     );
     svg.push_str("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
     // Left: bars of reads per absent get.
@@ -864,6 +1045,86 @@ fn plot_svg(results: &[SettingResult]) -> String {
             ));
         }
     }
+    plot_reads_against_memory(&mut svg, results, 2.0 * w, w, h, pad);
     svg.push_str("</svg>\n");
     svg
+}
+
+/// A chart at `x0`: reads per absent-key get (log scale) against filter memory, one line for
+/// uniform rates and one for budgets, each point labelled with its setting.
+fn plot_reads_against_memory(
+    svg: &mut String,
+    results: &[SettingResult],
+    x0: f64,
+    w: f64,
+    h: f64,
+    pad: f64,
+) {
+    let point = |r: &SettingResult| {
+        let reads = r.warm_absent.reads_per_get();
+        (r.filter_memory_bytes > 0 && reads > 0.0)
+            .then(|| (r.filter_memory_bytes as f64 / (1 << 20) as f64, reads))
+    };
+    // (memory MiB, reads per get, setting) of one series.
+    type Points<'r> = Vec<(f64, f64, &'r str)>;
+    let series: Vec<(&str, &str, Points)> = [
+        ("uniform rate", "#4a7ab7", false),
+        ("budget", "#c0392b", true),
+    ]
+    .into_iter()
+    .map(|(name, colour, budget)| {
+        let mut points: Vec<(f64, f64, &str)> = results
+            .iter()
+            .filter(|r| r.label.starts_with("budget:") == budget)
+            .filter_map(|r| point(r).map(|(x, y)| (x, y, r.label.as_str())))
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        (name, colour, points)
+    })
+    .collect();
+    let all = || series.iter().flat_map(|(_, _, p)| p.iter());
+    svg.push_str(&format!(
+        "<text x=\"{:.1}\" y=\"20\">reads per absent get (log scale) against filter MiB</text>\n",
+        x0 + pad
+    ));
+    if all().next().is_none() {
+        return;
+    }
+    let max_x = all().map(|p| p.0).fold(0.0, f64::max) * 1.1;
+    let (lo, hi) = all().fold((f64::MAX, f64::MIN), |(lo, hi), p| {
+        (lo.min(p.1.log10()), hi.max(p.1.log10()))
+    });
+    let (lo, hi) = (lo.floor(), hi.ceil().max(lo.floor() + 1.0));
+    let sx = |x: f64| x0 + pad + (w - 2.0 * pad) * x / max_x;
+    let sy = |y: f64| h - pad - (h - 2.0 * pad) * (y.log10() - lo) / (hi - lo);
+    for decade in (lo as i32)..=(hi as i32) {
+        svg.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\">1e{decade}</text>\n",
+            x0 + 5.0,
+            sy(10f64.powi(decade))
+        ));
+    }
+    svg.push_str(&format!(
+        "<text x=\"{:.1}\" y=\"{:.1}\">filter MiB (0 to {max_x:.2})</text>\n",
+        x0 + w / 2.0 - 40.0,
+        h - pad + 30.0
+    ));
+    for (i, (name, colour, points)) in series.iter().enumerate() {
+        let path: Vec<String> = points
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", sx(p.0), sy(p.1)))
+            .collect();
+        svg.push_str(&format!(
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{name}</text>\n",
+            path.join(" "),
+            x0 + w - pad - 80.0,
+            36.0 + 14.0 * i as f64
+        ));
+        for (x, y, label) in points {
+            svg.push_str(&format!(
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{label}</text>\n",
+                sx(*x), sy(*y), sx(*x) + 5.0, sy(*y) - 5.0
+            ));
+        }
+    }
 }
