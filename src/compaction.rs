@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use crate::entry::{Entry, SeqNo};
 use crate::error::Result;
-use crate::iter::{EntryStream, MergingIterator, NewestVersions};
+use crate::iter::{EntryStream, KeptVersions, MergingIterator};
 use crate::manifest::TableMeta;
 use crate::options::Options;
 use crate::sstable::{BlockReads, Table};
@@ -94,7 +94,13 @@ impl Compaction {
     /// The tables of one level below 0 are sorted and disjoint, so they make one stream, read
     /// one table after another: the merge then compares a key against one head per level, not
     /// one per table (a level-0 merge may take a hundred tables of its output level).
-    pub fn merged_entries_in(&self, part: &Part) -> impl Iterator<Item = Result<Entry>> {
+    /// Of each key, the newest version and the newest each of `snapshots` (live snapshots'
+    /// numbers) sees are kept.
+    pub fn merged_entries_in(
+        &self,
+        part: &Part,
+        snapshots: &[SeqNo],
+    ) -> impl Iterator<Item = Result<Entry>> {
         let in_part: Vec<&Arc<TableHandle>> =
             self.all_inputs().filter(|t| part.meets(&t.meta)).collect();
         let mut streams: Vec<EntryStream> = Vec::new();
@@ -108,16 +114,19 @@ impl Compaction {
             ));
         }
         let at_bottom = self.drop_tombstones;
-        NewestVersions::new(MergingIterator::new(streams), SeqNo::MAX, at_bottom).map(
-            move |entry| {
-                entry.map(|mut e| {
-                    if at_bottom {
-                        e.seq = 0;
-                    }
-                    e
-                })
-            },
-        )
+        // At the bottom, a version every reader sees (at or below the oldest snapshot) needs
+        // no number: zeroed, it compresses better. It is the only one kept of its key at or
+        // below that snapshot, so the order of the key's versions stays.
+        let seen_by_all = snapshots.iter().copied().min().unwrap_or(SeqNo::MAX);
+        let kept = KeptVersions::new(MergingIterator::new(streams), snapshots.to_vec(), at_bottom);
+        kept.map(move |entry| {
+            entry.map(|mut e| {
+                if at_bottom && e.seq <= seen_by_all {
+                    e.seq = 0;
+                }
+                e
+            })
+        })
     }
 
     /// Splits the merge into at most `max_parts` key ranges of about equal bytes, to be merged

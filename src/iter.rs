@@ -141,6 +141,101 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for NewestVersions<I> {
     }
 }
 
+/// What a flush or compaction writes of a sorted stream: of each key's versions, the newest,
+/// and for each live snapshot the newest it can see (RocksDB keeps versions the same way).
+/// The snapshots split the sequence numbers into stripes, `..=s1`, `s1+1..=s2`, ...,
+/// `sn+1..`; a version older than another of its stripe is seen by no reader, and goes.
+/// With `drop_tombstones` (nothing lies below the output), a tombstone that is the oldest
+/// version kept goes too: with nothing older left to hide, "deleted" and "absent" read the
+/// same at every snapshot.
+pub struct KeptVersions<I> {
+    inner: I,
+    /// Live snapshots, ascending.
+    snapshots: Vec<SeqNo>,
+    drop_tombstones: bool,
+    /// The versions kept of the key being read, newest first, and the stripe of the last.
+    key_versions: Vec<Entry>,
+    last_stripe: usize,
+    /// Versions ready to be returned, in order.
+    ready: std::collections::VecDeque<Entry>,
+    done: bool,
+}
+
+impl<I: Iterator<Item = Result<Entry>>> KeptVersions<I> {
+    /// Wraps a sorted stream; `snapshots` in any order.
+    pub fn new(inner: I, mut snapshots: Vec<SeqNo>, drop_tombstones: bool) -> Self {
+        snapshots.sort_unstable();
+        snapshots.dedup();
+        KeptVersions {
+            inner,
+            snapshots,
+            drop_tombstones,
+            key_versions: Vec::new(),
+            last_stripe: 0,
+            ready: std::collections::VecDeque::new(),
+            done: false,
+        }
+    }
+
+    /// The stripe of `seq`: how many snapshots are older than it.
+    fn stripe(&self, seq: SeqNo) -> usize {
+        self.snapshots.partition_point(|&s| s < seq)
+    }
+
+    /// Passes the versions kept of the key just finished on to `ready`.
+    fn finish_key(&mut self) {
+        if self.drop_tombstones {
+            while self.key_versions.last().is_some_and(Entry::is_tombstone) {
+                self.key_versions.pop();
+            }
+        }
+        self.ready.extend(self.key_versions.drain(..));
+    }
+}
+
+impl<I: Iterator<Item = Result<Entry>>> Iterator for KeptVersions<I> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        loop {
+            if let Some(entry) = self.ready.pop_front() {
+                return Some(Ok(entry));
+            }
+            if self.done {
+                return None;
+            }
+            match self.inner.next() {
+                None => {
+                    self.done = true;
+                    self.finish_key();
+                }
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                Some(Ok(entry)) => {
+                    let stripe = self.stripe(entry.seq);
+                    match self.key_versions.last() {
+                        Some(last) if last.key == entry.key => {
+                            // Versions come newest first: an older one in the same stripe
+                            // is hidden from every reader.
+                            if stripe != self.last_stripe {
+                                self.last_stripe = stripe;
+                                self.key_versions.push(entry);
+                            }
+                        }
+                        _ => {
+                            self.finish_key();
+                            self.last_stripe = stripe;
+                            self.key_versions.push(entry);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Iterator over key-value pairs of the store as of one moment, in key order.
 pub struct DbIterator {
     inner: NewestVersions<MergingIterator>,

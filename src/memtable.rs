@@ -82,6 +82,15 @@ impl MemTable {
         })
     }
 
+    /// Whether the newest version of `key` at most `snapshot` is a value or a tombstone,
+    /// without copying the value.
+    pub fn kind_of(&self, key: &[u8], snapshot: SeqNo) -> Option<ValueKind> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let start = (key.to_vec(), Reverse(snapshot));
+        let ((found_key, _), (kind, _)) = map.range(start..).next()?;
+        (found_key.as_slice() == key).then_some(*kind)
+    }
+
     /// Approximate memory held by keys, values and bookkeeping.
     pub fn approximate_bytes(&self) -> usize {
         self.approximate_bytes.load(Ordering::Relaxed)

@@ -133,6 +133,18 @@ impl ReadCounters {
 }
 
 impl ReadCountersSnapshot {
+    /// Both tallies together.
+    pub fn plus(&self, other: &ReadCountersSnapshot) -> ReadCountersSnapshot {
+        ReadCountersSnapshot {
+            filter_probes: self.filter_probes + other.filter_probes,
+            filter_negatives: self.filter_negatives + other.filter_negatives,
+            filter_positives: self.filter_positives + other.filter_positives,
+            filter_true_positives: self.filter_true_positives + other.filter_true_positives,
+            data_block_reads: self.data_block_reads + other.data_block_reads,
+            bytes_read: self.bytes_read + other.bytes_read,
+        }
+    }
+
     /// What happened between `earlier` and `self` (saturating at zero).
     pub fn since(&self, earlier: &ReadCountersSnapshot) -> ReadCountersSnapshot {
         ReadCountersSnapshot {

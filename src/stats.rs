@@ -120,6 +120,10 @@ pub struct Stats {
     pub write_stalls: u64,
     /// Time writes spent delayed or stalled, in microseconds.
     pub stall_micros: u64,
+    /// Snapshots alive now, and the sequence number of the oldest: flushes and compactions
+    /// keep the versions it sees.
+    pub live_snapshots: usize,
+    pub oldest_snapshot: Option<u64>,
     /// Bytes of keys and values the user wrote (the measure of write amplification).
     pub user_bytes_written: u64,
     /// Bytes appended to WAL files: records with their headers.

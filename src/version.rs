@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::entry::{Entry, SeqNo};
+use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::Result;
 use crate::filter::KeyHash;
 use crate::iter::EntryStream;
@@ -105,39 +105,60 @@ impl Version {
         self.levels[level].iter().map(|t| t.meta.file_size).sum()
     }
 
-    /// The newest entry for `key` in any table, asking each candidate table's filter first.
-    /// `hash` is the key's hash, computed once by the caller for all tables; what the lookup
-    /// cost is added to `counters` once, at its end.
+    /// The newest entry for `key` at most `snapshot` in any table, asking each candidate
+    /// table's filter first. `hash` is the key's hash, computed once by the caller for all
+    /// tables; what the lookup cost is added to `counters` once, at its end.
     pub fn get(
         &self,
         key: &[u8],
+        snapshot: SeqNo,
         hash: &KeyHash,
         counters: &ReadCounters,
     ) -> Result<Option<Entry>> {
-        let mut tally = ReadCountersSnapshot::default();
-        let found = self.lookup(key, hash, &mut tally, counters);
-        counters.add(&tally);
-        found
+        self.first_holding(key, counters, |table, tally| {
+            table.lookup(key, snapshot, hash, tally)
+        })
     }
 
-    /// Each table's filter counts go to its level's counters as it is probed; the rest of the
-    /// lookup's tally, to the store's, once at the end.
-    fn lookup(
+    /// Whether the newest version of `key` at most `snapshot` in any table is a value or a
+    /// tombstone, without copying the value out.
+    pub fn kind_of(
         &self,
         key: &[u8],
+        snapshot: SeqNo,
         hash: &KeyHash,
-        tally: &mut ReadCountersSnapshot,
         counters: &ReadCounters,
-    ) -> Result<Option<Entry>> {
+    ) -> Result<Option<ValueKind>> {
+        self.first_holding(key, counters, |table, tally| {
+            table.lookup_kind(key, snapshot, hash, tally)
+        })
+    }
+
+    /// Asks `find` of each table that may hold `key`, newest first, until one answers. Each
+    /// table's filter counts go to its level's counters as it is probed; the rest of the
+    /// lookup's tally, to the store's, once at the end.
+    fn first_holding<T>(
+        &self,
+        key: &[u8],
+        counters: &ReadCounters,
+        find: impl Fn(&Table, &mut ReadCountersSnapshot) -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
+        let mut tally = ReadCountersSnapshot::default();
+        let mut found = Ok(None);
         for handle in self.candidate_tables(key) {
-            let before = *tally;
-            let found = handle.table.lookup(key, SeqNo::MAX, hash, tally);
-            counters.add_level(handle.meta.level as usize, &before, tally);
-            if let Some(entry) = found? {
-                return Ok(Some(entry));
+            let before = tally;
+            let answer = find(&handle.table, &mut tally);
+            counters.add_level(handle.meta.level as usize, &before, &tally);
+            match answer {
+                Ok(None) => continue,
+                other => {
+                    found = other;
+                    break;
+                }
             }
         }
-        Ok(None)
+        counters.add(&tally);
+        found
     }
 
     /// The tables that may hold `key`, in the order a lookup must ask them: level-0 tables

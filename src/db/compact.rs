@@ -139,9 +139,10 @@ impl Inner {
             level: job.output_level,
         };
         let writer = self.compaction_writer(&inputs, output);
+        let snapshots = self.live_snapshots();
         let write_part = |part: &Part| {
             writer.write(
-                job.merged_entries_in(part),
+                job.merged_entries_in(part, &snapshots),
                 job.output_level as u32,
                 keys_per_part,
                 true,

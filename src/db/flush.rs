@@ -7,10 +7,9 @@ use std::sync::Arc;
 
 use super::table_writer::NewTables;
 use super::{lock, Counters, Inner, ReadState};
-use crate::entry::SeqNo;
 use crate::error::Result;
 use crate::filename::{self, FileKind};
-use crate::iter::NewestVersions;
+use crate::iter::KeptVersions;
 use crate::manifest::VersionEdit;
 use crate::memtable::MemTable;
 
@@ -30,7 +29,8 @@ impl Inner {
     /// Writes `mem` as level-0 tables without holding the shape lock (compactions go on
     /// meanwhile), then records them and drops the memtable from the read state.
     fn flush_memtable(&self, mem: Arc<MemTable>) -> Result<()> {
-        let entries = NewestVersions::new(mem.iter_from(Bound::Unbounded), SeqNo::MAX, false);
+        let snapshots = self.live_snapshots();
+        let entries = KeptVersions::new(mem.iter_from(Bound::Unbounded), snapshots, false);
         let NewTables { added, opened } =
             self.table_writer()
                 .write(entries, 0, mem.len() as u64, false)?;

@@ -31,13 +31,16 @@ mod background;
 mod compact;
 mod flush;
 mod lookup_shape;
+mod multi_get;
 mod read;
 mod recovery;
+mod snapshot;
 mod table_writer;
 mod write;
 mod write_group;
 
 use recovery::recover;
+pub use snapshot::Snapshot;
 
 /// What recovery found in the WAL when the store was opened.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -105,6 +108,15 @@ struct ReadState {
     /// Frozen memtables waiting to be flushed, newest first.
     immutable: Vec<Arc<MemTable>>,
     version: Arc<Version>,
+}
+
+impl ReadState {
+    /// The memtables holding anything, newest first.
+    fn memtables(&self) -> impl Iterator<Item = &Arc<MemTable>> {
+        std::iter::once(&self.mem)
+            .chain(&self.immutable)
+            .filter(|m| !m.is_empty())
+    }
 }
 
 /// Held by the one thread writing at a time.
@@ -307,6 +319,8 @@ struct Inner {
     shape: Mutex<ShapeState>,
     /// Sequence number of the last write visible to readers.
     visible_seq: AtomicU64,
+    /// Live snapshots, whose versions flushes and compactions keep.
+    snapshots: Mutex<snapshot::SnapshotList>,
     next_file_number: AtomicU64,
     background: Mutex<BackgroundState>,
     /// Signalled when there is background work, and when background work finished.
@@ -449,19 +463,50 @@ impl Db {
         check_key_len(key)?;
         Ok(self
             .inner
-            .get_entry(key)?
+            .get_entry(key, None)?
             .filter(|e| !e.is_tombstone())
             .map(|e| e.value))
     }
 
+    /// The values of `keys`, in their order (`None` for an absent or deleted key), all read
+    /// at one moment. Faster than a `get` per key: every key is hashed once, the filters of
+    /// all keys are asked before any data block is read, and each block several keys need
+    /// is read once, in table and file order. Keys may repeat and come in any order.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner.multi_get(keys, None)
+    }
+
+    /// Whether `key` holds a value, answered like `get` but without copying the value out.
+    pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        check_key_len(key)?;
+        self.inner.contains_key(key, None)
+    }
+
+    /// `false` when `key` is surely absent; `true` when it may be present. Asks the memtables
+    /// and the tables' filters only, never a data block: cheaper than `get`, and a `true` may
+    /// be a filter's false positive (or a table without a filter). An oversized key is never
+    /// stored, so it is surely absent.
+    pub fn may_contain(&self, key: impl AsRef<[u8]>) -> bool {
+        let key = key.as_ref();
+        check_key_len(key).is_ok() && self.inner.may_contain(key)
+    }
+
+    /// A consistent view of the store as of now: reads through it see every write made
+    /// before and none after, until it is dropped (see [`Snapshot`]).
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        self.inner.take_snapshot()
+    }
+
     /// Every pair in key order, as of now (later writes are not seen).
     pub fn iter(&self) -> DbIterator {
-        self.inner.iter(Bound::Unbounded, Bound::Unbounded, None)
+        self.inner
+            .iter(Bound::Unbounded, Bound::Unbounded, None, None)
     }
 
     /// Pairs with keys in `[start, end)` bounds, in key order, as of now.
     pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> DbIterator {
-        self.inner.iter(start, end.map(|k| k.to_vec()), None)
+        self.inner.iter(start, end.map(|k| k.to_vec()), None, None)
     }
 
     /// Pairs whose key starts with `prefix`, in key order, as of now.
@@ -471,6 +516,7 @@ impl Db {
             Bound::Included(prefix),
             Bound::Unbounded,
             Some(prefix.to_vec()),
+            None,
         )
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::lookup_shape::table_shares;
 use super::{lock, Inner, ReadState};
-use crate::entry::{Entry, SeqNo};
+use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::Result;
 use crate::filter::KeyHash;
 use crate::iter::{DbIterator, EntryStream};
@@ -14,24 +14,57 @@ use crate::stats::{LevelStats, Stats, TableStats};
 
 impl Inner {
     /// The read state, then the sequence number: in that order every table of the state holds
-    /// only entries at or below the number (tables keep only each key's newest version, so a
-    /// number taken first could hide a version a concurrent flush collapsed away), and what
-    /// the state lacks is whole later memtables: the reader sees a prefix of the history.
-    pub(super) fn snapshot(&self) -> (Arc<ReadState>, SeqNo) {
+    /// only entries at or below the number (a flush or compaction keeps, of each key, the
+    /// newest version and those live snapshots see, so a number taken first could miss a
+    /// version a concurrent flush collapsed away), and what the state lacks is whole later
+    /// memtables: the reader sees a prefix of the history. At a snapshot's number `at`, the
+    /// newest state serves: the versions the snapshot sees are kept for as long as it lives.
+    pub(super) fn view(&self, at: Option<SeqNo>) -> (Arc<ReadState>, SeqNo) {
         let state = self.read_state();
-        (state, self.visible_seq.load(Ordering::Acquire))
+        let seq = at.unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire));
+        (state, seq)
     }
 
-    pub(super) fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
-        let (state, snapshot) = self.snapshot();
-        let memtables = std::iter::once(&state.mem).chain(&state.immutable);
-        for mem in memtables.filter(|m| !m.is_empty()) {
-            if let Some(entry) = mem.get(key, snapshot) {
+    pub(super) fn get_entry(&self, key: &[u8], at: Option<SeqNo>) -> Result<Option<Entry>> {
+        let (state, seq) = self.view(at);
+        for mem in state.memtables() {
+            if let Some(entry) = mem.get(key, seq) {
                 return Ok(Some(entry));
             }
         }
         let hash = KeyHash::of(key);
-        state.version.get(key, &hash, &self.table_env.counters)
+        state.version.get(key, seq, &hash, &self.table_env.counters)
+    }
+
+    /// Whether `key` holds a value at `at` (now, without it), from the memtables, the
+    /// filters, the indexes and at most the data blocks' keys: no value is copied.
+    pub(super) fn contains_key(&self, key: &[u8], at: Option<SeqNo>) -> Result<bool> {
+        let (state, seq) = self.view(at);
+        let in_memory = state.memtables().find_map(|mem| mem.kind_of(key, seq));
+        let kind = match in_memory {
+            Some(kind) => Some(kind),
+            None => {
+                let hash = KeyHash::of(key);
+                (state.version).kind_of(key, seq, &hash, &self.table_env.counters)?
+            }
+        };
+        Ok(kind == Some(ValueKind::Value))
+    }
+
+    /// `false` when `key` is surely absent now: the memtables say it is deleted, or none holds
+    /// it and every table's filter rules it out. Reads nothing from disk and counts nothing
+    /// (the filter counters measure lookups that go on to the data).
+    pub(super) fn may_contain(&self, key: &[u8]) -> bool {
+        let (state, seq) = self.view(None);
+        if let Some(kind) = state.memtables().find_map(|mem| mem.kind_of(key, seq)) {
+            return kind == ValueKind::Value;
+        }
+        let hash = KeyHash::of(key);
+        let found = state
+            .version
+            .candidate_tables(key)
+            .any(|handle| handle.table.may_contain(&hash));
+        found
     }
 
     pub(super) fn iter(
@@ -39,14 +72,15 @@ impl Inner {
         start: Bound<&[u8]>,
         end: Bound<Vec<u8>>,
         prefix: Option<Vec<u8>>,
+        at: Option<SeqNo>,
     ) -> DbIterator {
-        let (state, snapshot) = self.snapshot();
+        let (state, seq) = self.view(at);
         let mut sources: Vec<EntryStream> = std::iter::once(&state.mem)
             .chain(&state.immutable)
             .map(|m| Box::new(m.iter_from(start)) as EntryStream)
             .collect();
         sources.extend(state.version.streams_from(start));
-        DbIterator::new(sources, snapshot, end, prefix)
+        DbIterator::new(sources, seq, end, prefix)
     }
 
     pub(super) fn stats(&self) -> Stats {
@@ -134,6 +168,10 @@ impl Inner {
             summary.predicted_false_positive_rate = level_rate(&filtered);
             levels.push(summary);
         }
+        let (live_snapshots, oldest_snapshot) = {
+            let snapshots = lock(&self.snapshots);
+            (snapshots.len(), snapshots.oldest())
+        };
         Stats {
             filter_probes: counters.filter_probes,
             filter_negatives: counters.filter_negatives,
@@ -146,6 +184,8 @@ impl Inner {
             memtable_bytes: state.mem.approximate_bytes() as u64,
             immutable_memtables: state.immutable.len(),
             last_sequence: self.visible_seq.load(Ordering::Acquire),
+            live_snapshots,
+            oldest_snapshot,
             flushes: self.counters.flushes.load(Ordering::Relaxed),
             compactions: self.counters.compactions.load(Ordering::Relaxed),
             trivial_moves: self.counters.trivial_moves.load(Ordering::Relaxed),

@@ -278,6 +278,7 @@ impl Parts {
                 compacting: Default::default(),
             }),
             visible_seq: AtomicU64::new(self.last_seq),
+            snapshots: Mutex::new(Default::default()),
             next_file_number: AtomicU64::new(self.next_file),
             background: Mutex::new(BackgroundState::default()),
             background_cv: Condvar::new(),

@@ -185,17 +185,26 @@ impl<'a> TableWriter<'a> {
         let table_options = self.table_options(level, expected_keys);
         // A builder dropped unfinished deletes its temporary file.
         let mut current: Option<(u64, TableBuilder)> = None;
+        let mut last_key = Vec::new();
         for entry in entries {
             let entry = entry?;
+            // A table is cut only between keys: the versions of one key (kept for snapshots)
+            // stay in one table, or a level's tables would overlap and a lookup, which asks
+            // one table per level, would miss the older versions.
+            let full = current.as_ref().is_some_and(|(_, b)| {
+                b.estimated_file_size() >= self.options.table_size && entry.key != last_key
+            });
+            if cut_at_table_size && full {
+                let (number, builder) = current.take().expect("a table is open");
+                self.finish_table(number, builder, level, out)?;
+            }
             let (_, builder) = match &mut current {
                 Some(open) => open,
                 None => current.insert(self.start_table(table_options, expected_keys)?),
             };
             builder.add(&entry)?;
-            if cut_at_table_size && builder.estimated_file_size() >= self.options.table_size {
-                let (number, builder) = current.take().expect("a table is open");
-                self.finish_table(number, builder, level, out)?;
-            }
+            last_key.clear();
+            last_key.extend_from_slice(&entry.key);
         }
         if let Some((number, builder)) = current {
             self.finish_table(number, builder, level, out)?;

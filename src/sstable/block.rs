@@ -163,8 +163,8 @@ pub struct BlockIter {
     key: Vec<u8>,
     has_prev: bool,
     prev_seq: SeqNo,
-    /// An entry found by `seek`, handed out by the next `next_entry`.
-    pending: Option<Entry>,
+    /// An entry found by `seek` (its key in `key`), handed out by the next `next_entry`.
+    pending: Option<RawEntry>,
     failed: bool,
 }
 
@@ -207,8 +207,8 @@ impl BlockIter {
     /// The next entry in order; `None` at the end of the block. After an error the iterator
     /// stays at the end.
     pub fn next_entry(&mut self) -> Result<Option<Entry>, Malformed> {
-        if let Some(e) = self.pending.take() {
-            return Ok(Some(e));
+        if let Some(raw) = self.pending.take() {
+            return Ok(Some(self.to_entry(raw)));
         }
         if self.failed {
             return Ok(None);
@@ -221,6 +221,14 @@ impl BlockIter {
                 Err(e)
             }
         }
+    }
+
+    /// The key and kind of the entry a `seek` found, without copying its value; `None` when
+    /// the seek ran off the end of the block.
+    pub fn sought(&self) -> Option<(&[u8], ValueKind)> {
+        self.pending
+            .as_ref()
+            .map(|raw| (self.key.as_slice(), raw.kind))
     }
 
     /// The key and sequence number of the entry at restart point `i`. A restart entry shares
@@ -278,7 +286,7 @@ impl BlockIter {
         self.has_prev = false;
         while let Some(raw) = self.decode_next()? {
             if entry_order(&self.key, raw.seq, key, seq) != Ordering::Less {
-                self.pending = Some(self.to_entry(raw));
+                self.pending = Some(raw);
                 break;
             }
         }

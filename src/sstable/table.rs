@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use super::block::{Block, BlockIter};
 use super::filter_block;
-use super::format::{check_block, BlockHandle, BlockKind, Footer, FOOTER_LEN};
+use super::format::{check_block, BlockHandle, BlockKind, Footer, Malformed, FOOTER_LEN};
 use super::index::{self, BlockIndex};
 use super::iter::TableIterator;
 use super::properties::TableProperties;
 use super::readahead::ReadAhead;
 use crate::cache::{next_table_id, BlockCache, TableCache};
-use crate::entry::{Entry, SeqNo};
+use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::{BloomFilter, FilterParams, KeyHash};
 use crate::fs::{RandomAccessFile, SharedFs};
@@ -310,8 +310,9 @@ impl Table {
     }
 
     /// [`get_at`](Self::get_at), counting into `tally` instead of the shared counters: a
-    /// store's lookup visits several tables and adds their tally once. This is the one place
-    /// the read counters are counted.
+    /// store's lookup visits several tables and adds their tally once. Lookups count into
+    /// the read counters here, in [`filter_admits`](Self::filter_admits) and in
+    /// [`lookup_in_block`](Self::lookup_in_block) only.
     pub fn lookup(
         &self,
         key: &[u8],
@@ -319,31 +320,121 @@ impl Table {
         hash: &KeyHash,
         tally: &mut ReadCountersSnapshot,
     ) -> Result<Option<Entry>> {
-        let inner = &self.inner;
-        if let Some(filter) = &inner.filter {
-            tally.filter_probes += 1;
-            if !filter.contains_hash(hash) {
-                tally.filter_negatives += 1;
-                return Ok(None);
-            }
-            tally.filter_positives += 1;
-        }
-        let i = inner.index.find_block(key, snapshot);
-        if i >= inner.index.len() {
+        let Some(block) = self.admitted_block(key, snapshot, hash, tally) else {
             return Ok(None);
+        };
+        let found = self.lookup_in_block(block, &[key], snapshot, tally)?;
+        Ok(found.into_iter().next().flatten())
+    }
+
+    /// Whether the table holds `key` at `snapshot`, and as what (a value or a tombstone),
+    /// without copying the value out.
+    pub fn lookup_kind(
+        &self,
+        key: &[u8],
+        snapshot: SeqNo,
+        hash: &KeyHash,
+        tally: &mut ReadCountersSnapshot,
+    ) -> Result<Option<ValueKind>> {
+        let Some(block) = self.admitted_block(key, snapshot, hash, tally) else {
+            return Ok(None);
+        };
+        let found = self.in_block(block, &[key], snapshot, tally, |it| {
+            Ok(it.sought().map(|(_, kind)| kind))
+        })?;
+        Ok(found.into_iter().next().flatten())
+    }
+
+    /// The block to read for `key`, if the filter admits it and the index has one.
+    fn admitted_block(
+        &self,
+        key: &[u8],
+        snapshot: SeqNo,
+        hash: &KeyHash,
+        tally: &mut ReadCountersSnapshot,
+    ) -> Option<usize> {
+        self.filter_admits(hash, tally)
+            .then(|| self.block_for(key, snapshot))
+            .flatten()
+    }
+
+    /// Asks the filter whether the table may hold the key of `hash`, counting the probe (a
+    /// table without a filter may hold anything).
+    pub fn filter_admits(&self, hash: &KeyHash, tally: &mut ReadCountersSnapshot) -> bool {
+        let Some(filter) = &self.inner.filter else {
+            return true;
+        };
+        tally.filter_probes += 1;
+        if !filter.contains_hash(hash) {
+            tally.filter_negatives += 1;
+            return false;
         }
-        let mut it = inner.data_block(i, BlockReads::Cached, None)?.shared_iter();
+        tally.filter_positives += 1;
+        true
+    }
+
+    /// The filter's answer alone, counted nowhere: `true` without a filter.
+    pub fn may_contain(&self, hash: &KeyHash) -> bool {
+        self.inner
+            .filter
+            .as_ref()
+            .is_none_or(|f| f.contains_hash(hash))
+    }
+
+    /// Brings the filter's words for `hash` towards the CPU cache, ahead of a probe.
+    pub fn prefetch_filter(&self, hash: &KeyHash) {
+        if let Some(filter) = &self.inner.filter {
+            filter.prefetch(hash);
+        }
+    }
+
+    /// The data block that would hold `key` at `snapshot`, from the index alone; `None` when
+    /// the key lies past the table's last block.
+    pub fn block_for(&self, key: &[u8], snapshot: SeqNo) -> Option<usize> {
+        let i = self.inner.index.find_block(key, snapshot);
+        (i < self.inner.index.len()).then_some(i)
+    }
+
+    /// Looks up each of `keys` (at `snapshot`) in data block `block`, read once: the newest
+    /// entry of each at or below `snapshot`, if the block holds one.
+    pub fn lookup_in_block(
+        &self,
+        block: usize,
+        keys: &[&[u8]],
+        snapshot: SeqNo,
+        tally: &mut ReadCountersSnapshot,
+    ) -> Result<Vec<Option<Entry>>> {
+        self.in_block(block, keys, snapshot, tally, BlockIter::next_entry)
+    }
+
+    /// Reads data block `block` once and seeks each of `keys` in it; where the seek finds the
+    /// key, `read` takes the entry from the iterator. Counts the read, and the true positives.
+    fn in_block<T>(
+        &self,
+        block: usize,
+        keys: &[&[u8]],
+        snapshot: SeqNo,
+        tally: &mut ReadCountersSnapshot,
+        read: impl Fn(&mut BlockIter) -> std::result::Result<Option<T>, Malformed>,
+    ) -> Result<Vec<Option<T>>> {
+        let inner = &self.inner;
+        let data = inner.data_block(block, BlockReads::Cached, None)?;
         tally.data_block_reads += 1;
-        tally.bytes_read += inner.block_len_with_trailer(i);
-        let offset = inner.block_offset(i);
-        it.seek(key, snapshot)
-            .map_err(|m| m.in_block(&inner.path, BlockKind::Data, offset))?;
-        let found = it
-            .next_entry()
-            .map_err(|m| m.in_block(&inner.path, BlockKind::Data, offset))?
-            .filter(|e| e.key == key);
-        if found.is_some() && inner.filter.is_some() {
-            tally.filter_true_positives += 1;
+        tally.bytes_read += inner.block_len_with_trailer(block);
+        let offset = inner.block_offset(block);
+        let in_block = |m: Malformed| m.in_block(&inner.path, BlockKind::Data, offset);
+        let mut found = Vec::with_capacity(keys.len());
+        for key in keys {
+            let mut it = Arc::clone(&data).shared_iter();
+            it.seek(key, snapshot).map_err(in_block)?;
+            let answer = match it.sought() {
+                Some((k, _)) if k == *key => read(&mut it).map_err(in_block)?,
+                _ => None,
+            };
+            if answer.is_some() && inner.filter.is_some() {
+                tally.filter_true_positives += 1;
+            }
+            found.push(answer);
         }
         Ok(found)
     }

@@ -1,0 +1,181 @@
+//! `multi_get`: many point lookups on one read state, filters first, each block read once.
+//!
+//! 1. One read state and one sequence number serve the whole batch; the memtables answer what
+//!    they hold.
+//! 2. Each remaining key is hashed once, and every filter of every table that may hold it is
+//!    probed before any data block is read; while one key's filters are probed, the filter
+//!    words of a key a few places ahead are prefetched, so their cache misses overlap.
+//! 3. Then in rounds: each unanswered key names the block of the first table still left on its
+//!    list (the index says which block); the blocks are sorted by table and position and each
+//!    is read once for all the keys that name it. A key the block does not hold moves on to its
+//!    next table in the following round. A key is answered by the newest table that holds it,
+//!    as in a single `get`.
+
+use crate::entry::{Entry, SeqNo};
+use crate::error::Result;
+use crate::filter::KeyHash;
+use crate::metrics::ReadCountersSnapshot;
+use crate::version::TableHandle;
+
+use super::{check_key_len, Inner};
+
+/// How many keys ahead the filter words are prefetched: far enough for a load from memory to
+/// land before the probe, near enough that the lines are still cached when it does.
+const PREFETCH_AHEAD: usize = 4;
+
+/// A key the memtables did not answer, on its way through the tables.
+struct Pending<'v> {
+    /// Its place in the caller's batch.
+    slot: usize,
+    /// Tables whose filter admits the key, newest first, and the next one to read.
+    admitted: Vec<&'v TableHandle>,
+    next: usize,
+}
+
+impl Inner {
+    pub(super) fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        at: Option<SeqNo>,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        for key in keys {
+            check_key_len(key.as_ref())?;
+        }
+        let (state, seq) = self.view(at);
+        let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        let mut unanswered = Vec::new();
+        for (slot, key) in keys.iter().enumerate() {
+            let key = key.as_ref();
+            match state.memtables().find_map(|mem| mem.get(key, seq)) {
+                Some(entry) => values[slot] = value_of(entry),
+                None => unanswered.push(slot),
+            }
+        }
+        let version = &state.version;
+        let mut tally = LevelTallies::default();
+        let mut pending = probe_filters(version, keys, &unanswered, &mut tally);
+        read_blocks(keys, &mut pending, seq, &mut values, &mut tally)?;
+        tally.add_to(&self.table_env.counters);
+        Ok(values)
+    }
+}
+
+/// A value, or `None` for a tombstone.
+fn value_of(entry: Entry) -> Option<Vec<u8>> {
+    (!entry.is_tombstone()).then_some(entry.value)
+}
+
+/// Step 2: hashes each unanswered key once and asks the filters of every table that may hold
+/// it, prefetching those of the key `PREFETCH_AHEAD` places on.
+fn probe_filters<'v, K: AsRef<[u8]>>(
+    version: &'v crate::version::Version,
+    keys: &'v [K],
+    unanswered: &[usize],
+    tally: &mut LevelTallies,
+) -> Vec<Pending<'v>> {
+    let candidates: Vec<(KeyHash, Vec<&'v TableHandle>)> = unanswered
+        .iter()
+        .map(|&slot| {
+            let key = keys[slot].as_ref();
+            let tables = version.candidate_tables(key).map(|t| &**t).collect();
+            (KeyHash::of(key), tables)
+        })
+        .collect();
+    let mut pending = Vec::with_capacity(unanswered.len());
+    for (i, (hash, tables)) in candidates.iter().enumerate() {
+        if let Some((ahead_hash, ahead_tables)) = candidates.get(i + PREFETCH_AHEAD) {
+            for table in ahead_tables {
+                table.table.prefetch_filter(ahead_hash);
+            }
+        }
+        let admitted: Vec<&TableHandle> = tables
+            .iter()
+            .copied()
+            .filter(|t| t.table.filter_admits(hash, tally.level(t)))
+            .collect();
+        if !admitted.is_empty() {
+            pending.push(Pending {
+                slot: unanswered[i],
+                admitted,
+                next: 0,
+            });
+        }
+    }
+    pending
+}
+
+/// Step 3: rounds of block reads, sorted by table and block, each block read once.
+fn read_blocks<K: AsRef<[u8]>>(
+    keys: &[K],
+    pending: &mut [Pending],
+    seq: SeqNo,
+    values: &mut [Option<Vec<u8>>],
+    tally: &mut LevelTallies,
+) -> Result<()> {
+    loop {
+        // (table number, block, index into `pending`) for each key with a table left.
+        let mut wanted: Vec<(u64, usize, usize)> = Vec::new();
+        for (p, key) in pending.iter_mut().enumerate() {
+            let key_bytes = keys[key.slot].as_ref();
+            while let Some(table) = key.admitted.get(key.next) {
+                match table.table.block_for(key_bytes, seq) {
+                    Some(block) => {
+                        wanted.push((table.meta.number, block, p));
+                        break;
+                    }
+                    None => key.next += 1,
+                }
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        wanted.sort_unstable();
+        for group in wanted.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+            let table = pending[group[0].2].admitted[pending[group[0].2].next];
+            let group_keys: Vec<&[u8]> = group
+                .iter()
+                .map(|&(_, _, p)| keys[pending[p].slot].as_ref())
+                .collect();
+            let found =
+                (table.table).lookup_in_block(group[0].1, &group_keys, seq, tally.level(table))?;
+            for (&(_, _, p), entry) in group.iter().zip(found) {
+                let key = &mut pending[p];
+                match entry {
+                    Some(entry) => {
+                        values[key.slot] = value_of(entry);
+                        key.next = key.admitted.len();
+                    }
+                    None => key.next += 1,
+                }
+            }
+        }
+    }
+}
+
+/// What the batch cost, level by level, added to the store's counters once at the end.
+#[derive(Default)]
+struct LevelTallies {
+    levels: Vec<ReadCountersSnapshot>,
+}
+
+impl LevelTallies {
+    fn level(&mut self, table: &TableHandle) -> &mut ReadCountersSnapshot {
+        let level = table.meta.level as usize;
+        if self.levels.len() <= level {
+            self.levels
+                .resize(level + 1, ReadCountersSnapshot::default());
+        }
+        &mut self.levels[level]
+    }
+
+    fn add_to(&self, counters: &crate::metrics::ReadCounters) {
+        let none = ReadCountersSnapshot::default();
+        let mut total = ReadCountersSnapshot::default();
+        for (level, tally) in self.levels.iter().enumerate() {
+            counters.add_level(level, &none, tally);
+            total = total.plus(tally);
+        }
+        counters.add(&total);
+    }
+}

@@ -1,0 +1,137 @@
+//! Snapshots: the store as it was at one sequence number, for as long as the handle lives.
+//!
+//! A snapshot is only a number and a registration. Reads at it go through the newest read
+//! state and skip every version above the number; flushes and compactions keep, of each key,
+//! the newest version each live snapshot can see (`iter::KeptVersions`), so those versions are
+//! there to be found. A flush or compaction reads the live snapshots when it begins; one taken
+//! later has a number at or above every entry that job reads, so the newest version it keeps
+//! is the one that snapshot sees.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+
+use super::{check_key_len, lock, Inner};
+use crate::entry::SeqNo;
+use crate::error::Result;
+use crate::iter::DbIterator;
+
+/// Live snapshots: how many handles hold each sequence number.
+#[derive(Default)]
+pub(super) struct SnapshotList {
+    held: BTreeMap<SeqNo, usize>,
+}
+
+impl SnapshotList {
+    /// The sequence numbers held, ascending.
+    pub(super) fn numbers(&self) -> Vec<SeqNo> {
+        self.held.keys().copied().collect()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.held.values().sum()
+    }
+
+    pub(super) fn oldest(&self) -> Option<SeqNo> {
+        self.held.keys().next().copied()
+    }
+}
+
+impl Inner {
+    /// Registers a snapshot at the newest visible write. The number is read under the list's
+    /// lock, which every job takes to read the list: no job can begin between the two.
+    pub(super) fn take_snapshot(&self) -> Snapshot<'_> {
+        let mut list = lock(&self.snapshots);
+        let seq = self.visible_seq.load(Ordering::Acquire);
+        *list.held.entry(seq).or_insert(0) += 1;
+        Snapshot { inner: self, seq }
+    }
+
+    /// The live snapshots' numbers, ascending: what a flush or compaction beginning now keeps
+    /// versions for.
+    pub(super) fn live_snapshots(&self) -> Vec<SeqNo> {
+        lock(&self.snapshots).numbers()
+    }
+
+    fn release_snapshot(&self, seq: SeqNo) {
+        let mut list = lock(&self.snapshots);
+        if let Some(count) = list.held.get_mut(&seq) {
+            *count -= 1;
+            if *count == 0 {
+                list.held.remove(&seq);
+            }
+        }
+    }
+}
+
+/// The store as it was when [`Db::snapshot`](super::Db::snapshot) was called: reads see every
+/// write made before and none made after, whatever is written, flushed or compacted meanwhile.
+/// Versions a snapshot sees are kept on disk while it lives, so hold one only as long as
+/// needed; dropping it releases them. It borrows the store, which cannot close before it.
+pub struct Snapshot<'db> {
+    inner: &'db Inner,
+    seq: SeqNo,
+}
+
+impl Snapshot<'_> {
+    /// The sequence number of the last write the snapshot sees.
+    pub fn sequence_number(&self) -> u64 {
+        self.seq
+    }
+
+    /// The value of `key` as of the snapshot, or `None` when it was absent or deleted.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        check_key_len(key)?;
+        let entry = self.inner.get_entry(key, Some(self.seq))?;
+        Ok(entry.filter(|e| !e.is_tombstone()).map(|e| e.value))
+    }
+
+    /// The values of `keys` as of the snapshot, in their order: see
+    /// [`Db::multi_get`](super::Db::multi_get).
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner.multi_get(keys, Some(self.seq))
+    }
+
+    /// Whether `key` held a value as of the snapshot, without copying the value.
+    pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        check_key_len(key)?;
+        self.inner.contains_key(key, Some(self.seq))
+    }
+
+    /// Every pair in key order, as of the snapshot.
+    pub fn iter(&self) -> DbIterator {
+        (self.inner).iter(Bound::Unbounded, Bound::Unbounded, None, Some(self.seq))
+    }
+
+    /// Pairs with keys in `[start, end)` bounds, in key order, as of the snapshot.
+    pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> DbIterator {
+        let end = end.map(|k| k.to_vec());
+        self.inner.iter(start, end, None, Some(self.seq))
+    }
+
+    /// Pairs whose key starts with `prefix`, in key order, as of the snapshot.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
+        let prefix = prefix.as_ref();
+        let start = Bound::Included(prefix);
+        (self.inner).iter(
+            start,
+            Bound::Unbounded,
+            Some(prefix.to_vec()),
+            Some(self.seq),
+        )
+    }
+}
+
+impl Drop for Snapshot<'_> {
+    fn drop(&mut self) {
+        self.inner.release_snapshot(self.seq);
+    }
+}
+
+impl std::fmt::Debug for Snapshot<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot").field("seq", &self.seq).finish()
+    }
+}

@@ -1,0 +1,274 @@
+//! Snapshots, `multi_get`, `contains_key` and `may_contain` against models of the store.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bloomkv::Db;
+
+/// A small deterministic generator.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Every read of `snap` agrees with `model`: gets of every key (present, deleted, never
+/// written), `multi_get`, `contains_key`, and a full scan.
+fn check_snapshot(snap: &bloomkv::Snapshot, model: &Model, keys: u64) {
+    let all: Vec<Vec<u8>> = (0..keys).map(common::key).collect();
+    let scanned: Model = snap.iter().map(|r| r.unwrap()).collect();
+    assert_eq!(scanned.len(), model.len(), "scan");
+    for key in &all {
+        assert_eq!(snap.get(key).unwrap().as_ref(), model.get(key), "{key:?}");
+        assert_eq!(snap.contains_key(key).unwrap(), model.contains_key(key));
+    }
+    let batch = snap.multi_get(&all).unwrap();
+    for (key, value) in all.iter().zip(&batch) {
+        assert_eq!(value.as_ref(), model.get(key), "multi_get {key:?}");
+    }
+    let scanned: Model = snap.iter().map(|r| r.unwrap()).collect();
+    assert_eq!(&scanned, model);
+}
+
+/// Random puts and deletes over a small-tree store, with snapshots taken along the way and
+/// flushes and compactions in between: each live snapshot keeps reading what the model held
+/// when it was taken; once all are dropped, a full compaction keeps one version per key.
+#[test]
+fn snapshots_see_their_moment_across_flushes_and_compactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    const KEYS: u64 = 600;
+    let mut rng = Lcg(3);
+    let mut model = Model::new();
+    let mut taken: Vec<(bloomkv::Snapshot, Model)> = Vec::new();
+    for step in 0..8_000u64 {
+        let i = rng.below(KEYS);
+        if rng.below(5) == 0 {
+            db.delete(common::key(i)).unwrap();
+            model.remove(&common::key(i));
+        } else {
+            let value = common::value(i, step);
+            db.put(common::key(i), &value).unwrap();
+            model.insert(common::key(i), value);
+        }
+        if step % 1_000 == 999 {
+            taken.push((db.snapshot(), model.clone()));
+        }
+        if step % 2_500 == 2_499 {
+            db.compact().unwrap();
+        }
+    }
+    assert_eq!(db.stats().live_snapshots, taken.len());
+    assert_eq!(
+        db.stats().oldest_snapshot,
+        Some(taken[0].0.sequence_number())
+    );
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    for (snap, then) in &taken {
+        check_snapshot(snap, then, KEYS);
+    }
+    db.compact().unwrap();
+    let kept_with_snapshots = table_entries(&db);
+    for (snap, then) in &taken {
+        check_snapshot(snap, then, KEYS);
+    }
+    drop(taken);
+    assert_eq!(db.stats().live_snapshots, 0);
+    db.compact().unwrap();
+    let live_keys = model.len() as u64;
+    assert_eq!(
+        table_entries(&db),
+        live_keys,
+        "one version of each live key"
+    );
+    assert!(kept_with_snapshots > live_keys, "{kept_with_snapshots}");
+    let now = db.snapshot();
+    check_snapshot(&now, &model, KEYS);
+}
+
+fn table_entries(db: &Db) -> u64 {
+    db.stats().tables.iter().map(|t| t.entries).sum()
+}
+
+/// A writer rewrites every key in one batch, again and again, while flushes and compactions
+/// run: a snapshot taken meanwhile sees one batch's values on every key, through `get`,
+/// `multi_get` and a scan, however long it is read.
+#[test]
+fn a_snapshot_holds_still_under_concurrent_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), common::small_tree_options()).unwrap());
+    const KEYS: u64 = 200;
+    let keys: Vec<Vec<u8>> = (0..KEYS).map(common::key).collect();
+    let write_round = |db: &Db, round: u64| {
+        let mut batch = bloomkv::WriteBatch::new();
+        for (i, key) in keys.iter().enumerate() {
+            batch.put(key, common::value(i as u64, round));
+        }
+        db.write(batch).unwrap();
+    };
+    write_round(&db, 0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (db, stop, keys) = (Arc::clone(&db), Arc::clone(&stop), keys.clone());
+        std::thread::spawn(move || {
+            let mut round = 1;
+            while !stop.load(Ordering::Relaxed) {
+                let mut batch = bloomkv::WriteBatch::new();
+                for (i, key) in keys.iter().enumerate() {
+                    batch.put(key, common::value(i as u64, round));
+                }
+                db.write(batch).unwrap();
+                round += 1;
+            }
+            round
+        })
+    };
+    for _ in 0..5 {
+        let snap = db.snapshot();
+        let first = snap.get(&keys[0]).unwrap().unwrap();
+        let round: u64 = String::from_utf8(first)
+            .unwrap()
+            .split('-')
+            .nth(2)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let expected: Vec<Option<Vec<u8>>> =
+            (0..KEYS).map(|i| Some(common::value(i, round))).collect();
+        for _ in 0..20 {
+            assert_eq!(snap.multi_get(&keys).unwrap(), expected);
+            for (key, value) in keys.iter().zip(&expected).step_by(17) {
+                assert_eq!(&snap.get(key).unwrap(), value);
+            }
+            let scanned: Vec<Option<Vec<u8>>> = snap.iter().map(|r| Some(r.unwrap().1)).collect();
+            assert_eq!(scanned, expected);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let rounds = writer.join().unwrap();
+    write_round(&db, rounds);
+    assert!(db.stats().flushes > 0, "the writes flushed meanwhile");
+}
+
+/// `multi_get` answers as a `get` per key does, for batches with repeats, in any order, of
+/// present, deleted and never-written keys, with part of the data still in memtables; and
+/// its filter counters add up level by level.
+#[test]
+fn multi_get_equals_a_get_per_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    let mut rng = Lcg(9);
+    for i in 0..3_000u64 {
+        db.put(common::key(2 * i), common::value(i, 0)).unwrap();
+    }
+    for i in (0..3_000u64).step_by(7) {
+        db.delete(common::key(2 * i)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    for i in (0..3_000u64).step_by(11) {
+        db.put(common::key(2 * i), common::value(i, 1)).unwrap(); // in the memtable
+    }
+    for _ in 0..40 {
+        let len = 1 + rng.below(300) as usize;
+        let batch: Vec<Vec<u8>> = (0..len).map(|_| common::key(rng.below(6_200))).collect();
+        let one_by_one: Vec<Option<Vec<u8>>> = batch.iter().map(|k| db.get(k).unwrap()).collect();
+        assert_eq!(db.multi_get(&batch).unwrap(), one_by_one);
+    }
+    assert_eq!(
+        db.multi_get::<Vec<u8>>(&[]).unwrap(),
+        Vec::<Option<Vec<u8>>>::new()
+    );
+    let stats = db.stats();
+    let sum = |f: fn(&bloomkv::LevelStats) -> u64| stats.levels.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|l| l.filter_probes), stats.filter_probes);
+    assert_eq!(sum(|l| l.filter_positives), stats.filter_positives);
+    assert_eq!(
+        sum(|l| l.filter_true_positives),
+        stats.filter_true_positives
+    );
+}
+
+/// A batch reads each block it needs once: present keys sharing blocks cost fewer block reads
+/// than the same keys got one by one.
+#[test]
+fn multi_get_reads_a_shared_block_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    for i in 0..4_000u64 {
+        db.put(common::key(i), common::value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let keys: Vec<Vec<u8>> = (1_000..1_400).map(common::key).collect();
+    let reads = |db: &Db| db.stats().data_block_reads;
+    let before = reads(&db);
+    for key in &keys {
+        assert!(db.get(key).unwrap().is_some());
+    }
+    let single = reads(&db) - before;
+    let before = reads(&db);
+    assert!(db.multi_get(&keys).unwrap().iter().all(Option::is_some));
+    let batched = reads(&db) - before;
+    assert!(
+        batched * 4 < single,
+        "{batched} block reads batched, {single} one by one"
+    );
+}
+
+/// `contains_key` is `get().is_some()`; `may_contain` is never false for a present key, is
+/// false for a key the memtable holds deleted, and false for most absent keys once they are
+/// in tables (filters);
+/// an oversized key is an error for `contains_key` and surely absent for `may_contain`.
+#[test]
+fn existence_checks_agree_with_get() {
+    let dir = tempfile::tempdir().unwrap();
+    // A memtable large enough for every write, until the flush.
+    let db = Db::open(dir.path(), bloomkv::Options::default()).unwrap();
+    for i in 0..2_000u64 {
+        db.put(common::key(2 * i), common::value(i, 0)).unwrap();
+    }
+    for i in (0..2_000u64).step_by(5) {
+        db.delete(common::key(2 * i)).unwrap();
+    }
+    let check = |db: &Db| {
+        let mut absent_maybe = 0;
+        for i in 0..4_000u64 {
+            let key = common::key(i);
+            let present = db.get(&key).unwrap().is_some();
+            assert_eq!(db.contains_key(&key).unwrap(), present, "{i}");
+            if present {
+                assert!(db.may_contain(&key), "{i}");
+            } else if i % 2 == 1 {
+                absent_maybe += u64::from(db.may_contain(&key));
+            }
+        }
+        absent_maybe
+    };
+    check(&db); // in the memtable, which knows the deleted keys
+    for i in (0..2_000u64).step_by(5) {
+        assert!(!db.may_contain(common::key(2 * i)), "deleted {i}");
+    }
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let false_positives = check(&db);
+    assert!(
+        false_positives < 100,
+        "{false_positives} of 2,000 absent keys"
+    );
+    let huge = vec![b'k'; 70_000];
+    assert!(db.contains_key(&huge).is_err());
+    assert!(!db.may_contain(&huge));
+}
