@@ -15,7 +15,7 @@ use crate::entry::{Entry, SeqNo};
 use crate::error::Result;
 use crate::filter::KeyHash;
 use crate::metrics::ReadCountersSnapshot;
-use crate::version::TableHandle;
+use crate::version::{TableHandle, Version};
 
 use super::{check_key_len, Inner};
 
@@ -24,12 +24,13 @@ use super::{check_key_len, Inner};
 const PREFETCH_AHEAD: usize = 4;
 
 /// A key the memtables did not answer, on its way through the tables.
-struct Pending<'v> {
+struct Pending {
     /// Its place in the caller's batch.
     slot: usize,
-    /// Tables whose filter admits the key, newest first, and the next one to read.
-    admitted: Vec<&'v TableHandle>,
+    /// Its tables whose filter admits it, newest first: `admitted[next..end]` of the batch's
+    /// list are those still to read.
     next: usize,
+    end: usize,
 }
 
 impl Inner {
@@ -43,7 +44,7 @@ impl Inner {
         }
         let (state, seq) = self.view(at);
         let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
-        let mut unanswered = Vec::new();
+        let mut unanswered = Vec::with_capacity(keys.len());
         for (slot, key) in keys.iter().enumerate() {
             let key = key.as_ref();
             match state.memtables().find_map(|mem| mem.get(key, seq)) {
@@ -51,10 +52,9 @@ impl Inner {
                 None => unanswered.push(slot),
             }
         }
-        let version = &state.version;
         let mut tally = LevelTallies::default();
-        let mut pending = probe_filters(version, keys, &unanswered, &mut tally);
-        read_blocks(keys, &mut pending, seq, &mut values, &mut tally)?;
+        let (admitted, mut pending) = probe_filters(&state.version, keys, &unanswered, &mut tally);
+        read_blocks(keys, &admitted, &mut pending, seq, &mut values, &mut tally)?;
         tally.add_to(&self.table_env.counters);
         Ok(values)
     }
@@ -66,47 +66,55 @@ fn value_of(entry: Entry) -> Option<Vec<u8>> {
 }
 
 /// Step 2: hashes each unanswered key once and asks the filters of every table that may hold
-/// it, prefetching those of the key `PREFETCH_AHEAD` places on.
+/// it, prefetching those of the key `PREFETCH_AHEAD` places on. Returns the tables admitted,
+/// all keys' in one list, and the keys with any.
 fn probe_filters<'v, K: AsRef<[u8]>>(
-    version: &'v crate::version::Version,
+    version: &'v Version,
     keys: &'v [K],
     unanswered: &[usize],
     tally: &mut LevelTallies,
-) -> Vec<Pending<'v>> {
-    let candidates: Vec<(KeyHash, Vec<&'v TableHandle>)> = unanswered
-        .iter()
-        .map(|&slot| {
-            let key = keys[slot].as_ref();
-            let tables = version.candidate_tables(key).map(|t| &**t).collect();
-            (KeyHash::of(key), tables)
-        })
-        .collect();
-    let mut pending = Vec::with_capacity(unanswered.len());
-    for (i, (hash, tables)) in candidates.iter().enumerate() {
-        if let Some((ahead_hash, ahead_tables)) = candidates.get(i + PREFETCH_AHEAD) {
-            for table in ahead_tables {
-                table.table.prefetch_filter(ahead_hash);
+) -> (Vec<&'v TableHandle>, Vec<Pending>) {
+    // Every key's candidate tables in one list: key `i`'s are `candidates[ends[i-1]..ends[i]]`.
+    let mut candidates: Vec<&TableHandle> = Vec::with_capacity(unanswered.len() * 4);
+    let mut hashes = Vec::with_capacity(unanswered.len());
+    let mut ends = Vec::with_capacity(unanswered.len());
+    for &slot in unanswered {
+        let key = keys[slot].as_ref();
+        candidates.extend(version.candidate_tables(key).map(|t| &**t));
+        hashes.push(KeyHash::of(key));
+        ends.push(candidates.len());
+    }
+    let tables_of = |i: usize| &candidates[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
+    let mut admitted = Vec::new();
+    let mut pending = Vec::new();
+    for (i, hash) in hashes.iter().enumerate() {
+        if let Some(ahead) = hashes.get(i + PREFETCH_AHEAD) {
+            for table in tables_of(i + PREFETCH_AHEAD) {
+                table.table.prefetch_filter(ahead);
             }
         }
-        let admitted: Vec<&TableHandle> = tables
-            .iter()
-            .copied()
-            .filter(|t| t.table.filter_admits(hash, tally.level(t)))
-            .collect();
-        if !admitted.is_empty() {
+        let start = admitted.len();
+        for &table in tables_of(i) {
+            if table.table.filter_admits(hash, tally.level(table)) {
+                admitted.push(table);
+            }
+        }
+        if admitted.len() > start {
+            let (slot, end) = (unanswered[i], admitted.len());
             pending.push(Pending {
-                slot: unanswered[i],
-                admitted,
-                next: 0,
+                slot,
+                next: start,
+                end,
             });
         }
     }
-    pending
+    (admitted, pending)
 }
 
 /// Step 3: rounds of block reads, sorted by table and block, each block read once.
 fn read_blocks<K: AsRef<[u8]>>(
     keys: &[K],
+    admitted: &[&TableHandle],
     pending: &mut [Pending],
     seq: SeqNo,
     values: &mut [Option<Vec<u8>>],
@@ -117,7 +125,8 @@ fn read_blocks<K: AsRef<[u8]>>(
         let mut wanted: Vec<(u64, usize, usize)> = Vec::new();
         for (p, key) in pending.iter_mut().enumerate() {
             let key_bytes = keys[key.slot].as_ref();
-            while let Some(table) = key.admitted.get(key.next) {
+            while key.next < key.end {
+                let table = admitted[key.next];
                 match table.table.block_for(key_bytes, seq) {
                     Some(block) => {
                         wanted.push((table.meta.number, block, p));
@@ -132,7 +141,7 @@ fn read_blocks<K: AsRef<[u8]>>(
         }
         wanted.sort_unstable();
         for group in wanted.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
-            let table = pending[group[0].2].admitted[pending[group[0].2].next];
+            let table = admitted[pending[group[0].2].next];
             let group_keys: Vec<&[u8]> = group
                 .iter()
                 .map(|&(_, _, p)| keys[pending[p].slot].as_ref())
@@ -144,7 +153,7 @@ fn read_blocks<K: AsRef<[u8]>>(
                 match entry {
                     Some(entry) => {
                         values[key.slot] = value_of(entry);
-                        key.next = key.admitted.len();
+                        key.next = key.end;
                     }
                     None => key.next += 1,
                 }

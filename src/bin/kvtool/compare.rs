@@ -235,6 +235,10 @@ fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Valu
     let absent = time_lookups(&workload.warm_absent, false, get)?;
     let after = db.stats();
     let (resident_bytes, peak_resident_bytes) = resident()?;
+    let batched = json!({
+        "present": crate::batched::measure(&db, &workload.warm_present, true)?,
+        "absent": crate::batched::measure(&db, &workload.warm_absent, false)?,
+    });
     let per_get = |later: &Stats, earlier: &Stats, count: fn(&Stats) -> u64, gets: u64| {
         (count(later) - count(earlier)) as f64 / gets.max(1) as f64
     };
@@ -264,6 +268,7 @@ fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Valu
         "block_cache_bytes": after.block_cache.bytes,
         "open_files": after.table_cache.open_files,
         "tables_per_level": after.levels.iter().map(|l| l.tables).collect::<Vec<_>>(),
+        "batched": batched,
     }))
 }
 
@@ -348,6 +353,7 @@ fn print_report(doc: &Value) {
     let Some(ours) = stores.iter().find(|s| s["store"] == "bloomkv") else {
         return;
     };
+    crate::batched::print(ours);
     let ratio = |a: &Value, b: &Value| match (a.as_f64(), b.as_f64()) {
         (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
         _ => "-".into(),

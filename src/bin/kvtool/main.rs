@@ -4,6 +4,7 @@
 //! 3 `load` skipped bad lines (and loaded the others). Errors other than usage errors are one
 //! line on stderr.
 
+mod batched;
 mod bench;
 mod cli;
 mod codec;

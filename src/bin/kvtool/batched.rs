@@ -1,0 +1,153 @@
+//! Batched lookups against single gets: `multi_get` in batches of 16, 64 and 256 keys, and
+//! `may_contain` for absent keys, on the same store as a `--stores` run's gets.
+//!
+//! The ways take turns over slices of the key list, so that each meets the same mix of
+//! cached and uncached blocks as the store's caches warm up (beyond memory, a way measured
+//! after the others would find their blocks cached).
+
+use std::time::{Duration, Instant};
+
+use bloomkv::Db;
+use serde_json::{json, Value};
+
+use crate::Failure;
+
+/// Keys each way takes in turn.
+const SLICE: usize = 1024;
+
+#[derive(Clone, Copy)]
+enum Way {
+    Get,
+    MultiGet(usize),
+    MayContain,
+}
+
+impl Way {
+    fn name(self) -> String {
+        match self {
+            Way::Get => "get".into(),
+            Way::MultiGet(n) => format!("multi_get_{n}"),
+            Way::MayContain => "may_contain".into(),
+        }
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    keys: u64,
+    time: Duration,
+    blocks: u64,
+    /// `may_contain` answers of "maybe" for absent keys.
+    maybes: u64,
+}
+
+/// Measures every way over `keys` (present or absent, as `present` says) and returns each
+/// way's keys per second, data-block reads per key and ratio to single gets.
+pub fn measure(db: &Db, keys: &[[u8; 16]], present: bool) -> Result<Value, Failure> {
+    let mut ways = vec![
+        Way::Get,
+        Way::MultiGet(16),
+        Way::MultiGet(64),
+        Way::MultiGet(256),
+    ];
+    if !present {
+        ways.push(Way::MayContain);
+    }
+    let mut tallies = vec![Tally::default(); ways.len()];
+    for (i, slice) in keys.chunks(SLICE).enumerate() {
+        let w = i % ways.len();
+        let before = db.stats().data_block_reads;
+        let started = Instant::now();
+        let maybes = run(db, ways[w], slice, present)?;
+        let tally = &mut tallies[w];
+        tally.time += started.elapsed();
+        tally.keys += slice.len() as u64;
+        tally.blocks += db.stats().data_block_reads - before;
+        tally.maybes += maybes;
+    }
+    let per_second = |t: &Tally| t.keys as f64 / t.time.as_secs_f64().max(1e-9);
+    let single = per_second(&tallies[0]);
+    let figures: serde_json::Map<String, Value> = ways
+        .iter()
+        .zip(&tallies)
+        .map(|(way, t)| {
+            let figures = json!({
+                "keys": t.keys,
+                "keys_per_second": per_second(t),
+                "versus_get": per_second(t) / single,
+                "blocks_per_key": t.blocks as f64 / t.keys.max(1) as f64,
+                "maybe_rate": matches!(way, Way::MayContain)
+                    .then(|| t.maybes as f64 / t.keys.max(1) as f64),
+            });
+            (way.name(), figures)
+        })
+        .collect();
+    Ok(Value::Object(figures))
+}
+
+/// Looks `slice` up one way; checks every answer, and returns the "maybe"s of `may_contain`.
+fn run(db: &Db, way: Way, slice: &[[u8; 16]], present: bool) -> Result<u64, Failure> {
+    let wrong = || {
+        Failure::from(format!(
+            "a bench key was {}found",
+            if present { "not " } else { "" }
+        ))
+    };
+    match way {
+        Way::Get => {
+            for key in slice {
+                if db.get(key)?.is_some() != present {
+                    return Err(wrong());
+                }
+            }
+            Ok(0)
+        }
+        Way::MultiGet(n) => {
+            for batch in slice.chunks(n) {
+                let values = db.multi_get(batch)?;
+                if values.iter().any(|v| v.is_some() != present) {
+                    return Err(wrong());
+                }
+            }
+            Ok(0)
+        }
+        Way::MayContain => Ok(slice.iter().map(|k| u64::from(db.may_contain(k))).sum()),
+    }
+}
+
+/// Prints a `--stores` run's batched figures (bloomkv's), if it has them.
+pub fn print(store: &Value) {
+    let Some(batched) = store.get("batched") else {
+        return;
+    };
+    println!();
+    println!(
+        "batched lookups ({}): keys/s, and against single gets",
+        store["store"].as_str().unwrap_or("?")
+    );
+    println!("  way               present keys/s  x get  blocks/key   absent keys/s  x get");
+    let names = [
+        "get",
+        "multi_get_16",
+        "multi_get_64",
+        "multi_get_256",
+        "may_contain",
+    ];
+    for name in names {
+        let (p, a) = (&batched["present"][name], &batched["absent"][name]);
+        let cell = |v: &Value, key: &str, digits: usize| {
+            v[key]
+                .as_f64()
+                .map_or("-".to_string(), |x| format!("{x:.digits$}"))
+        };
+        println!(
+            "  {:<16}  {:>14}  {:>5}  {:>10}  {:>14}  {:>5}",
+            name,
+            cell(p, "keys_per_second", 0),
+            cell(p, "versus_get", 2),
+            cell(p, "blocks_per_key", 3),
+            cell(a, "keys_per_second", 0),
+            cell(a, "versus_get", 2),
+        );
+    }
+}
