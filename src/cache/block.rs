@@ -122,6 +122,12 @@ impl BlockCache {
         found
     }
 
+    /// Whether the block at `offset` of table `table_id` is cached; counts nothing, and
+    /// leaves the block's place in the cache as it was.
+    pub fn contains(&self, table_id: u64, offset: u64) -> bool {
+        self.cache.peek(&(table_id, offset)).is_some()
+    }
+
     /// Caches a block just read and verified. A block too big for one shard's share of the
     /// cache is not kept (nor counted): it would only push out everything else.
     pub fn insert(&self, table_id: u64, offset: u64, block: Arc<Block>) {

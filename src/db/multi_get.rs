@@ -140,7 +140,18 @@ fn read_blocks<K: AsRef<[u8]>>(
             return Ok(());
         }
         wanted.sort_unstable();
-        for group in wanted.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+        let groups: Vec<&[(u64, usize, usize)]> =
+            wanted.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)).collect();
+        if groups.len() > 1 {
+            // Every block the round reads is announced first: the reads of those not cached
+            // start together, instead of one after another.
+            for group in &groups {
+                admitted[pending[group[0].2].next]
+                    .table
+                    .will_read_block(group[0].1);
+            }
+        }
+        for group in groups {
             let table = admitted[pending[group[0].2].next];
             let group_keys: Vec<&[u8]> = group
                 .iter()

@@ -60,11 +60,11 @@ impl Inner {
             return kind == ValueKind::Value;
         }
         let hash = KeyHash::of(key);
-        let found = state
-            .version
-            .candidate_tables(key)
-            .any(|handle| handle.table.may_contain(&hash));
-        found
+        // Prefetching every candidate's filter words first, so that their misses overlap,
+        // was measured: 1.16x single absent gets in memory instead of 1.56x (the words are
+        // mostly cached there), so each filter is asked in turn.
+        let maybe = (state.version.candidate_tables(key)).any(|t| t.table.may_contain(&hash));
+        maybe
     }
 
     pub(super) fn iter(

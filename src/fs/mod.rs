@@ -44,6 +44,12 @@ pub trait RandomAccessFile: Send + Sync {
     fn drop_cache(&self) -> Result<()> {
         Ok(())
     }
+    /// Tells the operating system `len` bytes at `offset` will be read soon, so that it can
+    /// start reading them while the caller does other work (a batch of lookups announces all
+    /// its blocks, then reads them). A hint only; a no-op where unsupported.
+    fn will_need(&self, offset: u64, len: usize) {
+        let _ = (offset, len);
+    }
 }
 
 /// Held while a directory is locked; dropping it releases the lock.

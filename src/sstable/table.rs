@@ -395,6 +395,23 @@ impl Table {
         (i < self.inner.index.len()).then_some(i)
     }
 
+    /// Announces that data block `block` will be read soon, unless the block cache holds it:
+    /// the operating system starts reading it meanwhile. A hint; failures are ignored.
+    pub fn will_read_block(&self, block: usize) {
+        let inner = &self.inner;
+        let Some(handle) = inner.index.handle(block) else {
+            return;
+        };
+        let cached =
+            (inner.env.block_cache.as_deref()).is_some_and(|c| c.contains(inner.id, handle.offset));
+        if cached {
+            return;
+        }
+        if let (Ok(file), Ok(len)) = (inner.file(), usize::try_from(handle.size_with_trailer())) {
+            file.will_need(handle.offset, len);
+        }
+    }
+
     /// Looks up each of `keys` (at `snapshot`) in data block `block`, read once: the newest
     /// entry of each at or below `snapshot`, if the block holds one.
     pub fn lookup_in_block(
