@@ -82,14 +82,17 @@ impl Compaction {
         disjoint && !keeps_tombstones_at_bottom
     }
 
-    /// The inputs merged, the keys in `part` only: newest version of each key only,
-    /// tombstones dropped at the bottom. Inputs are read past the block cache: one pass over
-    /// tables about to be deleted must not push out the blocks lookups keep hitting.
+    /// The inputs merged, the keys in `part` only: of each key the newest version and the
+    /// newest each live snapshot sees, tombstones dropped at the bottom when nothing older of
+    /// their key is kept. Inputs are read past the block cache: one pass over tables about to
+    /// be deleted must not push out the blocks lookups keep hitting.
     ///
-    /// At the bottom (no deeper level holds the range) each key's one remaining entry gets
-    /// sequence number 0, as RocksDB does: nothing older lies below to be ordered against, and
-    /// anything newer is in a higher level or a memtable, which a lookup asks first. A varint
-    /// 0 is one byte where a real sequence number takes three to five, none of which compress.
+    /// At the bottom (no deeper level holds the range) a key's entry that every reader sees
+    /// (at or below the oldest snapshot; with none, its one remaining entry) gets sequence
+    /// number 0, as RocksDB does: nothing older lies below to be ordered against, and anything
+    /// newer is a kept newer version, in a higher level or in a memtable, each asked first. A
+    /// varint 0 is one byte where a real sequence number takes three to five, none of which
+    /// compress.
     ///
     /// The tables of one level below 0 are sorted and disjoint, so they make one stream, read
     /// one table after another: the merge then compares a key against one head per level, not

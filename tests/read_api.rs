@@ -191,6 +191,26 @@ fn multi_get_equals_a_get_per_key() {
         db.multi_get::<Vec<u8>>(&[]).unwrap(),
         Vec::<Option<Vec<u8>>>::new()
     );
+    // The filters count a batch as they count a get per key (the block reads differ).
+    let batch: Vec<Vec<u8>> = (0..500).map(|_| common::key(rng.below(6_200))).collect();
+    let filter_counts = |s: &bloomkv::Stats| {
+        [
+            s.filter_probes,
+            s.filter_positives,
+            s.filter_negatives,
+            s.filter_true_positives,
+        ]
+    };
+    let before = filter_counts(&db.stats());
+    for key in &batch {
+        db.get(key).unwrap();
+    }
+    let middle = filter_counts(&db.stats());
+    db.multi_get(&batch).unwrap();
+    let after = filter_counts(&db.stats());
+    for i in 0..4 {
+        assert_eq!(after[i] - middle[i], middle[i] - before[i], "counter {i}");
+    }
     let stats = db.stats();
     let sum = |f: fn(&bloomkv::LevelStats) -> u64| stats.levels.iter().map(f).sum::<u64>();
     assert_eq!(sum(|l| l.filter_probes), stats.filter_probes);

@@ -526,8 +526,9 @@ impl Db {
         self.inner.flush()
     }
 
-    /// Flushes, then merges every table into one level (tombstones and old versions dropped),
-    /// written with the options the store was opened with: its filter and compression.
+    /// Flushes, then merges every table into one level (tombstones and old versions dropped,
+    /// but for those live snapshots see), written with the options the store was opened with:
+    /// its filter and compression.
     pub fn compact(&self) -> Result<()> {
         self.refuse_if_read_only()?;
         self.inner.flush()?;

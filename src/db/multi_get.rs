@@ -25,12 +25,58 @@ const PREFETCH_AHEAD: usize = 4;
 
 /// A key the memtables did not answer, on its way through the tables.
 struct Pending {
-    /// Its place in the caller's batch.
+    /// Its place in the caller's batch, and among the keys the memtables did not answer.
     slot: usize,
+    key: usize,
     /// Its tables whose filter admits it, newest first: `admitted[next..end]` of the batch's
     /// list are those still to read.
     next: usize,
     end: usize,
+}
+
+/// Every filter answer of a batch: key `i`'s candidate tables are
+/// `candidates[ends[i - 1]..ends[i]]`, with their filters' answers in `passed` (`true` for a
+/// table without a filter); `admitted` lists the candidates that passed, by position.
+struct Probed<'v> {
+    candidates: Vec<&'v TableHandle>,
+    passed: Vec<bool>,
+    ends: Vec<usize>,
+    admitted: Vec<usize>,
+    /// For each key, the candidate that answered it, once one has.
+    answered_by: Vec<Option<usize>>,
+}
+
+impl<'v> Probed<'v> {
+    /// The table `key` reads next.
+    fn table_to_read(&self, key: &Pending) -> &'v TableHandle {
+        self.candidates[self.admitted[key.next]]
+    }
+
+    fn range_of(&self, key: usize) -> std::ops::Range<usize> {
+        let start = if key == 0 { 0 } else { self.ends[key - 1] };
+        start..self.ends[key]
+    }
+
+    /// Counts each key's filter probes as a `get` of it would: every candidate up to the one
+    /// that answered (all of them when none did), and none after.
+    fn count_probes(&self, tally: &mut LevelTallies) {
+        for key in 0..self.ends.len() {
+            let range = self.range_of(key);
+            let last = self.answered_by[key].unwrap_or(range.end.saturating_sub(1));
+            for c in range.start..=last.min(range.end.saturating_sub(1)) {
+                let table = self.candidates[c];
+                if !table.table.has_filter() {
+                    continue;
+                }
+                let level = tally.level(table);
+                level.filter_probes += 1;
+                match self.passed[c] {
+                    true => level.filter_positives += 1,
+                    false => level.filter_negatives += 1,
+                }
+            }
+        }
+    }
 }
 
 impl Inner {
@@ -53,10 +99,19 @@ impl Inner {
             }
         }
         let mut tally = LevelTallies::default();
-        let (admitted, mut pending) = probe_filters(&state.version, keys, &unanswered, &mut tally);
-        read_blocks(keys, &admitted, &mut pending, seq, &mut values, &mut tally)?;
+        let (mut probed, mut pending) = probe_filters(&state.version, keys, &unanswered);
+        let read = read_blocks(
+            keys,
+            &mut probed,
+            &mut pending,
+            seq,
+            &mut values,
+            &mut tally,
+        );
+        // Counted whether or not a read failed, as a failed `get` counts what it did.
+        probed.count_probes(&mut tally);
         tally.add_to(&self.table_env.counters);
-        Ok(values)
+        read.map(|()| values)
     }
 }
 
@@ -66,55 +121,60 @@ fn value_of(entry: Entry) -> Option<Vec<u8>> {
 }
 
 /// Step 2: hashes each unanswered key once and asks the filters of every table that may hold
-/// it, prefetching those of the key `PREFETCH_AHEAD` places on. Returns the tables admitted,
-/// all keys' in one list, and the keys with any.
+/// it, prefetching those of the key `PREFETCH_AHEAD` places on. Counts nothing yet: a `get`
+/// counts only the probes up to the table that answers, known after the reads.
 fn probe_filters<'v, K: AsRef<[u8]>>(
     version: &'v Version,
     keys: &'v [K],
     unanswered: &[usize],
-    tally: &mut LevelTallies,
-) -> (Vec<&'v TableHandle>, Vec<Pending>) {
-    // Every key's candidate tables in one list: key `i`'s are `candidates[ends[i-1]..ends[i]]`.
-    let mut candidates: Vec<&TableHandle> = Vec::with_capacity(unanswered.len() * 4);
+) -> (Probed<'v>, Vec<Pending>) {
+    let mut probed = Probed {
+        candidates: Vec::with_capacity(unanswered.len() * 4),
+        passed: Vec::new(),
+        ends: Vec::with_capacity(unanswered.len()),
+        admitted: Vec::new(),
+        answered_by: vec![None; unanswered.len()],
+    };
     let mut hashes = Vec::with_capacity(unanswered.len());
-    let mut ends = Vec::with_capacity(unanswered.len());
     for &slot in unanswered {
         let key = keys[slot].as_ref();
-        candidates.extend(version.candidate_tables(key).map(|t| &**t));
+        probed
+            .candidates
+            .extend(version.candidate_tables(key).map(|t| &**t));
         hashes.push(KeyHash::of(key));
-        ends.push(candidates.len());
+        probed.ends.push(probed.candidates.len());
     }
-    let tables_of = |i: usize| &candidates[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
-    let mut admitted = Vec::new();
+    probed.passed = vec![false; probed.candidates.len()];
     let mut pending = Vec::new();
     for (i, hash) in hashes.iter().enumerate() {
         if let Some(ahead) = hashes.get(i + PREFETCH_AHEAD) {
-            for table in tables_of(i + PREFETCH_AHEAD) {
+            for table in &probed.candidates[probed.range_of(i + PREFETCH_AHEAD)] {
                 table.table.prefetch_filter(ahead);
             }
         }
-        let start = admitted.len();
-        for &table in tables_of(i) {
-            if table.table.filter_admits(hash, tally.level(table)) {
-                admitted.push(table);
+        let start = probed.admitted.len();
+        for c in probed.range_of(i) {
+            if probed.candidates[c].table.may_contain(hash) {
+                probed.passed[c] = true;
+                probed.admitted.push(c);
             }
         }
-        if admitted.len() > start {
-            let (slot, end) = (unanswered[i], admitted.len());
+        if probed.admitted.len() > start {
             pending.push(Pending {
-                slot,
+                slot: unanswered[i],
+                key: i,
                 next: start,
-                end,
+                end: probed.admitted.len(),
             });
         }
     }
-    (admitted, pending)
+    (probed, pending)
 }
 
 /// Step 3: rounds of block reads, sorted by table and block, each block read once.
-fn read_blocks<K: AsRef<[u8]>>(
+fn read_blocks<'v, K: AsRef<[u8]>>(
     keys: &[K],
-    admitted: &[&TableHandle],
+    probed: &mut Probed<'v>,
     pending: &mut [Pending],
     seq: SeqNo,
     values: &mut [Option<Vec<u8>>],
@@ -126,7 +186,7 @@ fn read_blocks<K: AsRef<[u8]>>(
         for (p, key) in pending.iter_mut().enumerate() {
             let key_bytes = keys[key.slot].as_ref();
             while key.next < key.end {
-                let table = admitted[key.next];
+                let table = probed.table_to_read(key);
                 match table.table.block_for(key_bytes, seq) {
                     Some(block) => {
                         wanted.push((table.meta.number, block, p));
@@ -146,13 +206,14 @@ fn read_blocks<K: AsRef<[u8]>>(
             // Every block the round reads is announced first: the reads of those not cached
             // start together, instead of one after another.
             for group in &groups {
-                admitted[pending[group[0].2].next]
+                probed
+                    .table_to_read(&pending[group[0].2])
                     .table
                     .will_read_block(group[0].1);
             }
         }
         for group in groups {
-            let table = admitted[pending[group[0].2].next];
+            let table = probed.table_to_read(&pending[group[0].2]);
             let group_keys: Vec<&[u8]> = group
                 .iter()
                 .map(|&(_, _, p)| keys[pending[p].slot].as_ref())
@@ -164,6 +225,7 @@ fn read_blocks<K: AsRef<[u8]>>(
                 match entry {
                     Some(entry) => {
                         values[key.slot] = value_of(entry);
+                        probed.answered_by[key.key] = Some(probed.admitted[key.next]);
                         key.next = key.end;
                     }
                     None => key.next += 1,

@@ -373,6 +373,11 @@ impl Table {
         true
     }
 
+    /// Whether the table was written with a filter.
+    pub fn has_filter(&self) -> bool {
+        self.inner.filter.is_some()
+    }
+
     /// The filter's answer alone, counted nowhere: `true` without a filter.
     pub fn may_contain(&self, hash: &KeyHash) -> bool {
         self.inner
