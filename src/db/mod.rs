@@ -321,6 +321,8 @@ struct Inner {
     visible_seq: AtomicU64,
     /// Live snapshots, whose versions flushes and compactions keep.
     snapshots: Mutex<snapshot::SnapshotList>,
+    /// How long `multi_get`'s block reads take lately.
+    batch_block_reads: multi_get::BlockReadTimes,
     next_file_number: AtomicU64,
     background: Mutex<BackgroundState>,
     /// Signalled when there is background work, and when background work finished.

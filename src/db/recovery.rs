@@ -279,6 +279,7 @@ impl Parts {
             }),
             visible_seq: AtomicU64::new(self.last_seq),
             snapshots: Mutex::new(Default::default()),
+            batch_block_reads: Default::default(),
             next_file_number: AtomicU64::new(self.next_file),
             background: Mutex::new(BackgroundState::default()),
             background_cv: Condvar::new(),
