@@ -9,10 +9,11 @@
 //! counts each level's probes by the share of lookups that fall inside its tables' ranges.
 //!
 //! That share is estimated from the tables alone, without reading them: lookups are taken to
-//! be drawn like the stored keys, and the tables of the level holding the most keys are the
-//! sample of where keys are. A reference table inside a level's ranges counts all its keys, a
-//! table cut by a range's end counts the part of its key range that the range covers,
-//! measured on the bytes past the table's common prefix read as a number.
+//! be drawn like the stored keys, and every table is a sample of where keys are. A table
+//! inside a level's ranges counts all its keys, a table cut by a range's end counts the part of
+//! its key range that the range covers, measured on the bytes past the table's common prefix
+//! read as a number. A level's own keys all count, so a level whose range holds keys of no
+//! other level (new keys beyond the old ones, say) still has the share its keys give it.
 
 use crate::filter::FilterGroup;
 use crate::manifest::TableMeta;
@@ -48,7 +49,7 @@ pub(super) fn filter_groups<'a>(
 ) -> Vec<FilterGroup> {
     let mut levels = by_level(spans);
     levels.resize(num_levels.max(levels.len()), Vec::new());
-    let reference = Reference::of(&levels);
+    let stored = StoredKeys::of(&levels);
     levels
         .iter()
         .take(num_levels)
@@ -58,8 +59,8 @@ pub(super) fn filter_groups<'a>(
             probes: match (l, spans.is_empty()) {
                 (_, true) => 1.0,
                 // Level-0 tables overlap: each is a run of its own.
-                (0, false) => spans.iter().map(|s| reference.share(&[*s])).sum(),
-                (_, false) => reference.share(spans),
+                (0, false) => spans.iter().map(|s| stored.share(&[*s])).sum(),
+                (_, false) => stored.share(spans),
             },
         })
         .collect()
@@ -69,8 +70,8 @@ pub(super) fn filter_groups<'a>(
 /// range, in the order given.
 pub(super) fn table_shares<'a>(tables: impl Iterator<Item = &'a TableMeta> + Clone) -> Vec<f64> {
     let levels = by_level(tables.clone().map(Span::from));
-    let reference = Reference::of(&levels);
-    tables.map(|t| reference.share(&[Span::from(t)])).collect()
+    let stored = StoredKeys::of(&levels);
+    tables.map(|t| stored.share(&[Span::from(t)])).collect()
 }
 
 /// `spans` level by level, each level sorted by smallest key.
@@ -88,70 +89,93 @@ fn by_level<'a>(spans: impl IntoIterator<Item = Span<'a>>) -> Vec<Vec<Span<'a>>>
     levels
 }
 
-/// The tables that stand for where keys are: those of the level below 0 holding the most keys
-/// (sorted and disjoint), with a running count of their keys.
-struct Reference<'s, 'a> {
-    samples: &'s [Span<'a>],
-    /// `keys_before[i]`: keys of `samples[..i]`.
+/// Where the stored keys are: every level below 0 as one run of sorted, disjoint tables, and
+/// every level-0 table as a run of its own.
+struct StoredKeys<'s, 'a> {
+    runs: Vec<Run<'s, 'a>>,
+    total: u64,
+}
+
+impl<'s, 'a> StoredKeys<'s, 'a> {
+    fn of(levels: &'s [Vec<Span<'a>>]) -> StoredKeys<'s, 'a> {
+        let level0 = levels
+            .first()
+            .into_iter()
+            .flatten()
+            .map(std::slice::from_ref);
+        let deeper = levels.iter().skip(1).map(Vec::as_slice);
+        let runs: Vec<Run> = level0.chain(deeper).map(Run::new).collect();
+        let total = runs.iter().map(Run::keys).sum();
+        StoredKeys { runs, total }
+    }
+
+    /// The share of the stored keys inside `ranges` (sorted by smallest key, disjoint); 1 when
+    /// no table holds keys (nothing says where lookups go).
+    fn share(&self, ranges: &[Span]) -> f64 {
+        if self.total == 0 {
+            return 1.0;
+        }
+        let inside: f64 = (self.runs.iter())
+            .flat_map(|run| ranges.iter().map(|r| run.keys_within(r)))
+            .sum();
+        (inside / self.total as f64).clamp(0.0, 1.0)
+    }
+}
+
+/// Sorted, disjoint tables, with a running count of their keys.
+struct Run<'s, 'a> {
+    tables: &'s [Span<'a>],
+    /// `keys_before[i]`: keys of `tables[..i]`.
     keys_before: Vec<u64>,
 }
 
-impl<'s, 'a> Reference<'s, 'a> {
-    fn of(levels: &'s [Vec<Span<'a>>]) -> Reference<'s, 'a> {
-        let samples = levels
-            .iter()
-            .skip(1)
-            .max_by_key(|spans| spans.iter().map(|s| s.entries).sum::<u64>())
-            .map_or(&[][..], Vec::as_slice);
+impl<'s, 'a> Run<'s, 'a> {
+    fn new(tables: &'s [Span<'a>]) -> Run<'s, 'a> {
         let keys_before = std::iter::once(0)
-            .chain(samples.iter().scan(0, |sum, s| {
+            .chain(tables.iter().scan(0, |sum, s| {
                 *sum += s.entries;
                 Some(*sum)
             }))
             .collect();
-        Reference {
-            samples,
+        Run {
+            tables,
             keys_before,
         }
     }
 
-    /// The share of the reference's keys inside `ranges` (sorted by smallest key, disjoint);
-    /// 1 when no level below 0 holds keys (nothing says where lookups go).
-    fn share(&self, ranges: &[Span]) -> f64 {
-        let total = *self.keys_before.last().expect("starts with 0");
-        if total == 0 {
-            return 1.0;
-        }
-        let inside: f64 = ranges.iter().map(|r| self.keys_within(r)).sum();
-        (inside / total as f64).clamp(0.0, 1.0)
+    fn keys(&self) -> u64 {
+        *self.keys_before.last().expect("starts with 0")
     }
 
-    /// Keys of the reference inside `range`: every sample wholly inside counts all its keys,
-    /// the (at most two) samples it cuts count the part of their key range it covers.
+    /// Keys of the run inside `range`: every table wholly inside counts all its keys, the (at
+    /// most two) tables it cuts count the part of their key range it covers.
     fn keys_within(&self, range: &Span) -> f64 {
-        let first = self.samples.partition_point(|s| s.largest < range.smallest);
-        let end = self
-            .samples
-            .partition_point(|s| s.smallest <= range.largest);
+        let first = self.tables.partition_point(|s| s.largest < range.smallest);
+        let end = self.tables.partition_point(|s| s.smallest <= range.largest);
         if first >= end {
             return 0.0;
         }
+        let inside =
+            |table: &Span| range.smallest <= table.smallest && table.largest <= range.largest;
+        let part = |table: &Span| table.entries as f64 * covered_fraction(table, range);
+        if end - first == 1 {
+            let table = &self.tables[first];
+            return if inside(table) {
+                table.entries as f64
+            } else {
+                part(table)
+            };
+        }
         let (mut keys, mut whole_from, mut whole_to) = (0.0, first, end);
-        for edge in [first, end - 1] {
-            let sample = &self.samples[edge];
-            if !(range.smallest <= sample.smallest && sample.largest <= range.largest) {
-                keys += sample.entries as f64 * covered_fraction(sample, range);
-                if edge == whole_from {
-                    whole_from += 1;
-                } else {
-                    whole_to -= 1;
-                }
-            }
+        if !inside(&self.tables[first]) {
+            keys += part(&self.tables[first]);
+            whole_from += 1;
         }
-        if whole_from < whole_to {
-            keys += (self.keys_before[whole_to] - self.keys_before[whole_from]) as f64;
+        if !inside(&self.tables[end - 1]) {
+            keys += part(&self.tables[end - 1]);
+            whole_to -= 1;
         }
-        keys
+        keys + (self.keys_before[whole_to] - self.keys_before[whole_from]) as f64
     }
 }
 
@@ -238,7 +262,34 @@ mod tests {
         // A quarter of the key space, cut mid-way through the bottom's tables.
         all.extend(tables(2, SPACE / 3 + 7, SPACE / 3 + 7 + SPACE / 4, 5, 500));
         let g = groups(&all, 4);
-        assert!((g[2].probes - 0.25).abs() < 0.002, "{g:?}");
+        // A quarter of the bottom's keys, and all of the level's own.
+        let expected = (0.25 * 100_000.0 + 2_500.0) / 102_500.0;
+        assert!((g[2].probes - expected).abs() < 0.002, "{g:?}");
+    }
+
+    #[test]
+    fn a_table_cut_at_both_ends_counts_once() {
+        // One bottom table over the whole space; a level-1 table over a tenth of it.
+        let mut all = tables(2, 0, SPACE, 1, 1_000_000);
+        all.extend(tables(1, SPACE / 2, SPACE / 2 + SPACE / 10, 1, 10));
+        let g = groups(&all, 3);
+        let expected = (100_000.0 + 10.0) / 1_000_010.0;
+        assert!((g[1].probes - expected).abs() < 0.001, "{g:?}");
+        // A range running off the end of the stored keys counts the part inside.
+        let mut all = tables(2, 0, SPACE / 2, 1, 1_000_000);
+        all.extend(tables(1, SPACE / 4, SPACE / 4 + SPACE / 2, 1, 10));
+        let g = groups(&all, 3);
+        assert!((g[1].probes - 0.5).abs() < 0.001, "{g:?}");
+    }
+
+    #[test]
+    fn a_level_beyond_the_last_levels_keys_keeps_the_share_of_its_own() {
+        // Old keys in the bottom half; new keys, above them, only in level 1.
+        let mut all = tables(2, 0, SPACE / 2, 100, 9_000);
+        all.extend(tables(1, SPACE / 2, SPACE, 10, 10_000));
+        let g = groups(&all, 3);
+        assert!((g[1].probes - 0.1).abs() < 0.001, "{g:?}");
+        assert!((g[2].probes - 0.9).abs() < 0.001, "{g:?}");
     }
 
     #[test]
