@@ -1,30 +1,26 @@
 //! Counters of what reads cost, shared by every table a store opens.
 //!
-//! Each counter is counted in exactly one place, the table reader's point lookup, so the
-//! figures add up:
+//! Each count is counted in exactly one place, so the figures add up:
 //! `filter_probes == filter_negatives + filter_positives`, and `filter_true_positives` counts
-//! the positives whose table really held the key.
+//! the positives whose table really held the key. Filter counts are kept per level of the
+//! probed table only; the store's totals are their sums, so a lookup touches one set of
+//! atomics for its filters, not two.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Live counters, updated by concurrent readers.
 #[derive(Debug, Default)]
 pub struct ReadCounters {
-    /// Lookups that asked a table's Bloom filter.
-    pub filter_probes: AtomicU64,
-    /// Filter answers of "certainly absent": the table was skipped without any read.
-    pub filter_negatives: AtomicU64,
-    /// Filter answers of "maybe present": a data block read followed.
-    pub filter_positives: AtomicU64,
-    /// Positives where the data block did hold the key (the rest are false positives).
-    pub filter_true_positives: AtomicU64,
     /// Data blocks searched by point lookups, whether the block cache held them or they were
     /// read from the file (scans and compaction do not count).
     pub data_block_reads: AtomicU64,
     /// Bytes of those data blocks, trailers included.
     pub bytes_read: AtomicU64,
-    /// The filter counts again, per level of the tree the probed table was in.
+    /// Filter counts of a store's lookups, per level of the tree the probed table was in.
     pub levels: [LevelFilterCounters; MAX_LEVELS],
+    /// Filter counts of lookups in a table on its own ([`ReadCounters::add`]), outside any
+    /// store's levels.
+    pub unleveled: LevelFilterCounters,
 }
 
 /// Levels a store may have (`Options::num_levels` is at most this).
@@ -49,6 +45,20 @@ impl LevelFilterCounters {
             get(&self.true_positives),
         )
     }
+
+    /// Adds a tally's filter counts.
+    fn add(&self, tally: &ReadCountersSnapshot) {
+        let pairs = [
+            (&self.probes, tally.filter_probes),
+            (&self.positives, tally.filter_positives),
+            (&self.true_positives, tally.filter_true_positives),
+        ];
+        for (counter, by) in pairs {
+            if by != 0 {
+                counter.fetch_add(by, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// A point-in-time copy of [`ReadCounters`]; also the tally one lookup keeps while it visits
@@ -69,27 +79,37 @@ impl ReadCounters {
         ReadCounters::default()
     }
 
-    /// Reads every counter (each one atomically; the set is not one atomic snapshot).
+    /// Reads every counter (each one atomically; the set is not one atomic snapshot), the
+    /// filter counts summed over the levels.
     pub fn snapshot(&self) -> ReadCountersSnapshot {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let (mut probes, mut positives, mut true_positives) = self.unleveled.get();
+        for level in &self.levels {
+            let (p, pos, tp) = level.get();
+            (probes, positives, true_positives) =
+                (probes + p, positives + pos, true_positives + tp);
+        }
         ReadCountersSnapshot {
-            filter_probes: get(&self.filter_probes),
-            filter_negatives: get(&self.filter_negatives),
-            filter_positives: get(&self.filter_positives),
-            filter_true_positives: get(&self.filter_true_positives),
+            filter_probes: probes,
+            // Read while lookups run, the counts may be a probe apart.
+            filter_negatives: probes.saturating_sub(positives),
+            filter_positives: positives,
+            filter_true_positives: true_positives,
             data_block_reads: get(&self.data_block_reads),
             bytes_read: get(&self.bytes_read),
         }
     }
 
-    /// Adds one lookup's tally. Shared atomics are touched once per lookup rather than once
-    /// per table visited, and only for the counts that moved.
+    /// Adds the tally of a lookup in a table on its own (no level). Shared atomics are touched
+    /// once per lookup rather than once per step, and only for the counts that moved.
     pub fn add(&self, tally: &ReadCountersSnapshot) {
+        self.add_reads(tally);
+        self.unleveled.add(tally);
+    }
+
+    /// Adds a lookup's data-block reads; its filter counts go to the levels (`add_level`).
+    pub fn add_reads(&self, tally: &ReadCountersSnapshot) {
         let pairs = [
-            (&self.filter_probes, tally.filter_probes),
-            (&self.filter_negatives, tally.filter_negatives),
-            (&self.filter_positives, tally.filter_positives),
-            (&self.filter_true_positives, tally.filter_true_positives),
             (&self.data_block_reads, tally.data_block_reads),
             (&self.bytes_read, tally.bytes_read),
         ];
@@ -99,9 +119,7 @@ impl ReadCounters {
             }
         }
     }
-}
 
-impl ReadCounters {
     /// Adds to `level`'s filter counts what one table's probe added to a lookup's tally,
     /// from `before` to `after`.
     pub fn add_level(
@@ -110,41 +128,13 @@ impl ReadCounters {
         before: &ReadCountersSnapshot,
         after: &ReadCountersSnapshot,
     ) {
-        let Some(counters) = self.levels.get(level) else {
-            return;
-        };
-        let pairs = [
-            (&counters.probes, after.filter_probes - before.filter_probes),
-            (
-                &counters.positives,
-                after.filter_positives - before.filter_positives,
-            ),
-            (
-                &counters.true_positives,
-                after.filter_true_positives - before.filter_true_positives,
-            ),
-        ];
-        for (counter, by) in pairs {
-            if by != 0 {
-                counter.fetch_add(by, Ordering::Relaxed);
-            }
+        if let Some(counters) = self.levels.get(level) {
+            counters.add(&after.since(before));
         }
     }
 }
 
 impl ReadCountersSnapshot {
-    /// Both tallies together.
-    pub fn plus(&self, other: &ReadCountersSnapshot) -> ReadCountersSnapshot {
-        ReadCountersSnapshot {
-            filter_probes: self.filter_probes + other.filter_probes,
-            filter_negatives: self.filter_negatives + other.filter_negatives,
-            filter_positives: self.filter_positives + other.filter_positives,
-            filter_true_positives: self.filter_true_positives + other.filter_true_positives,
-            data_block_reads: self.data_block_reads + other.data_block_reads,
-            bytes_read: self.bytes_read + other.bytes_read,
-        }
-    }
-
     /// What happened between `earlier` and `self` (saturating at zero).
     pub fn since(&self, earlier: &ReadCountersSnapshot) -> ReadCountersSnapshot {
         ReadCountersSnapshot {

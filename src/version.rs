@@ -135,8 +135,8 @@ impl Version {
     }
 
     /// Asks `find` of each table that may hold `key`, newest first, until one answers. Each
-    /// table's filter counts go to its level's counters as it is probed; the rest of the
-    /// lookup's tally, to the store's, once at the end.
+    /// table's filter counts go to its level's counters as it is probed; the lookup's block
+    /// reads, to the store's, once at the end.
     fn first_holding<T>(
         &self,
         key: &[u8],
@@ -157,7 +157,7 @@ impl Version {
                 }
             }
         }
-        counters.add(&tally);
+        counters.add_reads(&tally);
         found
     }
 

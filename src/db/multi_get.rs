@@ -296,11 +296,9 @@ impl LevelTallies {
 
     fn add_to(&self, counters: &crate::metrics::ReadCounters) {
         let none = ReadCountersSnapshot::default();
-        let mut total = ReadCountersSnapshot::default();
         for (level, tally) in self.levels.iter().enumerate() {
             counters.add_level(level, &none, tally);
-            total = total.plus(tally);
+            counters.add_reads(tally);
         }
-        counters.add(&total);
     }
 }

@@ -311,8 +311,8 @@ impl Table {
 
     /// [`get_at`](Self::get_at), counting into `tally` instead of the shared counters: a
     /// store's lookup visits several tables and adds their tally once. Lookups count into
-    /// the read counters here, in [`filter_admits`](Self::filter_admits) and in
-    /// [`lookup_in_block`](Self::lookup_in_block) only.
+    /// the read counters in [`filter_admits`](Self::filter_admits), `read_block` and
+    /// `find_in` only.
     pub fn lookup(
         &self,
         key: &[u8],
@@ -320,11 +320,7 @@ impl Table {
         hash: &KeyHash,
         tally: &mut ReadCountersSnapshot,
     ) -> Result<Option<Entry>> {
-        let Some(block) = self.admitted_block(key, snapshot, hash, tally) else {
-            return Ok(None);
-        };
-        let found = self.lookup_in_block(block, &[key], snapshot, tally)?;
-        Ok(found.into_iter().next().flatten())
+        self.lookup_with(key, snapshot, hash, tally, BlockIter::next_entry)
     }
 
     /// Whether the table holds `key` at `snapshot`, and as what (a value or a tombstone),
@@ -336,26 +332,29 @@ impl Table {
         hash: &KeyHash,
         tally: &mut ReadCountersSnapshot,
     ) -> Result<Option<ValueKind>> {
-        let Some(block) = self.admitted_block(key, snapshot, hash, tally) else {
-            return Ok(None);
-        };
-        let found = self.in_block(block, &[key], snapshot, tally, |it| {
+        self.lookup_with(key, snapshot, hash, tally, |it| {
             Ok(it.sought().map(|(_, kind)| kind))
-        })?;
-        Ok(found.into_iter().next().flatten())
+        })
     }
 
-    /// The block to read for `key`, if the filter admits it and the index has one.
-    fn admitted_block(
+    /// One key's lookup: the filter, the index, then the block, where `read` takes the entry
+    /// the seek found.
+    fn lookup_with<T>(
         &self,
         key: &[u8],
         snapshot: SeqNo,
         hash: &KeyHash,
         tally: &mut ReadCountersSnapshot,
-    ) -> Option<usize> {
-        self.filter_admits(hash, tally)
-            .then(|| self.block_for(key, snapshot))
-            .flatten()
+        read: impl Fn(&mut BlockIter) -> std::result::Result<Option<T>, Malformed>,
+    ) -> Result<Option<T>> {
+        if !self.filter_admits(hash, tally) {
+            return Ok(None);
+        }
+        let Some(block) = self.block_for(key, snapshot) else {
+            return Ok(None);
+        };
+        let data = self.read_block(block, tally)?;
+        self.find_in(data, block, key, snapshot, tally, &read)
     }
 
     /// Asks the filter whether the table may hold the key of `hash`, counting the probe (a
@@ -426,39 +425,53 @@ impl Table {
         snapshot: SeqNo,
         tally: &mut ReadCountersSnapshot,
     ) -> Result<Vec<Option<Entry>>> {
-        self.in_block(block, keys, snapshot, tally, BlockIter::next_entry)
+        let data = self.read_block(block, tally)?;
+        keys.iter()
+            .map(|key| {
+                self.find_in(
+                    Arc::clone(&data),
+                    block,
+                    key,
+                    snapshot,
+                    tally,
+                    &BlockIter::next_entry,
+                )
+            })
+            .collect()
     }
 
-    /// Reads data block `block` once and seeks each of `keys` in it; where the seek finds the
-    /// key, `read` takes the entry from the iterator. Counts the read, and the true positives.
-    fn in_block<T>(
+    /// Data block `block` for a point lookup, counted as one read.
+    fn read_block(&self, block: usize, tally: &mut ReadCountersSnapshot) -> Result<Arc<Block>> {
+        let data = self.inner.data_block(block, BlockReads::Cached, None)?;
+        tally.data_block_reads += 1;
+        tally.bytes_read += self.inner.block_len_with_trailer(block);
+        Ok(data)
+    }
+
+    /// Seeks `key` in `data` (data block `block`, which the iterator takes); where the block holds it, `read` takes the
+    /// entry from the iterator, and a filter's "maybe" counts as a true positive.
+    fn find_in<T>(
         &self,
+        data: Arc<Block>,
         block: usize,
-        keys: &[&[u8]],
+        key: &[u8],
         snapshot: SeqNo,
         tally: &mut ReadCountersSnapshot,
-        read: impl Fn(&mut BlockIter) -> std::result::Result<Option<T>, Malformed>,
-    ) -> Result<Vec<Option<T>>> {
+        read: &impl Fn(&mut BlockIter) -> std::result::Result<Option<T>, Malformed>,
+    ) -> Result<Option<T>> {
         let inner = &self.inner;
-        let data = inner.data_block(block, BlockReads::Cached, None)?;
-        tally.data_block_reads += 1;
-        tally.bytes_read += inner.block_len_with_trailer(block);
-        let offset = inner.block_offset(block);
-        let in_block = |m: Malformed| m.in_block(&inner.path, BlockKind::Data, offset);
-        let mut found = Vec::with_capacity(keys.len());
-        for key in keys {
-            let mut it = Arc::clone(&data).shared_iter();
-            it.seek(key, snapshot).map_err(in_block)?;
-            let answer = match it.sought() {
-                Some((k, _)) if k == *key => read(&mut it).map_err(in_block)?,
-                _ => None,
-            };
-            if answer.is_some() && inner.filter.is_some() {
-                tally.filter_true_positives += 1;
-            }
-            found.push(answer);
+        let in_block =
+            |m: Malformed| m.in_block(&inner.path, BlockKind::Data, inner.block_offset(block));
+        let mut it = data.shared_iter();
+        it.seek(key, snapshot).map_err(in_block)?;
+        let answer = match it.sought() {
+            Some((k, _)) if k == key => read(&mut it).map_err(in_block)?,
+            _ => None,
+        };
+        if answer.is_some() && inner.filter.is_some() {
+            tally.filter_true_positives += 1;
         }
-        Ok(found)
+        Ok(answer)
     }
 
     /// Every entry in entry order, reading through the block cache.
