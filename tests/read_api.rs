@@ -292,3 +292,24 @@ fn existence_checks_agree_with_get() {
     assert!(db.contains_key(&huge).is_err());
     assert!(!db.may_contain(&huge));
 }
+
+/// Keys no table may hold: in an empty store, and first in a batch whose later keys are in
+/// tables.
+#[test]
+fn multi_get_of_keys_no_table_covers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    let keys = [common::key(1), common::key(2)];
+    assert_eq!(db.multi_get(&keys).unwrap(), vec![None, None]);
+    for i in 100..2_000u64 {
+        db.put(common::key(i), common::value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let keys = [common::key(1), common::key(500), common::key(9_999_999)];
+    let expected = vec![None, Some(common::value(500, 0)), None];
+    assert_eq!(db.multi_get(&keys).unwrap(), expected);
+    let stats = db.stats();
+    let per_level: u64 = stats.levels.iter().map(|l| l.filter_probes).sum();
+    assert_eq!(per_level, stats.filter_probes);
+}

@@ -65,8 +65,8 @@ impl<'v> Probed<'v> {
     fn count_probes(&self, tally: &mut LevelTallies) {
         for key in 0..self.ends.len() {
             let range = self.range_of(key);
-            let last = self.answered_by[key].unwrap_or(range.end.saturating_sub(1));
-            for c in range.start..=last.min(range.end.saturating_sub(1)) {
+            let asked_end = self.answered_by[key].map_or(range.end, |answered| answered + 1);
+            for c in range.start..asked_end {
                 let table = self.candidates[c];
                 if !table.table.has_filter() {
                     continue;
