@@ -83,7 +83,7 @@ impl Compaction {
     }
 
     /// The inputs merged, the keys in `part` only: of each key the newest version and the
-    /// newest each live snapshot sees, tombstones dropped at the bottom when nothing older of
+    /// newest each of `snapshots` (the live snapshots' numbers) sees, tombstones dropped at the bottom when nothing older of
     /// their key is kept. Inputs are read past the block cache: one pass over tables about to
     /// be deleted must not push out the blocks lookups keep hitting.
     ///
@@ -97,8 +97,6 @@ impl Compaction {
     /// The tables of one level below 0 are sorted and disjoint, so they make one stream, read
     /// one table after another: the merge then compares a key against one head per level, not
     /// one per table (a level-0 merge may take a hundred tables of its output level).
-    /// Of each key, the newest version and the newest each of `snapshots` (live snapshots'
-    /// numbers) sees are kept.
     pub fn merged_entries_in(
         &self,
         part: &Part,

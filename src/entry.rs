@@ -112,6 +112,11 @@ impl Entry {
     pub fn is_tombstone(&self) -> bool {
         self.kind == ValueKind::Tombstone
     }
+
+    /// What a read answers for this entry: its value, or `None` for a tombstone.
+    pub fn into_value(self) -> Option<Vec<u8>> {
+        (!self.is_tombstone()).then_some(self.value)
+    }
 }
 
 /// The store's entry order: key ascending, then sequence number descending.

@@ -276,14 +276,7 @@ fn per_level_filter_counters_add_up_to_the_stores() {
         db.get(common::key(2 * i)).unwrap(); // present
     }
     let stats = db.stats();
-    let sum = |f: fn(&bloomkv::LevelStats) -> u64| stats.levels.iter().map(f).sum::<u64>();
-    assert_eq!(sum(|l| l.filter_probes), stats.filter_probes);
-    assert_eq!(sum(|l| l.filter_positives), stats.filter_positives);
-    assert_eq!(
-        sum(|l| l.filter_true_positives),
-        stats.filter_true_positives
-    );
-    assert_eq!(sum(|l| l.filter_negatives()), stats.filter_negatives);
+    common::assert_level_filter_counts_add_up(&stats);
     for level in &stats.levels {
         if level.tables == 0 {
             assert_eq!(level.filter_probes, 0);

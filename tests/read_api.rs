@@ -211,14 +211,7 @@ fn multi_get_equals_a_get_per_key() {
     for i in 0..4 {
         assert_eq!(after[i] - middle[i], middle[i] - before[i], "counter {i}");
     }
-    let stats = db.stats();
-    let sum = |f: fn(&bloomkv::LevelStats) -> u64| stats.levels.iter().map(f).sum::<u64>();
-    assert_eq!(sum(|l| l.filter_probes), stats.filter_probes);
-    assert_eq!(sum(|l| l.filter_positives), stats.filter_positives);
-    assert_eq!(
-        sum(|l| l.filter_true_positives),
-        stats.filter_true_positives
-    );
+    common::assert_level_filter_counts_add_up(&db.stats());
 }
 
 /// A batch reads each block it needs once: present keys sharing blocks cost fewer block reads
@@ -309,7 +302,5 @@ fn multi_get_of_keys_no_table_covers() {
     let keys = [common::key(1), common::key(500), common::key(9_999_999)];
     let expected = vec![None, Some(common::value(500, 0)), None];
     assert_eq!(db.multi_get(&keys).unwrap(), expected);
-    let stats = db.stats();
-    let per_level: u64 = stats.levels.iter().map(|l| l.filter_probes).sum();
-    assert_eq!(per_level, stats.filter_probes);
+    common::assert_level_filter_counts_add_up(&db.stats());
 }

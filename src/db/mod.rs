@@ -461,13 +461,7 @@ impl Db {
 
     /// The value of `key`, or `None` when it is absent or deleted.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        let key = key.as_ref();
-        check_key_len(key)?;
-        Ok(self
-            .inner
-            .get_entry(key, None)?
-            .filter(|e| !e.is_tombstone())
-            .map(|e| e.value))
+        self.inner.get(key.as_ref(), None)
     }
 
     /// The values of `keys`, in their order (`None` for an absent or deleted key), all read
@@ -480,9 +474,7 @@ impl Db {
 
     /// Whether `key` holds a value, answered like `get` but without copying the value out.
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        let key = key.as_ref();
-        check_key_len(key)?;
-        self.inner.contains_key(key, None)
+        self.inner.contains_key(key.as_ref(), None)
     }
 
     /// `false` when `key` is surely absent; `true` when it may be present. Asks the memtables

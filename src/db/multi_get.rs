@@ -14,7 +14,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::entry::{Entry, SeqNo};
+use crate::entry::SeqNo;
 use crate::error::Result;
 use crate::filter::KeyHash;
 use crate::metrics::ReadCountersSnapshot;
@@ -97,7 +97,7 @@ impl Inner {
         for (slot, key) in keys.iter().enumerate() {
             let key = key.as_ref();
             match state.memtables().find_map(|mem| mem.get(key, seq)) {
-                Some(entry) => values[slot] = value_of(entry),
+                Some(entry) => values[slot] = entry.into_value(),
                 None => unanswered.push(slot),
             }
         }
@@ -117,11 +117,6 @@ impl Inner {
         tally.add_to(&self.table_env.counters);
         read.map(|()| values)
     }
-}
-
-/// A value, or `None` for a tombstone.
-fn value_of(entry: Entry) -> Option<Vec<u8>> {
-    (!entry.is_tombstone()).then_some(entry.value)
 }
 
 /// Step 2: hashes each unanswered key once and asks the filters of every table that may hold
@@ -232,7 +227,7 @@ fn read_blocks<'v, K: AsRef<[u8]>>(
                 let key = &mut pending[p];
                 match entry {
                     Some(entry) => {
-                        values[key.slot] = value_of(entry);
+                        values[key.slot] = entry.into_value();
                         probed.answered_by[key.key] = Some(probed.admitted[key.next]);
                         key.next = key.end;
                     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::lookup_shape::table_shares;
 use super::{lock, Inner, ReadState};
-use crate::entry::{Entry, SeqNo, ValueKind};
+use crate::entry::{check_key_len, Entry, SeqNo, ValueKind};
 use crate::error::Result;
 use crate::filter::KeyHash;
 use crate::iter::{DbIterator, EntryStream};
@@ -25,7 +25,13 @@ impl Inner {
         (state, seq)
     }
 
-    pub(super) fn get_entry(&self, key: &[u8], at: Option<SeqNo>) -> Result<Option<Entry>> {
+    /// The value of `key` at `at` (now, without it); `None` when absent or deleted.
+    pub(super) fn get(&self, key: &[u8], at: Option<SeqNo>) -> Result<Option<Vec<u8>>> {
+        check_key_len(key)?;
+        Ok(self.get_entry(key, at)?.and_then(Entry::into_value))
+    }
+
+    fn get_entry(&self, key: &[u8], at: Option<SeqNo>) -> Result<Option<Entry>> {
         let (state, seq) = self.view(at);
         for mem in state.memtables() {
             if let Some(entry) = mem.get(key, seq) {
@@ -39,13 +45,12 @@ impl Inner {
     /// Whether `key` holds a value at `at` (now, without it), from the memtables, the
     /// filters, the indexes and at most the data blocks' keys: no value is copied.
     pub(super) fn contains_key(&self, key: &[u8], at: Option<SeqNo>) -> Result<bool> {
+        check_key_len(key)?;
         let (state, seq) = self.view(at);
-        let in_memory = state.memtables().find_map(|mem| mem.kind_of(key, seq));
-        let kind = match in_memory {
+        let kind = match state.memtables().find_map(|mem| mem.kind_of(key, seq)) {
             Some(kind) => Some(kind),
             None => {
-                let hash = KeyHash::of(key);
-                (state.version).kind_of(key, seq, &hash, &self.table_env.counters)?
+                (state.version).kind_of(key, seq, &KeyHash::of(key), &self.table_env.counters)?
             }
         };
         Ok(kind == Some(ValueKind::Value))

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
-use super::{check_key_len, lock, Inner};
+use super::{lock, Inner};
 use crate::entry::SeqNo;
 use crate::error::Result;
 use crate::iter::DbIterator;
@@ -81,10 +81,7 @@ impl Snapshot<'_> {
 
     /// The value of `key` as of the snapshot, or `None` when it was absent or deleted.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        let key = key.as_ref();
-        check_key_len(key)?;
-        let entry = self.inner.get_entry(key, Some(self.seq))?;
-        Ok(entry.filter(|e| !e.is_tombstone()).map(|e| e.value))
+        self.inner.get(key.as_ref(), Some(self.seq))
     }
 
     /// The values of `keys` as of the snapshot, in their order: see
@@ -95,9 +92,7 @@ impl Snapshot<'_> {
 
     /// Whether `key` held a value as of the snapshot, without copying the value.
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        let key = key.as_ref();
-        check_key_len(key)?;
-        self.inner.contains_key(key, Some(self.seq))
+        self.inner.contains_key(key.as_ref(), Some(self.seq))
     }
 
     /// Every pair in key order, as of the snapshot.

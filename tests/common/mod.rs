@@ -30,3 +30,15 @@ pub fn key(i: u64) -> Vec<u8> {
 pub fn value(i: u64, v: u64) -> Vec<u8> {
     format!("value-{i}-{v}-{}", "x".repeat((i % 40) as usize)).into_bytes()
 }
+
+/// The filter counts of each level add up to the store's.
+pub fn assert_level_filter_counts_add_up(stats: &bloomkv::Stats) {
+    let sum = |f: fn(&bloomkv::LevelStats) -> u64| stats.levels.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|l| l.filter_probes), stats.filter_probes);
+    assert_eq!(sum(|l| l.filter_positives), stats.filter_positives);
+    assert_eq!(
+        sum(|l| l.filter_true_positives),
+        stats.filter_true_positives
+    );
+    assert_eq!(sum(|l| l.filter_negatives()), stats.filter_negatives);
+}
