@@ -174,8 +174,8 @@ fn header_fields_with_bad_values_are_errors() {
             rewritten(&bytes, &[(6, &0u16.to_le_bytes())], None),
         ),
         (
-            "algorithm 2",
-            rewritten(&bytes, &[(6, &2u16.to_le_bytes())], None),
+            "algorithm 3",
+            rewritten(&bytes, &[(6, &3u16.to_le_bytes())], None),
         ),
         (
             "0 hashes",

@@ -1,7 +1,7 @@
 //! The classic Bloom filter over 64-bit words.
 
 use super::error::{FilterError, Result};
-use super::hash::{reduce, KeyHash};
+use super::hash::{reduce, KeyHash, ProbeSequence};
 use super::params::{textbook_rate, FilterParams};
 
 const WORD_BITS: u64 = 64;
@@ -15,6 +15,9 @@ pub struct BloomFilter {
     pub(crate) hashes: u32,
     /// Keys inserted (for a union or intersection: the estimate from the set bits).
     pub(crate) key_count: u64,
+    /// How a key's hash becomes its bit positions: fixed when the filter is built, and kept
+    /// by its serialized form so that filters written by older versions still answer.
+    pub(crate) sequence: ProbeSequence,
 }
 
 impl BloomFilter {
@@ -30,6 +33,7 @@ impl BloomFilter {
             bits_per_key: params.bits_per_key(),
             hashes: params.hashes(),
             key_count: 0,
+            sequence: ProbeSequence::CURRENT,
         }
     }
 
@@ -50,11 +54,9 @@ impl BloomFilter {
     pub fn insert_hash(&mut self, hash: &KeyHash) {
         let bit_count = self.bit_count();
         let words = &mut self.words[..];
-        let mut probe = hash.first_probe();
-        for _ in 0..self.hashes {
+        for probe in hash.walk(self.sequence).take(self.hashes as usize) {
             let pos = reduce(probe, bit_count);
             words[(pos / WORD_BITS) as usize] |= 1 << (pos % WORD_BITS);
-            probe = hash.next_probe(probe);
         }
         self.key_count += 1;
     }
@@ -70,15 +72,12 @@ impl BloomFilter {
     pub fn contains_hash(&self, hash: &KeyHash) -> bool {
         let bit_count = self.bit_count();
         let words = &self.words[..];
-        let mut probe = hash.first_probe();
-        for _ in 0..self.hashes {
-            let pos = reduce(probe, bit_count);
-            if words[(pos / WORD_BITS) as usize] & (1 << (pos % WORD_BITS)) == 0 {
-                return false;
-            }
-            probe = hash.next_probe(probe);
-        }
-        true
+        hash.walk(self.sequence)
+            .take(self.hashes as usize)
+            .all(|probe| {
+                let pos = reduce(probe, bit_count);
+                words[(pos / WORD_BITS) as usize] & (1 << (pos % WORD_BITS)) != 0
+            })
     }
 
     /// Asks the CPU to bring the words of the first two probes of `contains_hash(hash)` into
@@ -88,11 +87,9 @@ impl BloomFilter {
     /// x86-64, does nothing.
     pub fn prefetch(&self, hash: &KeyHash) {
         let bit_count = self.bit_count();
-        let mut probe = hash.first_probe();
-        for _ in 0..self.hashes.min(2) {
+        for probe in hash.walk(self.sequence).take(self.hashes.min(2) as usize) {
             let pos = reduce(probe, bit_count);
             prefetch_read(&self.words[(pos / WORD_BITS) as usize]);
-            probe = hash.next_probe(probe);
         }
     }
 
@@ -167,7 +164,7 @@ impl BloomFilter {
         textbook_rate(self.bit_count() as f64 / self.key_count as f64, self.hashes)
     }
 
-    /// Adds every key of `other` (same size and hash count): the result answers "maybe" for
+    /// Adds every key of `other` (same size, hash count and probe sequence): the result answers "maybe" for
     /// any key either filter holds.
     pub fn union(&mut self, other: &BloomFilter) -> Result<()> {
         self.combine(other, |a, b| a | b)
@@ -186,6 +183,12 @@ impl BloomFilter {
                 right: other.shape(),
             });
         }
+        if self.sequence != other.sequence {
+            return Err(FilterError::HashMismatch {
+                left: self.sequence.algorithm(),
+                right: other.sequence.algorithm(),
+            });
+        }
         for (a, b) in self.words.iter_mut().zip(&other.words) {
             *a = op(*a, *b);
         }
@@ -200,6 +203,19 @@ impl BloomFilter {
 
     fn shape(&self) -> (u64, u32) {
         (self.bit_count(), self.hashes)
+    }
+
+    /// A filter like `new` that walks its probes with `sequence`: tests of older formats.
+    #[cfg(test)]
+    pub(crate) fn with_sequence(
+        params: FilterParams,
+        expected_keys: u64,
+        sequence: ProbeSequence,
+    ) -> BloomFilter {
+        BloomFilter {
+            sequence,
+            ..Self::new(params, expected_keys)
+        }
     }
 }
 

@@ -4,7 +4,8 @@
 //! offset  size  field
 //!      0     4  magic "BKBF"
 //!      4     2  format version (1), little-endian
-//!      6     2  hash algorithm (1 = xxh3-64, odd-step double hashing, multiply-shift)
+//!      6     2  hash algorithm (2 = xxh3-64, quadratic probe walk, multiply-shift;
+//!                 1 = the linear walk of older files: see `hash.rs`)
 //!      8     4  hash count k
 //!     12     4  bits per key
 //!     16     8  bit count m (a multiple of 64, at least 64)
@@ -17,12 +18,11 @@ use byteorder::{ByteOrder, LittleEndian};
 
 use super::bloom::BloomFilter;
 use super::error::{FilterError, Result};
+use super::hash::ProbeSequence;
 use super::params::FilterParams;
 
 const MAGIC: &[u8; 4] = b"BKBF";
 const FORMAT_VERSION: u16 = 1;
-/// xxh3-64 of the key, splitmix64-derived odd step, multiply-shift range reduction.
-const HASH_XXH3_ODD_DOUBLE: u16 = 1;
 const HEADER_LEN: usize = 32;
 const CHECKSUM_LEN: usize = 4;
 
@@ -32,7 +32,7 @@ impl BloomFilter {
         let mut out = vec![0u8; HEADER_LEN + self.words.len() * 8 + CHECKSUM_LEN];
         out[0..4].copy_from_slice(MAGIC);
         LittleEndian::write_u16(&mut out[4..6], FORMAT_VERSION);
-        LittleEndian::write_u16(&mut out[6..8], HASH_XXH3_ODD_DOUBLE);
+        LittleEndian::write_u16(&mut out[6..8], self.sequence.algorithm());
         LittleEndian::write_u32(&mut out[8..12], self.hashes);
         LittleEndian::write_u32(&mut out[12..16], self.bits_per_key);
         LittleEndian::write_u64(&mut out[16..24], self.bit_count());
@@ -81,9 +81,9 @@ impl BloomFilter {
             return Err(corrupt(format!("unknown format version {version}")));
         }
         let algorithm = LittleEndian::read_u16(&bytes[6..8]);
-        if algorithm != HASH_XXH3_ODD_DOUBLE {
+        let Some(sequence) = ProbeSequence::of_algorithm(algorithm) else {
             return Err(corrupt(format!("unknown hash algorithm {algorithm}")));
-        }
+        };
         if bit_count == 0 || bit_count % 64 != 0 {
             return Err(corrupt(format!(
                 "bit count {bit_count} is not a positive multiple of 64"
@@ -99,10 +99,71 @@ impl BloomFilter {
             bits_per_key,
             hashes,
             key_count: LittleEndian::read_u64(&bytes[24..32]),
+            sequence,
         })
     }
 }
 
 fn corrupt(msg: String) -> FilterError {
     FilterError::Corrupt(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filled(sequence: ProbeSequence) -> BloomFilter {
+        let params = FilterParams::new(20, 14).unwrap();
+        let mut filter = BloomFilter::with_sequence(params, 640, sequence);
+        for i in 0..640 {
+            filter.insert(format!("key{i}").as_bytes());
+        }
+        filter
+    }
+
+    #[test]
+    fn each_probe_sequence_is_written_as_its_algorithm_and_read_back() {
+        for (sequence, algorithm) in [(ProbeSequence::Linear, 1u16), (ProbeSequence::Quadratic, 2)]
+        {
+            let filter = filled(sequence);
+            let bytes = filter.to_bytes();
+            assert_eq!(LittleEndian::read_u16(&bytes[6..8]), algorithm);
+            let back = BloomFilter::from_bytes(&bytes).unwrap();
+            assert_eq!(back.sequence, sequence);
+            assert_eq!(back, filter);
+            assert!((0..640).all(|i| back.contains(format!("key{i}").as_bytes())));
+        }
+    }
+
+    #[test]
+    fn new_filters_use_the_quadratic_walk() {
+        let filter = BloomFilter::with_capacity(100, 0.01).unwrap();
+        assert_eq!(filter.sequence, ProbeSequence::Quadratic);
+        assert_eq!(LittleEndian::read_u16(&filter.to_bytes()[6..8]), 2);
+    }
+
+    #[test]
+    fn the_two_walks_place_keys_differently() {
+        // Same keys, same size: the bit arrays differ, so reading a filter with the other
+        // walk than the one that wrote it would miss keys.
+        let (linear, quadratic) = (
+            filled(ProbeSequence::Linear),
+            filled(ProbeSequence::Quadratic),
+        );
+        assert_ne!(linear.words, quadratic.words);
+    }
+
+    #[test]
+    fn filters_of_different_walks_do_not_combine() {
+        let mut linear = filled(ProbeSequence::Linear);
+        let quadratic = filled(ProbeSequence::Quadratic);
+        assert_eq!(
+            linear.union(&quadratic),
+            Err(FilterError::HashMismatch { left: 1, right: 2 })
+        );
+        assert_eq!(
+            linear.intersect(&quadratic),
+            Err(FilterError::HashMismatch { left: 1, right: 2 })
+        );
+    }
 }

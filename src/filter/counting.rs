@@ -1,7 +1,7 @@
 //! A counting Bloom filter: 4-bit counters instead of bits, so keys can be removed.
 
 use super::error::Result;
-use super::hash::KeyHash;
+use super::hash::{KeyHash, ProbeSequence};
 use super::params::FilterParams;
 
 const COUNTERS_PER_WORD: u64 = 16;
@@ -62,7 +62,7 @@ impl CountingBloomFilter {
     /// Adds a key.
     pub fn insert(&mut self, key: &[u8]) {
         let hash = KeyHash::of(key);
-        for cell in hash.positions(self.hashes, self.cell_count()) {
+        for cell in hash.positions(ProbeSequence::CURRENT, self.hashes, self.cell_count()) {
             self.add_to_counter(cell, 1);
         }
         self.key_count += 1;
@@ -71,7 +71,7 @@ impl CountingBloomFilter {
     /// False: certainly absent. True: probably present.
     pub fn contains(&self, key: &[u8]) -> bool {
         let hash = KeyHash::of(key);
-        hash.positions(self.hashes, self.cell_count())
+        hash.positions(ProbeSequence::CURRENT, self.hashes, self.cell_count())
             .all(|cell| self.counter(cell) != 0)
     }
 
@@ -84,7 +84,7 @@ impl CountingBloomFilter {
             return false;
         }
         let hash = KeyHash::of(key);
-        for cell in hash.positions(self.hashes, self.cell_count()) {
+        for cell in hash.positions(ProbeSequence::CURRENT, self.hashes, self.cell_count()) {
             self.add_to_counter(cell, -1);
         }
         self.key_count = self.key_count.saturating_sub(1);

@@ -14,6 +14,9 @@ pub enum FilterError {
     InvalidParams(String),
     /// Two filters combined with `union` / `intersect` differ in size or hash count.
     ShapeMismatch { left: (u64, u32), right: (u64, u32) },
+    /// Two filters combined with `union` / `intersect` place keys by different hash
+    /// algorithms (see `docs/filter.md`): a filter read from an older file with a new one.
+    HashMismatch { left: u16, right: u16 },
     /// Serialized bytes that are truncated, damaged or of an unknown format.
     Corrupt(String),
 }
@@ -34,6 +37,10 @@ impl fmt::Display for FilterError {
                 f,
                 "filters differ in shape: {} bits / {} hashes against {} bits / {} hashes",
                 left.0, left.1, right.0, right.1
+            ),
+            FilterError::HashMismatch { left, right } => write!(
+                f,
+                "filters place keys by different hash algorithms: {left} against {right}"
             ),
             FilterError::Corrupt(msg) => write!(f, "corrupt serialized filter: {msg}"),
         }
