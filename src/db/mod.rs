@@ -28,6 +28,7 @@ use crate::wal::LogWriter;
 use crate::write_batch::WriteBatch;
 
 mod background;
+mod checkpoint;
 mod compact;
 mod flush;
 mod lookup_shape;
@@ -39,6 +40,7 @@ mod table_writer;
 mod write;
 mod write_group;
 
+pub use checkpoint::Checkpoint;
 use recovery::recover;
 pub use snapshot::Snapshot;
 

@@ -172,6 +172,10 @@ impl FileSystem for MmapFileSystem {
         OsFileSystem.remove(path)
     }
 
+    fn link_or_copy(&self, from: &Path, to: &Path) -> Result<()> {
+        OsFileSystem.link_or_copy(from, to)
+    }
+
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         OsFileSystem.sync_dir(dir)
     }

@@ -69,6 +69,14 @@ pub trait FileSystem: Send + Sync + 'static {
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Deletes a file.
     fn remove(&self, path: &Path) -> Result<()>;
+    /// Makes `to` a durable file with the bytes of `from`, which is never written again: a
+    /// hard link where the file system offers one, else a copy, synced.
+    fn link_or_copy(&self, from: &Path, to: &Path) -> Result<()> {
+        let bytes = self.read_all(from)?;
+        let mut file = self.create(to)?;
+        file.append(&bytes)?;
+        file.sync()
+    }
     /// Makes the directory's entries (creations, renames, deletions) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
     /// Names of the entries in a directory.

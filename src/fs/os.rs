@@ -191,6 +191,18 @@ impl FileSystem for OsFileSystem {
         fs::remove_file(path).map_err(|e| io_err("removing", path, e))
     }
 
+    fn link_or_copy(&self, from: &Path, to: &Path) -> Result<()> {
+        // A link shares the file's blocks; across file systems (EXDEV) or where links are
+        // not offered, copy.
+        if fs::hard_link(from, to).is_ok() {
+            return Ok(());
+        }
+        fs::copy(from, to).map_err(|e| io_err("copying", from, e))?;
+        fs::File::open(to)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io_err("syncing", to, e))
+    }
+
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         // The parent of a bare relative name is the empty path: the current directory.
         let dir = if dir.as_os_str().is_empty() {
