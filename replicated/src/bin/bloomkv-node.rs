@@ -1,0 +1,144 @@
+//! Runs one node of the replicated service, or talks to one.
+//!
+//!     bloomkv-node serve --id 1 --addr 127.0.0.1:21001 --dir /tmp/n1 [--snapshot-every 5000]
+//!     bloomkv-node client --addr 127.0.0.1:21001 init 1=127.0.0.1:21001,2=127.0.0.1:21002
+//!     bloomkv-node client --addr 127.0.0.1:21001 put KEY VALUE
+//!     bloomkv-node client --addr 127.0.0.1:21001 get KEY [--stale]
+//!     bloomkv-node client --addr 127.0.0.1:21001 delete KEY
+//!     bloomkv-node client --addr 127.0.0.1:21001 add-learner ID ADDR
+//!     bloomkv-node client --addr 127.0.0.1:21001 change-membership 1,2,3
+//!     bloomkv-node client --addr 127.0.0.1:21001 status
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::ExitCode;
+
+use bloomkv_replicated::client::Client;
+use bloomkv_replicated::server::{Node, NodeOptions};
+use bloomkv_replicated::NodeId;
+
+const USAGE: &str = "usage:
+  bloomkv-node serve --id N --addr HOST:PORT --dir PATH [--snapshot-every N]
+  bloomkv-node client --addr HOST:PORT (init ID=ADDR,... | put KEY VALUE | get KEY [--stale]
+               | delete KEY | add-learner ID ADDR | change-membership ID,... | status)";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("cannot start the runtime: {e}")),
+    };
+    let result = match args.first().map(String::as_str) {
+        Some("serve") => runtime.block_on(serve(&args[1..])),
+        Some("client") => runtime.block_on(client(&args[1..])),
+        _ => Err(USAGE.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => fail(&msg),
+    }
+}
+
+fn fail(msg: &str) -> ExitCode {
+    eprintln!("bloomkv-node: {msg}");
+    ExitCode::from(2)
+}
+
+/// The value after `--name`, and the arguments without the pair.
+fn take_flag(args: &mut Vec<String>, name: &str) -> Result<Option<String>, String> {
+    let Some(at) = args.iter().position(|a| a == name) else {
+        return Ok(None);
+    };
+    if at + 1 >= args.len() {
+        return Err(format!("{name} needs a value\n{USAGE}"));
+    }
+    let value = args.remove(at + 1);
+    args.remove(at);
+    Ok(Some(value))
+}
+
+fn parse<T: std::str::FromStr>(what: &str, text: &str) -> Result<T, String> {
+    text.parse()
+        .map_err(|_| format!("{what} {text:?} is not a number"))
+}
+
+async fn serve(args: &[String]) -> Result<(), String> {
+    let mut args = args.to_vec();
+    let id = take_flag(&mut args, "--id")?.ok_or(format!("--id is required\n{USAGE}"))?;
+    let addr = take_flag(&mut args, "--addr")?.ok_or(format!("--addr is required\n{USAGE}"))?;
+    let dir = take_flag(&mut args, "--dir")?.ok_or(format!("--dir is required\n{USAGE}"))?;
+    let every = take_flag(&mut args, "--snapshot-every")?;
+    if let Some(extra) = args.first() {
+        return Err(format!("unexpected argument {extra:?}\n{USAGE}"));
+    }
+    let mut options = NodeOptions::new(parse("--id", &id)?, addr, dir);
+    if let Some(every) = every {
+        options.snapshot_every = parse("--snapshot-every", &every)?;
+    }
+    let node = Node::start(options)
+        .await
+        .map_err(|e| format!("cannot start the node: {e}"))?;
+    eprintln!("bloomkv-node: node serving on {}", node.addr);
+    // Runs until the process is stopped.
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+async fn client(args: &[String]) -> Result<(), String> {
+    let mut args = args.to_vec();
+    let addr = take_flag(&mut args, "--addr")?.ok_or(format!("--addr is required\n{USAGE}"))?;
+    let stale = args.iter().any(|a| a == "--stale");
+    args.retain(|a| a != "--stale");
+    let mut client = Client::new([addr.clone()]);
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    let shown = |e: bloomkv_replicated::client::ClientError| e.to_string();
+    match words.as_slice() {
+        ["init", members] => {
+            let mut map = BTreeMap::new();
+            for member in members.split(',') {
+                let (id, member_addr) = member
+                    .split_once('=')
+                    .ok_or(format!("member {member:?} is not ID=ADDR"))?;
+                map.insert(parse::<NodeId>("node id", id)?, member_addr.to_string());
+            }
+            client.init(&addr, map).await.map_err(shown)?;
+        }
+        ["put", key, value] => {
+            let response = client.put(key, value).await.map_err(shown)?;
+            println!("ok, log index {}", response.index);
+        }
+        ["delete", key] => {
+            let response = client.delete(key).await.map_err(shown)?;
+            println!("ok, log index {}", response.index);
+        }
+        ["get", key] => {
+            let value = if stale {
+                client.stale_get(&addr, key).await
+            } else {
+                client.get(key).await
+            };
+            match value.map_err(shown)? {
+                Some(v) => println!("{v}"),
+                None => return Err(format!("{key}: not found")),
+            }
+        }
+        ["add-learner", id, learner_addr] => {
+            client
+                .add_learner(parse("node id", id)?, learner_addr)
+                .await
+                .map_err(shown)?;
+        }
+        ["change-membership", voters] => {
+            let voters: BTreeSet<NodeId> = voters
+                .split(',')
+                .map(|v| parse("node id", v))
+                .collect::<Result<_, _>>()?;
+            client.change_membership(voters).await.map_err(shown)?;
+        }
+        ["status"] => {
+            let status = client.status(&addr).await.map_err(shown)?;
+            println!("{status:?}");
+        }
+        _ => return Err(USAGE.to_string()),
+    }
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! A client of the service: finds the leader and follows its redirects.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+
+use crate::network::{ClientReply, ClientRequest, Consistency, Message, NodeStatus};
+use crate::wire::{read_frame, write_frame};
+use crate::{NodeId, Request, Response};
+
+/// What a request could not do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientError {
+    /// No node answered as leader within the tries.
+    NoLeader,
+    /// A node refused the request.
+    Failed(String),
+    /// The connection failed.
+    Io(String),
+    /// The node answered something this request does not expect.
+    Unexpected(String),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::NoLeader => write!(f, "no leader answered"),
+            ClientError::Failed(msg) => write!(f, "refused: {msg}"),
+            ClientError::Io(msg) => write!(f, "connection: {msg}"),
+            ClientError::Unexpected(msg) => write!(f, "unexpected reply: {msg}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// A client knowing the addresses of some nodes; it asks the one it last found leading.
+pub struct Client {
+    addrs: Vec<String>,
+    leader: usize,
+    connection: Option<(String, TcpStream)>,
+    /// Tries (each up to every known node) before giving up on finding a leader.
+    pub tries: u32,
+}
+
+impl Client {
+    pub fn new(addrs: impl IntoIterator<Item = impl Into<String>>) -> Client {
+        Client {
+            addrs: addrs.into_iter().map(Into::into).collect(),
+            leader: 0,
+            connection: None,
+            tries: 60,
+        }
+    }
+
+    /// Sends `request` to the node at `addr` and reads its reply.
+    pub async fn send_to(
+        &mut self,
+        addr: &str,
+        request: ClientRequest,
+    ) -> Result<ClientReply, ClientError> {
+        let io = |e: std::io::Error| ClientError::Io(format!("{addr}: {e}"));
+        if self.connection.as_ref().is_none_or(|(a, _)| a != addr) {
+            let stream = TcpStream::connect(addr).await.map_err(io)?;
+            stream.set_nodelay(true).map_err(io)?;
+            self.connection = Some((addr.to_string(), stream));
+        }
+        let (_, stream) = self.connection.as_mut().expect("connected above");
+        let exchange = async {
+            write_frame(stream, &Message::Client(request)).await?;
+            read_frame::<ClientReply>(stream)
+                .await?
+                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+        };
+        match tokio::time::timeout(Duration::from_secs(10), exchange).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) => {
+                self.connection = None;
+                Err(io(e))
+            }
+            Err(_) => {
+                self.connection = None;
+                Err(ClientError::Io(format!("{addr}: no reply in 10 s")))
+            }
+        }
+    }
+
+    /// Sends `request` to the leader, following redirects and trying every node in turn
+    /// while none leads (during an election).
+    pub async fn send(&mut self, request: ClientRequest) -> Result<ClientReply, ClientError> {
+        for _ in 0..self.tries {
+            for _ in 0..self.addrs.len() {
+                let addr = self.addrs[self.leader].clone();
+                match self.send_to(&addr, request.clone()).await {
+                    Ok(ClientReply::NotLeader {
+                        leader: Some((_, leader_addr)),
+                    }) => {
+                        let at = match self.addrs.iter().position(|a| *a == leader_addr) {
+                            Some(at) => at,
+                            None => {
+                                self.addrs.push(leader_addr);
+                                self.addrs.len() - 1
+                            }
+                        };
+                        self.leader = at;
+                        // Ask the leader at once, unless it just pointed at itself.
+                        if at != self.addrs.iter().position(|a| *a == addr).unwrap_or(at) {
+                            continue;
+                        }
+                    }
+                    Ok(ClientReply::NotLeader { leader: None }) | Err(ClientError::Io(_)) => {
+                        self.leader = (self.leader + 1) % self.addrs.len();
+                    }
+                    other => return other,
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(ClientError::NoLeader)
+    }
+
+    pub async fn put(&mut self, key: &str, value: &str) -> Result<Response, ClientError> {
+        let request = ClientRequest::Write(Request::Put {
+            key: key.to_string(),
+            value: value.to_string(),
+        });
+        match self.send(request).await? {
+            ClientReply::Written(response) => Ok(response),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn delete(&mut self, key: &str) -> Result<Response, ClientError> {
+        let request = ClientRequest::Write(Request::Delete {
+            key: key.to_string(),
+        });
+        match self.send(request).await? {
+            ClientReply::Written(response) => Ok(response),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// A linearizable read, through the leader.
+    pub async fn get(&mut self, key: &str) -> Result<Option<String>, ClientError> {
+        let request = ClientRequest::Read {
+            key: key.to_string(),
+            consistency: Consistency::Linearizable,
+        };
+        match self.send(request).await? {
+            ClientReply::Value(value) => Ok(value),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// A read of whatever the node at `addr` has applied.
+    pub async fn stale_get(
+        &mut self,
+        addr: &str,
+        key: &str,
+    ) -> Result<Option<String>, ClientError> {
+        let request = ClientRequest::Read {
+            key: key.to_string(),
+            consistency: Consistency::Stale,
+        };
+        match self.send_to(addr, request).await? {
+            ClientReply::Value(value) => Ok(value),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Makes a cluster of `members` (id to address), asking the node at `addr`.
+    pub async fn init(
+        &mut self,
+        addr: &str,
+        members: BTreeMap<NodeId, String>,
+    ) -> Result<(), ClientError> {
+        match self.send_to(addr, ClientRequest::Init { members }).await? {
+            ClientReply::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn add_learner(&mut self, id: NodeId, addr: &str) -> Result<(), ClientError> {
+        let request = ClientRequest::AddLearner {
+            id,
+            addr: addr.to_string(),
+        };
+        match self.send(request).await? {
+            ClientReply::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn change_membership(&mut self, voters: BTreeSet<NodeId>) -> Result<(), ClientError> {
+        match self
+            .send(ClientRequest::ChangeMembership { voters })
+            .await?
+        {
+            ClientReply::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn status(&mut self, addr: &str) -> Result<NodeStatus, ClientError> {
+        match self.send_to(addr, ClientRequest::Status).await? {
+            ClientReply::Status(status) => Ok(status),
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+fn unexpected(reply: ClientReply) -> ClientError {
+    match reply {
+        ClientReply::Failed(msg) => ClientError::Failed(msg),
+        other => ClientError::Unexpected(format!("{other:?}")),
+    }
+}

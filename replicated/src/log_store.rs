@@ -1,0 +1,223 @@
+//! The Raft log, the vote and the committed index in one bloomkv store.
+//!
+//! Keys (all values are JSON):
+//!
+//! - `e` + the entry's index as 8 big-endian bytes: a log entry. Big-endian makes key order
+//!   index order, so a range of indexes is a range scan.
+//! - `m/vote`, `m/committed`: the vote and the committed log id.
+//! - `m/purged`: the last purged log id; `m/last`: the last log id in the log, kept beside
+//!   the entries in every batch that changes them, so the log state is two point reads.
+//!
+//! Appends, truncations and votes are synced before they are acknowledged: Raft counts a
+//! node's vote and its log as durable once it answered. The committed index and purges are
+//! not synced (Raft recomputes the first and tolerates a purge undone by a crash).
+
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::Arc;
+
+use bloomkv::{Db, Options, WriteBatch, WriteOptions};
+use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
+use openraft::{Entry, ErrorSubject, ErrorVerb, LogId, OptionalSend, StorageError, Vote};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::{storage_error, NodeId, TypeConfig};
+
+const ENTRY_PREFIX: u8 = b'e';
+const VOTE: &[u8] = b"m/vote";
+const COMMITTED: &[u8] = b"m/committed";
+const PURGED: &[u8] = b"m/purged";
+const LAST: &[u8] = b"m/last";
+
+/// The key of the log entry at `index`.
+fn entry_key(index: u64) -> [u8; 9] {
+    let mut key = [ENTRY_PREFIX; 9];
+    key[1..].copy_from_slice(&index.to_be_bytes());
+    key
+}
+
+/// The log store; its reader is a clone sharing the same store.
+#[derive(Clone)]
+pub struct LogStore {
+    db: Arc<Db>,
+}
+
+type StorageResult<T> = Result<T, StorageError<NodeId>>;
+
+fn logs_error(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError<NodeId> {
+    storage_error(ErrorSubject::Logs, verb, e)
+}
+
+impl LogStore {
+    /// Opens (or creates) the log store in `dir`.
+    pub fn open(dir: impl AsRef<Path>) -> Result<LogStore, bloomkv::Error> {
+        let db = Db::open(dir, Options::default())?;
+        Ok(LogStore { db: Arc::new(db) })
+    }
+
+    fn read<T: DeserializeOwned>(&self, key: &[u8]) -> StorageResult<Option<T>> {
+        match self.db.get(key) {
+            Ok(None) => Ok(None),
+            Ok(Some(bytes)) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| logs_error(ErrorVerb::Read, e)),
+            Err(e) => Err(logs_error(ErrorVerb::Read, e)),
+        }
+    }
+
+    fn write(&self, batch: WriteBatch, sync: bool) -> StorageResult<()> {
+        self.db
+            .write_opt(batch, &WriteOptions { sync })
+            .map_err(|e| logs_error(ErrorVerb::Write, e))
+    }
+
+    /// The stored entries whose indexes lie in `range`, as (key, JSON) pairs in index order.
+    fn scan(&self, range: impl RangeBounds<u64>) -> StorageResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let start = match range.start_bound() {
+            Bound::Included(&i) => Some(i),
+            Bound::Excluded(&i) => i.checked_add(1),
+            Bound::Unbounded => Some(0),
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&i) => i.checked_add(1),
+            Bound::Excluded(&i) => Some(i),
+            Bound::Unbounded => None,
+        };
+        let Some(start) = start else {
+            return Ok(Vec::new());
+        };
+        let start_key = entry_key(start);
+        // Without an end: the first key after every entry key.
+        let end_key = end.map_or(vec![ENTRY_PREFIX + 1], |e| entry_key(e).to_vec());
+        self.db
+            .range(Bound::Included(&start_key), Bound::Excluded(&end_key))
+            .map(|item| item.map_err(|e| logs_error(ErrorVerb::Read, e)))
+            .collect()
+    }
+
+    /// The entries whose indexes lie in `range`, in order.
+    fn entries_in(&self, range: impl RangeBounds<u64>) -> StorageResult<Vec<Entry<TypeConfig>>> {
+        self.scan(range)?
+            .into_iter()
+            .map(|(_, value)| {
+                serde_json::from_slice(&value).map_err(|e| logs_error(ErrorVerb::Read, e))
+            })
+            .collect()
+    }
+
+    /// The keys of the entries whose indexes lie in `range`.
+    fn keys_in(&self, range: impl RangeBounds<u64>) -> StorageResult<Vec<Vec<u8>>> {
+        Ok(self.scan(range)?.into_iter().map(|(key, _)| key).collect())
+    }
+}
+
+fn json(value: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(value).expect("Raft's types serialize to JSON")
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> StorageResult<Vec<Entry<TypeConfig>>> {
+        self.entries_in(range)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
+        let last_purged_log_id: Option<LogId<NodeId>> = self.read(PURGED)?;
+        let last: Option<LogId<NodeId>> = self.read(LAST)?;
+        Ok(LogState {
+            last_purged_log_id,
+            // With every entry purged, the last log id is the last purged one.
+            last_log_id: last.or(last_purged_log_id),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> StorageResult<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(VOTE, json(vote));
+        self.write(batch, true)
+            .map_err(|e| storage_error(ErrorSubject::Vote, ErrorVerb::Write, e))
+    }
+
+    async fn read_vote(&mut self) -> StorageResult<Option<Vote<NodeId>>> {
+        self.read(VOTE)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> StorageResult<()> {
+        let mut batch = WriteBatch::new();
+        match committed {
+            Some(id) => batch.put(COMMITTED, json(&id)),
+            None => batch.delete(COMMITTED),
+        };
+        self.write(batch, false)
+    }
+
+    async fn read_committed(&mut self) -> StorageResult<Option<LogId<NodeId>>> {
+        self.read(COMMITTED)
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> StorageResult<()>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut batch = WriteBatch::new();
+        let mut last = None;
+        for entry in entries {
+            batch.put(entry_key(entry.log_id.index), json(&entry));
+            last = Some(entry.log_id);
+        }
+        if let Some(last) = last {
+            batch.put(LAST, json(&last));
+        }
+        let result = self.write(batch, true);
+        callback.log_io_completed(
+            result
+                .as_ref()
+                .map(|_| ())
+                .map_err(|e| std::io::Error::other(e.to_string())),
+        );
+        result
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+        let mut batch = WriteBatch::new();
+        for key in self.keys_in(log_id.index..)? {
+            batch.delete(key);
+        }
+        // The entry before the cut is the new last one; none left means the purged one.
+        let before = match log_id.index.checked_sub(1) {
+            Some(i) => self.entries_in(i..=i)?.pop().map(|e| e.log_id),
+            None => None,
+        };
+        match before.or(self.read::<LogId<NodeId>>(PURGED)?) {
+            Some(id) => batch.put(LAST, json(&id)),
+            None => batch.delete(LAST),
+        };
+        self.write(batch, true)
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+        let mut batch = WriteBatch::new();
+        for key in self.keys_in(..=log_id.index)? {
+            batch.delete(key);
+        }
+        batch.put(PURGED, json(&log_id));
+        let last: Option<LogId<NodeId>> = self.read(LAST)?;
+        if last.is_none_or(|l| l.index < log_id.index) {
+            batch.put(LAST, json(&log_id));
+        }
+        self.write(batch, false)
+    }
+}

@@ -1,0 +1,197 @@
+//! Runs one node: its Raft instance on the two stores, and one TCP port for peers and clients.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use openraft::error::RaftError;
+use openraft::{BasicNode, Config, SnapshotPolicy};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+use crate::network::{ClientReply, ClientRequest, Consistency, Message, Network, NodeStatus};
+use crate::state_machine::StateReader;
+use crate::wire::{read_frame, write_frame};
+use crate::{LogStore, NodeId, Raft, StateMachine};
+
+/// How a node is run.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    pub id: NodeId,
+    /// `host:port` to listen on, and by which peers reach this node.
+    pub addr: String,
+    /// Holds `log/` (the log store) and `sm/` (the state machine).
+    pub dir: PathBuf,
+    /// Build a snapshot after this many applied entries (and purge the log below it).
+    pub snapshot_every: u64,
+    pub heartbeat_ms: u64,
+    pub election_timeout_ms: (u64, u64),
+}
+
+impl NodeOptions {
+    /// Defaults for a node on loopback.
+    pub fn new(id: NodeId, addr: impl Into<String>, dir: impl AsRef<Path>) -> NodeOptions {
+        NodeOptions {
+            id,
+            addr: addr.into(),
+            dir: dir.as_ref().to_path_buf(),
+            snapshot_every: 5_000,
+            heartbeat_ms: 100,
+            election_timeout_ms: (400, 800),
+        }
+    }
+}
+
+/// A running node.
+pub struct Node {
+    pub raft: Raft,
+    pub addr: String,
+    reader: StateReader,
+    server: JoinHandle<()>,
+}
+
+impl Node {
+    /// Opens the node's stores (recovering them) and starts serving on `options.addr`.
+    pub async fn start(options: NodeOptions) -> Result<Node, Box<dyn std::error::Error>> {
+        let config = Config {
+            cluster_name: "bloomkv".to_string(),
+            heartbeat_interval: options.heartbeat_ms,
+            election_timeout_min: options.election_timeout_ms.0,
+            election_timeout_max: options.election_timeout_ms.1,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every),
+            // Keep no log the snapshot covers: a follower further behind gets the snapshot.
+            max_in_snapshot_log_to_keep: 0,
+            ..Config::default()
+        }
+        .validate()?;
+        let log = LogStore::open(options.dir.join("log"))?;
+        let sm = StateMachine::open(options.dir.join("sm"))?;
+        let reader = sm.reader();
+        let raft = Raft::new(options.id, Arc::new(config), Network, log, sm).await?;
+        let listener = TcpListener::bind(&options.addr).await?;
+        let addr = listener.local_addr()?.to_string();
+        let server = tokio::spawn(serve(listener, raft.clone(), reader.clone()));
+        Ok(Node {
+            raft,
+            addr,
+            reader,
+            server,
+        })
+    }
+
+    /// What this node's state machine holds for `key` (a stale read).
+    pub fn local_get(&self, key: &str) -> Result<Option<String>, bloomkv::Error> {
+        self.reader.get(key)
+    }
+
+    /// Stops serving and shuts Raft down.
+    pub async fn shutdown(self) {
+        self.server.abort();
+        let _ = self.raft.shutdown().await;
+    }
+}
+
+async fn serve(listener: TcpListener, raft: Raft, reader: StateReader) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(handle_connection(stream, raft.clone(), reader.clone()));
+    }
+}
+
+/// Answers the frames of one connection in order until the peer closes it.
+async fn handle_connection(mut stream: TcpStream, raft: Raft, reader: StateReader) {
+    while let Ok(Some(message)) = read_frame::<Message>(&mut stream).await {
+        let sent = match message {
+            Message::AppendEntries(rpc) => {
+                write_frame(&mut stream, &raft.append_entries(rpc).await).await
+            }
+            Message::Vote(rpc) => write_frame(&mut stream, &raft.vote(rpc).await).await,
+            Message::InstallSnapshot(rpc) => {
+                write_frame(&mut stream, &raft.install_snapshot(rpc).await).await
+            }
+            Message::Client(request) => {
+                let reply = client_request(&raft, &reader, request).await;
+                write_frame(&mut stream, &reply).await
+            }
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+/// `NotLeader` when the error says another node leads, else `Failed`.
+fn refused<E>(e: RaftError<NodeId, E>) -> ClientReply
+where
+    E: std::error::Error + openraft::TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
+{
+    match e.forward_to_leader::<BasicNode>() {
+        Some(forward) => ClientReply::NotLeader {
+            leader: forward
+                .leader_id
+                .zip(forward.leader_node.as_ref().map(|n| n.addr.clone())),
+        },
+        None => ClientReply::Failed(e.to_string()),
+    }
+}
+
+async fn client_request(raft: &Raft, reader: &StateReader, request: ClientRequest) -> ClientReply {
+    match request {
+        ClientRequest::Write(write) => match raft.client_write(write).await {
+            Ok(response) => ClientReply::Written(response.data),
+            Err(e) => refused(e),
+        },
+        ClientRequest::Read { key, consistency } => {
+            if consistency == Consistency::Linearizable {
+                if let Err(e) = raft.ensure_linearizable().await {
+                    return refused(e);
+                }
+            }
+            match reader.get(&key) {
+                Ok(value) => ClientReply::Value(value),
+                Err(e) => ClientReply::Failed(e.to_string()),
+            }
+        }
+        ClientRequest::Init { members } => {
+            let nodes: BTreeMap<NodeId, BasicNode> = members
+                .into_iter()
+                .map(|(id, addr)| (id, BasicNode { addr }))
+                .collect();
+            match raft.initialize(nodes).await {
+                Ok(()) => ClientReply::Done,
+                Err(e) => ClientReply::Failed(e.to_string()),
+            }
+        }
+        ClientRequest::AddLearner { id, addr } => {
+            match raft.add_learner(id, BasicNode { addr }, true).await {
+                Ok(_) => ClientReply::Done,
+                Err(e) => refused(e),
+            }
+        }
+        ClientRequest::ChangeMembership { voters } => {
+            match raft.change_membership(voters, false).await {
+                Ok(_) => ClientReply::Done,
+                Err(e) => refused(e),
+            }
+        }
+        ClientRequest::Status => ClientReply::Status(status(raft)),
+    }
+}
+
+fn status(raft: &Raft) -> NodeStatus {
+    let m = raft.metrics().borrow().clone();
+    NodeStatus {
+        id: m.id,
+        term: m.current_term,
+        state: format!("{:?}", m.state),
+        leader: m.current_leader,
+        last_log_index: m.last_log_index,
+        last_applied_index: m.last_applied.map(|l| l.index),
+        snapshot_index: m.snapshot.map(|l| l.index),
+        purged_index: m.purged.map(|l| l.index),
+        voters: m.membership_config.membership().voter_ids().collect(),
+    }
+}

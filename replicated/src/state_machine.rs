@@ -1,0 +1,354 @@
+//! The service's keys and values in a bloomkv store, and its snapshots as bloomkv checkpoints.
+//!
+//! Keys of the store: `d` + the user's key for its value; `m/applied` and `m/membership` (JSON)
+//! for the last applied log id and membership, written in the same batch as the entries they
+//! describe, so the store is always the state after some prefix of the log.
+//!
+//! Directory layout under the node's `sm/`:
+//!
+//! - `<generation>/`: the live store. Installing a snapshot opens the received files as a new
+//!   generation and switches to it; `ACTIVE` names the live one (replaced by a rename, so a
+//!   crash leaves the old or the new, never neither).
+//! - `snapshot.bin`, `snapshot.json`: the last snapshot built or installed, kept to answer a
+//!   lagging follower after a restart.
+//!
+//! Writes are applied without a sync: the log is durable, and after a crash Raft applies
+//! again what the store lost. A snapshot is taken from a checkpoint, which flushes the store
+//! first, so everything up to the snapshot's index is durable before the log below it is
+//! purged.
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use bloomkv::{Db, Options, WriteBatch};
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend,
+    RaftSnapshotBuilder, SnapshotMeta, StorageError, StoredMembership,
+};
+
+use crate::archive;
+use crate::{storage_error, NodeId, Request, Response, TypeConfig};
+
+const APPLIED: &[u8] = b"m/applied";
+const MEMBERSHIP: &[u8] = b"m/membership";
+const ACTIVE: &str = "ACTIVE";
+
+type StorageResult<T> = Result<T, StorageError<NodeId>>;
+type Membership = StoredMembership<NodeId, BasicNode>;
+type Meta = SnapshotMeta<NodeId, BasicNode>;
+
+fn sm_error(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError<NodeId> {
+    storage_error(ErrorSubject::StateMachine, verb, e)
+}
+
+fn snapshot_error(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError<NodeId> {
+    storage_error(ErrorSubject::Snapshot(None), verb, e)
+}
+
+/// The key under which the user's `key` is stored.
+fn data_key(key: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len() + 1);
+    out.push(b'd');
+    out.extend_from_slice(key.as_bytes());
+    out
+}
+
+/// Reads of the live store, shared with the server; it follows the store across snapshot
+/// installs.
+#[derive(Clone)]
+pub struct StateReader {
+    store: Arc<RwLock<Arc<Db>>>,
+}
+
+impl StateReader {
+    fn db(&self) -> Arc<Db> {
+        self.store.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The value of `key` in this node's state machine.
+    pub fn get(&self, key: &str) -> Result<Option<String>, bloomkv::Error> {
+        Ok(self
+            .db()
+            .get(data_key(key))?
+            .map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// The last log id applied here.
+    pub fn applied(&self) -> Option<LogId<NodeId>> {
+        read_json(&self.db(), APPLIED).ok().flatten()
+    }
+}
+
+/// The state machine of one node.
+pub struct StateMachine {
+    root: PathBuf,
+    generation: u64,
+    reader: StateReader,
+    snapshots_built: u64,
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(db: &Db, key: &[u8]) -> StorageResult<Option<T>> {
+    match db.get(key).map_err(|e| sm_error(ErrorVerb::Read, e))? {
+        None => Ok(None),
+        Some(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| sm_error(ErrorVerb::Read, e)),
+    }
+}
+
+fn json(value: &impl serde::Serialize) -> Vec<u8> {
+    serde_json::to_vec(value).expect("Raft's types serialize to JSON")
+}
+
+/// Writes `bytes` to `path` durably: a temporary file, synced, renamed over it, and the
+/// directory synced.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let temp = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&temp)?;
+    std::io::Write::write_all(&mut file, bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&temp, path)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::File::open(dir)?.sync_all()
+}
+
+impl StateMachine {
+    /// Opens (or creates) the state machine under `root`, dropping generations a crash left
+    /// half-installed.
+    pub fn open(root: impl AsRef<Path>) -> Result<StateMachine, bloomkv::Error> {
+        let root = root.as_ref().to_path_buf();
+        std::fs::create_dir_all(&root)
+            .map_err(|e| bloomkv::Error::InvalidArgument(format!("{}: {e}", root.display())))?;
+        let generation = match std::fs::read_to_string(root.join(ACTIVE)) {
+            Ok(text) => text.trim().parse().map_err(|_| {
+                bloomkv::Error::InvalidArgument(format!(
+                    "{} names no generation: {text:?}",
+                    root.join(ACTIVE).display()
+                ))
+            })?,
+            Err(_) => 0,
+        };
+        remove_other_generations(&root, generation);
+        let db = Db::open(root.join(generation.to_string()), Options::default())?;
+        Ok(StateMachine {
+            root,
+            generation,
+            reader: StateReader {
+                store: Arc::new(RwLock::new(Arc::new(db))),
+            },
+            snapshots_built: 0,
+        })
+    }
+
+    /// A reader of the live store, for serving reads.
+    pub fn reader(&self) -> StateReader {
+        self.reader.clone()
+    }
+
+    fn db(&self) -> Arc<Db> {
+        self.reader.db()
+    }
+
+    /// Keeps `data` as the snapshot to send lagging followers.
+    fn save_snapshot(&self, meta: &Meta, data: &[u8]) -> StorageResult<()> {
+        SnapshotKeeper { root: &self.root }.save(meta, data)
+    }
+
+    /// Makes the store in generation directory `next` the live one.
+    fn switch_to(&mut self, next: u64, db: Db) -> StorageResult<()> {
+        write_atomically(&self.root.join(ACTIVE), next.to_string().as_bytes())
+            .map_err(|e| sm_error(ErrorVerb::Write, e))?;
+        let old = std::mem::replace(
+            &mut *self.reader.store.write().unwrap_or_else(|e| e.into_inner()),
+            Arc::new(db),
+        );
+        drop(old);
+        let old_dir = self.root.join(self.generation.to_string());
+        self.generation = next;
+        let _ = std::fs::remove_dir_all(old_dir);
+        Ok(())
+    }
+}
+
+fn remove_other_generations(root: &Path, live: u64) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let is_other_generation = name.parse::<u64>().is_ok_and(|g| g != live);
+        if is_other_generation || name == "building" {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> StorageResult<(Option<LogId<NodeId>>, Membership)> {
+        let db = self.db();
+        let applied = read_json(&db, APPLIED)?;
+        let membership = read_json(&db, MEMBERSHIP)?.unwrap_or_default();
+        Ok((applied, membership))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<Response>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut batch = WriteBatch::new();
+        let mut replies = Vec::new();
+        let mut last = None;
+        for entry in entries {
+            match entry.payload {
+                EntryPayload::Blank => {}
+                EntryPayload::Normal(Request::Put { key, value }) => {
+                    batch.put(data_key(&key), value.as_bytes());
+                }
+                EntryPayload::Normal(Request::Delete { key }) => {
+                    batch.delete(data_key(&key));
+                }
+                EntryPayload::Membership(membership) => {
+                    batch.put(
+                        MEMBERSHIP,
+                        json(&Membership::new(Some(entry.log_id), membership)),
+                    );
+                }
+            }
+            replies.push(Response {
+                index: entry.log_id.index,
+            });
+            last = Some(entry.log_id);
+        }
+        if let Some(last) = last {
+            batch.put(APPLIED, json(&last));
+            self.db()
+                .write(batch)
+                .map_err(|e| storage_error(ErrorSubject::Apply(last), ErrorVerb::Write, e))?;
+        }
+        Ok(replies)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        self.snapshots_built += 1;
+        // Taken here, with no apply running, so the checkpoint is the state at `applied`.
+        let db = self.db();
+        let dir = self.root.join("building");
+        let _ = std::fs::remove_dir_all(&dir);
+        let taken = db
+            .checkpoint(&dir)
+            .map_err(|e| snapshot_error(ErrorVerb::Write, e))
+            .and_then(|cp| {
+                let applied = read_json(&db, APPLIED)?;
+                let membership = read_json(&db, MEMBERSHIP)?.unwrap_or_default();
+                Ok((cp, applied, membership))
+            });
+        SnapshotBuilder {
+            root: self.root.clone(),
+            taken,
+            number: self.snapshots_built,
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<Cursor<Vec<u8>>>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &Meta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> StorageResult<()> {
+        let data = snapshot.into_inner();
+        let next = self.generation + 1;
+        let dir = self.root.join(next.to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| snapshot_error(ErrorVerb::Write, e))?;
+        archive::unpack_into(&data, &dir).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        let db =
+            Db::open(&dir, Options::default()).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        let applied: Option<LogId<NodeId>> = read_json(&db, APPLIED)?;
+        if applied != meta.last_log_id {
+            return Err(snapshot_error(
+                ErrorVerb::Read,
+                format!(
+                    "snapshot {} holds the state at {applied:?}, its meta says {:?}",
+                    meta.snapshot_id, meta.last_log_id
+                ),
+            ));
+        }
+        self.switch_to(next, db)?;
+        self.save_snapshot(meta, &data)
+    }
+
+    async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
+        let (bin, meta_path) = SnapshotKeeper { root: &self.root }.paths();
+        let Ok(meta_bytes) = std::fs::read(&meta_path) else {
+            return Ok(None);
+        };
+        let meta: Meta =
+            serde_json::from_slice(&meta_bytes).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        let data = std::fs::read(&bin).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        }))
+    }
+}
+
+/// Packs a checkpoint taken by `get_snapshot_builder` into a snapshot.
+pub struct SnapshotBuilder {
+    root: PathBuf,
+    taken: StorageResult<(bloomkv::Checkpoint, Option<LogId<NodeId>>, Membership)>,
+    number: u64,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
+        let (checkpoint, applied, membership) = self.taken.clone()?;
+        let data = archive::pack(&checkpoint.dir, &checkpoint.files)
+            .map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        let _ = std::fs::remove_dir_all(&checkpoint.dir);
+        let snapshot_id = match applied {
+            Some(id) => format!("{}-{}-{}", id.leader_id.term, id.index, self.number),
+            None => format!("0-0-{}", self.number),
+        };
+        let meta = Meta {
+            last_log_id: applied,
+            last_membership: membership,
+            snapshot_id,
+        };
+        SnapshotKeeper { root: &self.root }.save(&meta, &data)?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}
+
+/// Saves snapshots where `StateMachine::get_current_snapshot` finds them.
+struct SnapshotKeeper<'a> {
+    root: &'a Path,
+}
+
+impl SnapshotKeeper<'_> {
+    /// The snapshot's bytes, and its meta (JSON).
+    fn paths(&self) -> (PathBuf, PathBuf) {
+        (
+            self.root.join("snapshot.bin"),
+            self.root.join("snapshot.json"),
+        )
+    }
+
+    fn save(&self, meta: &Meta, data: &[u8]) -> StorageResult<()> {
+        let (bin, meta_path) = self.paths();
+        // Data first: a meta file never names data that is not there.
+        write_atomically(&bin, data).map_err(|e| snapshot_error(ErrorVerb::Write, e))?;
+        write_atomically(&meta_path, &json(meta)).map_err(|e| snapshot_error(ErrorVerb::Write, e))
+    }
+}
