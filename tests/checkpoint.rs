@@ -81,6 +81,56 @@ fn a_checkpoint_opens_as_the_store_it_was_taken_from() {
 }
 
 #[test]
+fn a_checkpoint_after_a_full_compaction_still_numbers_every_write() {
+    // Compaction zeroes sequence numbers at the bottom level: the checkpoint's number must
+    // still cover every write, so that the copy numbers new writes above them.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db"), common::small_tree_options()).unwrap();
+    for i in 0..500 {
+        db.put(common::key(i), common::value(i, 0)).unwrap();
+    }
+    db.compact().unwrap();
+    let written = db.stats().last_sequence;
+    let cp = db.checkpoint(dir.path().join("cp")).unwrap();
+    assert!(cp.last_seq >= written, "{} < {written}", cp.last_seq);
+    let copy = Db::open(&cp.dir, Options::default()).unwrap();
+    assert!(copy.stats().last_sequence >= written);
+    let snapshot = copy.snapshot();
+    copy.put(common::key(1), b"newer").unwrap();
+    // A snapshot taken before the write does not see it: the write was numbered above.
+    assert_eq!(
+        snapshot.get(common::key(1)).unwrap(),
+        Some(common::value(1, 0))
+    );
+    assert_eq!(
+        copy.get(common::key(1)).unwrap().as_deref(),
+        Some(&b"newer"[..])
+    );
+}
+
+#[test]
+fn a_checkpoint_never_truncates_a_table_already_linked() {
+    // Two checkpoints racing into one directory: the second finds the first's links. It must
+    // fail rather than copy over them, which would empty the live tables they share.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db"), Options::default()).unwrap();
+    db.put(b"k", b"v").unwrap();
+    db.flush().unwrap();
+    let table = db.stats().tables[0].number;
+    let name = bloomkv::filename::table_file_name(table);
+    let live = dir.path().join("db").join(&name);
+    let size = std::fs::metadata(&live).unwrap().len();
+    let target = dir.path().join("elsewhere");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::hard_link(&live, target.join(&name)).unwrap();
+    let fs = bloomkv::fs::OsFileSystem;
+    use bloomkv::fs::FileSystem;
+    assert!(fs.link_or_copy(&live, &target.join(&name)).is_err());
+    assert_eq!(std::fs::metadata(&live).unwrap().len(), size);
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
 fn a_checkpoint_of_an_empty_store_is_an_empty_store() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path().join("db"), Options::default()).unwrap();

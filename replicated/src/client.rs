@@ -16,8 +16,10 @@ pub enum ClientError {
     NoLeader,
     /// A node refused the request.
     Failed(String),
-    /// The connection failed.
+    /// No connection could be made: the request was not sent.
     Io(String),
+    /// The request was sent but no reply came: a write may or may not have been applied.
+    NoReply(String),
     /// The node answered something this request does not expect.
     Unexpected(String),
 }
@@ -28,6 +30,7 @@ impl std::fmt::Display for ClientError {
             ClientError::NoLeader => write!(f, "no leader answered"),
             ClientError::Failed(msg) => write!(f, "refused: {msg}"),
             ClientError::Io(msg) => write!(f, "connection: {msg}"),
+            ClientError::NoReply(msg) => write!(f, "sent, but no reply (outcome unknown): {msg}"),
             ClientError::Unexpected(msg) => write!(f, "unexpected reply: {msg}"),
         }
     }
@@ -61,6 +64,7 @@ impl Client {
         request: ClientRequest,
     ) -> Result<ClientReply, ClientError> {
         let io = |e: std::io::Error| ClientError::Io(format!("{addr}: {e}"));
+        let lost = |e: String| ClientError::NoReply(format!("{addr}: {e}"));
         if self.connection.as_ref().is_none_or(|(a, _)| a != addr) {
             let stream = TcpStream::connect(addr).await.map_err(io)?;
             stream.set_nodelay(true).map_err(io)?;
@@ -77,40 +81,42 @@ impl Client {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) => {
                 self.connection = None;
-                Err(io(e))
+                Err(lost(e.to_string()))
             }
             Err(_) => {
                 self.connection = None;
-                Err(ClientError::Io(format!("{addr}: no reply in 10 s")))
+                Err(lost("no reply in 10 s".to_string()))
             }
         }
     }
 
     /// Sends `request` to the leader, following redirects and trying every node in turn
-    /// while none leads (during an election).
+    /// while none leads (during an election). A write whose reply was lost is not sent again
+    /// (it may have been applied): that is [`ClientError::NoReply`]. Reads are.
     pub async fn send(&mut self, request: ClientRequest) -> Result<ClientReply, ClientError> {
+        let resend_after_lost_reply = !matches!(request, ClientRequest::Write(_));
         for _ in 0..self.tries {
             for _ in 0..self.addrs.len() {
-                let addr = self.addrs[self.leader].clone();
+                let asked = self.leader;
+                let addr = self.addrs[asked].clone();
                 match self.send_to(&addr, request.clone()).await {
                     Ok(ClientReply::NotLeader {
                         leader: Some((_, leader_addr)),
-                    }) => {
-                        let at = match self.addrs.iter().position(|a| *a == leader_addr) {
+                    }) if leader_addr != addr => {
+                        self.leader = match self.addrs.iter().position(|a| *a == leader_addr) {
                             Some(at) => at,
                             None => {
                                 self.addrs.push(leader_addr);
                                 self.addrs.len() - 1
                             }
                         };
-                        self.leader = at;
-                        // Ask the leader at once, unless it just pointed at itself.
-                        if at != self.addrs.iter().position(|a| *a == addr).unwrap_or(at) {
-                            continue;
-                        }
                     }
-                    Ok(ClientReply::NotLeader { leader: None }) | Err(ClientError::Io(_)) => {
-                        self.leader = (self.leader + 1) % self.addrs.len();
+                    // No leader known (or a node naming itself while it steps down): next.
+                    Ok(ClientReply::NotLeader { .. }) | Err(ClientError::Io(_)) => {
+                        self.leader = (asked + 1) % self.addrs.len();
+                    }
+                    Err(ClientError::NoReply(_)) if resend_after_lost_reply => {
+                        self.leader = (asked + 1) % self.addrs.len();
                     }
                     other => return other,
                 }

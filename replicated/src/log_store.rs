@@ -11,11 +11,17 @@
 //! Appends, truncations and votes are synced before they are acknowledged: Raft counts a
 //! node's vote and its log as durable once it answered. The committed index and purges are
 //! not synced (Raft recomputes the first and tolerates a purge undone by a crash).
+//!
+//! A purge waits until the state machine holds, durably, every entry it removes
+//! ([`DurableIndex`]): openraft asks for a purge as soon as it hands a snapshot to the state
+//! machine, and a crash before the state machine switched to it must not leave a log whose
+//! entries below the purge are gone while the state machine never applied them.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bloomkv::{Db, Options, WriteBatch, WriteOptions};
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
@@ -38,10 +44,44 @@ fn entry_key(index: u64) -> [u8; 9] {
     key
 }
 
+/// How far the state machine's state is durable: the log may drop entries up to there.
+#[derive(Debug, Clone)]
+pub struct DurableIndex(Arc<AtomicU64>);
+
+impl DurableIndex {
+    /// Nothing durable yet.
+    pub fn new() -> DurableIndex {
+        DurableIndex(Arc::new(AtomicU64::new(0)))
+    }
+
+    /// Every index: for a state machine durable at every apply.
+    pub fn everything() -> DurableIndex {
+        DurableIndex(Arc::new(AtomicU64::new(u64::MAX)))
+    }
+
+    /// Records that the state up to `index` is durable.
+    pub fn advance(&self, index: u64) {
+        self.0.fetch_max(index.saturating_add(1), Ordering::AcqRel);
+    }
+
+    fn covers(&self, index: u64) -> bool {
+        index < self.0.load(Ordering::Acquire)
+    }
+}
+
+impl Default for DurableIndex {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// The log store; its reader is a clone sharing the same store.
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<Db>,
+    durable: DurableIndex,
+    /// A purge asked for beyond what the state machine holds durably, done once it does.
+    pending_purge: Arc<Mutex<Option<LogId<NodeId>>>>,
 }
 
 type StorageResult<T> = Result<T, StorageError<NodeId>>;
@@ -51,10 +91,45 @@ fn logs_error(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError<NodeId
 }
 
 impl LogStore {
-    /// Opens (or creates) the log store in `dir`.
+    /// Opens (or creates) the log store in `dir`, purging at once whatever Raft asks.
     pub fn open(dir: impl AsRef<Path>) -> Result<LogStore, bloomkv::Error> {
+        Self::open_behind(dir, DurableIndex::everything())
+    }
+
+    /// Opens (or creates) the log store in `dir`, purging only entries `durable` covers.
+    pub fn open_behind(
+        dir: impl AsRef<Path>,
+        durable: DurableIndex,
+    ) -> Result<LogStore, bloomkv::Error> {
         let db = Db::open(dir, Options::default())?;
-        Ok(LogStore { db: Arc::new(db) })
+        Ok(LogStore {
+            db: Arc::new(db),
+            durable,
+            pending_purge: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// Does the purge waiting for the state machine, once its entries are durable there.
+    fn purge_when_durable(&self) -> StorageResult<()> {
+        let mut pending = self.pending_purge.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(log_id) = *pending else {
+            return Ok(());
+        };
+        if !self.durable.covers(log_id.index) {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::new();
+        for key in self.keys_in(..=log_id.index)? {
+            batch.delete(key);
+        }
+        batch.put(PURGED, json(&log_id));
+        let last: Option<LogId<NodeId>> = self.read(LAST)?;
+        if last.is_none_or(|l| l.index < log_id.index) {
+            batch.put(LAST, json(&log_id));
+        }
+        self.write(batch, false)?;
+        *pending = None;
+        Ok(())
     }
 
     fn read<T: DeserializeOwned>(&self, key: &[u8]) -> StorageResult<Option<T>> {
@@ -172,6 +247,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        self.purge_when_durable()?;
         let mut batch = WriteBatch::new();
         let mut last = None;
         for entry in entries {
@@ -209,15 +285,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
-        let mut batch = WriteBatch::new();
-        for key in self.keys_in(..=log_id.index)? {
-            batch.delete(key);
+        {
+            let mut pending = self.pending_purge.lock().unwrap_or_else(|e| e.into_inner());
+            if pending.is_none_or(|p| p.index < log_id.index) {
+                *pending = Some(log_id);
+            }
         }
-        batch.put(PURGED, json(&log_id));
-        let last: Option<LogId<NodeId>> = self.read(LAST)?;
-        if last.is_none_or(|l| l.index < log_id.index) {
-            batch.put(LAST, json(&log_id));
-        }
-        self.write(batch, false)
+        self.purge_when_durable()
     }
 }

@@ -64,8 +64,9 @@ impl Node {
             ..Config::default()
         }
         .validate()?;
-        let log = LogStore::open(options.dir.join("log"))?;
         let sm = StateMachine::open(options.dir.join("sm"))?;
+        // The log drops entries only once the state machine holds them durably.
+        let log = LogStore::open_behind(options.dir.join("log"), sm.durable())?;
         let reader = sm.reader();
         let raft = Raft::new(options.id, Arc::new(config), Network, log, sm).await?;
         let listener = TcpListener::bind(&options.addr).await?;
@@ -94,6 +95,8 @@ impl Node {
 async fn serve(listener: TcpListener, raft: Raft, reader: StateReader) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            // Out of file descriptors, say: wait rather than spin.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             continue;
         };
         let _ = stream.set_nodelay(true);

@@ -9,17 +9,20 @@
 //! - `<generation>/`: the live store. Installing a snapshot opens the received files as a new
 //!   generation and switches to it; `ACTIVE` names the live one (replaced by a rename, so a
 //!   crash leaves the old or the new, never neither).
-//! - `snapshot.bin`, `snapshot.json`: the last snapshot built or installed, kept to answer a
-//!   lagging follower after a restart.
+//! - `snapshot`: the newest snapshot built or installed, one file (meta length as u32
+//!   big-endian, meta JSON, archive), replaced by a rename and only by a newer one. It answers
+//!   lagging followers after a restart, and a received snapshot is saved here before the store
+//!   switches to it: a crash before the switch finds it here, newer than the live store, and
+//!   opening installs it again.
 //!
 //! Writes are applied without a sync: the log is durable, and after a crash Raft applies
-//! again what the store lost. A snapshot is taken from a checkpoint, which flushes the store
-//! first, so everything up to the snapshot's index is durable before the log below it is
-//! purged.
+//! again what the store lost. The log drops entries only up to [`StateMachine::durable`]:
+//! the state as of opening (recovery writes the store's log into tables), of the last
+//! checkpoint (which flushes) and of the last install.
 
-use std::io::Cursor;
+use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use bloomkv::{Db, Options, WriteBatch};
 use openraft::storage::{RaftStateMachine, Snapshot};
@@ -29,6 +32,7 @@ use openraft::{
 };
 
 use crate::archive;
+use crate::log_store::DurableIndex;
 use crate::{storage_error, NodeId, Request, Response, TypeConfig};
 
 const APPLIED: &[u8] = b"m/applied";
@@ -87,6 +91,8 @@ pub struct StateMachine {
     generation: u64,
     reader: StateReader,
     snapshots_built: u64,
+    saved: SavedSnapshot,
+    durable: DurableIndex,
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(db: &Db, key: &[u8]) -> StorageResult<Option<T>> {
@@ -116,30 +122,55 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 impl StateMachine {
     /// Opens (or creates) the state machine under `root`, dropping generations a crash left
-    /// half-installed.
+    /// half-installed, and installing again a saved snapshot newer than the live store.
     pub fn open(root: impl AsRef<Path>) -> Result<StateMachine, bloomkv::Error> {
         let root = root.as_ref().to_path_buf();
-        std::fs::create_dir_all(&root)
-            .map_err(|e| bloomkv::Error::InvalidArgument(format!("{}: {e}", root.display())))?;
-        let generation = match std::fs::read_to_string(root.join(ACTIVE)) {
+        let io = |what: &Path, e: std::io::Error| {
+            bloomkv::Error::InvalidArgument(format!("{}: {e}", what.display()))
+        };
+        std::fs::create_dir_all(&root).map_err(|e| io(&root, e))?;
+        let active = root.join(ACTIVE);
+        let generation = match std::fs::read_to_string(&active) {
             Ok(text) => text.trim().parse().map_err(|_| {
                 bloomkv::Error::InvalidArgument(format!(
                     "{} names no generation: {text:?}",
-                    root.join(ACTIVE).display()
+                    active.display()
                 ))
             })?,
-            Err(_) => 0,
+            // A new node. Any other failure must not be taken for one: the live generation
+            // would be deleted below.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(io(&active, e)),
         };
         remove_other_generations(&root, generation);
         let db = Db::open(root.join(generation.to_string()), Options::default())?;
-        Ok(StateMachine {
+        let mut sm = StateMachine {
+            saved: SavedSnapshot::new(&root),
             root,
             generation,
             reader: StateReader {
                 store: Arc::new(RwLock::new(Arc::new(db))),
             },
             snapshots_built: 0,
-        })
+            durable: DurableIndex::new(),
+        };
+        let failed = |e: StorageError<NodeId>| bloomkv::Error::InvalidArgument(e.to_string());
+        let applied = read_json::<LogId<NodeId>>(&sm.db(), APPLIED).map_err(failed)?;
+        if let Some((meta, data)) = sm.saved.load().map_err(failed)? {
+            if meta.last_log_id > applied {
+                sm.switch_to_snapshot(&meta, &data).map_err(failed)?;
+            }
+        }
+        // Recovery wrote the store's own log into tables: what it holds now is durable.
+        if let Some(applied) = read_json::<LogId<NodeId>>(&sm.db(), APPLIED).map_err(failed)? {
+            sm.durable.advance(applied.index);
+        }
+        Ok(sm)
+    }
+
+    /// How far this state machine is durable, for the log store to purge up to.
+    pub fn durable(&self) -> DurableIndex {
+        self.durable.clone()
     }
 
     /// A reader of the live store, for serving reads.
@@ -151,9 +182,33 @@ impl StateMachine {
         self.reader.db()
     }
 
-    /// Keeps `data` as the snapshot to send lagging followers.
-    fn save_snapshot(&self, meta: &Meta, data: &[u8]) -> StorageResult<()> {
-        SnapshotKeeper { root: &self.root }.save(meta, data)
+    /// Opens the files of a snapshot's archive as a new generation of the store, checks it
+    /// holds the state the meta names, and switches to it.
+    fn switch_to_snapshot(&mut self, meta: &Meta, data: &[u8]) -> StorageResult<()> {
+        let next = self.generation + 1;
+        let dir = self.root.join(next.to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| snapshot_error(ErrorVerb::Write, e))?;
+        archive::unpack_into(data, &dir).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        let db =
+            Db::open(&dir, Options::default()).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        let applied: Option<LogId<NodeId>> = read_json(&db, APPLIED)?;
+        if applied != meta.last_log_id {
+            drop(db);
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(snapshot_error(
+                ErrorVerb::Read,
+                format!(
+                    "snapshot {} holds the state at {applied:?}, its meta says {:?}",
+                    meta.snapshot_id, meta.last_log_id
+                ),
+            ));
+        }
+        self.switch_to(next, db)?;
+        if let Some(applied) = applied {
+            self.durable.advance(applied.index);
+        }
+        Ok(())
     }
 
     /// Makes the store in generation directory `next` the live one.
@@ -172,6 +227,66 @@ impl StateMachine {
     }
 }
 
+/// The newest snapshot this node built or installed, in one file under a lock shared by the
+/// state machine and its snapshot builders (which run in tasks of their own).
+#[derive(Clone)]
+struct SavedSnapshot {
+    path: PathBuf,
+    lock: Arc<Mutex<()>>,
+}
+
+impl SavedSnapshot {
+    fn new(root: &Path) -> SavedSnapshot {
+        SavedSnapshot {
+            path: root.join("snapshot"),
+            lock: Arc::new(Mutex::new(())),
+        }
+    }
+
+    /// The saved snapshot, meta and data.
+    fn load(&self) -> StorageResult<Option<(Meta, Vec<u8>)>> {
+        let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.read(true)
+    }
+
+    fn read(&self, with_data: bool) -> StorageResult<Option<(Meta, Vec<u8>)>> {
+        let mut file = match std::fs::File::open(&self.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(snapshot_error(ErrorVerb::Read, e)),
+        };
+        let read_error = |e: std::io::Error| snapshot_error(ErrorVerb::Read, e);
+        let mut len = [0u8; 4];
+        file.read_exact(&mut len).map_err(read_error)?;
+        let mut meta = vec![0u8; u32::from_be_bytes(len) as usize];
+        file.read_exact(&mut meta).map_err(read_error)?;
+        let meta: Meta =
+            serde_json::from_slice(&meta).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        let mut data = Vec::new();
+        if with_data {
+            file.read_to_end(&mut data).map_err(read_error)?;
+        }
+        Ok(Some((meta, data)))
+    }
+
+    /// Saves the snapshot unless the saved one is as new or newer; true if it was saved.
+    fn save_if_newer(&self, meta: &Meta, data: &[u8]) -> StorageResult<bool> {
+        let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((saved, _)) = self.read(false)? {
+            if saved.last_log_id >= meta.last_log_id {
+                return Ok(false);
+            }
+        }
+        let meta_json = json(meta);
+        let mut bytes = Vec::with_capacity(4 + meta_json.len() + data.len());
+        bytes.extend_from_slice(&(meta_json.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(&meta_json);
+        bytes.extend_from_slice(data);
+        write_atomically(&self.path, &bytes).map_err(|e| snapshot_error(ErrorVerb::Write, e))?;
+        Ok(true)
+    }
+}
+
 fn remove_other_generations(root: &Path, live: u64) {
     let Ok(entries) = std::fs::read_dir(root) else {
         return;
@@ -180,7 +295,7 @@ fn remove_other_generations(root: &Path, live: u64) {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         let is_other_generation = name.parse::<u64>().is_ok_and(|g| g != live);
-        if is_other_generation || name == "building" {
+        if is_other_generation || name.starts_with("building") {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -238,18 +353,22 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.snapshots_built += 1;
         // Taken here, with no apply running, so the checkpoint is the state at `applied`.
         let db = self.db();
-        let dir = self.root.join("building");
+        let dir = self.root.join(format!("building-{}", self.snapshots_built));
         let _ = std::fs::remove_dir_all(&dir);
         let taken = db
             .checkpoint(&dir)
             .map_err(|e| snapshot_error(ErrorVerb::Write, e))
             .and_then(|cp| {
-                let applied = read_json(&db, APPLIED)?;
+                let applied: Option<LogId<NodeId>> = read_json(&db, APPLIED)?;
                 let membership = read_json(&db, MEMBERSHIP)?.unwrap_or_default();
                 Ok((cp, applied, membership))
             });
+        if let Ok((_, Some(applied), _)) = &taken {
+            // The checkpoint flushed the store: the state up to `applied` is durable.
+            self.durable.advance(applied.index);
+        }
         SnapshotBuilder {
-            root: self.root.clone(),
+            saved: self.saved.clone(),
             taken,
             number: self.snapshots_built,
         }
@@ -265,36 +384,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> StorageResult<()> {
         let data = snapshot.into_inner();
-        let next = self.generation + 1;
-        let dir = self.root.join(next.to_string());
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| snapshot_error(ErrorVerb::Write, e))?;
-        archive::unpack_into(&data, &dir).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
-        let db =
-            Db::open(&dir, Options::default()).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
-        let applied: Option<LogId<NodeId>> = read_json(&db, APPLIED)?;
-        if applied != meta.last_log_id {
-            return Err(snapshot_error(
-                ErrorVerb::Read,
-                format!(
-                    "snapshot {} holds the state at {applied:?}, its meta says {:?}",
-                    meta.snapshot_id, meta.last_log_id
-                ),
-            ));
-        }
-        self.switch_to(next, db)?;
-        self.save_snapshot(meta, &data)
+        // Verified, then saved before the switch: a crash in between finds it on opening.
+        archive::unpack(&data).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        self.saved.save_if_newer(meta, &data)?;
+        self.switch_to_snapshot(meta, &data)
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
-        let (bin, meta_path) = SnapshotKeeper { root: &self.root }.paths();
-        let Ok(meta_bytes) = std::fs::read(&meta_path) else {
-            return Ok(None);
-        };
-        let meta: Meta =
-            serde_json::from_slice(&meta_bytes).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
-        let data = std::fs::read(&bin).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
-        Ok(Some(Snapshot {
+        Ok(self.saved.load()?.map(|(meta, data)| Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
         }))
@@ -303,7 +400,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
 /// Packs a checkpoint taken by `get_snapshot_builder` into a snapshot.
 pub struct SnapshotBuilder {
-    root: PathBuf,
+    saved: SavedSnapshot,
     taken: StorageResult<(bloomkv::Checkpoint, Option<LogId<NodeId>>, Membership)>,
     number: u64,
 }
@@ -323,32 +420,11 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             last_membership: membership,
             snapshot_id,
         };
-        SnapshotKeeper { root: &self.root }.save(&meta, &data)?;
+        // A build that finishes after a newer snapshot was installed leaves that one saved.
+        self.saved.save_if_newer(&meta, &data)?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
         })
-    }
-}
-
-/// Saves snapshots where `StateMachine::get_current_snapshot` finds them.
-struct SnapshotKeeper<'a> {
-    root: &'a Path,
-}
-
-impl SnapshotKeeper<'_> {
-    /// The snapshot's bytes, and its meta (JSON).
-    fn paths(&self) -> (PathBuf, PathBuf) {
-        (
-            self.root.join("snapshot.bin"),
-            self.root.join("snapshot.json"),
-        )
-    }
-
-    fn save(&self, meta: &Meta, data: &[u8]) -> StorageResult<()> {
-        let (bin, meta_path) = self.paths();
-        // Data first: a meta file never names data that is not there.
-        write_atomically(&bin, data).map_err(|e| snapshot_error(ErrorVerb::Write, e))?;
-        write_atomically(&meta_path, &json(meta)).map_err(|e| snapshot_error(ErrorVerb::Write, e))
     }
 }

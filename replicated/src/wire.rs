@@ -25,11 +25,11 @@ pub async fn write_frame(stream: &mut TcpStream, value: &impl Serialize) -> std:
 /// The next frame; `None` when the peer closed the stream between frames.
 pub async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io::Result<Option<T>> {
     let mut len = [0u8; 4];
-    match stream.read_exact(&mut len).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e),
+    // A close before the first byte ends the stream; a close inside the frame is an error.
+    if stream.read(&mut len[..1]).await? == 0 {
+        return Ok(None);
     }
+    stream.read_exact(&mut len[1..]).await?;
     let len = u32::from_be_bytes(len);
     if len > MAX_FRAME {
         return Err(std::io::Error::new(

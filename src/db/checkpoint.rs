@@ -10,6 +10,7 @@
 //! its filters travel inside its tables, so a reader of the copy never rebuilds them.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 use super::Db;
 use crate::error::{Error, Result};
@@ -28,7 +29,8 @@ pub struct Checkpoint {
     pub tables: usize,
     /// Bytes of those tables.
     pub table_bytes: u64,
-    /// The highest sequence number in the checkpoint: it holds every write up to this one.
+    /// The checkpoint holds every write numbered up to this one, and the new store numbers its
+    /// writes above it.
     pub last_seq: u64,
 }
 
@@ -51,6 +53,8 @@ impl Db {
                 dir.display()
             )));
         }
+        // Every write numbered up to here is in the memtable the flush writes out.
+        let visible = self.inner.visible_seq.load(Ordering::Acquire);
         self.inner.flush()?;
         // Holding the version keeps its tables' files until they are linked.
         let version = self.inner.read_state().version.clone();
@@ -63,7 +67,14 @@ impl Db {
         }
         let log_number = metas.iter().map(|m| m.number).max().unwrap_or(0) + 1;
         let manifest_number = log_number + 1;
-        let last_seq = metas.iter().map(|m| m.largest_seq).max().unwrap_or(0);
+        // The tables hold a prefix of the writes, at least up to `visible`. Their own numbers
+        // can be lower: compaction zeroes them at the bottom level.
+        let last_seq = metas
+            .iter()
+            .map(|m| m.largest_seq)
+            .max()
+            .unwrap_or(0)
+            .max(visible);
         // An empty log: the manifest names the log a store writes next, and recovery wants it.
         let log_name = filename::log_file_name(log_number);
         fs.create(&dir.join(&log_name))?.sync()?;

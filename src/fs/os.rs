@@ -192,15 +192,32 @@ impl FileSystem for OsFileSystem {
     }
 
     fn link_or_copy(&self, from: &Path, to: &Path) -> Result<()> {
-        // A link shares the file's blocks; across file systems (EXDEV) or where links are
-        // not offered, copy.
-        if fs::hard_link(from, to).is_ok() {
-            return Ok(());
+        // A link shares the file's blocks. Only where links cannot be made (across file
+        // systems, or not offered) is the file copied; any other failure, `to` existing above
+        // all, is an error: it may already be a link to `from`, which a copy would truncate.
+        let link_error = match fs::hard_link(from, to) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let links_unavailable = matches!(
+            link_error.kind(),
+            std::io::ErrorKind::CrossesDevices
+                | std::io::ErrorKind::PermissionDenied
+                | std::io::ErrorKind::Unsupported
+        );
+        if !links_unavailable {
+            return Err(io_err("linking", to, link_error));
         }
-        fs::copy(from, to).map_err(|e| io_err("copying", from, e))?;
-        fs::File::open(to)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| io_err("syncing", to, e))
+        let copy = || -> std::io::Result<()> {
+            let mut source = fs::File::open(from)?;
+            let mut target = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(to)?;
+            std::io::copy(&mut source, &mut target)?;
+            target.sync_all()
+        };
+        copy().map_err(|e| io_err("copying", from, e))
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
