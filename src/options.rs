@@ -309,6 +309,9 @@ impl Options {
             FilterPolicy::BitsPerKeyBudget(bits) => {
                 crate::filter::allocate(&[], bits)?;
             }
+            FilterPolicy::WastedReadsTarget(reads) => {
+                crate::filter::allocate_for_false_positives(&[], reads)?;
+            }
             FilterPolicy::Disabled | FilterPolicy::Params(_) => {}
         }
         if self.memtable_size < 1024 {

@@ -161,6 +161,55 @@ fn a_bits_per_key_budget_gives_the_upper_levels_more_bits() {
     }
 }
 
+/// A budget given as wasted reads per absent-key get: the store takes the least filter memory
+/// that meets it, so a tighter target costs more bits per key, and the reads absent keys
+/// waste stay near the target.
+#[test]
+fn a_wasted_reads_target_buys_the_memory_it_needs() {
+    let load = |target: f64| {
+        let dir = tempfile::tempdir().unwrap();
+        let options = common::small_tree_with(FilterPolicy::WastedReadsTarget(target));
+        let db = Db::open(dir.path(), options).unwrap();
+        let present = load_random_keys(&db, 11, 30_000);
+        for &i in present.iter().step_by(41) {
+            assert_eq!(db.get(common::key(i)).unwrap(), Some(common::value(i, 0)));
+        }
+        let before = db.stats();
+        // Absent keys inside the tables' key ranges, so that filters are asked.
+        let absent: Vec<u64> = (0..1_000_000u64)
+            .step_by(13)
+            .filter(|i| !present.contains(i))
+            .take(40_000)
+            .collect();
+        let gets = absent.len() as u64;
+        for &i in &absent {
+            assert_eq!(db.get(common::key(i)).unwrap(), None);
+        }
+        let after = db.stats();
+        let wasted = (after.filter_probes - after.filter_negatives - after.filter_true_positives)
+            - (before.filter_probes - before.filter_negatives - before.filter_true_positives);
+        let stats = db.stats();
+        assert!(stats.tables.iter().all(|t| t.bits_per_key.is_some()));
+        (wasted as f64 / gets as f64, stats.filter_memory_bytes)
+    };
+    let (loose_reads, loose_memory) = load(0.05);
+    let (tight_reads, tight_memory) = load(0.005);
+    assert!(
+        tight_memory > loose_memory,
+        "{tight_memory} <= {loose_memory}"
+    );
+    assert!(tight_reads < loose_reads, "{tight_reads} >= {loose_reads}");
+    // Tables keep the bits of the tree's shape when they were written: allow some drift.
+    assert!(
+        loose_reads < 0.05 * 1.5,
+        "{loose_reads} wasted reads per get"
+    );
+    assert!(
+        tight_reads < 0.005 * 1.5,
+        "{tight_reads} wasted reads per get"
+    );
+}
+
 /// With `no_filters_at_bottom`, tables written to the last level carry no filter (one moved
 /// there unchanged keeps its own) and the others do: the filters take a fraction of the memory,
 /// and every key still reads back, absent keys as absent.

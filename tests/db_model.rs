@@ -145,6 +145,15 @@ fn random_operations_match_a_btreemap_under_a_filter_budget() {
     }
 }
 
+/// The same under a budget given as wasted reads per absent-key get.
+#[test]
+fn random_operations_match_a_btreemap_under_a_wasted_reads_target() {
+    fn targeted() -> Options {
+        common::small_tree_with(FilterPolicy::WastedReadsTarget(0.01))
+    }
+    run_case_with(7, 10_000, targeted);
+}
+
 #[test]
 fn values_survive_reopen_and_tree_has_levels() {
     let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,7 @@ use super::lookup_shape::{filter_groups, Span};
 use crate::entry::Entry;
 use crate::error::Result;
 use crate::filename;
-use crate::filter::{allocate, FilterGroup};
+use crate::filter::{allocate, allocate_for_false_positives, FilterGroup};
 use crate::manifest::TableMeta;
 use crate::options::Options;
 use crate::sstable::{FilterPolicy, Table, TableBuilder, TableEnv, TableOptions};
@@ -45,7 +45,9 @@ impl super::Inner {
     /// The shape a writer needs: keys per level, and under a budget, the probes too (which
     /// take a pass over the tables' key ranges).
     fn shape_of<'t>(&self, spans: impl Iterator<Item = Span<'t>>) -> Vec<FilterGroup> {
-        if let FilterPolicy::BitsPerKeyBudget(_) = self.options.filter_policy {
+        if let FilterPolicy::BitsPerKeyBudget(_) | FilterPolicy::WastedReadsTarget(_) =
+            self.options.filter_policy
+        {
             return filter_groups(self.options.num_levels, spans);
         }
         let mut groups = vec![
@@ -139,9 +141,12 @@ impl<'a> TableWriter<'a> {
         if self.options.no_filters_at_bottom && at_bottom {
             return FilterPolicy::Disabled;
         }
-        let FilterPolicy::BitsPerKeyBudget(bits) = self.options.filter_policy else {
+        if !matches!(
+            self.options.filter_policy,
+            FilterPolicy::BitsPerKeyBudget(_) | FilterPolicy::WastedReadsTarget(_)
+        ) {
             return self.options.filter_policy;
-        };
+        }
         if !self.job_in_shape {
             // A new level-0 table is one more run, probed by every lookup.
             if at == 0 && groups[at].keys > 0 {
@@ -150,7 +155,14 @@ impl<'a> TableWriter<'a> {
             groups[at].keys += new_keys;
         }
         // The budget was checked when the store was opened.
-        match allocate(&groups, bits) {
+        let allocated = match self.options.filter_policy {
+            FilterPolicy::WastedReadsTarget(reads) => {
+                allocate_for_false_positives(&groups, reads).map(|(_, params)| params)
+            }
+            FilterPolicy::BitsPerKeyBudget(bits) => allocate(&groups, bits),
+            other => return other,
+        };
+        match allocated {
             Ok(params) => params[at].map_or(FilterPolicy::Disabled, FilterPolicy::Params),
             Err(_) => FilterPolicy::Disabled,
         }

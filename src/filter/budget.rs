@@ -67,6 +67,43 @@ pub fn allocate(groups: &[FilterGroup], bits_per_key: f64) -> Result<Vec<Option<
     Ok(best.into_iter().map(params_of_row).collect())
 }
 
+/// The least filter memory (to a thousandth of a bit per key) whose allocation keeps the
+/// expected false positives of one absent-key lookup, [`expected_false_positives`], at or
+/// under `false_positives`: the budget given as wasted reads per lookup instead of bits per
+/// key. When even [`MAX_ALLOCATED_BITS_PER_KEY`] everywhere misses the target, that
+/// allocation, the best on offer. Returns the bits per key found and the allocation.
+pub fn allocate_for_false_positives(
+    groups: &[FilterGroup],
+    false_positives: f64,
+) -> Result<(f64, Vec<Option<FilterParams>>)> {
+    if !(false_positives > 0.0 && false_positives.is_finite()) {
+        return Err(FilterError::InvalidParams(format!(
+            "a target of wasted reads per lookup must be positive, got {false_positives}"
+        )));
+    }
+    let meets = |bits: f64| -> Result<(bool, Vec<Option<FilterParams>>)> {
+        let params = allocate(groups, bits)?;
+        Ok((
+            expected_false_positives(groups, &params) <= false_positives,
+            params,
+        ))
+    };
+    let (mut low, mut high) = (0.0, MAX_ALLOCATED_BITS_PER_KEY as f64);
+    let (met, mut best) = meets(high)?;
+    if !met {
+        return Ok((high, best));
+    }
+    // The expected false positives fall as the budget grows: 15 halvings reach 20 / 2^15 bits.
+    for _ in 0..15 {
+        let middle = (low + high) / 2.0;
+        match meets(middle)? {
+            (true, params) => (high, best) = (middle, params),
+            (false, _) => low = middle,
+        }
+    }
+    Ok((high, best))
+}
+
 /// Choices by a price per bit ([`lagrangian_rows`]), each filled up greedily: one for all
 /// groups, and one for each row of the largest group with the others priced in the bits left.
 /// A price alone misses choices where the largest group's first step is worth taking only
@@ -495,6 +532,39 @@ mod tests {
         let params = allocate(&groups, 8.0).unwrap();
         let bits: Vec<u32> = params.iter().map(|p| p.unwrap().bits_per_key()).collect();
         assert!(bits[0] > bits[1], "{bits:?}");
+    }
+
+    #[test]
+    fn a_reads_target_gets_the_least_memory_that_meets_it() {
+        let groups = leveled(5, 10, 1_000_000);
+        for target in [0.05, 0.01, 0.002] {
+            let (bits, params) = allocate_for_false_positives(&groups, target).unwrap();
+            assert!(expected_false_positives(&groups, &params) <= target);
+            assert_eq!(params, allocate(&groups, bits).unwrap());
+            // A little less memory misses the target.
+            let less = allocate(&groups, bits - 0.01).unwrap();
+            assert!(
+                expected_false_positives(&groups, &less) > target,
+                "{target}"
+            );
+        }
+        // The uniform 0.01 rows' wasted reads are met with less memory under the budget.
+        let uniform_rows = uniform(&groups, 10);
+        let uniform_reads = expected_false_positives(&groups, &uniform_rows);
+        let (bits, params) = allocate_for_false_positives(&groups, uniform_reads).unwrap();
+        assert!(memory_bits(&groups, &params) < memory_bits(&groups, &uniform_rows));
+        assert!(bits < 10.0);
+    }
+
+    #[test]
+    fn an_unreachable_reads_target_gets_the_most_bits_and_a_bad_one_is_an_error() {
+        let groups = leveled(4, 10, 100_000);
+        let (bits, params) = allocate_for_false_positives(&groups, 1e-12).unwrap();
+        assert_eq!(bits, MAX_ALLOCATED_BITS_PER_KEY as f64);
+        assert_eq!(params, allocate(&groups, bits).unwrap());
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(allocate_for_false_positives(&groups, bad).is_err());
+        }
     }
 
     #[test]

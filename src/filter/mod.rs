@@ -39,7 +39,8 @@ mod params;
 
 pub use bloom::BloomFilter;
 pub use budget::{
-    allocate, expected_false_positives, memory_bits, FilterGroup, MAX_ALLOCATED_BITS_PER_KEY,
+    allocate, allocate_for_false_positives, expected_false_positives, memory_bits, FilterGroup,
+    MAX_ALLOCATED_BITS_PER_KEY,
 };
 pub use counting::CountingBloomFilter;
 pub use error::{FilterError, Result};

@@ -20,6 +20,12 @@ pub enum FilterPolicy {
     /// written with its level's share as the tree stands when the table is written. A table
     /// on its own (`TableBuilder`) cannot take a budget.
     BitsPerKeyBudget(f64),
+    /// One filter-memory budget for a whole store, given as the wasted reads it may cost: the
+    /// expected data-block reads of one absent-key lookup that find nothing (the sum of the
+    /// false-positive rates of the filters it probes). The store gives the tree the least
+    /// memory whose Monkey allocation meets it ([`crate::filter::allocate_for_false_positives`]),
+    /// as the tree stands when each table is written; otherwise as `BitsPerKeyBudget`.
+    WastedReadsTarget(f64),
     /// Exactly these parameters: what a store's budget comes to for one table.
     Params(FilterParams),
 }
@@ -39,9 +45,9 @@ impl FilterPolicy {
                 .map(Some)
                 .map_err(|e| Error::InvalidArgument(format!("filter policy: {e}"))),
             FilterPolicy::Params(params) => Ok(Some(params)),
-            FilterPolicy::BitsPerKeyBudget(_) => Err(Error::InvalidArgument(
-                "filter policy: a bits-per-key budget is spread over a store's levels; a single \
-                 table needs a rate or parameters"
+            FilterPolicy::BitsPerKeyBudget(_) | FilterPolicy::WastedReadsTarget(_) => Err(Error::InvalidArgument(
+                "filter policy: a budget (bits per key or wasted reads) is spread over a store's \
+                 levels; a single table needs a rate or parameters"
                     .into(),
             )),
         }

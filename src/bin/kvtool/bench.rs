@@ -98,8 +98,9 @@ pub struct BenchArgs {
     /// Internal: where a `--child-store` run writes its figures.
     #[arg(long, hide = true)]
     pub child_out: Option<PathBuf>,
-    /// Comma-separated filter settings: `none`, a false-positive rate, or `budget:B`, a
-    /// store-wide budget of B bits per key spread over the levels.
+    /// Comma-separated filter settings: `none`, a false-positive rate, `budget:B`, a
+    /// store-wide budget of B bits per key spread over the levels, or `reads:R`, the least
+    /// such budget whose absent-key gets waste R data-block reads each on average.
     #[arg(long, default_value = "none,0.1,0.01,0.001")]
     settings: String,
     /// Write the results as JSON to this file.
@@ -455,6 +456,15 @@ fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure> {
                 bloomkv::filter::allocate(&[], bits)?;
                 return Ok((s.to_string(), FilterPolicy::BitsPerKeyBudget(bits)));
             }
+            if let Some(reads) = s.strip_prefix("reads:") {
+                let reads: f64 = reads.parse().map_err(|_| {
+                    Failure::from(format!(
+                        "bad --settings entry '{s}': a reads target is 'reads:' and wasted reads per absent get, such as reads:0.01"
+                    ))
+                })?;
+                bloomkv::filter::allocate_for_false_positives(&[], reads)?;
+                return Ok((s.to_string(), FilterPolicy::WastedReadsTarget(reads)));
+            }
             let p: f64 = s.parse().map_err(|_| {
                 Failure::from(format!(
                     "bad --settings entry '{s}': use 'none' or a rate such as 0.01"
@@ -655,7 +665,9 @@ fn run_setting(
         FilterPolicy::FalsePositiveRate(p) => Some(FilterParams::for_false_positive_rate(p)?),
         FilterPolicy::Params(params) => Some(params),
         // A budget gives each level its own parameters; the tables report theirs.
-        FilterPolicy::Disabled | FilterPolicy::BitsPerKeyBudget(_) => None,
+        FilterPolicy::Disabled
+        | FilterPolicy::BitsPerKeyBudget(_)
+        | FilterPolicy::WastedReadsTarget(_) => None,
     };
     let filter_memory_bytes = db.stats().filter_memory_bytes;
     db.close()?;
@@ -1075,7 +1087,7 @@ fn plot_reads_against_memory(
     .map(|(name, colour, budget)| {
         let mut points: Vec<(f64, f64, &str)> = results
             .iter()
-            .filter(|r| r.label.starts_with("budget:") == budget)
+            .filter(|r| (r.label.starts_with("budget:") || r.label.starts_with("reads:")) == budget)
             .filter_map(|r| point(r).map(|(x, y)| (x, y, r.label.as_str())))
             .collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
