@@ -12,15 +12,6 @@ fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
     db.iter().map(|r| r.unwrap()).collect()
 }
 
-fn listed(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn a_checkpoint_opens_as_the_store_it_was_taken_from() {
     let dir = tempfile::tempdir().unwrap();
@@ -40,7 +31,7 @@ fn a_checkpoint_opens_as_the_store_it_was_taken_from() {
     let cp = db.checkpoint(dir.path().join("cp")).unwrap();
     let mut files = cp.files.clone();
     files.sort();
-    assert_eq!(files, listed(&cp.dir));
+    assert_eq!(files, common::names_in(&cp.dir));
     assert_eq!(
         cp.tables,
         files.iter().filter(|f| f.ends_with(".sst")).count()

@@ -10,14 +10,7 @@ use std::sync::Arc;
 use bloomkv::fs::FaultFs;
 use bloomkv::{Db, Error, Options};
 
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    names
-}
+use common::names_in;
 
 #[test]
 fn a_store_without_current_is_refused_and_nothing_is_deleted() {

@@ -42,3 +42,13 @@ pub fn assert_level_filter_counts_add_up(stats: &bloomkv::Stats) {
     );
     assert_eq!(sum(|l| l.filter_negatives()), stats.filter_negatives);
 }
+
+/// The names of the entries of `dir`, sorted.
+pub fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
