@@ -37,8 +37,8 @@ pub struct LevelStats {
     pub tables_moved: u64,
     pub bytes_moved: u64,
     /// Bits per key of a filter a table written to this level now would get: the level's
-    /// share under `FilterPolicy::BitsPerKeyBudget` for the tree as it stands, the policy's
-    /// rate otherwise; `None` for no filter, and for an empty level.
+    /// share under a budget (`FilterPolicy::BitsPerKeyBudget` or `WastedReadsTarget`) for the
+    /// tree as it stands, the policy's rate otherwise; `None` for no filter, and for an empty level.
     pub target_bits_per_key: Option<u32>,
     /// Live tables of the level whose filter differs from that target: written when the tree
     /// had another shape, or under another policy. Compactions bring them to it as they
