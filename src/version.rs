@@ -76,7 +76,7 @@ pub struct Version {
     fences: Vec<Vec<Fence>>,
     /// The levels below 0 that hold tables, in order: a lookup skips the empty ones without
     /// a search (a tree filled from the bottom leaves most levels empty, and asking each cost
-    /// a quarter of an in-memory absent-key lookup).
+    /// about a fifth of an in-memory absent-key lookup).
     deep_levels_in_use: Vec<usize>,
 }
 

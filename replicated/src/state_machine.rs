@@ -156,14 +156,21 @@ impl StateMachine {
         };
         let failed = |e: StorageError<NodeId>| bloomkv::Error::InvalidArgument(e.to_string());
         let applied = read_json::<LogId<NodeId>>(&sm.db(), APPLIED).map_err(failed)?;
-        if let Some((meta, data)) = sm.saved.load().map_err(failed)? {
-            if meta.last_log_id > applied {
-                sm.switch_to_snapshot(&meta, &data).map_err(failed)?;
-            }
-        }
         // Recovery wrote the store's own log into tables: what it holds now is durable.
-        if let Some(applied) = read_json::<LogId<NodeId>>(&sm.db(), APPLIED).map_err(failed)? {
+        if let Some(applied) = applied {
             sm.durable.advance(applied.index);
+        }
+        // A crash after a received snapshot was saved, before the store switched to it.
+        let saved_newer = sm
+            .saved
+            .meta()
+            .map_err(failed)?
+            .is_some_and(|m| m.last_log_id > applied);
+        if saved_newer {
+            if let Some((meta, data)) = sm.saved.load().map_err(failed)? {
+                sm.switch_to_snapshot(&meta, &data, || Ok(()))
+                    .map_err(failed)?;
+            }
         }
         Ok(sm)
     }
@@ -183,8 +190,13 @@ impl StateMachine {
     }
 
     /// Opens the files of a snapshot's archive as a new generation of the store, checks it
-    /// holds the state the meta names, and switches to it.
-    fn switch_to_snapshot(&mut self, meta: &Meta, data: &[u8]) -> StorageResult<()> {
+    /// holds the state the meta names, runs `before_switch`, and switches to it.
+    fn switch_to_snapshot(
+        &mut self,
+        meta: &Meta,
+        data: &[u8],
+        before_switch: impl FnOnce() -> StorageResult<()>,
+    ) -> StorageResult<()> {
         let next = self.generation + 1;
         let dir = self.root.join(next.to_string());
         let _ = std::fs::remove_dir_all(&dir);
@@ -204,6 +216,7 @@ impl StateMachine {
                 ),
             ));
         }
+        before_switch()?;
         self.switch_to(next, db)?;
         if let Some(applied) = applied {
             self.durable.advance(applied.index);
@@ -215,11 +228,7 @@ impl StateMachine {
     fn switch_to(&mut self, next: u64, db: Db) -> StorageResult<()> {
         write_atomically(&self.root.join(ACTIVE), next.to_string().as_bytes())
             .map_err(|e| sm_error(ErrorVerb::Write, e))?;
-        let old = std::mem::replace(
-            &mut *self.reader.store.write().unwrap_or_else(|e| e.into_inner()),
-            Arc::new(db),
-        );
-        drop(old);
+        *self.reader.store.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(db);
         let old_dir = self.root.join(self.generation.to_string());
         self.generation = next;
         let _ = std::fs::remove_dir_all(old_dir);
@@ -241,6 +250,12 @@ impl SavedSnapshot {
             path: root.join("snapshot"),
             lock: Arc::new(Mutex::new(())),
         }
+    }
+
+    /// The saved snapshot's meta, without reading its data.
+    fn meta(&self) -> StorageResult<Option<Meta>> {
+        let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(self.read(false)?.map(|(meta, _)| meta))
     }
 
     /// The saved snapshot, meta and data.
@@ -269,12 +284,12 @@ impl SavedSnapshot {
         Ok(Some((meta, data)))
     }
 
-    /// Saves the snapshot unless the saved one is as new or newer; true if it was saved.
-    fn save_if_newer(&self, meta: &Meta, data: &[u8]) -> StorageResult<bool> {
+    /// Saves the snapshot unless the saved one is as new or newer.
+    fn save_if_newer(&self, meta: &Meta, data: &[u8]) -> StorageResult<()> {
         let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((saved, _)) = self.read(false)? {
             if saved.last_log_id >= meta.last_log_id {
-                return Ok(false);
+                return Ok(());
             }
         }
         let meta_json = json(meta);
@@ -282,8 +297,7 @@ impl SavedSnapshot {
         bytes.extend_from_slice(&(meta_json.len() as u32).to_be_bytes());
         bytes.extend_from_slice(&meta_json);
         bytes.extend_from_slice(data);
-        write_atomically(&self.path, &bytes).map_err(|e| snapshot_error(ErrorVerb::Write, e))?;
-        Ok(true)
+        write_atomically(&self.path, &bytes).map_err(|e| snapshot_error(ErrorVerb::Write, e))
     }
 }
 
@@ -384,10 +398,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> StorageResult<()> {
         let data = snapshot.into_inner();
-        // Verified, then saved before the switch: a crash in between finds it on opening.
-        archive::unpack(&data).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
-        self.saved.save_if_newer(meta, &data)?;
-        self.switch_to_snapshot(meta, &data)
+        // Verified and opened, then saved before the switch: a crash in between finds it on
+        // opening.
+        let saved = self.saved.clone();
+        self.switch_to_snapshot(meta, &data, || saved.save_if_newer(meta, &data))
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {

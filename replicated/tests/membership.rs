@@ -74,21 +74,8 @@ async fn a_learner_joins_becomes_a_voter_and_a_voter_leaves() {
         .unwrap()
         .last_log_index
         .unwrap();
-    let started = Instant::now();
     for node in nodes.iter().chain([&fourth]) {
-        while node
-            .raft
-            .metrics()
-            .borrow()
-            .last_applied
-            .is_none_or(|a| a.index < last)
-        {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "a voter did not catch up"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until_applied(node, last).await;
         assert_eq!(
             node.local_get("after").unwrap().as_deref(),
             Some("node 1 left")

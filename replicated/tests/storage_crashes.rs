@@ -4,7 +4,9 @@
 
 use bloomkv_replicated::log_store::DurableIndex;
 use bloomkv_replicated::{LogStore, NodeId, Request, StateMachine, TypeConfig};
-use openraft::storage::{RaftLogReader, RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
+use openraft::storage::{
+    RaftLogReader, RaftLogStorage, RaftLogStorageExt, RaftStateMachine, Snapshot,
+};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder};
 
 fn log_id(index: u64) -> LogId<NodeId> {
@@ -21,6 +23,14 @@ fn put(index: u64, key: &str, value: &str) -> Entry<TypeConfig> {
     }
 }
 
+async fn snapshot_of(sm: &mut StateMachine) -> Snapshot<TypeConfig> {
+    sm.get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_snapshot_saved_before_a_crash_is_installed_on_opening() {
     let dir = tempfile::tempdir().unwrap();
@@ -30,12 +40,7 @@ async fn a_snapshot_saved_before_a_crash_is_installed_on_opening() {
         .apply([put(1, "a", "1"), put(2, "b", "2"), put(3, "a", "3")])
         .await
         .unwrap();
-    let snapshot = leader
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .unwrap();
+    let snapshot = snapshot_of(&mut leader).await;
     assert_eq!(snapshot.meta.last_log_id, Some(log_id(3)));
 
     // A follower installs it, then applies more.
@@ -75,12 +80,7 @@ async fn a_damaged_snapshot_is_refused_and_the_live_store_kept() {
     let dir = tempfile::tempdir().unwrap();
     let mut leader = StateMachine::open(dir.path().join("leader")).unwrap();
     leader.apply([put(1, "a", "1")]).await.unwrap();
-    let snapshot = leader
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .unwrap();
+    let snapshot = snapshot_of(&mut leader).await;
     let mut follower = StateMachine::open(dir.path().join("follower")).unwrap();
     follower.apply([put(1, "mine", "kept")]).await.unwrap();
     let mut bytes = snapshot.snapshot.get_ref().clone();

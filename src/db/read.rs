@@ -90,8 +90,8 @@ impl Inner {
         at: Option<SeqNo>,
     ) -> DbIterator {
         let (state, seq) = self.view(at);
-        let mut sources: Vec<EntryStream> = std::iter::once(&state.mem)
-            .chain(&state.immutable)
+        let mut sources: Vec<EntryStream> = state
+            .memtables()
             .map(|m| Box::new(m.iter_from(start)) as EntryStream)
             .collect();
         sources.extend(state.version.streams_from(start));

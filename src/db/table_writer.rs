@@ -45,9 +45,7 @@ impl super::Inner {
     /// The shape a writer needs: keys per level, and under a budget, the probes too (which
     /// take a pass over the tables' key ranges).
     fn shape_of<'t>(&self, spans: impl Iterator<Item = Span<'t>>) -> Vec<FilterGroup> {
-        if let FilterPolicy::BitsPerKeyBudget(_) | FilterPolicy::WastedReadsTarget(_) =
-            self.options.filter_policy
-        {
+        if self.options.filter_policy.is_budget() {
             return filter_groups(self.options.num_levels, spans);
         }
         let mut groups = vec![
@@ -137,16 +135,6 @@ impl<'a> TableWriter<'a> {
             },
         );
         let at = level as usize;
-        let at_bottom = at > 0 && groups[at + 1..].iter().all(|g| g.keys == 0);
-        if self.options.no_filters_at_bottom && at_bottom {
-            return FilterPolicy::Disabled;
-        }
-        if !matches!(
-            self.options.filter_policy,
-            FilterPolicy::BitsPerKeyBudget(_) | FilterPolicy::WastedReadsTarget(_)
-        ) {
-            return self.options.filter_policy;
-        }
         if !self.job_in_shape {
             // A new level-0 table is one more run, probed by every lookup.
             if at == 0 && groups[at].keys > 0 {
@@ -154,12 +142,16 @@ impl<'a> TableWriter<'a> {
             }
             groups[at].keys += new_keys;
         }
+        let at_bottom = at > 0 && groups[at + 1..].iter().all(|g| g.keys == 0);
+        if self.options.no_filters_at_bottom && at_bottom {
+            return FilterPolicy::Disabled;
+        }
         // The budget was checked when the store was opened.
         let allocated = match self.options.filter_policy {
+            FilterPolicy::BitsPerKeyBudget(bits) => allocate(&groups, bits),
             FilterPolicy::WastedReadsTarget(reads) => {
                 allocate_for_false_positives(&groups, reads).map(|(_, params)| params)
             }
-            FilterPolicy::BitsPerKeyBudget(bits) => allocate(&groups, bits),
             other => return other,
         };
         match allocated {

@@ -52,11 +52,8 @@ impl BloomFilter {
     /// Adds a key already hashed with [`KeyHash::of`].
     #[inline]
     pub fn insert_hash(&mut self, hash: &KeyHash) {
-        let bit_count = self.bit_count();
-        let words = &mut self.words[..];
-        for probe in hash.walk(self.sequence).take(self.hashes as usize) {
-            let pos = reduce(probe, bit_count);
-            words[(pos / WORD_BITS) as usize] |= 1 << (pos % WORD_BITS);
+        for (word, mask) in self.bits_of(hash) {
+            self.words[word] |= mask;
         }
         self.key_count += 1;
     }
@@ -70,14 +67,8 @@ impl BloomFilter {
     /// [`contains`](Self::contains) for a key already hashed: hash once, probe many filters.
     #[inline]
     pub fn contains_hash(&self, hash: &KeyHash) -> bool {
-        let bit_count = self.bit_count();
-        let words = &self.words[..];
-        hash.walk(self.sequence)
-            .take(self.hashes as usize)
-            .all(|probe| {
-                let pos = reduce(probe, bit_count);
-                words[(pos / WORD_BITS) as usize] & (1 << (pos % WORD_BITS)) != 0
-            })
+        self.bits_of(hash)
+            .all(|(word, mask)| self.words[word] & mask != 0)
     }
 
     /// Asks the CPU to bring the words of the first two probes of `contains_hash(hash)` into
@@ -86,11 +77,21 @@ impl BloomFilter {
     /// finds its bit clear about half the time). Changes nothing; on other machines than
     /// x86-64, does nothing.
     pub fn prefetch(&self, hash: &KeyHash) {
-        let bit_count = self.bit_count();
-        for probe in hash.walk(self.sequence).take(self.hashes.min(2) as usize) {
-            let pos = reduce(probe, bit_count);
-            prefetch_read(&self.words[(pos / WORD_BITS) as usize]);
+        for (word, _) in self.bits_of(hash).take(2) {
+            prefetch_read(&self.words[word]);
         }
+    }
+
+    /// The key's `hashes` bits, each as (index of its word, mask within the word).
+    #[inline]
+    fn bits_of(&self, hash: &KeyHash) -> impl Iterator<Item = (usize, u64)> {
+        let bit_count = self.bit_count();
+        hash.walk(self.sequence)
+            .take(self.hashes as usize)
+            .map(move |probe| {
+                let pos = reduce(probe, bit_count);
+                ((pos / WORD_BITS) as usize, 1 << (pos % WORD_BITS))
+            })
     }
 
     /// Size of the bit array.

@@ -37,6 +37,14 @@ impl Default for FilterPolicy {
 }
 
 impl FilterPolicy {
+    /// Whether the policy is a store-wide budget, spread over the levels.
+    pub fn is_budget(&self) -> bool {
+        matches!(
+            self,
+            FilterPolicy::BitsPerKeyBudget(_) | FilterPolicy::WastedReadsTarget(_)
+        )
+    }
+
     /// The filter parameters the policy asks for; `None` when disabled.
     pub fn params(&self) -> Result<Option<FilterParams>> {
         match *self {

@@ -447,21 +447,20 @@ fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure> {
             if s == "none" || s == "disabled" {
                 return Ok(("none".to_string(), FilterPolicy::Disabled));
             }
-            if let Some(bits) = s.strip_prefix("budget:") {
-                let bits: f64 = bits.parse().map_err(|_| {
-                    Failure::from(format!(
-                        "bad --settings entry '{s}': a budget is 'budget:' and bits per key, such as budget:10"
-                    ))
-                })?;
+            // `prefix` and a number, such as `budget:10`.
+            let number_after = |prefix: &str, meaning: &str| -> Result<Option<f64>, Failure> {
+                let Some(text) = s.strip_prefix(prefix) else {
+                    return Ok(None);
+                };
+                let bad = || format!("bad --settings entry '{s}': '{prefix}' takes {meaning}");
+                text.parse().map(Some).map_err(|_| Failure::from(bad()))
+            };
+            if let Some(bits) = number_after("budget:", "bits per key, such as budget:10")? {
                 bloomkv::filter::allocate(&[], bits)?;
                 return Ok((s.to_string(), FilterPolicy::BitsPerKeyBudget(bits)));
             }
-            if let Some(reads) = s.strip_prefix("reads:") {
-                let reads: f64 = reads.parse().map_err(|_| {
-                    Failure::from(format!(
-                        "bad --settings entry '{s}': a reads target is 'reads:' and wasted reads per absent get, such as reads:0.01"
-                    ))
-                })?;
+            let reads_meaning = "wasted reads per absent get, such as reads:0.01";
+            if let Some(reads) = number_after("reads:", reads_meaning)? {
                 bloomkv::filter::allocate_for_false_positives(&[], reads)?;
                 return Ok((s.to_string(), FilterPolicy::WastedReadsTarget(reads)));
             }
