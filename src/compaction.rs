@@ -49,6 +49,9 @@ pub struct Compaction {
     pub drop_tombstones: bool,
     /// False when every input must be rewritten (a full compaction rewrites all tables).
     pub may_move: bool,
+    /// The smallest keys of the tables of the level below `output_level` that the merged
+    /// range meets, sorted: the output's tables end at them where they can (`Cuts::AtSize`).
+    pub next_level_starts: Vec<Vec<u8>>,
 }
 
 impl Compaction {
@@ -446,6 +449,7 @@ pub fn full(version: &Version, options: &Options) -> Option<Compaction> {
         output_level_inputs,
         drop_tombstones: true,
         may_move: false,
+        next_level_starts: Vec::new(),
     })
 }
 
@@ -470,17 +474,22 @@ fn with_overlaps(
     // tombstones are merged too: a tombstone may go only if no deeper level holds anything in
     // the range of every table merged.
     let (merged_smallest, merged_largest) = key_range(inputs.iter().chain(&output_level_inputs));
-    let drop_tombstones = (output_level + 1..version.num_levels()).all(|l| {
-        version
-            .overlapping(l, &merged_smallest, &merged_largest)
-            .is_empty()
-    });
+    let below = |l: usize| version.overlapping(l, &merged_smallest, &merged_largest);
+    let drop_tombstones = (output_level + 1..version.num_levels()).all(|l| below(l).is_empty());
+    let next_level_starts = match output_level + 1 < version.num_levels() {
+        true => below(output_level + 1)
+            .iter()
+            .map(|t| t.meta.smallest_key.clone())
+            .collect(),
+        false => Vec::new(),
+    };
     Compaction {
         output_level,
         inputs,
         output_level_inputs,
         drop_tombstones,
         may_move: true,
+        next_level_starts,
     }
 }
 

@@ -9,7 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::lookup_shape::Span;
-use super::table_writer::NewTables;
+use super::table_writer::{Cuts, NewTables};
 use super::{lock, Counters, Inner, ReadState};
 use crate::compaction::{self, Compaction, Part};
 use crate::error::Result;
@@ -145,7 +145,7 @@ impl Inner {
                 job.merged_entries_in(part, &snapshots),
                 job.output_level as u32,
                 keys_per_part,
-                true,
+                Cuts::at_size(&job.next_level_starts),
             )
         };
         let Some((first, others)) = parts.split_first() else {

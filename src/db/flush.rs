@@ -5,7 +5,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::table_writer::NewTables;
+use super::table_writer::{Cuts, NewTables};
 use super::{lock, Counters, Inner, ReadState};
 use crate::error::Result;
 use crate::filename::{self, FileKind};
@@ -33,7 +33,7 @@ impl Inner {
         let entries = KeptVersions::new(mem.iter_from(Bound::Unbounded), snapshots, false);
         let NewTables { added, opened } =
             self.table_writer()
-                .write(entries, 0, mem.len() as u64, false)?;
+                .write(entries, 0, mem.len() as u64, Cuts::Never)?;
         let mut shape = lock(&self.shape);
         let state = self.read_state();
         // Logs older than the oldest memtable still unflushed hold nothing needed any more.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
-use super::table_writer::TableWriter;
+use super::table_writer::{Cuts, TableWriter};
 use super::{
     write_group, BackgroundState, Counters, DropCause, DroppedWal, Inner, ReadState,
     RecoveryReport, ShapeState, WriterState,
@@ -152,7 +152,7 @@ pub(super) fn recover(
             job_in_shape: false,
         };
         let entries = NewestVersions::new(replay.iter_from(Bound::Unbounded), SeqNo::MAX, false);
-        let written = writer.write(entries, 0, replay.len() as u64, false)?;
+        let written = writer.write(entries, 0, replay.len() as u64, Cuts::Never)?;
         count_replay_flush(&mut write_totals, &written.added);
         opened.extend(written.opened);
         metas.extend(written.added);

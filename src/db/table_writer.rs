@@ -160,17 +160,17 @@ impl<'a> TableWriter<'a> {
         }
     }
 
-    /// Writes `entries` into tables at `level`, cut at `table_size` bytes when asked. On
-    /// failure no new file stays behind: finished tables are deleted with the one in progress.
+    /// Writes `entries` into tables at `level`, ended where `cuts` says. On failure no new
+    /// file stays behind: finished tables are deleted with the one in progress.
     pub(super) fn write(
         &self,
         entries: impl Iterator<Item = Result<Entry>>,
         level: u32,
         expected_keys: u64,
-        cut_at_table_size: bool,
+        cuts: Cuts<'_>,
     ) -> Result<NewTables> {
         let mut out = NewTables::default();
-        let written = self.write_into(&mut out, entries, level, expected_keys, cut_at_table_size);
+        let written = self.write_into(&mut out, entries, level, expected_keys, cuts);
         if let Err(e) = written {
             out.discard();
             return Err(e);
@@ -184,7 +184,7 @@ impl<'a> TableWriter<'a> {
         entries: impl Iterator<Item = Result<Entry>>,
         level: u32,
         expected_keys: u64,
-        cut_at_table_size: bool,
+        mut cuts: Cuts<'_>,
     ) -> Result<()> {
         let table_options = self.table_options(level, expected_keys);
         // A builder dropped unfinished deletes its temporary file.
@@ -195,12 +195,14 @@ impl<'a> TableWriter<'a> {
             // A table is cut only between keys: the versions of one key (kept for snapshots)
             // stay in one table, or a level's tables would overlap and a lookup, which asks
             // one table per level, would miss the older versions.
-            let full = current.as_ref().is_some_and(|(_, b)| {
-                b.estimated_file_size() >= self.options.table_size && entry.key != last_key
+            let cut = current.as_ref().is_some_and(|(_, b)| {
+                entry.key != last_key
+                    && cuts.before(&entry.key, b.estimated_file_size(), self.options.table_size)
             });
-            if cut_at_table_size && full {
+            if cut {
                 let (number, builder) = current.take().expect("a table is open");
                 self.finish_table(number, builder, level, out)?;
+                cuts.started_table();
             }
             let (_, builder) = match &mut current {
                 Some(open) => open,
@@ -256,5 +258,133 @@ impl<'a> TableWriter<'a> {
         });
         out.opened.insert(number, table);
         Ok(())
+    }
+}
+
+/// Where a writer ends one table and starts the next.
+pub(super) enum Cuts<'a> {
+    /// Never: the output is one table (a flush's level-0 table, whose range may overlap others
+    /// of its level anyway).
+    Never,
+    /// At `table_size` bytes, or earlier where a table of the next level down starts.
+    ///
+    /// A later compaction of one of these tables rewrites every table of the next level its
+    /// range meets. A table ended anywhere meets, at each end, a next-level table it covers only
+    /// in part, rewritten whole for a sliver; ended where a next-level table starts, it meets
+    /// only tables it covers. So once a table holds half of `table_size`, it ends at the next
+    /// such start (RocksDB cuts its compaction outputs at the next level's file boundaries on
+    /// the same grounds). The share it must reach first grows by a twentieth of `table_size`
+    /// (up to 90%) with each start already passed, so that a next level of small tables does
+    /// not cut this one into slivers.
+    ///
+    /// `next_level_starts` are the smallest keys of the next level's tables, sorted.
+    AtSize {
+        next_level_starts: &'a [Vec<u8>],
+        /// How many starts lie at or before the last key written.
+        passed: usize,
+        /// How many of them the table in progress passed.
+        passed_in_table: usize,
+    },
+}
+
+impl<'a> Cuts<'a> {
+    /// Cuts at `table_size`, and at the starts of the next level's tables.
+    pub(super) fn at_size(next_level_starts: &'a [Vec<u8>]) -> Cuts<'a> {
+        Cuts::AtSize {
+            next_level_starts,
+            passed: 0,
+            passed_in_table: 0,
+        }
+    }
+
+    /// Whether the table in progress, of `size` bytes so far, ends before `key` (a key other
+    /// than the last one written: a key's versions stay in one table).
+    fn before(&mut self, key: &[u8], size: u64, table_size: u64) -> bool {
+        let Cuts::AtSize {
+            next_level_starts,
+            passed,
+            passed_in_table,
+        } = self
+        else {
+            return false;
+        };
+        // Keys come in order: the starts passed are a prefix, found by walking on from the last.
+        let mut before_key = 0;
+        while next_level_starts
+            .get(*passed)
+            .is_some_and(|start| start.as_slice() <= key)
+        {
+            *passed += 1;
+            before_key += 1;
+        }
+        *passed_in_table += before_key;
+        let percent = 50 + (5 * *passed_in_table as u64).min(40);
+        size >= table_size || (before_key > 0 && size >= table_size.saturating_mul(percent) / 100)
+    }
+
+    /// A new table begins.
+    fn started_table(&mut self) {
+        if let Cuts::AtSize {
+            passed_in_table, ..
+        } = self
+        {
+            *passed_in_table = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cuts;
+
+    fn keys(names: &[&str]) -> Vec<Vec<u8>> {
+        names.iter().map(|k| k.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn never_cuts_even_past_table_size() {
+        assert!(!Cuts::Never.before(b"k", 1 << 40, 100));
+    }
+
+    #[test]
+    fn cuts_at_table_size_without_a_next_level() {
+        let mut cuts = Cuts::at_size(&[]);
+        assert!(!cuts.before(b"a", 99, 100));
+        assert!(cuts.before(b"b", 100, 100));
+    }
+
+    #[test]
+    fn cuts_at_a_next_level_start_once_half_full() {
+        let starts = keys(&["c", "g"]);
+        let mut cuts = Cuts::at_size(&starts);
+        // "c" is passed at 40 of 100 bytes: too early to end the table there.
+        assert!(!cuts.before(b"a", 10, 100));
+        assert!(!cuts.before(b"c", 40, 100));
+        // Between starts, half full is not enough.
+        assert!(!cuts.before(b"d", 70, 100));
+        // "g" is passed with two starts behind: the table needs 60 bytes, and has 70.
+        assert!(cuts.before(b"h", 70, 100));
+        cuts.started_table();
+        // No start lies ahead: only the size ends the next table.
+        assert!(!cuts.before(b"z", 99, 100));
+        assert!(cuts.before(b"zz", 100, 100));
+    }
+
+    #[test]
+    fn each_start_passed_raises_the_share_needed_up_to_nine_tenths() {
+        let names: Vec<String> = (0..20).map(|i| format!("k{i:02}")).collect();
+        let starts: Vec<Vec<u8>> = names.iter().map(|k| k.as_bytes().to_vec()).collect();
+        let mut cuts = Cuts::at_size(&starts);
+        // Ten starts passed at 10 bytes: the share needed is 50% + 10 * 5%, capped at 90%.
+        for name in &names[..10] {
+            assert!(!cuts.before(name.as_bytes(), 10, 100));
+        }
+        assert!(!cuts.before(names[10].as_bytes(), 89, 100));
+        assert!(cuts.before(names[11].as_bytes(), 90, 100));
+        // A new table starts the count again: 55% after one start, 60% after two.
+        cuts.started_table();
+        assert!(!cuts.before(names[12].as_bytes(), 54, 100));
+        assert!(!cuts.before(names[13].as_bytes(), 59, 100));
+        assert!(cuts.before(names[14].as_bytes(), 65, 100));
     }
 }
