@@ -185,6 +185,22 @@ impl Version {
         level0.chain(deeper)
     }
 
+    /// Appends to `out` the tables that may hold `key`, in the order of `candidate_tables`:
+    /// a batch gathers many keys' candidates at once, without an iterator per key.
+    pub fn push_candidates<'a>(&'a self, key: &[u8], out: &mut Vec<&'a TableHandle>) {
+        let p = key_prefix(key);
+        for (table, fence) in self.levels[0].iter().zip(&self.fences[0]) {
+            if fence.covers(p, key, &table.meta) {
+                out.push(table);
+            }
+        }
+        for &level in &self.deep_levels_in_use {
+            if let Some(table) = self.table_covering(level, key, p) {
+                out.push(table);
+            }
+        }
+    }
+
     /// In a level of disjoint sorted tables, the one whose range includes `key` (prefix `p`).
     fn table_covering(&self, level: usize, key: &[u8], p: u64) -> Option<&Arc<TableHandle>> {
         let (tables, fences) = (&self.levels[level], &self.fences[level]);

@@ -137,9 +137,7 @@ fn probe_filters<'v, K: AsRef<[u8]>>(
     let mut hashes = Vec::with_capacity(unanswered.len());
     for &slot in unanswered {
         let key = keys[slot].as_ref();
-        probed
-            .candidates
-            .extend(version.candidate_tables(key).map(|t| &**t));
+        version.push_candidates(key, &mut probed.candidates);
         hashes.push(KeyHash::of(key));
         probed.ends.push(probed.candidates.len());
     }
