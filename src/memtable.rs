@@ -2,8 +2,14 @@
 //!
 //! Entries are kept in a B-tree ordered by key ascending and sequence number descending, so
 //! the newest visible version of a key is the first one at or after `(key, snapshot)`.
+//!
+//! Keys and values are copied into an arena: large blocks that only grow, freed together when
+//! the memtable goes (as LevelDB's memtable does). Holding each key and value in a heap buffer
+//! of its own cost two allocations per write on the writer's thread and two frees per entry
+//! on the flush thread, which a 30M-key load profiled at about 8% of all its CPU time, and
+//! the freed small buffers stayed with the allocator, spread over its per-thread arenas.
 
-use std::cmp::Reverse;
+use std::cmp::{Ordering as KeyOrdering, Reverse};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,45 +18,224 @@ use std::sync::{Arc, RwLock};
 use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::Result;
 
-type MemKey = (Vec<u8>, Reverse<SeqNo>);
+/// Bytes of one arena block.
+const ARENA_BLOCK: usize = 1 << 20;
 
-/// Bytes a B-tree slot of one entry takes: its key (the key's `Vec` and sequence number)
-/// and its value (kind and the value's `Vec`), with nodes two-thirds full on average and
-/// one internal node per eleven leaves.
-const SLOT_BYTES: usize =
-    (std::mem::size_of::<MemKey>() + std::mem::size_of::<(ValueKind, Vec<u8>)>()) * 17 / 10;
+/// Keys and values larger than this get a block of their own, so that a large value does
+/// not leave most of a block unused.
+const OWN_BLOCK_ABOVE: usize = ARENA_BLOCK / 4;
 
-/// Bytes the allocator hands out for a heap buffer of `len` bytes: a header of 8 bytes,
-/// rounded up to 16, at least 32 (glibc's malloc; others are close).
-fn heap_bytes(len: usize) -> usize {
-    match len {
-        0 => 0,
-        _ => (len + 8).div_ceil(16).max(2) * 16,
+/// Bytes held in memory elsewhere: an arena's block, or (only while one lookup runs) the
+/// caller's key.
+///
+/// The memtable creates these only for bytes its arena holds, which stay in place and
+/// unchanged until the memtable is dropped, and for a caller's key during a lookup that
+/// borrows it. Every `Bytes` in the map thus points at live bytes while the map exists.
+#[derive(Clone, Copy)]
+struct Bytes {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: the bytes a `Bytes` points at are never written after it is made, so sharing or
+// sending it between threads shares only immutable data.
+unsafe impl Send for Bytes {}
+// SAFETY: as above.
+unsafe impl Sync for Bytes {}
+
+impl Bytes {
+    /// Refers to `slice`; the caller keeps it alive while this is used.
+    fn of(slice: &[u8]) -> Bytes {
+        Bytes {
+            ptr: slice.as_ptr(),
+            len: slice.len(),
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` and `len` describe initialised bytes that outlive every use of this
+        // value: an arena's bytes live as long as the memtable that holds both, and a lookup
+        // key outlives the lookup (see the type's comment).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 }
 
-/// Memory one entry holds in the memtable: its slot and its key's and value's buffers.
-fn entry_bytes(key_len: usize, value_len: usize) -> usize {
-    SLOT_BYTES + heap_bytes(key_len) + heap_bytes(value_len)
+/// A map key: a key's bytes and its sequence number, ordered by key ascending, then by
+/// sequence number descending.
+#[derive(Clone, Copy)]
+struct MemKey {
+    key: Bytes,
+    seq: Reverse<SeqNo>,
 }
 
+impl MemKey {
+    fn new(key: &[u8], seq: SeqNo) -> MemKey {
+        MemKey {
+            key: Bytes::of(key),
+            seq: Reverse(seq),
+        }
+    }
+}
+
+impl Ord for MemKey {
+    fn cmp(&self, other: &Self) -> KeyOrdering {
+        (self.key.as_slice(), self.seq).cmp(&(other.key.as_slice(), other.seq))
+    }
+}
+
+impl PartialOrd for MemKey {
+    fn partial_cmp(&self, other: &Self) -> Option<KeyOrdering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for MemKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == KeyOrdering::Equal
+    }
+}
+
+impl Eq for MemKey {}
+
+/// Append-only storage: bytes once copied in stay where they are, unchanged, until the arena
+/// is dropped.
+struct Arena {
+    /// Every block, each the pointer and capacity of a `Vec` given up; all reads and writes of
+    /// a block go through its pointer.
+    blocks: Vec<(*mut u8, usize)>,
+    /// The block new bytes go to (an index into `blocks`), and how much of it is used.
+    current: Option<usize>,
+    used: usize,
+}
+
+// SAFETY: the arena owns its blocks; bytes are written only through `&mut Arena` and never
+// after, so moving it to another thread or reading it from several is sound.
+unsafe impl Send for Arena {}
+// SAFETY: as above.
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    fn new() -> Arena {
+        Arena {
+            blocks: Vec::new(),
+            current: None,
+            used: 0,
+        }
+    }
+
+    /// Copies `bytes` in and returns where they now lie.
+    fn copy_in(&mut self, bytes: &[u8]) -> Bytes {
+        let len = bytes.len();
+        if len == 0 {
+            // An empty slice needs only a non-null, aligned pointer.
+            return Bytes {
+                ptr: std::ptr::NonNull::dangling().as_ptr(),
+                len,
+            };
+        }
+        let ptr = if len > OWN_BLOCK_ABOVE {
+            self.new_block(len)
+        } else {
+            let room = self.current.map_or(0, |b| self.blocks[b].1 - self.used);
+            if room < len {
+                self.new_block(ARENA_BLOCK);
+                self.current = Some(self.blocks.len() - 1);
+                self.used = 0;
+            }
+            let (block, _) = self.blocks[self.current.expect("a current block")];
+            // SAFETY: `used + len` is within the block (checked above).
+            let at = unsafe { block.add(self.used) };
+            self.used += len;
+            at
+        };
+        // SAFETY: `ptr` has room for `len` bytes that nothing refers to yet, and `bytes` lies
+        // outside the arena's unused space.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, len) };
+        Bytes { ptr, len }
+    }
+
+    /// A new block with room for `len` bytes (at least one), kept for the arena's life. Its
+    /// bytes are not initialised: only those copied in are ever read.
+    fn new_block(&mut self, len: usize) -> *mut u8 {
+        let mut block = std::mem::ManuallyDrop::new(Vec::<u8>::with_capacity(len.max(1)));
+        let (ptr, capacity) = (block.as_mut_ptr(), block.capacity());
+        self.blocks.push((ptr, capacity));
+        ptr
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        for &(ptr, capacity) in &self.blocks {
+            // SAFETY: each block is the buffer of a `Vec<u8>` of `capacity` given up in
+            // `new_block`, freed once, here; its length 0 drops no elements.
+            drop(unsafe { Vec::from_raw_parts(ptr, 0, capacity) });
+        }
+    }
+}
+
+/// The map and the arena its keys and values lie in, behind one lock. The map is declared
+/// first, so it is dropped first: nothing refers into the arena once the arena goes.
+struct Contents {
+    map: BTreeMap<MemKey, (ValueKind, Bytes)>,
+    arena: Arena,
+}
+
+impl Contents {
+    fn entry(&self, key: &MemKey, (kind, value): &(ValueKind, Bytes)) -> Entry {
+        Entry {
+            key: key.key.as_slice().to_vec(),
+            seq: key.seq.0,
+            kind: *kind,
+            value: value.as_slice().to_vec(),
+        }
+    }
+
+    /// The first entry at or after (`key`, `snapshot`), if it is of `key`.
+    fn newest_of(&self, key: &[u8], snapshot: SeqNo) -> Option<(&MemKey, &(ValueKind, Bytes))> {
+        let (found, value) = self.map.range(MemKey::new(key, snapshot)..).next()?;
+        (found.key.as_slice() == key).then_some((found, value))
+    }
+}
+
+/// Bytes of bookkeeping per entry (besides its key and value in the arena): its B-tree slot, with nodes two-thirds full on average and
+/// one internal node per eleven leaves.
+const SLOT_BYTES: usize =
+    (std::mem::size_of::<MemKey>() + std::mem::size_of::<(ValueKind, Bytes)>()) * 17 / 10;
+
 /// A sorted, versioned, in-memory write buffer, shared by one writer and many readers.
-#[derive(Debug)]
 pub struct MemTable {
-    map: RwLock<BTreeMap<MemKey, (ValueKind, Vec<u8>)>>,
+    contents: RwLock<Contents>,
     approximate_bytes: AtomicUsize,
     /// The WAL file that holds this memtable's writes.
     log_number: u64,
+}
+
+impl std::fmt::Debug for MemTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemTable")
+            .field("entries", &self.len())
+            .field("approximate_bytes", &self.approximate_bytes())
+            .field("log_number", &self.log_number)
+            .finish()
+    }
 }
 
 impl MemTable {
     /// An empty memtable whose writes are logged in WAL `log_number`.
     pub fn new(log_number: u64) -> MemTable {
         MemTable {
-            map: RwLock::new(BTreeMap::new()),
+            contents: RwLock::new(Contents {
+                map: BTreeMap::new(),
+                arena: Arena::new(),
+            }),
             approximate_bytes: AtomicUsize::new(0),
             log_number,
         }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Contents> {
+        self.contents.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The WAL file that holds this memtable's writes.
@@ -60,35 +245,35 @@ impl MemTable {
 
     /// Adds entries (one batch) under a single lock acquisition.
     pub fn apply(&self, entries: impl IntoIterator<Item = Entry>) {
-        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        let mut contents = self.contents.write().unwrap_or_else(|e| e.into_inner());
+        let Contents { map, arena } = &mut *contents;
         let mut added = 0;
         for e in entries {
-            added += entry_bytes(e.key.len(), e.value.len());
-            map.insert((e.key, Reverse(e.seq)), (e.kind, e.value));
+            added += SLOT_BYTES + e.key.len() + e.value.len();
+            let key = MemKey {
+                key: arena.copy_in(&e.key),
+                seq: Reverse(e.seq),
+            };
+            let value = arena.copy_in(&e.value);
+            map.insert(key, (e.kind, value));
         }
         self.approximate_bytes.fetch_add(added, Ordering::Relaxed);
     }
 
     /// The newest version of `key` with a sequence number at most `snapshot`.
     pub fn get(&self, key: &[u8], snapshot: SeqNo) -> Option<Entry> {
-        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
-        let start = (key.to_vec(), Reverse(snapshot));
-        let ((found_key, Reverse(seq)), (kind, value)) = map.range(start..).next()?;
-        (found_key.as_slice() == key).then(|| Entry {
-            key: found_key.clone(),
-            seq: *seq,
-            kind: *kind,
-            value: value.clone(),
-        })
+        let contents = self.read();
+        let (found, value) = contents.newest_of(key, snapshot)?;
+        Some(contents.entry(found, value))
     }
 
     /// Whether the newest version of `key` at most `snapshot` is a value or a tombstone,
     /// without copying the value.
     pub fn kind_of(&self, key: &[u8], snapshot: SeqNo) -> Option<ValueKind> {
-        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
-        let start = (key.to_vec(), Reverse(snapshot));
-        let ((found_key, _), (kind, _)) = map.range(start..).next()?;
-        (found_key.as_slice() == key).then_some(*kind)
+        let contents = self.read();
+        contents
+            .newest_of(key, snapshot)
+            .map(|(_, (kind, _))| *kind)
     }
 
     /// Approximate memory held by keys, values and bookkeeping.
@@ -98,7 +283,7 @@ impl MemTable {
 
     /// Number of entries (every version counts).
     pub fn len(&self) -> usize {
-        self.map.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.read().map.len()
     }
 
     /// True when no write went in (no lock taken: lookups skip empty memtables cheaply).
@@ -130,22 +315,26 @@ const ITER_CHUNK: usize = 256;
 /// filter by sequence number for a consistent snapshot.
 pub struct MemTableIter {
     mem: Arc<MemTable>,
-    next: Bound<MemKey>,
+    /// Where the next refill starts: a key and sequence number of the iterator's own.
+    next: Bound<(Vec<u8>, Reverse<SeqNo>)>,
     buffer: VecDeque<Entry>,
     done: bool,
 }
 
 impl MemTableIter {
     fn refill(&mut self) {
-        let map = self.mem.map.read().unwrap_or_else(|e| e.into_inner());
-        let range = map.range((self.next.clone(), Bound::Unbounded));
-        for ((key, Reverse(seq)), (kind, value)) in range.take(ITER_CHUNK) {
-            self.buffer.push_back(Entry {
-                key: key.clone(),
-                seq: *seq,
-                kind: *kind,
-                value: value.clone(),
-            });
+        let contents = self.mem.read();
+        let from = match &self.next {
+            Bound::Included((key, Reverse(seq))) => Bound::Included(MemKey::new(key, *seq)),
+            Bound::Excluded((key, Reverse(seq))) => Bound::Excluded(MemKey::new(key, *seq)),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        for (key, value) in contents
+            .map
+            .range((from, Bound::Unbounded))
+            .take(ITER_CHUNK)
+        {
+            self.buffer.push_back(contents.entry(key, value));
         }
         match self.buffer.back() {
             Some(last) => self.next = Bound::Excluded((last.key.clone(), Reverse(last.seq))),
@@ -206,5 +395,72 @@ mod tests {
             .collect();
         assert_eq!(from.len(), 2);
         assert_eq!(from[0].key, b"00499");
+    }
+
+    #[test]
+    fn keys_and_values_of_every_size_read_back_across_arena_blocks() {
+        let mem = Arc::new(MemTable::new(1));
+        // Small entries fill several blocks; large values get blocks of their own, between
+        // small entries; empty values and the empty key take no arena bytes.
+        let mut expected = Vec::new();
+        for i in 0..30_000u32 {
+            let key = format!("key{i:06}").into_bytes();
+            let len = match i % 1000 {
+                0 => OWN_BLOCK_ABOVE + 1 + i as usize,
+                1 => 0,
+                _ => 40 + (i % 7) as usize,
+            };
+            let value: Vec<u8> = (0..len).map(|b| (b as u32 ^ i) as u8).collect();
+            expected.push((key, value));
+        }
+        expected.push((Vec::new(), b"empty key".to_vec()));
+        for (seq, chunk) in expected.chunks(100).enumerate() {
+            mem.apply(
+                chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (k, v))| Entry::value(k.clone(), (seq * 100 + i) as u64, v.clone())),
+            );
+        }
+        for (seq, (key, value)) in expected.iter().enumerate() {
+            let got = mem.get(key, SeqNo::MAX).expect("written");
+            assert_eq!(&got.value, value, "key {key:?}");
+            assert_eq!(got.seq, seq as u64);
+        }
+        let mut sorted = expected.clone();
+        sorted.sort();
+        let walked: Vec<(Vec<u8>, Vec<u8>)> = mem
+            .iter_from(Bound::Unbounded)
+            .map(|e| e.unwrap())
+            .map(|e| (e.key, e.value))
+            .collect();
+        assert_eq!(walked, sorted);
+        let payload: usize = expected.iter().map(|(k, v)| k.len() + v.len()).sum();
+        assert!(mem.approximate_bytes() >= payload);
+    }
+
+    #[test]
+    fn empty_keys_and_values_need_no_block() {
+        let mem = MemTable::new(1);
+        mem.apply([Entry::tombstone(Vec::new(), 1)]);
+        mem.apply([Entry::value(Vec::new(), 2, Vec::new())]);
+        assert!(mem.get(b"", 1).unwrap().is_tombstone());
+        let newest = mem.get(b"", 2).unwrap();
+        assert_eq!((newest.kind, newest.value), (ValueKind::Value, Vec::new()));
+        assert!(mem.get(b"\0", 2).is_none());
+    }
+
+    #[test]
+    fn an_iterator_keeps_its_memtable_and_arena_alive() {
+        let mem = Arc::new(MemTable::new(1));
+        mem.apply(
+            (0..1000u32)
+                .map(|i| Entry::value(format!("{i:04}").into_bytes(), i as u64, vec![i as u8; 64])),
+        );
+        let mut iter = mem.iter_from(Bound::Included(b"0500"));
+        drop(mem);
+        let first = iter.next().unwrap().unwrap();
+        assert_eq!(first.key, b"0500");
+        assert_eq!(iter.count(), 499);
     }
 }

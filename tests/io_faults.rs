@@ -92,6 +92,10 @@ fn failed_wal_append_refuses_writes_and_loses_nothing() {
     let fs = FaultFs::new();
     let db = Db::open(DIR, options(&fs)).unwrap();
     fill(&db, 0, 500);
+    // With the memtable flushed and nothing running, the next append is this put's, to the
+    // WAL; otherwise a flush the put sets off could append first and take the fault.
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
     fs.fail_nth_append(1);
     assert!(matches!(put(&db, 500, false), Err(Error::Io { .. })));
     after_failure(&fs, db, 500, "WAL append");
