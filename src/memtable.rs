@@ -18,12 +18,12 @@ use std::sync::{Arc, RwLock};
 use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::Result;
 
-/// Bytes of one arena block.
-const ARENA_BLOCK: usize = 1 << 20;
-
-/// Keys and values larger than this get a block of their own, so that a large value does
-/// not leave most of a block unused.
-const OWN_BLOCK_ABOVE: usize = ARENA_BLOCK / 4;
+/// Bytes of one arena block for a memtable of `memtable_size` bytes: an eighth of it, so that
+/// the memory counted (whole blocks) runs at most an eighth ahead of what entries use, and
+/// between 256 bytes and 1 MiB.
+fn arena_block_for(memtable_size: usize) -> usize {
+    (memtable_size / 8).clamp(256, 1 << 20)
+}
 
 /// Bytes held in memory elsewhere: an arena's block, or (only while one lookup runs) the
 /// caller's key.
@@ -100,6 +100,11 @@ impl Eq for MemKey {}
 /// Append-only storage: bytes once copied in stay where they are, unchanged, until the arena
 /// is dropped.
 struct Arena {
+    /// Bytes of a block; keys and values over a quarter of it get a block of their own, so
+    /// that a large value does not leave most of a block unused.
+    block_size: usize,
+    /// Bytes of every block together: the memory the arena holds.
+    allocated: usize,
     /// Every block, each the pointer and capacity of a `Vec` given up; all reads and writes of
     /// a block go through its pointer.
     blocks: Vec<(*mut u8, usize)>,
@@ -115,8 +120,10 @@ unsafe impl Send for Arena {}
 unsafe impl Sync for Arena {}
 
 impl Arena {
-    fn new() -> Arena {
+    fn new(block_size: usize) -> Arena {
         Arena {
+            block_size,
+            allocated: 0,
             blocks: Vec::new(),
             current: None,
             used: 0,
@@ -133,12 +140,12 @@ impl Arena {
                 len,
             };
         }
-        let ptr = if len > OWN_BLOCK_ABOVE {
+        let ptr = if len > self.block_size / 4 {
             self.new_block(len)
         } else {
             let room = self.current.map_or(0, |b| self.blocks[b].1 - self.used);
             if room < len {
-                self.new_block(ARENA_BLOCK);
+                self.new_block(self.block_size);
                 self.current = Some(self.blocks.len() - 1);
                 self.used = 0;
             }
@@ -160,6 +167,7 @@ impl Arena {
         let mut block = std::mem::ManuallyDrop::new(Vec::<u8>::with_capacity(len.max(1)));
         let (ptr, capacity) = (block.as_mut_ptr(), block.capacity());
         self.blocks.push((ptr, capacity));
+        self.allocated += capacity;
         ptr
     }
 }
@@ -198,8 +206,8 @@ impl Contents {
     }
 }
 
-/// Bytes of bookkeeping per entry (besides its key and value in the arena): its B-tree slot, with nodes two-thirds full on average and
-/// one internal node per eleven leaves.
+/// Bytes of bookkeeping per entry, besides its key and value in the arena: its B-tree slot,
+/// with nodes two-thirds full on average and one internal node per eleven leaves.
 const SLOT_BYTES: usize =
     (std::mem::size_of::<MemKey>() + std::mem::size_of::<(ValueKind, Bytes)>()) * 17 / 10;
 
@@ -213,8 +221,8 @@ pub struct MemTable {
 
 impl std::fmt::Debug for MemTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // No lock is taken: a memtable may be printed by a thread that holds it.
         f.debug_struct("MemTable")
-            .field("entries", &self.len())
             .field("approximate_bytes", &self.approximate_bytes())
             .field("log_number", &self.log_number)
             .finish()
@@ -222,12 +230,13 @@ impl std::fmt::Debug for MemTable {
 }
 
 impl MemTable {
-    /// An empty memtable whose writes are logged in WAL `log_number`.
-    pub fn new(log_number: u64) -> MemTable {
+    /// An empty memtable whose writes are logged in WAL `log_number`, to be frozen once it
+    /// holds about `memtable_size` bytes (which sets the size of its arena's blocks).
+    pub fn new(log_number: u64, memtable_size: usize) -> MemTable {
         MemTable {
             contents: RwLock::new(Contents {
                 map: BTreeMap::new(),
-                arena: Arena::new(),
+                arena: Arena::new(arena_block_for(memtable_size)),
             }),
             approximate_bytes: AtomicUsize::new(0),
             log_number,
@@ -247,9 +256,7 @@ impl MemTable {
     pub fn apply(&self, entries: impl IntoIterator<Item = Entry>) {
         let mut contents = self.contents.write().unwrap_or_else(|e| e.into_inner());
         let Contents { map, arena } = &mut *contents;
-        let mut added = 0;
         for e in entries {
-            added += SLOT_BYTES + e.key.len() + e.value.len();
             let key = MemKey {
                 key: arena.copy_in(&e.key),
                 seq: Reverse(e.seq),
@@ -257,7 +264,8 @@ impl MemTable {
             let value = arena.copy_in(&e.value);
             map.insert(key, (e.kind, value));
         }
-        self.approximate_bytes.fetch_add(added, Ordering::Relaxed);
+        let held = arena.allocated + map.len() * SLOT_BYTES;
+        self.approximate_bytes.store(held, Ordering::Relaxed);
     }
 
     /// The newest version of `key` with a sequence number at most `snapshot`.
@@ -276,7 +284,7 @@ impl MemTable {
             .map(|(_, (kind, _))| *kind)
     }
 
-    /// Approximate memory held by keys, values and bookkeeping.
+    /// Approximate memory held: the arena's blocks, and the B-tree's slots.
     pub fn approximate_bytes(&self) -> usize {
         self.approximate_bytes.load(Ordering::Relaxed)
     }
@@ -360,7 +368,7 @@ mod tests {
 
     #[test]
     fn get_sees_newest_version_within_snapshot() {
-        let mem = MemTable::new(1);
+        let mem = MemTable::new(1, 64 << 20);
         mem.apply([Entry::value(b"k".to_vec(), 1, b"one".to_vec())]);
         mem.apply([Entry::tombstone(b"k".to_vec(), 2)]);
         mem.apply([Entry::value(b"k".to_vec(), 3, b"three".to_vec())]);
@@ -374,7 +382,7 @@ mod tests {
 
     #[test]
     fn iterator_walks_chunks_in_entry_order() {
-        let mem = Arc::new(MemTable::new(1));
+        let mem = Arc::new(MemTable::new(1, 64 << 20));
         let entries: Vec<Entry> = (0..1000u32)
             .map(|i| Entry::value(format!("{:05}", i / 2).into_bytes(), i as u64, vec![]))
             .collect();
@@ -399,14 +407,14 @@ mod tests {
 
     #[test]
     fn keys_and_values_of_every_size_read_back_across_arena_blocks() {
-        let mem = Arc::new(MemTable::new(1));
+        let mem = Arc::new(MemTable::new(1, 64 << 20));
         // Small entries fill several blocks; large values get blocks of their own, between
         // small entries; empty values and the empty key take no arena bytes.
         let mut expected = Vec::new();
         for i in 0..30_000u32 {
             let key = format!("key{i:06}").into_bytes();
             let len = match i % 1000 {
-                0 => OWN_BLOCK_ABOVE + 1 + i as usize,
+                0 => (1 << 18) + 1 + i as usize,
                 1 => 0,
                 _ => 40 + (i % 7) as usize,
             };
@@ -440,8 +448,23 @@ mod tests {
     }
 
     #[test]
+    fn the_size_counts_whole_arena_blocks_of_an_eighth_of_the_memtable() {
+        let mem = MemTable::new(1, 4096);
+        assert_eq!(mem.approximate_bytes(), 0);
+        mem.apply([Entry::value(b"k".to_vec(), 1, b"v".to_vec())]);
+        assert_eq!(mem.approximate_bytes(), 512 + SLOT_BYTES);
+        // A value over a quarter block gets a block of its own, counted whole.
+        mem.apply([Entry::value(b"big".to_vec(), 2, vec![7; 200])]);
+        assert_eq!(mem.approximate_bytes(), 512 + 200 + 2 * SLOT_BYTES);
+        // Small entries fill the first block before a second one is counted.
+        // (507 bytes are left in it; these take 600.)
+        mem.apply((0..150u8).map(|i| Entry::value(vec![i], 3 + i as u64, vec![i; 3])));
+        assert_eq!(mem.approximate_bytes(), 2 * 512 + 200 + 152 * SLOT_BYTES);
+    }
+
+    #[test]
     fn empty_keys_and_values_need_no_block() {
-        let mem = MemTable::new(1);
+        let mem = MemTable::new(1, 64 << 20);
         mem.apply([Entry::tombstone(Vec::new(), 1)]);
         mem.apply([Entry::value(Vec::new(), 2, Vec::new())]);
         assert!(mem.get(b"", 1).unwrap().is_tombstone());
@@ -452,7 +475,7 @@ mod tests {
 
     #[test]
     fn an_iterator_keeps_its_memtable_and_arena_alive() {
-        let mem = Arc::new(MemTable::new(1));
+        let mem = Arc::new(MemTable::new(1, 64 << 20));
         mem.apply(
             (0..1000u32)
                 .map(|i| Entry::value(format!("{i:04}").into_bytes(), i as u64, vec![i as u8; 64])),

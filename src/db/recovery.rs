@@ -179,12 +179,13 @@ pub(super) fn recover(
     // The new manifest is current: everything it does not name is garbage from before.
     remove_unreferenced_files(fs.as_ref(), &dir, &snapshot, manifest_number, new_log);
 
+    let mem = Arc::new(MemTable::new(new_log, options.memtable_size));
     let parts = Parts {
         dir,
         fs,
         options,
         table_env,
-        mem: Arc::new(MemTable::new(new_log)),
+        mem,
         version,
         last_seq,
         next_file,
@@ -387,7 +388,8 @@ impl Replay {
     fn new(mode: WalRecoveryMode, after_seq: SeqNo) -> Replay {
         Replay {
             mode,
-            mem: Arc::new(MemTable::new(0)),
+            // It takes every log's writes, and its size is never checked: the largest blocks.
+            mem: Arc::new(MemTable::new(0, usize::MAX)),
             max_seq: None,
             seq_floor: after_seq,
             report: RecoveryReport::default(),

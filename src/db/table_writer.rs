@@ -202,11 +202,13 @@ impl<'a> TableWriter<'a> {
             if cut {
                 let (number, builder) = current.take().expect("a table is open");
                 self.finish_table(number, builder, level, out)?;
-                cuts.started_table();
             }
             let (_, builder) = match &mut current {
                 Some(open) => open,
-                None => current.insert(self.start_table(table_options, expected_keys)?),
+                None => {
+                    cuts.started_table(&entry.key);
+                    current.insert(self.start_table(table_options, expected_keys)?)
+                }
             };
             builder.add(&entry)?;
             last_key.clear();
@@ -269,20 +271,20 @@ pub(super) enum Cuts<'a> {
     /// At `table_size` bytes, or earlier where a table of the next level down starts.
     ///
     /// A later compaction of one of these tables rewrites every table of the next level its
-    /// range meets. A table ended anywhere meets, at each end, a next-level table it covers only
-    /// in part, rewritten whole for a sliver; ended where a next-level table starts, it meets
-    /// only tables it covers. So once a table holds half of `table_size`, it ends at the next
-    /// such start (RocksDB cuts its compaction outputs at the next level's file boundaries on
-    /// the same grounds). The share it must reach first grows by a twentieth of `table_size`
-    /// (up to 90%) with each start already passed, so that a next level of small tables does
-    /// not cut this one into slivers.
-    ///
-    /// `next_level_starts` are the smallest keys of the next level's tables, sorted.
+    /// range meets. Ended at an arbitrary key, a table and the one after it both meet the
+    /// next-level table their boundary falls in, which is then rewritten with either, however
+    /// little of it either covers. Ended just before a next-level table starts, the two meet
+    /// no next-level table in common. So once a table holds half of `table_size`, it ends
+    /// before the first key at or past the next such start (RocksDB cuts its compaction
+    /// outputs at the next level's file boundaries on the same grounds). The share needed
+    /// grows by a twentieth of `table_size` (up to 90%) with each start the table has already
+    /// passed, so that a next level of small tables does not cut this one into slivers.
     AtSize {
+        /// The smallest keys of the next level's tables, sorted.
         next_level_starts: &'a [Vec<u8>],
-        /// How many starts lie at or before the last key written.
+        /// How many of them lie at or before the last key looked at.
         passed: usize,
-        /// How many of them the table in progress passed.
+        /// How many of them the table in progress passed after its first key.
         passed_in_table: usize,
     },
 }
@@ -308,29 +310,37 @@ impl<'a> Cuts<'a> {
         else {
             return false;
         };
-        // Keys come in order: the starts passed are a prefix, found by walking on from the last.
-        let mut before_key = 0;
-        while next_level_starts
-            .get(*passed)
-            .is_some_and(|start| start.as_slice() <= key)
-        {
-            *passed += 1;
-            before_key += 1;
-        }
-        *passed_in_table += before_key;
         let percent = 50 + (5 * *passed_in_table as u64).min(40);
-        size >= table_size || (before_key > 0 && size >= table_size.saturating_mul(percent) / 100)
+        let crossed = advance_past(next_level_starts, passed, key);
+        *passed_in_table += crossed;
+        size >= table_size || (crossed > 0 && size >= table_size.saturating_mul(percent) / 100)
     }
 
-    /// A new table begins.
-    fn started_table(&mut self) {
+    /// A new table begins with `first_key`: the starts at or before it are behind the table.
+    fn started_table(&mut self, first_key: &[u8]) {
         if let Cuts::AtSize {
-            passed_in_table, ..
+            next_level_starts,
+            passed,
+            passed_in_table,
         } = self
         {
+            advance_past(next_level_starts, passed, first_key);
             *passed_in_table = 0;
         }
     }
+}
+
+/// Moves `passed` on past the `starts` at or before `key`, and returns how many it passed.
+/// Keys come in order, so the starts passed are a prefix: each is looked at once.
+fn advance_past(starts: &[Vec<u8>], passed: &mut usize, key: &[u8]) -> usize {
+    let before = *passed;
+    while starts
+        .get(*passed)
+        .is_some_and(|start| start.as_slice() <= key)
+    {
+        *passed += 1;
+    }
+    *passed - before
 }
 
 #[cfg(test)]
@@ -357,17 +367,27 @@ mod tests {
     fn cuts_at_a_next_level_start_once_half_full() {
         let starts = keys(&["c", "g"]);
         let mut cuts = Cuts::at_size(&starts);
+        cuts.started_table(b"a");
         // "c" is passed at 40 of 100 bytes: too early to end the table there.
-        assert!(!cuts.before(b"a", 10, 100));
         assert!(!cuts.before(b"c", 40, 100));
         // Between starts, half full is not enough.
         assert!(!cuts.before(b"d", 70, 100));
-        // "g" is passed with two starts behind: the table needs 60 bytes, and has 70.
+        // "g" is passed with one start behind: the table needs 55 bytes, and has 70.
         assert!(cuts.before(b"h", 70, 100));
-        cuts.started_table();
+        cuts.started_table(b"h");
         // No start lies ahead: only the size ends the next table.
         assert!(!cuts.before(b"z", 99, 100));
         assert!(cuts.before(b"zz", 100, 100));
+    }
+
+    #[test]
+    fn starts_before_a_tables_first_key_do_not_count_for_it() {
+        // A part of a split compaction begins far into the next level's range.
+        let starts = keys(&["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "p"]);
+        let mut cuts = Cuts::at_size(&starts);
+        cuts.started_table(b"k");
+        assert!(!cuts.before(b"l", 60, 100));
+        assert!(cuts.before(b"q", 50, 100));
     }
 
     #[test]
@@ -375,16 +395,17 @@ mod tests {
         let names: Vec<String> = (0..20).map(|i| format!("k{i:02}")).collect();
         let starts: Vec<Vec<u8>> = names.iter().map(|k| k.as_bytes().to_vec()).collect();
         let mut cuts = Cuts::at_size(&starts);
-        // Ten starts passed at 10 bytes: the share needed is 50% + 10 * 5%, capped at 90%.
+        cuts.started_table(b"k");
+        // Ten starts passed at 10 bytes: the share needed is then 50% + 10 * 5%, capped at 90%.
         for name in &names[..10] {
             assert!(!cuts.before(name.as_bytes(), 10, 100));
         }
         assert!(!cuts.before(names[10].as_bytes(), 89, 100));
         assert!(cuts.before(names[11].as_bytes(), 90, 100));
-        // A new table starts the count again: 55% after one start, 60% after two.
-        cuts.started_table();
-        assert!(!cuts.before(names[12].as_bytes(), 54, 100));
-        assert!(!cuts.before(names[13].as_bytes(), 59, 100));
-        assert!(cuts.before(names[14].as_bytes(), 65, 100));
+        // A new table starts the count again: 50% at its first start, 55% at its second.
+        cuts.started_table(names[11].as_bytes());
+        assert!(!cuts.before(names[12].as_bytes(), 49, 100));
+        assert!(!cuts.before(names[13].as_bytes(), 54, 100));
+        assert!(cuts.before(names[14].as_bytes(), 60, 100));
     }
 }

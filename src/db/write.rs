@@ -225,7 +225,7 @@ impl Inner {
             let mut immutable = vec![Arc::clone(&old.mem)];
             immutable.extend(old.immutable.iter().cloned());
             ReadState {
-                mem: Arc::new(MemTable::new(log_number)),
+                mem: Arc::new(MemTable::new(log_number, self.options.memtable_size)),
                 immutable,
                 version: Arc::clone(&old.version),
             }
