@@ -475,14 +475,16 @@ fn with_overlaps(
     // the range of every table merged.
     let (merged_smallest, merged_largest) = key_range(inputs.iter().chain(&output_level_inputs));
     let below = |l: usize| version.overlapping(l, &merged_smallest, &merged_largest);
-    let drop_tombstones = (output_level + 1..version.num_levels()).all(|l| below(l).is_empty());
-    let next_level_starts = match output_level + 1 < version.num_levels() {
-        true => below(output_level + 1)
-            .iter()
-            .map(|t| t.meta.smallest_key.clone())
-            .collect(),
+    let next_level = match output_level + 1 < version.num_levels() {
+        true => below(output_level + 1),
         false => Vec::new(),
     };
+    let drop_tombstones = next_level.is_empty()
+        && (output_level + 2..version.num_levels()).all(|l| below(l).is_empty());
+    let next_level_starts = next_level
+        .iter()
+        .map(|t| t.meta.smallest_key.clone())
+        .collect();
     Compaction {
         output_level,
         inputs,

@@ -173,32 +173,36 @@ impl Version {
         key: &'a [u8],
     ) -> impl Iterator<Item = &'a Arc<TableHandle>> + 'a {
         let p = key_prefix(key);
-        let level0 = self.levels[0]
-            .iter()
-            .zip(&self.fences[0])
-            .filter(move |(t, f)| f.covers(p, key, &t.meta))
-            .map(|(t, _)| t);
-        let deeper = self
-            .deep_levels_in_use
-            .iter()
-            .filter_map(move |&l| self.table_covering(l, key, p));
-        level0.chain(deeper)
+        self.level0_covering(key, p)
+            .chain(self.deeper_covering(key, p))
     }
 
-    /// Appends to `out` the tables that may hold `key`, in the order of `candidate_tables`:
-    /// a batch gathers many keys' candidates at once, without an iterator per key.
-    pub fn push_candidates<'a>(&'a self, key: &[u8], out: &mut Vec<&'a TableHandle>) {
+    /// Appends to `out` the tables of `candidate_tables(key)`: a batch gathers many keys'
+    /// candidates into one list, without a chained iterator per key.
+    pub fn push_candidates<'a>(&'a self, key: &'a [u8], out: &mut Vec<&'a TableHandle>) {
         let p = key_prefix(key);
-        for (table, fence) in self.levels[0].iter().zip(&self.fences[0]) {
-            if fence.covers(p, key, &table.meta) {
-                out.push(table);
-            }
-        }
-        for &level in &self.deep_levels_in_use {
-            if let Some(table) = self.table_covering(level, key, p) {
-                out.push(table);
-            }
-        }
+        out.extend(self.level0_covering(key, p).map(|t| &**t));
+        out.extend(self.deeper_covering(key, p).map(|t| &**t));
+    }
+
+    /// The level-0 tables whose range includes `key` (prefix `p`), newest first.
+    fn level0_covering<'a>(
+        &'a self,
+        key: &'a [u8],
+        p: u64,
+    ) -> impl Iterator<Item = &'a Arc<TableHandle>> + 'a {
+        (self.levels[0].iter().zip(&self.fences[0]))
+            .filter(move |(t, f)| f.covers(p, key, &t.meta))
+            .map(|(t, _)| t)
+    }
+
+    /// Of each deeper level that holds tables, the one whose range includes `key`, if any.
+    fn deeper_covering<'a>(
+        &'a self,
+        key: &'a [u8],
+        p: u64,
+    ) -> impl Iterator<Item = &'a Arc<TableHandle>> + 'a {
+        (self.deep_levels_in_use.iter()).filter_map(move |&l| self.table_covering(l, key, p))
     }
 
     /// In a level of disjoint sorted tables, the one whose range includes `key` (prefix `p`).
