@@ -15,12 +15,14 @@
 //! writer that does not come back costs one such wait). A lone writer never waits: it was the
 //! whole previous group.
 //!
-//! That leader yields the processor while it waits rather than sleeping. The writers it waits
+//! That leader first yields the processor between looks at the queue, for at most
+//! `YIELD_AT_MOST`, and only then sleeps until the last writer wakes it. The writers it waits
 //! for are runnable and back within tens of microseconds, while a sleeping leader is woken by
 //! the last of them, one more wake-up on the critical path, and lets its processor go idle,
 //! which on a virtual machine slowed the next fsync's own wake-up too. Measured with 8 synced
 //! writers on 2 cores: sleeping, a gather took about 90 µs and an fsync 270 µs; yielding,
-//! 55 µs and 190 µs (docs/benchmarks.md, "gathering without sleeping").
+//! 55 µs and 190 µs (docs/benchmarks.md, "gathering without sleeping"). Yielding keeps a
+//! processor busy when no other thread is runnable, hence the bound.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -36,6 +38,10 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 /// ...and when its first record is small, at most this much more than that record, so a small
 /// write is not held back behind the write of a large one.
 const SMALL_RECORD_ROOM: usize = 128 << 10;
+
+/// How long a gathering leader yields before it sleeps instead: about twice what gathering 8
+/// writers took on 2 cores.
+const YIELD_AT_MOST: Duration = Duration::from_micros(100);
 
 /// A batch waiting to be written.
 pub(super) struct Pending {
@@ -84,9 +90,12 @@ struct QueueState {
     next_ticket: u64,
     /// A leader is writing a group now, or gathering one.
     leading: bool,
-    /// The threads that wrote the last group, kept only when gathering is on. A list, not a
-    /// set: a group has a handful of writers, and the write path should not build a set for
-    /// each group.
+    /// The leader at the head of the queue sleeps until the writers of the last group are
+    /// back: the writer who completes them wakes it.
+    sleeping_gatherer: bool,
+    /// The threads that wrote the last group, kept only when `rejoin_wait` is not zero. A
+    /// list, not a set: a group has a handful of writers, and the write path should not build
+    /// a set for each group.
     last_writers: Vec<ThreadId>,
     /// Outcomes of members whose group was written, until each collects its own.
     finished: HashMap<u64, Result<()>>,
@@ -130,6 +139,12 @@ impl WriteQueue {
             writer: thread::current().id(),
             wake: Arc::clone(&wake),
         });
+        // Woken when the writers it waits for are all in, not by every writer that joins.
+        if state.sleeping_gatherer && state.gathered() {
+            if let Some(leader) = state.waiting.front() {
+                leader.wake.notify_one();
+            }
+        }
         loop {
             if let Some(outcome) = state.finished.remove(&ticket) {
                 return Turn::Done(outcome);
@@ -137,7 +152,7 @@ impl WriteQueue {
             let at_head = state.waiting.front().is_some_and(|p| p.ticket == ticket);
             if at_head && !state.leading {
                 state.leading = true;
-                state = self.gather(state);
+                state = self.gather(state, &wake);
                 let group = take_group(&mut state.waiting);
                 if !self.rejoin_wait.is_zero() {
                     state.last_writers.clear();
@@ -151,17 +166,36 @@ impl WriteQueue {
     }
 
     /// Before leading a group that will sync, waits up to `rejoin_wait` until every writer of
-    /// the last group is queued again, yielding the processor to them in between looks.
-    fn gather<'a>(&'a self, mut state: MutexGuard<'a, QueueState>) -> MutexGuard<'a, QueueState> {
+    /// the last group is queued again: yielding the processor to them in between looks, for
+    /// at most `YIELD_AT_MOST`, then asleep.
+    fn gather<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, QueueState>,
+        wake: &Condvar,
+    ) -> MutexGuard<'a, QueueState> {
         if self.rejoin_wait.is_zero() || !state.waiting.iter().any(|p| p.sync) {
             return state;
         }
-        let deadline = Instant::now() + self.rejoin_wait;
-        while !state.gathered() && Instant::now() < deadline {
+        let start = Instant::now();
+        let deadline = start + self.rejoin_wait;
+        let stop_yielding = start + self.rejoin_wait.min(YIELD_AT_MOST);
+        while !state.gathered() && Instant::now() < stop_yielding {
             drop(state);
             thread::yield_now();
             state = lock(&self.state);
         }
+        state.sleeping_gatherer = true;
+        loop {
+            let now = Instant::now();
+            if state.gathered() || now >= deadline {
+                break;
+            }
+            state = match wake.wait_timeout(state, deadline - now) {
+                Ok((state, _)) => state,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        state.sleeping_gatherer = false;
         state
     }
 
