@@ -86,9 +86,10 @@ impl Compaction {
     }
 
     /// The inputs merged, the keys in `part` only: of each key the newest version and the
-    /// newest each of `snapshots` (the live snapshots' numbers) sees, tombstones dropped at the bottom when nothing older of
-    /// their key is kept. Inputs are read past the block cache: one pass over tables about to
-    /// be deleted must not push out the blocks lookups keep hitting.
+    /// newest each of `snapshots` (the live snapshots' numbers) sees, tombstones dropped at
+    /// the bottom when nothing older of their key is kept. Inputs are read past the block
+    /// cache: one pass over tables about to be deleted must not push out the blocks lookups
+    /// keep hitting.
     ///
     /// At the bottom (no deeper level holds the range) a key's entry that every reader sees
     /// (at or below the oldest snapshot; with none, its one remaining entry) gets sequence

@@ -304,18 +304,7 @@ impl Options {
     /// Checks that the options make sense together.
     pub(crate) fn validate(&self) -> crate::Result<()> {
         let bad = |msg: &str| Err(crate::Error::InvalidArgument(msg.to_string()));
-        match self.filter_policy {
-            FilterPolicy::FalsePositiveRate(p) => {
-                crate::filter::FilterParams::for_false_positive_rate(p)?;
-            }
-            FilterPolicy::BitsPerKeyBudget(bits) => {
-                crate::filter::allocate(&[], bits)?;
-            }
-            FilterPolicy::WastedReadsTarget(reads) => {
-                crate::filter::allocate_for_false_positives(&[], reads)?;
-            }
-            FilterPolicy::Disabled | FilterPolicy::Params(_) => {}
-        }
+        self.filter_policy.validate()?;
         if self.memtable_size < 1024 {
             return bad("memtable_size must be at least 1 KiB");
         }

@@ -16,8 +16,6 @@
 // those results cannot choose a smaller one.
 #![allow(clippy::result_large_err)]
 
-use std::io::Cursor;
-
 use serde::{Deserialize, Serialize};
 
 pub mod archive;
@@ -39,6 +37,7 @@ openraft::declare_raft_types!(
     pub TypeConfig:
         D = Request,
         R = Response,
+        SnapshotData = std::io::Cursor<Vec<u8>>,
 );
 
 /// A write, proposed to the leader and applied by every node in log order.
@@ -58,6 +57,30 @@ pub struct Response {
 /// The Raft handle of a node.
 pub type Raft = openraft::Raft<TypeConfig>;
 
+/// What openraft's storage traits return.
+pub(crate) type StorageResult<T> = Result<T, openraft::StorageError<NodeId>>;
+
+/// The value stored under `key` as JSON, if any; failures are storage errors of `subject`.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+    db: &bloomkv::Db,
+    key: &[u8],
+    subject: openraft::ErrorSubject<NodeId>,
+) -> StorageResult<Option<T>> {
+    let failed =
+        |e: &dyn std::fmt::Display| storage_error(subject.clone(), openraft::ErrorVerb::Read, e);
+    match db.get(key).map_err(|e| failed(&e))? {
+        None => Ok(None),
+        Some(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| failed(&e)),
+    }
+}
+
+/// `value` as JSON, the form both stores keep Raft's types in.
+pub(crate) fn json(value: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(value).expect("Raft's types serialize to JSON")
+}
+
 /// Turns any error into openraft's storage error for `subject`/`verb`.
 pub(crate) fn storage_error(
     subject: openraft::ErrorSubject<NodeId>,
@@ -66,7 +89,3 @@ pub(crate) fn storage_error(
 ) -> openraft::StorageError<NodeId> {
     openraft::StorageIOError::new(subject, verb, openraft::AnyError::error(e.to_string())).into()
 }
-
-// Keeps `Cursor` in use: `declare_raft_types!` names it for the snapshot data.
-#[allow(dead_code)]
-type SnapshotData = Cursor<Vec<u8>>;

@@ -27,9 +27,8 @@ use bloomkv::{Db, Options, WriteBatch, WriteOptions};
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{Entry, ErrorSubject, ErrorVerb, LogId, OptionalSend, StorageError, Vote};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
 
-use crate::{storage_error, NodeId, TypeConfig};
+use crate::{json, read_json, storage_error, NodeId, StorageResult, TypeConfig};
 
 const ENTRY_PREFIX: u8 = b'e';
 const VOTE: &[u8] = b"m/vote";
@@ -84,8 +83,6 @@ pub struct LogStore {
     pending_purge: Arc<Mutex<Option<LogId<NodeId>>>>,
 }
 
-type StorageResult<T> = Result<T, StorageError<NodeId>>;
-
 fn logs_error(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError<NodeId> {
     storage_error(ErrorSubject::Logs, verb, e)
 }
@@ -133,13 +130,7 @@ impl LogStore {
     }
 
     fn read<T: DeserializeOwned>(&self, key: &[u8]) -> StorageResult<Option<T>> {
-        match self.db.get(key) {
-            Ok(None) => Ok(None),
-            Ok(Some(bytes)) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| logs_error(ErrorVerb::Read, e)),
-            Err(e) => Err(logs_error(ErrorVerb::Read, e)),
-        }
+        read_json(&self.db, key, ErrorSubject::Logs)
     }
 
     fn write(&self, batch: WriteBatch, sync: bool) -> StorageResult<()> {
@@ -186,10 +177,6 @@ impl LogStore {
     fn keys_in(&self, range: impl RangeBounds<u64>) -> StorageResult<Vec<Vec<u8>>> {
         Ok(self.scan(range)?.into_iter().map(|(key, _)| key).collect())
     }
-}
-
-fn json(value: &impl Serialize) -> Vec<u8> {
-    serde_json::to_vec(value).expect("Raft's types serialize to JSON")
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -274,7 +261,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
         // The entry before the cut is the new last one; none left means the purged one.
         let before = match log_id.index.checked_sub(1) {
-            Some(i) => self.entries_in(i..=i)?.pop().map(|e| e.log_id),
+            Some(i) => (self.read::<Entry<TypeConfig>>(&entry_key(i))?).map(|e| e.log_id),
             None => None,
         };
         match before.or(self.read::<LogId<NodeId>>(PURGED)?) {

@@ -33,13 +33,12 @@ use openraft::{
 
 use crate::archive;
 use crate::log_store::DurableIndex;
-use crate::{storage_error, NodeId, Request, Response, TypeConfig};
+use crate::{json, storage_error, NodeId, Request, Response, StorageResult, TypeConfig};
 
 const APPLIED: &[u8] = b"m/applied";
 const MEMBERSHIP: &[u8] = b"m/membership";
 const ACTIVE: &str = "ACTIVE";
 
-type StorageResult<T> = Result<T, StorageError<NodeId>>;
 type Membership = StoredMembership<NodeId, BasicNode>;
 type Meta = SnapshotMeta<NodeId, BasicNode>;
 
@@ -95,17 +94,9 @@ pub struct StateMachine {
     durable: DurableIndex,
 }
 
+/// The value stored under `key` as JSON, if any.
 fn read_json<T: serde::de::DeserializeOwned>(db: &Db, key: &[u8]) -> StorageResult<Option<T>> {
-    match db.get(key).map_err(|e| sm_error(ErrorVerb::Read, e))? {
-        None => Ok(None),
-        Some(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| sm_error(ErrorVerb::Read, e)),
-    }
-}
-
-fn json(value: &impl serde::Serialize) -> Vec<u8> {
-    serde_json::to_vec(value).expect("Raft's types serialize to JSON")
+    crate::read_json(db, key, ErrorSubject::StateMachine)
 }
 
 /// Writes `bytes` to `path` durably: a temporary file, synced, renamed over it, and the

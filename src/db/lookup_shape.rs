@@ -158,20 +158,13 @@ impl<'s, 'a> Run<'s, 'a> {
         let inside =
             |table: &Span| range.smallest <= table.smallest && table.largest <= range.largest;
         let part = |table: &Span| table.entries as f64 * covered_fraction(table, range);
-        if end - first == 1 {
-            let table = &self.tables[first];
-            return if inside(table) {
-                table.entries as f64
-            } else {
-                part(table)
-            };
-        }
         let (mut keys, mut whole_from, mut whole_to) = (0.0, first, end);
         if !inside(&self.tables[first]) {
             keys += part(&self.tables[first]);
             whole_from += 1;
         }
-        if !inside(&self.tables[end - 1]) {
+        // A lone table cut by the range was counted above, as the first.
+        if whole_from < whole_to && !inside(&self.tables[end - 1]) {
             keys += part(&self.tables[end - 1]);
             whole_to -= 1;
         }

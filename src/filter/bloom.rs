@@ -1,7 +1,7 @@
 //! The classic Bloom filter over 64-bit words.
 
 use super::error::{FilterError, Result};
-use super::hash::{reduce, KeyHash, ProbeSequence};
+use super::hash::{KeyHash, ProbeSequence};
 use super::params::{textbook_rate, FilterParams};
 
 const WORD_BITS: u64 = 64;
@@ -85,13 +85,8 @@ impl BloomFilter {
     /// The key's `hashes` bits, each as (index of its word, mask within the word).
     #[inline]
     fn bits_of(&self, hash: &KeyHash) -> impl Iterator<Item = (usize, u64)> {
-        let bit_count = self.bit_count();
-        hash.walk(self.sequence)
-            .take(self.hashes as usize)
-            .map(move |probe| {
-                let pos = reduce(probe, bit_count);
-                ((pos / WORD_BITS) as usize, 1 << (pos % WORD_BITS))
-            })
+        hash.positions(self.sequence, self.hashes, self.bit_count())
+            .map(|pos| ((pos / WORD_BITS) as usize, 1 << (pos % WORD_BITS)))
     }
 
     /// Size of the bit array.

@@ -53,12 +53,31 @@ impl FilterPolicy {
                 .map(Some)
                 .map_err(|e| Error::InvalidArgument(format!("filter policy: {e}"))),
             FilterPolicy::Params(params) => Ok(Some(params)),
-            FilterPolicy::BitsPerKeyBudget(_) | FilterPolicy::WastedReadsTarget(_) => Err(Error::InvalidArgument(
-                "filter policy: a budget (bits per key or wasted reads) is spread over a store's \
-                 levels; a single table needs a rate or parameters"
-                    .into(),
-            )),
+            FilterPolicy::BitsPerKeyBudget(_) | FilterPolicy::WastedReadsTarget(_) => {
+                Err(Error::InvalidArgument(
+                    "filter policy: a budget (bits per key or wasted reads) is spread over a \
+                     store's levels; a single table needs a rate or parameters"
+                        .into(),
+                ))
+            }
         }
+    }
+
+    /// Checks the policy's numbers: a rate within (0, 1), a budget a store can be given.
+    pub fn validate(&self) -> Result<()> {
+        match *self {
+            FilterPolicy::FalsePositiveRate(p) => {
+                FilterParams::for_false_positive_rate(p)?;
+            }
+            FilterPolicy::BitsPerKeyBudget(bits) => {
+                crate::filter::allocate(&[], bits)?;
+            }
+            FilterPolicy::WastedReadsTarget(reads) => {
+                crate::filter::allocate_for_false_positives(&[], reads)?;
+            }
+            FilterPolicy::Disabled | FilterPolicy::Params(_) => {}
+        }
+        Ok(())
     }
 }
 

@@ -448,8 +448,9 @@ impl Table {
         Ok(data)
     }
 
-    /// Seeks `key` in `data` (data block `block`, which the iterator takes); where the block holds it, `read` takes the
-    /// entry from the iterator, and a filter's "maybe" counts as a true positive.
+    /// Seeks `key` in `data` (data block `block`, which the iterator takes); where the block
+    /// holds it, `read` takes the entry from the iterator, and a filter's "maybe" counts as a
+    /// true positive.
     fn find_in<T>(
         &self,
         data: Arc<Block>,

@@ -456,13 +456,15 @@ fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure> {
                 text.parse().map(Some).map_err(|_| Failure::from(bad()))
             };
             if let Some(bits) = number_after("budget:", "bits per key, such as budget:10")? {
-                bloomkv::filter::allocate(&[], bits)?;
-                return Ok((s.to_string(), FilterPolicy::BitsPerKeyBudget(bits)));
+                let policy = FilterPolicy::BitsPerKeyBudget(bits);
+                policy.validate()?;
+                return Ok((s.to_string(), policy));
             }
             let reads_meaning = "wasted reads per absent get, such as reads:0.01";
             if let Some(reads) = number_after("reads:", reads_meaning)? {
-                bloomkv::filter::allocate_for_false_positives(&[], reads)?;
-                return Ok((s.to_string(), FilterPolicy::WastedReadsTarget(reads)));
+                let policy = FilterPolicy::WastedReadsTarget(reads);
+                policy.validate()?;
+                return Ok((s.to_string(), policy));
             }
             let p: f64 = s.parse().map_err(|_| {
                 Failure::from(format!(
@@ -660,13 +662,10 @@ fn run_setting(
     read_files_into_page_cache(dir, label)?;
     let warm_present = lookups(&db, warm_p, true, &format!("warm present ({label})"))?;
     let warm_absent = lookups(&db, warm_a, false, &format!("warm absent ({label})"))?;
-    let params = match policy {
-        FilterPolicy::FalsePositiveRate(p) => Some(FilterParams::for_false_positive_rate(p)?),
-        FilterPolicy::Params(params) => Some(params),
-        // A budget gives each level its own parameters; the tables report theirs.
-        FilterPolicy::Disabled
-        | FilterPolicy::BitsPerKeyBudget(_)
-        | FilterPolicy::WastedReadsTarget(_) => None,
+    // A budget gives each level its own parameters; the tables report theirs.
+    let params = match policy.is_budget() {
+        true => None,
+        false => policy.params()?,
     };
     let filter_memory_bytes = db.stats().filter_memory_bytes;
     db.close()?;
