@@ -135,6 +135,25 @@ impl ReadCounters {
 }
 
 impl ReadCountersSnapshot {
+    /// Counts one filter probe and its answer, which it returns.
+    pub fn count_probe(&mut self, passed: bool) -> bool {
+        self.filter_probes += 1;
+        match passed {
+            true => self.filter_positives += 1,
+            false => self.filter_negatives += 1,
+        }
+        passed
+    }
+
+    /// Takes back a probe counted by [`count_probe`](Self::count_probe) with answer `passed`.
+    pub fn take_back_probe(&mut self, passed: bool) {
+        self.filter_probes -= 1;
+        match passed {
+            true => self.filter_positives -= 1,
+            false => self.filter_negatives -= 1,
+        }
+    }
+
     /// What happened between `earlier` and `self` (saturating at zero).
     pub fn since(&self, earlier: &ReadCountersSnapshot) -> ReadCountersSnapshot {
         ReadCountersSnapshot {

@@ -68,6 +68,25 @@ impl Fence {
     }
 }
 
+/// How many of `fences` (sorted, disjoint) end below prefix `p`. A short level is counted
+/// fence by fence: the compares do not depend on one another, where each step of a binary
+/// search waits for the load before it (a level of 12 tables: 4 dependent steps, which cost
+/// single absent-key lookups in memory about a sixth of their time). Longer levels are
+/// narrowed by halves to a short stretch first.
+fn first_not_below(fences: &[Fence], p: u64) -> usize {
+    const COUNTED: usize = 16;
+    let (mut base, mut len) = (0, fences.len());
+    while len > COUNTED {
+        let half = len / 2;
+        if fences[base + half - 1].largest < p {
+            base += half;
+        }
+        len -= half;
+    }
+    let counted = &fences[base..base + len];
+    base + counted.iter().filter(|f| f.largest < p).count()
+}
+
 /// The live tables at one moment. Immutable: changes make a new version.
 #[derive(Clone)]
 pub struct Version {
@@ -181,8 +200,16 @@ impl Version {
     /// candidates into one list, without a chained iterator per key.
     pub fn push_candidates<'a>(&'a self, key: &'a [u8], out: &mut Vec<&'a TableHandle>) {
         let p = key_prefix(key);
-        out.extend(self.level0_covering(key, p).map(|t| &**t));
-        out.extend(self.deeper_covering(key, p).map(|t| &**t));
+        for (table, fence) in self.levels[0].iter().zip(&self.fences[0]) {
+            if fence.covers(p, key, &table.meta) {
+                out.push(table);
+            }
+        }
+        for &level in &self.deep_levels_in_use {
+            if let Some(table) = self.table_covering(level, key, p) {
+                out.push(table);
+            }
+        }
     }
 
     /// The level-0 tables whose range includes `key` (prefix `p`), newest first.
@@ -210,7 +237,7 @@ impl Version {
         let (tables, fences) = (&self.levels[level], &self.fences[level]);
         // Every table before `first` ends below the key's prefix, hence below the key. A table
         // whose largest prefix equals the key's may still end below the key.
-        let first = fences.partition_point(|f| f.largest < p);
+        let first = first_not_below(fences, p);
         let idx = first
             + fences[first..]
                 .iter()

@@ -306,3 +306,48 @@ fn multi_get_of_keys_no_table_covers() {
     assert_eq!(db.multi_get(&keys).unwrap(), expected);
     common::assert_level_filter_counts_add_up(&db.stats());
 }
+
+/// A key whose first eight bytes differ from key to key, in an order unrelated to `i`: table
+/// boundaries then fall between distinct prefixes, and a long level is searched by halves
+/// before its last tables are counted one by one.
+fn spread_key(i: u64) -> Vec<u8> {
+    let mut key = i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes().to_vec();
+    key.extend_from_slice(b"-tail");
+    key
+}
+
+/// In levels of many tables, every stored key is found in its table and every key between
+/// them is absent, by `get`, `multi_get`, `contains_key` and `may_contain`.
+#[test]
+fn lookups_find_their_table_in_a_long_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    let stored = |i: u64| 2 * i;
+    for i in 0..12_000u64 {
+        db.put(spread_key(stored(i)), common::value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let longest = db.stats().levels.iter().map(|l| l.tables).max().unwrap();
+    // Past 16 tables a level is first searched by halves.
+    assert!(longest > 20, "the longest level holds {longest} tables");
+    for i in 0..12_000u64 {
+        let (present, absent) = (spread_key(stored(i)), spread_key(stored(i) + 1));
+        assert_eq!(
+            db.get(&present).unwrap(),
+            Some(common::value(i, 0)),
+            "key {i}"
+        );
+        assert!(db.contains_key(&present).unwrap());
+        assert!(db.may_contain(&present));
+        assert_eq!(db.get(&absent).unwrap(), None);
+        assert!(!db.contains_key(&absent).unwrap());
+    }
+    let batch: Vec<Vec<u8>> = (0..24_000u64).map(spread_key).collect();
+    let found = db.multi_get(&batch).unwrap();
+    for (i, value) in found.iter().enumerate() {
+        let i = i as u64;
+        let expected = i.is_multiple_of(2).then(|| common::value(i / 2, 0));
+        assert_eq!(value, &expected, "key {i}");
+    }
+}

@@ -3,8 +3,9 @@
 //! 1. One read state and one sequence number serve the whole batch; the memtables answer what
 //!    they hold.
 //! 2. Each remaining key is hashed once, and every filter of every table that may hold it is
-//!    probed before any data block is read; while one key's filters are probed, the filter
-//!    words of a key a few places ahead are prefetched, so their cache misses overlap.
+//!    probed before any data block is read. The filter words of every key are prefetched
+//!    before the first probe, so that their cache misses overlap; the first two bits of each
+//!    probe are tested without a branch, as absent keys fail them at random.
 //! 3. Then in rounds: each unanswered key names the block of the first table still left on its
 //!    list (the index says which block); the blocks are sorted by table and position and each
 //!    is read once for all the keys that name it. A key the block does not hold moves on to its
@@ -22,10 +23,6 @@ use crate::version::{TableHandle, Version};
 
 use super::{check_key_len, Inner};
 
-/// How many keys ahead the filter words are prefetched: far enough for a load from memory to
-/// land before the probe, near enough that the lines are still cached when it does.
-const PREFETCH_AHEAD: usize = 4;
-
 /// A key the memtables did not answer, on its way through the tables.
 struct Pending {
     /// Its place in the caller's batch, and among the keys the memtables did not answer.
@@ -38,15 +35,13 @@ struct Pending {
 }
 
 /// Every filter answer of a batch: key `i`'s candidate tables are
-/// `candidates[ends[i - 1]..ends[i]]`, with their filters' answers in `passed` (`true` for a
-/// table without a filter); `admitted` lists the candidates that passed, by position.
+/// `candidates[ends[i - 1]..ends[i]]`, and `admitted` lists, by position, those whose filter
+/// passed it (or that have no filter).
 struct Probed<'v> {
     candidates: Vec<&'v TableHandle>,
-    passed: Vec<bool>,
     ends: Vec<usize>,
+    hashes: Vec<KeyHash>,
     admitted: Vec<usize>,
-    /// For each key, the candidate that answered it, once one has.
-    answered_by: Vec<Option<usize>>,
 }
 
 impl<'v> Probed<'v> {
@@ -60,23 +55,15 @@ impl<'v> Probed<'v> {
         start..self.ends[key]
     }
 
-    /// Counts each key's filter probes as a `get` of it would: every candidate up to the one
-    /// that answered (all of them when none did), and none after.
-    fn count_probes(&self, tally: &mut LevelTallies) {
-        for key in 0..self.ends.len() {
-            let range = self.range_of(key);
-            let asked_end = self.answered_by[key].map_or(range.end, |answered| answered + 1);
-            for c in range.start..asked_end {
-                let table = self.candidates[c];
-                if !table.table.has_filter() {
-                    continue;
-                }
-                let level = tally.level(table);
-                level.filter_probes += 1;
-                match self.passed[c] {
-                    true => level.filter_positives += 1,
-                    false => level.filter_negatives += 1,
-                }
+    /// Takes back the probes counted for `key`'s candidates after `answered`, the one that
+    /// answered it: a `get` stops at the first table holding the key. The probe phase counts
+    /// every candidate, as most keys of a batch are answered by their last or by none.
+    fn uncount_after(&self, key: usize, answered: usize, tally: &mut LevelTallies) {
+        for c in answered + 1..self.range_of(key).end {
+            let table = self.candidates[c];
+            if table.table.has_filter() {
+                let passed = table.table.may_contain(&self.hashes[key]);
+                tally.level(table).take_back_probe(passed);
             }
         }
     }
@@ -93,69 +80,80 @@ impl Inner {
         }
         let (state, seq) = self.view(at);
         let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        let memtables: Vec<_> = state.memtables().collect();
         let mut unanswered = Vec::with_capacity(keys.len());
         for (slot, key) in keys.iter().enumerate() {
             let key = key.as_ref();
-            match state.memtables().find_map(|mem| mem.get(key, seq)) {
+            match memtables.iter().find_map(|mem| mem.get(key, seq)) {
                 Some(entry) => values[slot] = entry.into_value(),
                 None => unanswered.push(slot),
             }
         }
-        let mut tally = LevelTallies::default();
-        let (mut probed, mut pending) = probe_filters(&state.version, keys, &unanswered);
+        let mut tally = LevelTallies::for_levels(state.version.num_levels());
+        let (probed, mut pending) = probe_filters(&state.version, keys, &unanswered, &mut tally);
         let read = read_blocks(
             &self.batch_block_reads,
             keys,
-            &mut probed,
+            &probed,
             &mut pending,
             seq,
             &mut values,
             &mut tally,
         );
         // Counted whether or not a read failed, as a failed `get` counts what it did.
-        probed.count_probes(&mut tally);
         tally.add_to(&self.table_env.counters);
         read.map(|()| values)
     }
 }
 
-/// Step 2: hashes each unanswered key once and asks the filters of every table that may hold
-/// it, prefetching those of the key `PREFETCH_AHEAD` places on. Counts nothing yet: a `get`
-/// counts only the probes up to the table that answers, known after the reads.
+/// Step 2: hashes each unanswered key once, finds its candidate tables and starts loading
+/// their filter words into the CPU cache; then, with every load under way, asks the filters.
+/// Every probe is counted here; `uncount_after` takes back those a `get` would not make.
 fn probe_filters<'v, K: AsRef<[u8]>>(
     version: &'v Version,
     keys: &'v [K],
     unanswered: &[usize],
+    tally: &mut LevelTallies,
 ) -> (Probed<'v>, Vec<Pending>) {
     let mut probed = Probed {
-        candidates: Vec::with_capacity(unanswered.len() * 4),
-        passed: Vec::new(),
+        candidates: Vec::with_capacity(unanswered.len() * 2),
         ends: Vec::with_capacity(unanswered.len()),
+        hashes: Vec::with_capacity(unanswered.len()),
         admitted: Vec::new(),
-        answered_by: vec![None; unanswered.len()],
     };
-    let mut hashes = Vec::with_capacity(unanswered.len());
+    // The first bits each candidate's filter tests, `None` for a table without a filter.
+    let mut first_bits = Vec::with_capacity(unanswered.len() * 2);
     for &slot in unanswered {
         let key = keys[slot].as_ref();
+        let hash = KeyHash::of(key);
+        let first = probed.candidates.len();
         version.push_candidates(key, &mut probed.candidates);
-        hashes.push(KeyHash::of(key));
+        for table in &probed.candidates[first..] {
+            first_bits.push(table.table.prefetch_filter(&hash));
+        }
+        probed.hashes.push(hash);
         probed.ends.push(probed.candidates.len());
     }
-    probed.passed = vec![false; probed.candidates.len()];
     let mut pending = Vec::new();
-    for (i, hash) in hashes.iter().enumerate() {
-        if let Some(ahead) = hashes.get(i + PREFETCH_AHEAD) {
-            for table in &probed.candidates[probed.range_of(i + PREFETCH_AHEAD)] {
-                table.table.prefetch_filter(ahead);
-            }
-        }
+    let mut first = 0;
+    for (i, (hash, &end)) in probed.hashes.iter().zip(&probed.ends).enumerate() {
         let start = probed.admitted.len();
-        for c in probed.range_of(i) {
-            if probed.candidates[c].table.may_contain(hash) {
-                probed.passed[c] = true;
+        let tables = probed.candidates[first..end]
+            .iter()
+            .zip(&first_bits[first..end]);
+        for (c, (table, bits)) in (first..).zip(tables) {
+            let passed = match bits {
+                Some(bits) => {
+                    let passed = table.table.may_contain_prefetched(hash, Some(bits));
+                    tally.level(table).count_probe(passed)
+                }
+                None => true,
+            };
+            if passed {
                 probed.admitted.push(c);
             }
         }
+        first = end;
         if probed.admitted.len() > start {
             pending.push(Pending {
                 slot: unanswered[i],
@@ -172,7 +170,7 @@ fn probe_filters<'v, K: AsRef<[u8]>>(
 fn read_blocks<'v, K: AsRef<[u8]>>(
     block_reads: &BlockReadTimes,
     keys: &[K],
-    probed: &mut Probed<'v>,
+    probed: &Probed<'v>,
     pending: &mut [Pending],
     seq: SeqNo,
     values: &mut [Option<Vec<u8>>],
@@ -226,7 +224,7 @@ fn read_blocks<'v, K: AsRef<[u8]>>(
                 match entry {
                     Some(entry) => {
                         values[key.slot] = entry.into_value();
-                        probed.answered_by[key.key] = Some(probed.admitted[key.next]);
+                        probed.uncount_after(key.key, probed.admitted[key.next], tally);
                         key.next = key.end;
                     }
                     None => key.next += 1,
@@ -278,6 +276,12 @@ struct LevelTallies {
 }
 
 impl LevelTallies {
+    fn for_levels(levels: usize) -> LevelTallies {
+        LevelTallies {
+            levels: vec![ReadCountersSnapshot::default(); levels],
+        }
+    }
+
     fn level(&mut self, table: &TableHandle) -> &mut ReadCountersSnapshot {
         let level = table.meta.level as usize;
         if self.levels.len() <= level {

@@ -8,9 +8,10 @@ use super::lookup_shape::table_shares;
 use super::{lock, Inner, ReadState};
 use crate::entry::{check_key_len, Entry, SeqNo, ValueKind};
 use crate::error::Result;
-use crate::filter::KeyHash;
+use crate::filter::{FirstBits, KeyHash};
 use crate::iter::{DbIterator, EntryStream};
 use crate::stats::{LevelStats, Stats, TableStats};
+use crate::version::TableHandle;
 
 impl Inner {
     /// The read state, then the sequence number: in that order every table of the state holds
@@ -69,16 +70,13 @@ impl Inner {
         // overlap instead of coming one after another; past 8 candidates (many level-0
         // tables), the rest are asked as they come.
         let mut candidates = state.version.candidate_tables(key);
-        let mut first: [Option<&Arc<crate::version::TableHandle>>; 8] = [None; 8];
+        let mut first: [Option<(&TableHandle, Option<FirstBits>)>; 8] = [None; 8];
         for (slot, table) in first.iter_mut().zip(&mut candidates) {
-            table.table.prefetch_filter(&hash);
-            *slot = Some(table);
+            *slot = Some((table, table.table.prefetch_filter(&hash)));
         }
-        let maybe = first
-            .iter()
-            .map_while(|t| *t)
-            .chain(candidates)
-            .any(|t| t.table.may_contain(&hash));
+        let maybe = (first.iter().map_while(|t| t.as_ref()))
+            .any(|(table, bits)| table.table.may_contain_prefetched(&hash, bits.as_ref()))
+            || candidates.any(|table| table.table.may_contain(&hash));
         maybe
     }
 

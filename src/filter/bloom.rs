@@ -20,6 +20,14 @@ pub struct BloomFilter {
     pub(crate) sequence: ProbeSequence,
 }
 
+/// The first two bits a probe of one key tests in one filter, as the index of each one's word
+/// and its place in the word: found ahead of the probe by [`BloomFilter::prefetch`].
+#[derive(Debug, Clone, Copy)]
+pub struct FirstBits {
+    words: [usize; 2],
+    shifts: [u32; 2],
+}
+
 impl BloomFilter {
     /// A filter sized for `expected_keys` at the parameters' bits per key, rounded up to whole
     /// 64-bit words and never smaller than one word.
@@ -71,15 +79,35 @@ impl BloomFilter {
             .all(|(word, mask)| self.words[word] & mask != 0)
     }
 
-    /// Asks the CPU to bring the words of the first two probes of `contains_hash(hash)` into
-    /// its cache, so that a batch of lookups can start the memory loads of the next keys
-    /// while it probes this one (an absent key is mostly ruled out by one of those two: each
-    /// finds its bit clear about half the time). Changes nothing; on other machines than
-    /// x86-64, does nothing.
-    pub fn prefetch(&self, hash: &KeyHash) {
-        for (word, _) in self.bits_of(hash).take(2) {
+    /// Finds the first two bits `contains_hash(hash)` tests and asks the CPU to bring their
+    /// words into its cache, so that a batch of lookups can start the memory loads of every
+    /// key before it tests any (an absent key is mostly ruled out by one of those two: each
+    /// finds its bit clear about half the time). On machines other than x86-64 nothing is
+    /// prefetched.
+    pub fn prefetch(&self, hash: &KeyHash) -> FirstBits {
+        let mut bits = self.bits_of(hash);
+        let first = bits.next().unwrap_or((0, 0));
+        // A filter with one hash tests its first bit twice.
+        let second = bits.next().unwrap_or(first);
+        for (word, _) in [first, second] {
             prefetch_read(&self.words[word]);
         }
+        FirstBits {
+            words: [first.0, second.0],
+            shifts: [first.1.trailing_zeros(), second.1.trailing_zeros()],
+        }
+    }
+
+    /// Whether both of `bits` (from [`prefetch`](Self::prefetch) on this filter) are set:
+    /// `false` means the key is surely absent, `true` that `contains_hash` must still ask
+    /// the rest. Tests both without a branch between them, as a batch's keys fail the first
+    /// about half the time, at random.
+    #[inline]
+    pub fn first_bits_set(&self, bits: &FirstBits) -> bool {
+        // Shifts and a bitwise and: compares here would be compiled into branches.
+        let first = self.words[bits.words[0]] >> bits.shifts[0];
+        let second = self.words[bits.words[1]] >> bits.shifts[1];
+        first & second & 1 == 1
     }
 
     /// The key's `hashes` bits, each as (index of its word, mask within the word).

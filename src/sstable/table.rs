@@ -17,7 +17,7 @@ use super::readahead::ReadAhead;
 use crate::cache::{next_table_id, BlockCache, TableCache};
 use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
-use crate::filter::{BloomFilter, FilterParams, KeyHash};
+use crate::filter::{BloomFilter, FilterParams, FirstBits, KeyHash};
 use crate::fs::{RandomAccessFile, SharedFs};
 use crate::metrics::{ReadCounters, ReadCountersSnapshot};
 
@@ -363,13 +363,7 @@ impl Table {
         let Some(filter) = &self.inner.filter else {
             return true;
         };
-        tally.filter_probes += 1;
-        if !filter.contains_hash(hash) {
-            tally.filter_negatives += 1;
-            return false;
-        }
-        tally.filter_positives += 1;
-        true
+        tally.count_probe(filter.contains_hash(hash))
     }
 
     /// Whether the table was written with a filter.
@@ -385,10 +379,25 @@ impl Table {
             .is_none_or(|f| f.contains_hash(hash))
     }
 
-    /// Brings the filter's words for `hash` towards the CPU cache, ahead of a probe.
-    pub fn prefetch_filter(&self, hash: &KeyHash) {
-        if let Some(filter) = &self.inner.filter {
-            filter.prefetch(hash);
+    /// Brings the filter's words for `hash` towards the CPU cache, ahead of a probe, and
+    /// returns the bits the probe tests first (`None` without a filter).
+    pub fn prefetch_filter(&self, hash: &KeyHash) -> Option<FirstBits> {
+        self.inner
+            .filter
+            .as_ref()
+            .map(|filter| filter.prefetch(hash))
+    }
+
+    /// The filter's answer for the key of `hash`, given what
+    /// [`prefetch_filter`](Self::prefetch_filter) returned for it: most absent keys are ruled
+    /// out by the first bits alone, tested without a branch. Counted nowhere.
+    pub fn may_contain_prefetched(&self, hash: &KeyHash, first: Option<&FirstBits>) -> bool {
+        match (&self.inner.filter, first) {
+            (Some(filter), Some(first)) => {
+                filter.first_bits_set(first) && filter.contains_hash(hash)
+            }
+            (Some(filter), None) => filter.contains_hash(hash),
+            (None, _) => true,
         }
     }
 
