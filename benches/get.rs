@@ -1,4 +1,5 @@
-//! `get` of present and absent keys on a store with several levels, with and without filters.
+//! `get` of present and absent keys on a store with several levels, with and without filters,
+//! and absent keys in batches of 64 (`multi_get`) on the same stores.
 //!
 //! Run: `cargo bench --bench get`.
 
@@ -80,6 +81,15 @@ fn bench_get(c: &mut Criterion) {
                 })
             });
         }
+        let absent: Vec<[u8; 16]> = probes.iter().map(|&i| key(i, false)).collect();
+        group.bench_function(BenchmarkId::new("absent-multi_get-64", label), |b| {
+            b.iter(|| {
+                for batch in absent.chunks(64) {
+                    let found = db.multi_get(batch).expect("multi_get");
+                    assert!(found.iter().all(Option::is_none));
+                }
+            })
+        });
     }
     group.finish();
 }
