@@ -146,7 +146,7 @@ impl ReadCountersSnapshot {
     }
 
     /// Takes back a probe counted by [`count_probe`](Self::count_probe) with answer `passed`.
-    pub fn take_back_probe(&mut self, passed: bool) {
+    pub(crate) fn take_back_probe(&mut self, passed: bool) {
         self.filter_probes -= 1;
         match passed {
             true => self.filter_positives -= 1,

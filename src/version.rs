@@ -200,15 +200,11 @@ impl Version {
     /// candidates into one list, without a chained iterator per key.
     pub fn push_candidates<'a>(&'a self, key: &'a [u8], out: &mut Vec<&'a TableHandle>) {
         let p = key_prefix(key);
-        for (table, fence) in self.levels[0].iter().zip(&self.fences[0]) {
-            if fence.covers(p, key, &table.meta) {
-                out.push(table);
-            }
+        for table in self.level0_covering(key, p) {
+            out.push(table);
         }
-        for &level in &self.deep_levels_in_use {
-            if let Some(table) = self.table_covering(level, key, p) {
-                out.push(table);
-            }
+        for table in self.deeper_covering(key, p) {
+            out.push(table);
         }
     }
 
@@ -351,4 +347,33 @@ fn level_stream(tables: Vec<Arc<TableHandle>>, start: Bound<&[u8]>) -> EntryStre
             table_stream(&t.table, bound)
         });
     Box::new(iter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Halving down to 16 fences and counting the rest finds the same first fence as a binary
+    /// search, for every length around the halving steps and every prefix between and on the
+    /// fences, repeated prefixes (tables whose keys share their first eight bytes) included.
+    #[test]
+    fn first_not_below_agrees_with_a_binary_search() {
+        for len in 0..=70u64 {
+            // Each largest prefix repeats up to three times, as tables sharing a prefix do.
+            let fences: Vec<Fence> = (0..len)
+                .map(|i| Fence {
+                    smallest: 10 * (i / 3),
+                    largest: 10 * (i / 3) + 5,
+                })
+                .collect();
+            for p in 0..=10 * (len / 3 + 2) {
+                let expected = fences.partition_point(|f| f.largest < p);
+                assert_eq!(
+                    first_not_below(&fences, p),
+                    expected,
+                    "len {len}, prefix {p}"
+                );
+            }
+        }
+    }
 }

@@ -453,34 +453,3 @@ fn key_hash_probes_filters_of_any_size() {
         KeyHash::from_u64(KeyHash::of(b"abc").as_u64())
     );
 }
-
-/// The first two bits a prefetch names are bits of the key's probe: set for every key
-/// inserted, and when either is clear the full probe says "no" too. With one hash the first
-/// bit stands for both.
-#[test]
-fn first_bits_agree_with_the_full_probe() {
-    for hashes in [1, 2, 7] {
-        let mut f = BloomFilter::new(FilterParams::new(10, hashes).unwrap(), 2_000);
-        for i in 0..2_000 {
-            f.insert(&key("in", i));
-        }
-        for i in 0..2_000 {
-            let hash = KeyHash::of(&key("in", i));
-            assert!(
-                f.first_bits_set(&f.prefetch(&hash)),
-                "hashes {hashes}, key {i}"
-            );
-        }
-        let mut ruled_out = 0;
-        for i in 0..20_000 {
-            let hash = KeyHash::of(&key("out", i));
-            if !f.first_bits_set(&f.prefetch(&hash)) {
-                ruled_out += 1;
-                assert!(!f.contains_hash(&hash), "hashes {hashes}, key {i}");
-            }
-        }
-        // About half the bits are clear at 10 bits a key, whatever the hash count: most absent
-        // keys fail one of their first two bits.
-        assert!(ruled_out > 10_000, "hashes {hashes}: {ruled_out} of 20000");
-    }
-}

@@ -34,13 +34,12 @@ struct Pending {
     end: usize,
 }
 
-/// Every filter answer of a batch: key `i`'s candidate tables are
+/// What the filters said of a batch: key `i`'s candidate tables are
 /// `candidates[ends[i - 1]..ends[i]]`, and `admitted` lists, by position, those whose filter
-/// passed it (or that have no filter).
+/// passed it (or that have no filter), each key's in order.
 struct Probed<'v> {
     candidates: Vec<&'v TableHandle>,
     ends: Vec<usize>,
-    hashes: Vec<KeyHash>,
     admitted: Vec<usize>,
 }
 
@@ -55,14 +54,18 @@ impl<'v> Probed<'v> {
         start..self.ends[key]
     }
 
-    /// Takes back the probes counted for `key`'s candidates after `answered`, the one that
-    /// answered it: a `get` stops at the first table holding the key. The probe phase counts
-    /// every candidate, as most keys of a batch are answered by their last or by none.
-    fn uncount_after(&self, key: usize, answered: usize, tally: &mut LevelTallies) {
-        for c in answered + 1..self.range_of(key).end {
+    /// Takes back the probes counted for the candidates after the one that answered `key`
+    /// (`admitted[key.next]`): a `get` stops at the first table holding the key. The probe
+    /// phase counts every candidate, as most keys of a batch are answered by their last or by
+    /// none. Which of those later probes passed, `admitted` says, without asking the filters
+    /// again.
+    fn uncount_after(&self, key: &Pending, tally: &mut LevelTallies) {
+        let answered = self.admitted[key.next];
+        let passed_later = &self.admitted[key.next + 1..key.end];
+        for c in answered + 1..self.range_of(key.key).end {
             let table = self.candidates[c];
             if table.table.has_filter() {
-                let passed = table.table.may_contain(&self.hashes[key]);
+                let passed = passed_later.binary_search(&c).is_ok();
                 tally.level(table).take_back_probe(passed);
             }
         }
@@ -100,15 +103,22 @@ impl Inner {
             &mut values,
             &mut tally,
         );
-        // Counted whether or not a read failed, as a failed `get` counts what it did.
+        // Counted whether or not a read failed. After a failed read, keys not yet answered keep
+        // the probes of all their tables, where a `get` stops at the error.
         tally.add_to(&self.table_env.counters);
         read.map(|()| values)
     }
 }
 
+/// How many keys' filter words are prefetched before the first of them is probed: enough for
+/// their cache misses to overlap, few enough that the first lines are still cached when
+/// probed (two lines per candidate table).
+const PREFETCH_BATCH: usize = 64;
+
 /// Step 2: hashes each unanswered key once, finds its candidate tables and starts loading
-/// their filter words into the CPU cache; then, with every load under way, asks the filters.
-/// Every probe is counted here; `uncount_after` takes back those a `get` would not make.
+/// their filter words into the CPU cache, `PREFETCH_BATCH` keys at a time; then, with those
+/// loads under way, asks the filters. Every probe is counted here; `uncount_after` takes back
+/// those a `get` would not make.
 fn probe_filters<'v, K: AsRef<[u8]>>(
     version: &'v Version,
     keys: &'v [K],
@@ -118,49 +128,51 @@ fn probe_filters<'v, K: AsRef<[u8]>>(
     let mut probed = Probed {
         candidates: Vec::with_capacity(unanswered.len() * 2),
         ends: Vec::with_capacity(unanswered.len()),
-        hashes: Vec::with_capacity(unanswered.len()),
         admitted: Vec::new(),
     };
-    // The first bits each candidate's filter tests, `None` for a table without a filter.
-    let mut first_bits = Vec::with_capacity(unanswered.len() * 2);
-    for &slot in unanswered {
-        let key = keys[slot].as_ref();
-        let hash = KeyHash::of(key);
-        let first = probed.candidates.len();
-        version.push_candidates(key, &mut probed.candidates);
-        for table in &probed.candidates[first..] {
-            first_bits.push(table.table.prefetch_filter(&hash));
-        }
-        probed.hashes.push(hash);
-        probed.ends.push(probed.candidates.len());
-    }
     let mut pending = Vec::new();
-    let mut first = 0;
-    for (i, (hash, &end)) in probed.hashes.iter().zip(&probed.ends).enumerate() {
-        let start = probed.admitted.len();
-        let tables = probed.candidates[first..end]
-            .iter()
-            .zip(&first_bits[first..end]);
-        for (c, (table, bits)) in (first..).zip(tables) {
-            let passed = match bits {
-                Some(bits) => {
-                    let passed = table.table.may_contain_prefetched(hash, Some(bits));
-                    tally.level(table).count_probe(passed)
-                }
-                None => true,
-            };
-            if passed {
-                probed.admitted.push(c);
+    // Per chunk: each key's hash, and the first bits each candidate's filter tests (`None`
+    // for a table without a filter).
+    let mut hashes = Vec::with_capacity(PREFETCH_BATCH);
+    let mut first_bits = Vec::with_capacity(PREFETCH_BATCH * 2);
+    for (chunk, slots) in unanswered.chunks(PREFETCH_BATCH).enumerate() {
+        let chunk_start = probed.candidates.len();
+        hashes.clear();
+        first_bits.clear();
+        for &slot in slots {
+            let key = keys[slot].as_ref();
+            let hash = KeyHash::of(key);
+            let first = probed.candidates.len();
+            version.push_candidates(key, &mut probed.candidates);
+            for table in &probed.candidates[first..] {
+                first_bits.push(table.table.prefetch_filter(&hash));
             }
+            hashes.push(hash);
+            probed.ends.push(probed.candidates.len());
         }
-        first = end;
-        if probed.admitted.len() > start {
-            pending.push(Pending {
-                slot: unanswered[i],
-                key: i,
-                next: start,
-                end: probed.admitted.len(),
-            });
+        for (i, hash) in (chunk * PREFETCH_BATCH..).zip(&hashes) {
+            let start = probed.admitted.len();
+            for c in probed.range_of(i) {
+                let table = probed.candidates[c];
+                let passed = match &first_bits[c - chunk_start] {
+                    Some(bits) => {
+                        let passed = table.table.may_contain_prefetched(hash, Some(bits));
+                        tally.level(table).count_probe(passed)
+                    }
+                    None => true,
+                };
+                if passed {
+                    probed.admitted.push(c);
+                }
+            }
+            if probed.admitted.len() > start {
+                pending.push(Pending {
+                    slot: unanswered[i],
+                    key: i,
+                    next: start,
+                    end: probed.admitted.len(),
+                });
+            }
         }
     }
     (probed, pending)
@@ -224,7 +236,7 @@ fn read_blocks<'v, K: AsRef<[u8]>>(
                 match entry {
                     Some(entry) => {
                         values[key.slot] = entry.into_value();
-                        probed.uncount_after(key.key, probed.admitted[key.next], tally);
+                        probed.uncount_after(key, tally);
                         key.next = key.end;
                     }
                     None => key.next += 1,
@@ -270,7 +282,6 @@ impl BlockReadTimes {
 }
 
 /// What the batch cost, level by level, added to the store's counters once at the end.
-#[derive(Default)]
 struct LevelTallies {
     levels: Vec<ReadCountersSnapshot>,
 }

@@ -21,9 +21,9 @@ pub struct BloomFilter {
 }
 
 /// The first two bits a probe of one key tests in one filter, as the index of each one's word
-/// and its place in the word: found ahead of the probe by [`BloomFilter::prefetch`].
+/// and its place in the word: found ahead of the probe by `BloomFilter::prefetch_first_bits`.
 #[derive(Debug, Clone, Copy)]
-pub struct FirstBits {
+pub(crate) struct FirstBits {
     words: [usize; 2],
     shifts: [u32; 2],
 }
@@ -79,15 +79,22 @@ impl BloomFilter {
             .all(|(word, mask)| self.words[word] & mask != 0)
     }
 
-    /// Finds the first two bits `contains_hash(hash)` tests and asks the CPU to bring their
-    /// words into its cache, so that a batch of lookups can start the memory loads of every
-    /// key before it tests any (an absent key is mostly ruled out by one of those two: each
-    /// finds its bit clear about half the time). On machines other than x86-64 nothing is
-    /// prefetched.
-    pub fn prefetch(&self, hash: &KeyHash) -> FirstBits {
+    /// Asks the CPU to bring the words of the first two probes of `contains_hash(hash)` into
+    /// its cache, so that a batch of lookups can start the memory loads of the next keys
+    /// while it probes this one (an absent key is mostly ruled out by one of those two: each
+    /// finds its bit clear about half the time). Changes nothing; on other machines than
+    /// x86-64, does nothing.
+    pub fn prefetch(&self, hash: &KeyHash) {
+        self.prefetch_first_bits(hash);
+    }
+
+    /// [`prefetch`](Self::prefetch), returning the two bits for
+    /// [`first_bits_set`](Self::first_bits_set) to test once their words have arrived.
+    pub(crate) fn prefetch_first_bits(&self, hash: &KeyHash) -> FirstBits {
         let mut bits = self.bits_of(hash);
-        let first = bits.next().unwrap_or((0, 0));
-        // A filter with one hash tests its first bit twice.
+        // Every filter tests at least one bit (`FilterParams` and the decoder refuse zero
+        // hashes); one with a single hash tests its first bit twice.
+        let first = bits.next().expect("a filter tests at least one bit");
         let second = bits.next().unwrap_or(first);
         for (word, _) in [first, second] {
             prefetch_read(&self.words[word]);
@@ -98,12 +105,12 @@ impl BloomFilter {
         }
     }
 
-    /// Whether both of `bits` (from [`prefetch`](Self::prefetch) on this filter) are set:
-    /// `false` means the key is surely absent, `true` that `contains_hash` must still ask
-    /// the rest. Tests both without a branch between them, as a batch's keys fail the first
-    /// about half the time, at random.
+    /// Whether both of `bits` (from [`prefetch_first_bits`](Self::prefetch_first_bits) on
+    /// this filter) are set: `false` means the key is surely absent, `true` that
+    /// `contains_hash` must still ask the rest. Tests both without a branch between them, as
+    /// a batch's keys fail the first about half the time, at random.
     #[inline]
-    pub fn first_bits_set(&self, bits: &FirstBits) -> bool {
+    pub(crate) fn first_bits_set(&self, bits: &FirstBits) -> bool {
         // Shifts and a bitwise and: compares here would be compiled into branches.
         let first = self.words[bits.words[0]] >> bits.shifts[0];
         let second = self.words[bits.words[1]] >> bits.shifts[1];
@@ -257,4 +264,42 @@ fn prefetch_read(word: &u64) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = word;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(tag: &str, i: u64) -> Vec<u8> {
+        format!("{tag}-{i}").into_bytes()
+    }
+
+    /// The first two bits a prefetch names are bits of the key's probe: set for every key
+    /// inserted, and when either is clear the full probe says "no" too. With one hash the
+    /// first bit stands for both.
+    #[test]
+    fn first_bits_agree_with_the_full_probe() {
+        for hashes in [1, 2, 7] {
+            let mut f = BloomFilter::new(FilterParams::new(10, hashes).unwrap(), 2_000);
+            for i in 0..2_000 {
+                f.insert(&key("in", i));
+            }
+            for i in 0..2_000 {
+                let hash = KeyHash::of(&key("in", i));
+                let bits = f.prefetch_first_bits(&hash);
+                assert!(f.first_bits_set(&bits), "hashes {hashes}, key {i}");
+            }
+            let mut ruled_out = 0;
+            for i in 0..20_000 {
+                let hash = KeyHash::of(&key("out", i));
+                if !f.first_bits_set(&f.prefetch_first_bits(&hash)) {
+                    ruled_out += 1;
+                    assert!(!f.contains_hash(&hash), "hashes {hashes}, key {i}");
+                }
+            }
+            // About half the bits are clear at 10 bits a key, whatever the hash count: most
+            // absent keys fail one of their first two bits.
+            assert!(ruled_out > 10_000, "hashes {hashes}: {ruled_out} of 20000");
+        }
+    }
 }

@@ -37,7 +37,8 @@ mod error;
 mod hash;
 mod params;
 
-pub use bloom::{BloomFilter, FirstBits};
+pub use bloom::BloomFilter;
+pub(crate) use bloom::FirstBits;
 pub use budget::{
     allocate, allocate_for_false_positives, expected_false_positives, memory_bits, FilterGroup,
     MAX_ALLOCATED_BITS_PER_KEY,

@@ -381,17 +381,17 @@ impl Table {
 
     /// Brings the filter's words for `hash` towards the CPU cache, ahead of a probe, and
     /// returns the bits the probe tests first (`None` without a filter).
-    pub fn prefetch_filter(&self, hash: &KeyHash) -> Option<FirstBits> {
+    pub(crate) fn prefetch_filter(&self, hash: &KeyHash) -> Option<FirstBits> {
         self.inner
             .filter
             .as_ref()
-            .map(|filter| filter.prefetch(hash))
+            .map(|filter| filter.prefetch_first_bits(hash))
     }
 
     /// The filter's answer for the key of `hash`, given what
     /// [`prefetch_filter`](Self::prefetch_filter) returned for it: most absent keys are ruled
     /// out by the first bits alone, tested without a branch. Counted nowhere.
-    pub fn may_contain_prefetched(&self, hash: &KeyHash, first: Option<&FirstBits>) -> bool {
+    pub(crate) fn may_contain_prefetched(&self, hash: &KeyHash, first: Option<&FirstBits>) -> bool {
         match (&self.inner.filter, first) {
             (Some(filter), Some(first)) => {
                 filter.first_bits_set(first) && filter.contains_hash(hash)
