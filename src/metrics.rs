@@ -136,7 +136,7 @@ impl ReadCounters {
 
 impl ReadCountersSnapshot {
     /// Counts one filter probe and its answer, which it returns.
-    pub fn count_probe(&mut self, passed: bool) -> bool {
+    pub(crate) fn count_probe(&mut self, passed: bool) -> bool {
         self.filter_probes += 1;
         match passed {
             true => self.filter_positives += 1,

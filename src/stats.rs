@@ -38,7 +38,8 @@ pub struct LevelStats {
     pub bytes_moved: u64,
     /// Bits per key of a filter a table written to this level now would get: the level's
     /// share under a budget (`FilterPolicy::BitsPerKeyBudget` or `WastedReadsTarget`) for the
-    /// tree as it stands, the policy's rate otherwise; `None` for no filter, and for an empty level.
+    /// tree as it stands, the policy's rate otherwise; `None` for no filter, and for an empty
+    /// level.
     pub target_bits_per_key: Option<u32>,
     /// Live tables of the level whose filter differs from that target: written when the tree
     /// had another shape, or under another policy. Compactions bring them to it as they

@@ -92,7 +92,7 @@ impl Inner {
                 None => unanswered.push(slot),
             }
         }
-        let mut tally = LevelTallies::for_levels(state.version.num_levels());
+        let mut tally = LevelTallies::default();
         let (probed, mut pending) = probe_filters(&state.version, keys, &unanswered, &mut tally);
         let read = read_blocks(
             &self.batch_block_reads,
@@ -156,7 +156,7 @@ fn probe_filters<'v, K: AsRef<[u8]>>(
                 let table = probed.candidates[c];
                 let passed = match &first_bits[c - chunk_start] {
                     Some(bits) => {
-                        let passed = table.table.may_contain_prefetched(hash, Some(bits));
+                        let passed = table.table.may_contain_prefetched(hash, bits);
                         tally.level(table).count_probe(passed)
                     }
                     None => true,
@@ -282,17 +282,12 @@ impl BlockReadTimes {
 }
 
 /// What the batch cost, level by level, added to the store's counters once at the end.
+#[derive(Default)]
 struct LevelTallies {
     levels: Vec<ReadCountersSnapshot>,
 }
 
 impl LevelTallies {
-    fn for_levels(levels: usize) -> LevelTallies {
-        LevelTallies {
-            levels: vec![ReadCountersSnapshot::default(); levels],
-        }
-    }
-
     fn level(&mut self, table: &TableHandle) -> &mut ReadCountersSnapshot {
         let level = table.meta.level as usize;
         if self.levels.len() <= level {

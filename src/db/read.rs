@@ -74,9 +74,10 @@ impl Inner {
         for (slot, table) in first.iter_mut().zip(&mut candidates) {
             *slot = Some((table, table.table.prefetch_filter(&hash)));
         }
-        let maybe = (first.iter().map_while(|t| t.as_ref()))
-            .any(|(table, bits)| table.table.may_contain_prefetched(&hash, bits.as_ref()))
-            || candidates.any(|table| table.table.may_contain(&hash));
+        let maybe = (first.iter().map_while(|t| t.as_ref())).any(|(table, bits)| {
+            // No first bits: the table has no filter, and may hold anything.
+            (bits.as_ref()).is_none_or(|bits| table.table.may_contain_prefetched(&hash, bits))
+        }) || candidates.any(|table| table.table.may_contain(&hash));
         maybe
     }
 

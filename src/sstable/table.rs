@@ -388,17 +388,12 @@ impl Table {
             .map(|filter| filter.prefetch_first_bits(hash))
     }
 
-    /// The filter's answer for the key of `hash`, given what
-    /// [`prefetch_filter`](Self::prefetch_filter) returned for it: most absent keys are ruled
-    /// out by the first bits alone, tested without a branch. Counted nowhere.
-    pub(crate) fn may_contain_prefetched(&self, hash: &KeyHash, first: Option<&FirstBits>) -> bool {
-        match (&self.inner.filter, first) {
-            (Some(filter), Some(first)) => {
-                filter.first_bits_set(first) && filter.contains_hash(hash)
-            }
-            (Some(filter), None) => filter.contains_hash(hash),
-            (None, _) => true,
-        }
+    /// The filter's answer for the key of `hash`, whose first bits `first` are those
+    /// [`prefetch_filter`](Self::prefetch_filter) returned: most absent keys are ruled out by
+    /// those alone, tested without a branch. Counted nowhere.
+    pub(crate) fn may_contain_prefetched(&self, hash: &KeyHash, first: &FirstBits) -> bool {
+        (self.inner.filter.as_ref())
+            .is_none_or(|f| f.first_bits_set(first) && f.contains_hash(hash))
     }
 
     /// The data block that would hold `key` at `snapshot`, from the index alone; `None` when
