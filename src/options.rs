@@ -50,10 +50,10 @@ pub struct Options {
     pub memtable_size: usize,
     /// Frozen memtables waiting for flush before writers stall. Default 2.
     pub max_immutable_memtables: usize,
-    /// Target size of one table file. Default 2 MiB. A store of several GB then holds more
-    /// tables than `max_open_files`, and reopening files costs lookups about half their speed
-    /// (docs/benchmarks.md); 16 MiB tables measured better at 10M keys but worse at 100M, so
-    /// the default stays until that is understood.
+    /// Target size of one table file. Default 64 MiB, as RocksDB's: a store of 100M small
+    /// records (12 GB) then has about 200 tables, all of them open within `max_open_files`,
+    /// so no lookup pays for opening a file (with 2 MiB tables it held 3,675 tables and most
+    /// reads reopened one: docs/benchmarks.md).
     pub table_size: u64,
     /// Target size of a data block. Default 4 KiB.
     pub block_size: usize,
@@ -76,12 +76,17 @@ pub struct Options {
     pub dynamic_level_sizes: bool,
     /// Level-0 table count that starts a compaction into the base level. Default 4.
     pub l0_compaction_trigger: usize,
-    /// Level-0 table count at which each write group is delayed by a millisecond. Default 20,
-    /// as RocksDB's: at 8, a 30M-key load from one writer spent 157 of its 327 s in those
-    /// delays (docs/benchmarks.md).
+    /// Level-0 table count from which writes are slowed to `delayed_write_rate` (lower still
+    /// while level 0 keeps growing), so that it rarely reaches the stop trigger. Default 20,
+    /// as RocksDB's.
     pub l0_slowdown_trigger: usize,
     /// Level-0 table count at which writes wait for compaction. Default 36, as RocksDB's.
     pub l0_stop_trigger: usize,
+    /// Bytes per second writes may go once level 0 reaches `l0_slowdown_trigger`. The rate
+    /// falls by a fifth each time a write finds level 0 grown since the last, and rises by a
+    /// quarter (back up to this) each time it finds it shrunk (`src/db/write_rate.rs`).
+    /// Default 16 MiB/s, as RocksDB's `delayed_write_rate`.
+    pub delayed_write_rate: u64,
     /// Threads that run compactions, besides the one thread that flushes memtables.
     /// Compactions whose input tables differ run side by side. Default 2.
     pub compaction_threads: usize,
@@ -127,7 +132,7 @@ impl Default for Options {
             no_filters_at_bottom: false,
             memtable_size: 32 << 20,
             max_immutable_memtables: 2,
-            table_size: 2 << 20,
+            table_size: 64 << 20,
             block_size: 4096,
             level1_size: 128 << 20,
             level_size_ratio: 10,
@@ -136,6 +141,7 @@ impl Default for Options {
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 20,
             l0_stop_trigger: 36,
+            delayed_write_rate: 16 << 20,
             compaction_threads: 2,
             group_commit_wait: Duration::from_micros(100),
             create_if_missing: true,
@@ -217,6 +223,19 @@ impl Options {
     /// Sets the level-0 table count that triggers compaction.
     pub fn l0_compaction_trigger(mut self, tables: usize) -> Self {
         self.l0_compaction_trigger = tables;
+        self
+    }
+
+    /// Sets the level-0 table counts at which writes slow down and stop.
+    pub fn l0_write_triggers(mut self, slowdown: usize, stop: usize) -> Self {
+        self.l0_slowdown_trigger = slowdown;
+        self.l0_stop_trigger = stop;
+        self
+    }
+
+    /// Sets the bytes per second writes may go while level 0 is behind.
+    pub fn delayed_write_rate(mut self, bytes_per_second: u64) -> Self {
+        self.delayed_write_rate = bytes_per_second;
         self
     }
 
@@ -334,6 +353,9 @@ impl Options {
         }
         if !(1..=64).contains(&self.compaction_threads) {
             return bad("compaction_threads must be 1..=64");
+        }
+        if self.delayed_write_rate < 16 * 1024 {
+            return bad("delayed_write_rate must be at least 16 KiB/s");
         }
         if self.max_open_files < 16 {
             return bad("max_open_files must be at least 16");

@@ -121,6 +121,10 @@ pub struct Stats {
     pub write_stalls: u64,
     /// Time writes spent delayed or stalled, in microseconds.
     pub stall_micros: u64,
+    /// The bytes per second writes are held to while level 0 is past its slowdown trigger
+    /// (`Options::delayed_write_rate`), as the last write found it; `None` when it found
+    /// writes need no slowing.
+    pub delayed_write_rate: Option<u64>,
     /// Snapshots alive now, and the sequence number of the oldest: flushes and compactions
     /// keep the versions it sees.
     pub live_snapshots: usize,

@@ -648,6 +648,62 @@ fn flushes_go_on_while_a_background_compaction_is_held() {
     assert_eq!(db.iter().count(), 2_500);
 }
 
+/// While a held compaction lets level 0 grow past its slowdown trigger, writes are slowed to
+/// the delayed rate, which falls as level 0 keeps growing; none is refused and none waits for
+/// the compaction. Once the compaction goes on, the slowdown ends.
+#[test]
+fn writers_slow_down_while_level_0_is_behind_and_never_stop() {
+    let fs = FaultFs::new();
+    let rate = 128 * 1024;
+    let options = held_options(&fs)
+        .l0_write_triggers(4, 64)
+        .delayed_write_rate(rate);
+    let db = Arc::new(Db::open(DIR, options).unwrap());
+    fill_range(&db, 0, 500);
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    fs.hold_reads_of(fault_fs_tables(&fs));
+    let _release = ReleaseOnDrop(fs.clone());
+    fill_range(&db, 0, 500);
+    db.flush().unwrap();
+    wait_for_held_read(&fs);
+    let before = db.stats();
+    let writer = Arc::clone(&db);
+    let written = within_a_minute(move || {
+        let mut bytes = 0;
+        for i in 1_000..3_000 {
+            let (key, value) = (common::key(i), common::value(i, 1));
+            bytes += (key.len() + value.len()) as u64;
+            writer.put(key, value).unwrap();
+        }
+        bytes
+    });
+    let stats = db.stats();
+    let level0 = stats.levels[0].tables;
+    assert!(
+        (5..64).contains(&level0),
+        "level 0 grew past the slowdown trigger, not to the stop: {level0}"
+    );
+    let slowed = stats.delayed_write_rate.expect("writes are slowed");
+    assert!(
+        slowed < rate,
+        "the rate fell while level 0 grew: {slowed} of {rate}"
+    );
+    // Sleeps are never shorter than asked: the writes past the trigger paid at least for a
+    // fifth of the bytes at the full rate.
+    let delayed = Duration::from_micros(stats.stall_micros - before.stall_micros);
+    assert!(
+        delayed >= Duration::from_secs_f64(written as f64 / 5.0 / rate as f64),
+        "delayed {delayed:?} for {written} bytes"
+    );
+    assert!(stats.write_stalls > before.write_stalls);
+    fs.release_reads();
+    db.wait_for_background_work().unwrap();
+    db.put(b"after", b"compaction").unwrap();
+    assert_eq!(db.stats().delayed_write_rate, None, "level 0 caught up");
+    assert_eq!(db.iter().count(), 2_501);
+}
+
 /// The same with a manual `compact` held: flushes and writes go on, and the compaction ends
 /// once released, with the writes made meanwhile still there.
 #[test]

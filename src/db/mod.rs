@@ -39,6 +39,7 @@ mod snapshot;
 mod table_writer;
 mod write;
 mod write_group;
+mod write_rate;
 
 pub use checkpoint::Checkpoint;
 use recovery::recover;
@@ -314,6 +315,8 @@ struct Inner {
     read_state: RwLock<Arc<ReadState>>,
     /// Writers waiting to be written by a group's leader.
     write_queue: write_group::WriteQueue,
+    /// How fast writers may go while level 0 is behind.
+    write_rate: write_rate::WriteRate,
     /// Held by a group's leader, and by whoever else starts a new WAL.
     writer: Mutex<WriterState>,
     /// Held for a whole flush: memtables are flushed one at a time, oldest first.

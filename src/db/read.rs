@@ -206,6 +206,7 @@ impl Inner {
             split_compactions: self.counters.split_compactions.load(Ordering::Relaxed),
             write_stalls: self.counters.write_stalls.load(Ordering::Relaxed),
             stall_micros: self.counters.stall_micros.load(Ordering::Relaxed),
+            delayed_write_rate: self.write_rate.current_rate(),
             user_bytes_written: self.counters.user_bytes.load(Ordering::Relaxed),
             wal_bytes_written: self.counters.wal_bytes.load(Ordering::Relaxed),
             write_groups: self.counters.write_groups.load(Ordering::Relaxed),

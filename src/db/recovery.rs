@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::table_writer::{Cuts, TableWriter};
 use super::{
-    write_group, BackgroundState, Counters, DropCause, DroppedWal, Inner, ReadState,
+    write_group, write_rate, BackgroundState, Counters, DropCause, DroppedWal, Inner, ReadState,
     RecoveryReport, ShapeState, WriterState,
 };
 use crate::cache::{BlockCache, TableCache};
@@ -271,6 +271,7 @@ impl Parts {
                 version: Arc::new(self.version),
             })),
             write_queue: write_group::WriteQueue::new(self.options.group_commit_wait),
+            write_rate: write_rate::WriteRate::new(self.options.delayed_write_rate),
             writer: Mutex::new(WriterState { wal }),
             flushing: Mutex::new(()),
             shape: Mutex::new(ShapeState {

@@ -79,7 +79,8 @@ impl Inner {
     fn write_group(&self, group: &mut Group) -> Result<()> {
         let mut writer = lock(&self.writer);
         self.refuse_if_failed()?;
-        self.wait_for_room(&writer)?;
+        let bytes = group.members.iter().map(|m| m.record.len() as u64).sum();
+        self.wait_for_room(&writer, bytes)?;
         let (first_seq, last_seq) =
             next_seqs(self.visible_seq.load(Ordering::Acquire), group.ops())?;
         let mut seq = first_seq;
@@ -131,9 +132,9 @@ impl Inner {
     /// takes the writer's guard to show the writer lock is held: other writers queue behind
     /// the one that waits. A write that would wait for background work that is failing gets
     /// `Error::Background` at once.
-    fn wait_for_room(&self, _writer: &MutexGuard<'_, WriterState>) -> Result<()> {
+    fn wait_for_room(&self, _writer: &MutexGuard<'_, WriterState>, bytes: u64) -> Result<()> {
         let started = Instant::now();
-        let mut delayed = false;
+        let mut delayed = self.pay_delayed_rate(bytes);
         let result = self.wait_for_room_until_done(&mut delayed);
         if delayed {
             Counters::add_one(&self.counters.write_stalls);
@@ -143,15 +144,25 @@ impl Inner {
         result
     }
 
+    /// While level 0 is past its slowdown trigger, sleeps for this group's `bytes` at the
+    /// delayed write rate (`write_rate`); true when it slept.
+    fn pay_delayed_rate(&self, bytes: u64) -> bool {
+        let level0 = self.read_state().version.level(0).len();
+        let slow_down = level0 >= self.options.l0_slowdown_trigger;
+        let wait = self.write_rate.delay(bytes, level0, slow_down);
+        if wait.is_zero() {
+            return false;
+        }
+        std::thread::sleep(wait);
+        true
+    }
+
+    /// Waits while too many memtables wait for their flush or level 0 reached its stop
+    /// trigger. The delayed rate keeps the second rare: it is the bound, not the brake.
     fn wait_for_room_until_done(&self, delayed: &mut bool) -> Result<()> {
         loop {
             let state = self.read_state();
             let level0 = state.version.level(0).len();
-            if !*delayed && level0 >= self.options.l0_slowdown_trigger {
-                std::thread::sleep(Duration::from_millis(1));
-                *delayed = true;
-                continue;
-            }
             let too_many_frozen = state.immutable.len() >= self.options.max_immutable_memtables;
             if !too_many_frozen && level0 < self.options.l0_stop_trigger {
                 return Ok(());

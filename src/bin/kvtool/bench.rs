@@ -125,9 +125,13 @@ pub struct BenchArgs {
     /// bloomkv's `level1_size`, the smallest level target (default: the store's), e.g. `2MiB`.
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
     level1_size: Option<u64>,
-    /// bloomkv's table size (default: the store's), e.g. `64KiB`.
+    /// bloomkv's table size (default: the store's), e.g. `64KiB`; with `--stores` too.
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
-    table_size: Option<u64>,
+    pub table_size: Option<u64>,
+    /// With `--stores`: bloomkv's filter, one setting as `--settings` takes (default: the
+    /// store's default policy).
+    #[arg(long, value_name = "SETTING", requires = "stores")]
+    pub filter: Option<String>,
     /// Leave this many level-0 tables for the lookups, as a store under writes holds between
     /// compactions: the last keys of the load are written after compactions settle, half a
     /// memtable's worth per table, each flushed. Below the level-0 compaction trigger. Not
@@ -439,7 +443,7 @@ fn splitmix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure> {
+pub fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure> {
     text.split(',')
         .map(|s| s.trim())
         .filter(|s| !s.is_empty())
@@ -715,18 +719,10 @@ fn read_files_into_page_cache(dir: &Path, label: &str) -> Result<(), Failure> {
 /// Loads the workload into `db` (writes, then the memtable flushed) and waits for its
 /// compactions; returns the seconds each took.
 pub fn load_and_settle(db: &Db, workload: &Workload, label: &str) -> Result<(f64, f64), Failure> {
-    let bar = progress::bar(workload.keys, &format!("load ({label})"));
     let level0_keys = (workload.level0_tables * workload.level0_keys_each).min(workload.keys);
     let tree_keys = workload.keys - level0_keys;
-    let started = Instant::now();
-    load_bloomkv(db, workload, 0..tree_keys, &bar)?;
-    let load_seconds = started.elapsed().as_secs_f64();
-    bar.finish_and_clear();
-    let waiting = progress::waiting(&format!("compactions ({label})"));
-    let settling = Instant::now();
-    db.wait_for_background_work()?;
-    let settle_seconds = settling.elapsed().as_secs_f64();
-    waiting.finish_and_clear();
+    let load = load(db, workload, 0..tree_keys, label)?;
+    let settle_seconds = settle(db, label)?;
     // Fewer tables than the trigger: no compaction takes them.
     let each = workload.level0_keys_each.max(1);
     let mut from = tree_keys;
@@ -735,26 +731,66 @@ pub fn load_and_settle(db: &Db, workload: &Workload, label: &str) -> Result<(f64
         load_bloomkv(db, workload, from..to, &ProgressBar::hidden())?;
         from = to;
     }
-    Ok((load_seconds, settle_seconds))
+    Ok((load.seconds, settle_seconds))
+}
+
+/// How a load went.
+pub struct LoadFigures {
+    /// From the first write until the flush after the last returned.
+    pub seconds: f64,
+    /// The longest single batch write: while it waited, no write completed.
+    pub longest_write: Duration,
+}
+
+/// Writes the workload's keys `indexes` into `db` with a progress bar, then flushes.
+pub fn load(
+    db: &Db,
+    workload: &Workload,
+    indexes: std::ops::Range<u64>,
+    label: &str,
+) -> Result<LoadFigures, Failure> {
+    let bar = progress::bar(indexes.end - indexes.start, &format!("load ({label})"));
+    let started = Instant::now();
+    let longest_write = load_bloomkv(db, workload, indexes, &bar)?;
+    let seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    Ok(LoadFigures {
+        seconds,
+        longest_write,
+    })
+}
+
+/// Waits for `db`'s compactions to end; the seconds it took.
+pub fn settle(db: &Db, label: &str) -> Result<f64, Failure> {
+    let waiting = progress::waiting(&format!("compactions ({label})"));
+    let settling = Instant::now();
+    db.wait_for_background_work()?;
+    let settle_seconds = settling.elapsed().as_secs_f64();
+    waiting.finish_and_clear();
+    Ok(settle_seconds)
 }
 
 /// Writes the workload's keys `indexes` into `db` in batches, then flushes the memtable.
+/// Returns the longest time one batch's write took.
 fn load_bloomkv(
     db: &Db,
     workload: &Workload,
     indexes: std::ops::Range<u64>,
     bar: &ProgressBar,
-) -> Result<(), Failure> {
+) -> Result<Duration, Failure> {
+    let mut longest = Duration::ZERO;
     for pairs in workload.batches_of(indexes) {
         let mut batch = WriteBatch::new();
         for (key, value) in &pairs {
             batch.put(key, value);
         }
+        let started = Instant::now();
         db.write(batch)?;
+        longest = longest.max(started.elapsed());
         bar.inc(pairs.len() as u64);
     }
     db.flush()?;
-    Ok(())
+    Ok(longest)
 }
 
 /// The tables of a `Stats`, arranged to find those whose key range covers a key: level 0's

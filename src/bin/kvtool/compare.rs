@@ -14,9 +14,9 @@ use std::process::Command;
 use bloomkv::{Db, Options, Stats};
 use serde_json::{json, Value};
 
-use crate::bench::{load_and_settle, scratch_dir, write_result, BenchArgs, Workload};
+use crate::bench::{load, scratch_dir, settle, write_result, BenchArgs, Workload};
 use crate::memlimit::{self, MemoryCgroup};
-use crate::timing::time_lookups;
+use crate::timing::{time_lookups, watch_device_of, Timing};
 use crate::Failure;
 
 const KNOWN_STORES: [&str; 3] = ["bloomkv", "rocksdb", "fjall"];
@@ -166,6 +166,19 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
         v.push("--max-open-files".into());
         v.push(files.to_string());
     }
+    if store == "bloomkv" {
+        if let Some(bytes) = args.table_size {
+            v.extend(["--table-size".into(), bytes.to_string()]);
+        }
+        if let Some(filter) = &args.filter {
+            v.extend([
+                "--stores".into(),
+                "bloomkv".into(),
+                "--filter".into(),
+                filter.clone(),
+            ]);
+        }
+    }
     v
 }
 
@@ -202,21 +215,39 @@ pub fn run_child(args: &BenchArgs, dir: Option<&Path>, store: &str) -> Result<()
         return Err(Failure::from("--child-store needs --db and --child-out"));
     };
     let cgroup = enter_cgroup(args.memory_limit)?;
+    std::fs::create_dir_all(dir)?;
+    watch_device_of(dir);
     let workload = Workload::new(args);
     let mut figures = match store {
-        "bloomkv" => {
-            let mut options = Options::default();
-            if let Some(files) = args.max_open_files {
-                options = options.max_open_files(files);
-            }
-            run_bloomkv(&workload, dir, options)?
-        }
+        "bloomkv" => run_bloomkv(&workload, dir, bloomkv_options(args)?)?,
         other => run_peer(other, &workload, dir)?,
     };
     figures["bytes_on_disk"] = json!(memlimit::dir_bytes(dir)?);
     add_cgroup_figures(&mut figures, cgroup.as_ref());
     std::fs::write(out, serde_json::to_string_pretty(&figures)?)?;
     Ok(())
+}
+
+/// bloomkv's options in a child: the defaults, with what the command line changed.
+fn bloomkv_options(args: &BenchArgs) -> Result<Options, Failure> {
+    let mut options = Options::default();
+    if let Some(files) = args.max_open_files {
+        options = options.max_open_files(files);
+    }
+    if let Some(bytes) = args.table_size {
+        options = options.table_size(bytes);
+    }
+    if let Some(setting) = &args.filter {
+        match crate::bench::parse_settings(setting)?.as_slice() {
+            [(_, policy)] => options = options.filter_policy(*policy),
+            _ => {
+                return Err(Failure::from(
+                    "--filter takes one setting, such as budget:10",
+                ))
+            }
+        }
+    }
+    Ok(options)
 }
 
 /// This process's resident memory, now and at its peak.
@@ -226,50 +257,93 @@ pub fn resident() -> Result<(u64, u64), Failure> {
 
 fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Value, Failure> {
     let max_open_files = options.max_open_files;
+    let described = format!("{options:?}");
     let db = Db::open(dir, options)?;
-    let (load_seconds, settle_seconds) = load_and_settle(&db, workload, "bloomkv")?;
-    let get = |k: &[u8]| db.get(k).map(|v| v.is_some()).map_err(|e| e.to_string());
-    let before = db.stats();
-    let present = time_lookups(&workload.warm_present, true, get)?;
-    let middle = db.stats();
-    let absent = time_lookups(&workload.warm_absent, false, get)?;
+    let load = load(&db, workload, 0..workload.keys, "bloomkv")?;
+    let at_load_end = db.stats();
+    // Right after the load's flush, with compactions still running: what a user's reads meet.
+    let fresh = lookup_run(&db, workload)?;
+    let settle_seconds = settle(&db, "bloomkv")?;
+    let settled = lookup_run(&db, workload)?;
     let after = db.stats();
     let (resident_bytes, peak_resident_bytes) = resident()?;
     let batched = json!({
         "present": crate::batched::measure(&db, &workload.warm_present, true)?,
         "absent": crate::batched::measure(&db, &workload.warm_absent, false)?,
     });
-    let per_get = |later: &Stats, earlier: &Stats, count: fn(&Stats) -> u64, gets: u64| {
-        (count(later) - count(earlier)) as f64 / gets.max(1) as f64
-    };
-    let blocks = |s: &Stats| s.data_block_reads;
-    let misses = |s: &Stats| s.block_cache.misses;
-    let hits = |s: &Stats| s.block_cache.hits;
-    let lookups = (after.block_cache.hits + after.block_cache.misses)
-        - (before.block_cache.hits + before.block_cache.misses);
-    Ok(json!({
+    let mut figures = json!({
         "store": "bloomkv",
         "configuration": "default options (pread, 32 MiB block cache, LZ4, filters at 1%)",
+        "options": described,
         "max_open_files": max_open_files,
         "table_files_opened": after.table_cache.opens,
-        "load_seconds": load_seconds, "settle_seconds": settle_seconds,
-        // After the load and its compactions (the gets write nothing).
-        "write_amplification": before.write_amplification(),
-        "stall_seconds": before.stall_micros as f64 / 1e6,
-        "present": present.to_json(), "absent": absent.to_json(),
-        "present_blocks_per_get": per_get(&middle, &before, blocks, present.lookups),
-        "present_block_misses_per_get": per_get(&middle, &before, misses, present.lookups),
-        "absent_blocks_per_get": per_get(&after, &middle, blocks, absent.lookups),
-        "block_cache_hit_rate": (lookups > 0)
-            .then(|| (hits(&after) - hits(&before)) as f64 / lookups as f64),
+        "load_seconds": load.seconds, "settle_seconds": settle_seconds,
+        "longest_write_seconds": load.longest_write.as_secs_f64(),
+        "write_amplification": after.write_amplification(),
+        "stall_seconds": at_load_end.stall_micros as f64 / 1e6,
+        "tables_per_level_after_load": tables_per_level(&at_load_end),
+        "fresh_present": fresh.present, "fresh_absent": fresh.absent,
+        "present": settled.present, "absent": settled.absent,
         "resident_bytes": resident_bytes, "peak_resident_bytes": peak_resident_bytes,
         "filter_memory_bytes": after.filter_memory_bytes,
         "index_memory_bytes": after.index_memory_bytes,
         "block_cache_bytes": after.block_cache.bytes,
         "open_files": after.table_cache.open_files,
-        "tables_per_level": after.levels.iter().map(|l| l.tables).collect::<Vec<_>>(),
+        "tables_per_level": tables_per_level(&after),
         "batched": batched,
-    }))
+    });
+    // The flat names earlier runs' JSON used, for the report and the chart.
+    for (name, field) in [
+        ("present_blocks_per_get", "blocks_per_get"),
+        ("present_block_misses_per_get", "block_cache_misses_per_get"),
+    ] {
+        figures[name] = figures["present"][field].clone();
+    }
+    figures["absent_blocks_per_get"] = figures["absent"]["blocks_per_get"].clone();
+    figures["block_cache_hit_rate"] = settled.cache_hit_rate;
+    Ok(figures)
+}
+
+fn tables_per_level(stats: &Stats) -> Vec<usize> {
+    stats.levels.iter().map(|l| l.tables).collect()
+}
+
+/// One pass of present-key and then absent-key gets, each with its timing, its I/O and the
+/// store's own counts per get.
+struct LookupRun {
+    present: Value,
+    absent: Value,
+    cache_hit_rate: Value,
+}
+
+fn lookup_run(db: &Db, workload: &Workload) -> Result<LookupRun, Failure> {
+    let get = |k: &[u8]| db.get(k).map(|v| v.is_some()).map_err(|e| e.to_string());
+    let before = db.stats();
+    let present = time_lookups(&workload.warm_present, true, get)?;
+    let middle = db.stats();
+    let absent = time_lookups(&workload.warm_absent, false, get)?;
+    let after = db.stats();
+    let lookups = |s: &Stats| s.block_cache.hits + s.block_cache.misses;
+    let cached = lookups(&after) - lookups(&before);
+    Ok(LookupRun {
+        present: with_store_counts(present, &before, &middle),
+        absent: with_store_counts(absent, &middle, &after),
+        cache_hit_rate: json!((cached > 0)
+            .then(|| (after.block_cache.hits - before.block_cache.hits) as f64 / cached as f64)),
+    })
+}
+
+/// A run's timing with what the store counted between `earlier` and `later`, per get: filters
+/// asked, data blocks searched, block-cache misses and table files opened.
+fn with_store_counts(timing: Timing, earlier: &Stats, later: &Stats) -> Value {
+    let gets = timing.lookups.max(1) as f64;
+    let per_get = |count: fn(&Stats) -> u64| (count(later) - count(earlier)) as f64 / gets;
+    let mut figures = timing.to_json();
+    figures["filters_per_get"] = json!(per_get(|s| s.filter_probes));
+    figures["blocks_per_get"] = json!(per_get(|s| s.data_block_reads));
+    figures["block_cache_misses_per_get"] = json!(per_get(|s| s.block_cache.misses));
+    figures["file_opens_per_get"] = json!(per_get(|s| s.table_cache.opens));
+    figures
 }
 
 #[cfg(feature = "peers")]
@@ -279,14 +353,21 @@ fn run_peer(store: &str, workload: &Workload, dir: &Path) -> Result<Value, Failu
         _ => crate::peers::run_fjall(workload, dir)?,
     };
     let (resident_bytes, peak_resident_bytes) = resident()?;
-    Ok(json!({
+    let mut figures = json!({
         "store": result.name, "configuration": result.note,
         "load_seconds": result.load_seconds, "settle_seconds": result.settle_seconds,
+        "longest_write_seconds": result.longest_write_seconds,
         "present": result.present.to_json(), "absent": result.absent.to_json(),
         "present_block_misses_per_get": result.present_block_misses_per_get,
         "block_cache_hit_rate": result.block_cache_hit_rate,
         "resident_bytes": resident_bytes, "peak_resident_bytes": peak_resident_bytes,
-    }))
+    });
+    if let Some((present, absent)) = result.fresh {
+        figures["fresh_present"] = present.to_json();
+        figures["fresh_absent"] = absent.to_json();
+    }
+    crate::peers::merge(&mut figures, &result.extra);
+    Ok(figures)
 }
 
 #[cfg(not(feature = "peers"))]
@@ -320,62 +401,222 @@ fn print_report(doc: &Value) {
                 b >> 20
             )),
     );
-    println!();
-    println!("  store    load s  settle s  disk MiB  present gets/s  p99 us  absent gets/s  p99 us  resident MiB  peak MiB  cgroup peak MiB  cache hit rate  blocks/present get  cache misses/present get");
     let empty = Vec::new();
     let stores = doc["stores"].as_array().unwrap_or(&empty);
     for s in stores {
         if let Some(failure) = s["failed"].as_str() {
-            println!(
-                "  {:<7} failed: {failure}",
-                s["store"].as_str().unwrap_or("?")
-            );
-            continue;
+            println!("  {} failed: {failure}", s["store"].as_str().unwrap_or("?"));
         }
-        println!(
-            "  {:<7} {:>7} {:>9} {:>9} {:>15} {:>7} {:>14} {:>7} {:>13} {:>9} {:>16} {:>15} {:>19} {:>25}",
-            s["store"].as_str().unwrap_or("?"),
-            number(&s["load_seconds"], 1),
-            number(&s["settle_seconds"], 1),
-            mib(&s["bytes_on_disk"]),
-            number(&s["present"]["gets_per_second"], 0),
-            number(&s["present"]["p99_us"], 0),
-            number(&s["absent"]["gets_per_second"], 0),
-            number(&s["absent"]["p99_us"], 1),
-            mib(&s["resident_bytes"]),
-            mib(&s["peak_resident_bytes"]),
-            mib(&s["cgroup_peak_bytes"]),
-            number(&s["block_cache_hit_rate"], 3),
-            number(&s["present_blocks_per_get"], 3),
-            number(&s["present_block_misses_per_get"], 3),
-        );
     }
-    let Some(ours) = stores.iter().find(|s| s["store"] == "bloomkv") else {
+    let ran: Vec<&Value> = stores.iter().filter(|s| s["failed"].is_null()).collect();
+    print_overview(&ran);
+    for (title, present, absent) in [
+        (
+            "right after the load's flush (compactions running)",
+            "fresh_present",
+            "fresh_absent",
+        ),
+        (
+            "after compactions settled (fjall: no way to wait; its one pass)",
+            "present",
+            "absent",
+        ),
+    ] {
+        println!();
+        println!("gets {title}; per get: higher gets/s is better, lower everything else");
+        print_gets(&ran, present, absent);
+    }
+    let Some(ours) = ran.iter().find(|s| s["store"] == "bloomkv") else {
         return;
     };
     crate::batched::print(ours);
+    print_ratios(ours, &ran);
+}
+
+/// Load, memory and disk, one row per store.
+fn print_overview(stores: &[&Value]) {
+    let rows = stores
+        .iter()
+        .map(|s| {
+            vec![
+                s["store"].as_str().unwrap_or("?").to_string(),
+                number(&s["load_seconds"], 1),
+                number(&s["settle_seconds"], 1),
+                number(&s["longest_write_seconds"], 2),
+                mib(&s["bytes_on_disk"]),
+                mib(&s["resident_bytes"]),
+                mib(&s["peak_resident_bytes"]),
+                mib(&s["cgroup_peak_bytes"]),
+                mib(&metadata_bytes(s, "filter")),
+                mib(&metadata_bytes(s, "index")),
+                table_files(s),
+            ]
+        })
+        .collect();
+    println!();
+    print_table(
+        &[
+            "store",
+            "load s",
+            "settle s",
+            "longest write s",
+            "disk MiB",
+            "resident MiB",
+            "peak MiB",
+            "cgroup peak MiB",
+            "filter MiB",
+            "index MiB",
+            "tables",
+        ],
+        rows,
+    );
+}
+
+/// A store's filter or index bytes: bloomkv's in memory, RocksDB's blocks summed over its
+/// tables (held in memory whole by its default options).
+fn metadata_bytes(s: &Value, what: &str) -> Value {
+    let ours = &s[format!("{what}_memory_bytes")];
+    if ours.is_null() {
+        s[format!("{what}_bytes")].clone()
+    } else {
+        ours.clone()
+    }
+}
+
+fn table_files(s: &Value) -> String {
+    match s["tables_per_level"].as_array() {
+        Some(levels) => levels
+            .iter()
+            .filter_map(Value::as_u64)
+            .sum::<u64>()
+            .to_string(),
+        None => s["table_files"]
+            .as_u64()
+            .map_or("-".into(), |n| n.to_string()),
+    }
+}
+
+/// One pass of gets: rate, latency and per-get work, one row per store and kind of key.
+fn print_gets(stores: &[&Value], present: &str, absent: &str) {
+    let mut rows = Vec::new();
+    for s in stores {
+        for (kind, field) in [("present", present), ("absent", absent)] {
+            let g = &s[field];
+            if g.is_null() {
+                continue;
+            }
+            let blocks = match g["blocks_per_get"].is_null() {
+                true => &g["blocks_read_per_get"],
+                false => &g["block_cache_misses_per_get"],
+            };
+            rows.push(vec![
+                s["store"].as_str().unwrap_or("?").to_string(),
+                kind.to_string(),
+                number(&g["gets_per_second"], 0),
+                number(&g["p50_us"], 1),
+                number(&g["p99_us"], 1),
+                number(&g["filters_per_get"], 2),
+                number(blocks, 3),
+                number(&g["read_calls_per_get"], 3),
+                number(&g["device_reads_per_get"], 3),
+                number(&kib(&g["device_read_bytes_per_get"]), 2),
+                number(&g["file_opens_per_get"], 3),
+            ]);
+        }
+    }
+    print_table(
+        &[
+            "store",
+            "keys",
+            "gets/s",
+            "p50 us",
+            "p99 us",
+            "filters",
+            "blocks read",
+            "read calls",
+            "device reads",
+            "device KiB",
+            "file opens",
+        ],
+        rows,
+    );
+}
+
+fn kib(v: &Value) -> Value {
+    json!(v.as_f64().map(|b| b / 1024.0))
+}
+
+/// bloomkv against each other store, for both passes.
+fn print_ratios(ours: &Value, stores: &[&Value]) {
     let ratio = |a: &Value, b: &Value| match (a.as_f64(), b.as_f64()) {
         (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
         _ => "-".into(),
     };
+    let rate = |s: &Value, field: &str| s[field]["gets_per_second"].clone();
+    let rows = stores
+        .iter()
+        .filter(|s| s["store"] != "bloomkv")
+        .map(|peer| {
+            vec![
+                format!("bloomkv / {}", peer["store"].as_str().unwrap_or("?")),
+                ratio(&rate(ours, "fresh_present"), &rate(peer, "fresh_present")),
+                ratio(&rate(ours, "fresh_absent"), &rate(peer, "fresh_absent")),
+                ratio(&rate(ours, "present"), &rate(peer, "present")),
+                ratio(&rate(ours, "absent"), &rate(peer, "absent")),
+                ratio(&ours["resident_bytes"], &peer["resident_bytes"]),
+                ratio(&ours["bytes_on_disk"], &peer["bytes_on_disk"]),
+                ratio(&load_and_settle(ours), &load_and_settle(peer)),
+            ]
+        })
+        .collect();
     println!();
-    println!("  bloomkv / peer    present gets/s  absent gets/s  resident memory  bytes on disk  load time");
-    for peer in stores.iter().filter(|s| s["store"] != "bloomkv") {
-        println!(
-            "  bloomkv / {:<7} {:>14} {:>14} {:>16} {:>14} {:>10}",
-            peer["store"].as_str().unwrap_or("?"),
-            ratio(
-                &ours["present"]["gets_per_second"],
-                &peer["present"]["gets_per_second"]
-            ),
-            ratio(
-                &ours["absent"]["gets_per_second"],
-                &peer["absent"]["gets_per_second"]
-            ),
-            ratio(&ours["resident_bytes"], &peer["resident_bytes"]),
-            ratio(&ours["bytes_on_disk"], &peer["bytes_on_disk"]),
-            ratio(&ours["load_seconds"], &peer["load_seconds"]),
-        );
+    println!(
+        "ratios: above 1 means bloomkv is faster for gets/s, larger for memory, disk and time"
+    );
+    print_table(
+        &[
+            "",
+            "present (fresh)",
+            "absent (fresh)",
+            "present (settled)",
+            "absent (settled)",
+            "resident memory",
+            "bytes on disk",
+            "load + settle time",
+        ],
+        rows,
+    );
+}
+
+fn load_and_settle(s: &Value) -> Value {
+    let load = s["load_seconds"].as_f64();
+    json!(load.map(|l| l + s["settle_seconds"].as_f64().unwrap_or(0.0)))
+}
+
+/// Prints `rows` under `headers`, each column as wide as its widest cell, the first column
+/// left-aligned and the rest right-aligned.
+pub fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let text: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (cell, &w))| match i {
+                0 => format!("{cell:<w$}"),
+                _ => format!("{cell:>w$}"),
+            })
+            .collect();
+        println!("  {}", text.join("  "));
+    };
+    line(headers.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(row);
     }
 }
 

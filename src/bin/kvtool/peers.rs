@@ -4,7 +4,7 @@
 //! with `--features peers`.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -18,8 +18,13 @@ pub struct PeerResult {
     pub name: &'static str,
     /// Writes, then the memtable flushed.
     pub load_seconds: f64,
+    /// The longest single batch write of the load.
+    pub longest_write_seconds: f64,
     /// Then, until compactions stopped, where the store can wait for that.
     pub settle_seconds: Option<f64>,
+    /// Gets right after the load's flush, compactions still running (where the store can
+    /// wait for them; otherwise the only pass).
+    pub fresh: Option<(Timing, Timing)>,
     pub present: Timing,
     pub absent: Timing,
     /// RocksDB's `BLOOM_FILTER_USEFUL` over the absent lookups (reads its filters avoided).
@@ -29,13 +34,17 @@ pub struct PeerResult {
     pub present_block_misses_per_get: Option<f64>,
     /// Data-block cache hits over lookups during the gets (RocksDB's data hit and miss tickers).
     pub block_cache_hit_rate: Option<f64>,
+    /// Store-specific figures (RocksDB: its counters per get and its index and filter
+    /// memory), added to the JSON as they are.
+    pub extra: serde_json::Value,
     pub note: &'static str,
 }
 
 impl PeerResult {
     pub fn to_json(&self) -> serde_json::Value {
-        json!({
+        let mut figures = json!({
             "store": self.name, "load_seconds": self.load_seconds,
+            "longest_write_seconds": self.longest_write_seconds,
             "settle_seconds": self.settle_seconds,
             "present_gets_per_second": self.present.gets_per_second,
             "present_p50_us": self.present.p50.as_secs_f64() * 1e6,
@@ -47,7 +56,18 @@ impl PeerResult {
             "present_block_misses_per_get": self.present_block_misses_per_get,
             "block_cache_hit_rate": self.block_cache_hit_rate,
             "configuration": self.note,
-        })
+        });
+        merge(&mut figures, &self.extra);
+        figures
+    }
+}
+
+/// Adds every field of `extra` (an object) to `figures`.
+pub fn merge(figures: &mut serde_json::Value, extra: &serde_json::Value) {
+    if let (Some(into), Some(from)) = (figures.as_object_mut(), extra.as_object()) {
+        for (name, value) in from {
+            into.insert(name.clone(), value.clone());
+        }
     }
 }
 
@@ -120,8 +140,93 @@ const ROCKSDB_CONFIGURATION: &str = "default options (Snappy compression, its de
 const FJALL_CONFIGURATION: &str =
     "default options (its default filters, LZ4 compression, 32 MiB block cache)";
 
+/// A run of present-key and then absent-key gets, with RocksDB's own counts per get.
+struct RocksRun {
+    present: Timing,
+    absent: Timing,
+    /// Per get, for the present and the absent keys: data blocks read past the block cache,
+    /// filters asked, table files opened.
+    counts: serde_json::Value,
+}
+
+fn rocksdb_lookups(
+    db: &rocksdb::DB,
+    options: &rocksdb::Options,
+    workload: &Workload,
+) -> Result<RocksRun, Failure> {
+    use rocksdb::statistics::Ticker;
+    let get = |k: &[u8]| {
+        db.get_pinned(k)
+            .map(|v| v.is_some())
+            .map_err(|e| e.to_string())
+    };
+    let tickers = || {
+        [
+            Ticker::BlockCacheDataMiss,
+            Ticker::BloomFilterUseful,
+            Ticker::BloomFilterFullPositive,
+            Ticker::NoFileOpens,
+        ]
+        .map(|t| options.get_ticker_count(t))
+    };
+    let per_get = |later: [u64; 4], earlier: [u64; 4], gets: u64| {
+        let d = |i: usize| (later[i] - earlier[i]) as f64 / gets.max(1) as f64;
+        json!({
+            "blocks_read_per_get": d(0),
+            "filters_per_get": d(1) + d(2),
+            "file_opens_per_get": d(3),
+        })
+    };
+    let before = tickers();
+    let present = time_lookups(&workload.warm_present, true, get)?;
+    let middle = tickers();
+    let absent = time_lookups(&workload.warm_absent, false, get)?;
+    let after = tickers();
+    Ok(RocksRun {
+        present,
+        absent,
+        counts: json!({
+            "present": per_get(middle, before, present.lookups),
+            "absent": per_get(after, middle, absent.lookups),
+        }),
+    })
+}
+
+/// A timing's JSON with a store's own counts per get added.
+fn timing_with(timing: Timing, counts: &serde_json::Value) -> serde_json::Value {
+    let mut figures = timing.to_json();
+    merge(&mut figures, counts);
+    figures
+}
+
+/// RocksDB's table readers' memory (indexes and filters held outside the block cache), and
+/// the index and filter blocks' bytes summed over its tables.
+fn rocksdb_metadata_memory(db: &rocksdb::DB) -> serde_json::Value {
+    let number = |name: &str| db.property_int_value(name).ok().flatten();
+    let aggregated = db
+        .property_value("rocksdb.aggregated-table-properties")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    json!({
+        "table_readers_memory_bytes": number("rocksdb.estimate-table-readers-mem"),
+        "index_bytes": table_property(&aggregated, "index block size"),
+        "filter_bytes": table_property(&aggregated, "filter block size"),
+        "table_files": db.live_files().ok().map(|f| f.len()),
+    })
+}
+
+/// The number after `name ... =` in RocksDB's `key=value; ...` table-properties text.
+fn table_property(text: &str, name: &str) -> Option<u64> {
+    let after = &text[text.find(name)? + name.len()..];
+    let value = after[after.find('=')? + 1..].trim_start();
+    let digits: String = value.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
 /// Loads RocksDB with its default options but a full Bloom filter of 10 bits per key (its
-/// default has no filter), then times the warm lookups.
+/// default has no filter), times gets right after the load's flush, waits for its
+/// compactions, and times them again.
 pub fn run_rocksdb(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure> {
     use rocksdb::statistics::Ticker;
     use rocksdb::{WaitForCompactOptions, WriteBatch, DB};
@@ -129,17 +234,22 @@ pub fn run_rocksdb(workload: &Workload, dir: &Path) -> Result<PeerResult, Failur
     let db = DB::open(&options, dir).map_err(|e| e.to_string())?;
     let bar = progress::bar(workload.keys, "load (RocksDB)");
     let started = Instant::now();
+    let mut longest_write = Duration::ZERO;
     for pairs in workload.batches() {
         let mut batch = WriteBatch::default();
         for (key, value) in &pairs {
             batch.put(key, value);
         }
+        let write_started = Instant::now();
         db.write(batch).map_err(|e| e.to_string())?;
+        longest_write = longest_write.max(write_started.elapsed());
         bar.inc(pairs.len() as u64);
     }
     db.flush().map_err(|e| e.to_string())?;
     let load_seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    let files_after_load = db.live_files().map(|f| f.len()).unwrap_or(0);
+    let fresh = rocksdb_lookups(&db, &options, workload)?;
     let waiting = progress::waiting("compactions (RocksDB)");
     let settling = Instant::now();
     let mut wait = WaitForCompactOptions::default();
@@ -147,37 +257,43 @@ pub fn run_rocksdb(workload: &Workload, dir: &Path) -> Result<PeerResult, Failur
     db.wait_for_compact(&wait).map_err(|e| e.to_string())?;
     let settle_seconds = Some(settling.elapsed().as_secs_f64());
     waiting.finish_and_clear();
-    let get = |k: &[u8]| {
-        db.get_pinned(k)
-            .map(|v| v.is_some())
-            .map_err(|e| e.to_string())
-    };
     let ticker = |t: Ticker| options.get_ticker_count(t);
     let (hits_before, misses_before) = (
         ticker(Ticker::BlockCacheDataHit),
         ticker(Ticker::BlockCacheDataMiss),
     );
-    let present = time_lookups(&workload.warm_present, true, get)?;
-    let present_misses = ticker(Ticker::BlockCacheDataMiss) - misses_before;
     let useful_before = ticker(Ticker::BloomFilterUseful);
-    let absent = time_lookups(&workload.warm_absent, false, get)?;
+    let settled = rocksdb_lookups(&db, &options, workload)?;
     let useful = ticker(Ticker::BloomFilterUseful) - useful_before;
     let hits = ticker(Ticker::BlockCacheDataHit) - hits_before;
     let misses = ticker(Ticker::BlockCacheDataMiss) - misses_before;
+    let present_misses = settled.counts["present"]["blocks_read_per_get"].as_f64();
+    let mut extra = json!({
+        "fresh_present": timing_with(fresh.present, &fresh.counts["present"]),
+        "fresh_absent": timing_with(fresh.absent, &fresh.counts["absent"]),
+        "present": timing_with(settled.present, &settled.counts["present"]),
+        "absent": timing_with(settled.absent, &settled.counts["absent"]),
+        "table_files_after_load": files_after_load,
+    });
+    merge(&mut extra, &rocksdb_metadata_memory(&db));
     Ok(PeerResult {
         name: "RocksDB",
         load_seconds,
+        longest_write_seconds: longest_write.as_secs_f64(),
         settle_seconds,
-        present,
-        absent,
+        fresh: Some((fresh.present, fresh.absent)),
+        present: settled.present,
+        absent: settled.absent,
         filter_useful: Some(useful),
-        present_block_misses_per_get: Some(present_misses as f64 / present.lookups.max(1) as f64),
+        present_block_misses_per_get: present_misses,
         block_cache_hit_rate: (hits + misses > 0).then(|| hits as f64 / (hits + misses) as f64),
+        extra,
         note: ROCKSDB_CONFIGURATION,
     })
 }
 
-/// Loads fjall with its default options, then times the warm lookups.
+/// Loads fjall with its default options, then times the warm lookups (fjall offers no way to
+/// wait for its compactions, so there is one pass, right after the load).
 pub fn run_fjall(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure> {
     use fjall::{Database, KeyspaceCreateOptions};
     let db = Database::builder(dir).open().map_err(|e| e.to_string())?;
@@ -186,12 +302,15 @@ pub fn run_fjall(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure>
         .map_err(|e| e.to_string())?;
     let bar = progress::bar(workload.keys, "load (fjall)");
     let started = Instant::now();
+    let mut longest_write = Duration::ZERO;
     for pairs in workload.batches() {
         let mut batch = db.batch();
         for (key, value) in pairs.iter() {
             batch.insert(&items, key.to_vec(), value.clone());
         }
+        let write_started = Instant::now();
         batch.commit().map_err(|e| e.to_string())?;
+        longest_write = longest_write.max(write_started.elapsed());
         bar.inc(pairs.len() as u64);
     }
     items
@@ -205,12 +324,15 @@ pub fn run_fjall(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure>
     Ok(PeerResult {
         name: "fjall",
         load_seconds,
+        longest_write_seconds: longest_write.as_secs_f64(),
         settle_seconds: None,
+        fresh: None,
         present,
         absent,
         filter_useful: None,
         present_block_misses_per_get: None,
         block_cache_hit_rate: None,
+        extra: json!({}),
         note: FJALL_CONFIGURATION,
     })
 }
