@@ -35,7 +35,13 @@ pub enum WalRecoveryMode {
 /// How a store is opened. Every field has a default; change them with the builder methods.
 #[derive(Clone)]
 pub struct Options {
-    /// Filter built for every table written. Default: `FalsePositiveRate(0.01)`.
+    /// Filter built for every table written. Default: `BitsPerKeyBudget(10.0)`, the memory of
+    /// RocksDB's and LevelDB's usual 10 bits per key spread over the levels by Monkey's rule:
+    /// level 0's tables and the small upper levels, which every lookup of an absent key
+    /// probes, get more bits per key, the last level, which holds most keys, fewer. At the
+    /// same memory as uniform 1% filters that wastes about a quarter of the reads
+    /// (docs/filter.md, "Measured"), and most of all where level 0 holds many tables, right
+    /// after a large load (docs/benchmarks.md).
     pub filter_policy: FilterPolicy,
     /// Write the tables of the bottom of the tree (a level with no data below it) without a
     /// filter, as RocksDB's `optimize_filters_for_hits`. For workloads whose lookups mostly
@@ -128,7 +134,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Options {
         Options {
-            filter_policy: FilterPolicy::default(),
+            filter_policy: FilterPolicy::BitsPerKeyBudget(10.0),
             no_filters_at_bottom: false,
             memtable_size: 32 << 20,
             max_immutable_memtables: 2,
