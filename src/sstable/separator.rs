@@ -26,8 +26,8 @@ pub fn block_separator(
 /// The shortest byte string `s` with `a <= s < b`; `a` must sort before `b`.
 ///
 /// With `p` the length of the common prefix of `a` and `b`, no string shorter than `p + 1`
-/// bytes fits (it would be a prefix of `a`, below it, or would leave the prefix, above `b`),
-/// unless `a` itself is that short. So the answer is, in order of preference:
+/// bytes fits (it is a prefix of `a`, so below it, or it leaves the common prefix, below `a`
+/// or above `b`), unless `a` itself is that short. So the answer is, in order of preference:
 /// - `a` itself when `a` is a prefix of `b` or ends one byte after the common prefix;
 /// - `a[..p]` and `a[p] + 1`, when that stays below `b`: either the byte stays below `b[p]`,
 ///   or it equals `b[p]` and `b` goes on past it;
