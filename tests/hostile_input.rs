@@ -16,11 +16,20 @@ use bloomkv::wal::{parse_log, LogWriter, RecoveryMode};
 use proptest::prelude::*;
 
 fn valid_table() -> Vec<u8> {
+    valid_table_of_blocks(256)
+}
+
+/// A table with one entry per data block: 60 blocks, so its index has four restart points.
+fn valid_table_of_many_blocks() -> Vec<u8> {
+    valid_table_of_blocks(16)
+}
+
+fn valid_table_of_blocks(block_size: usize) -> Vec<u8> {
     let fs = FaultFs::new();
     fs.create_dir_all(Path::new("/t")).unwrap();
     let path = Path::new("/t/000001.sst");
     let options = TableOptions {
-        block_size: 256,
+        block_size,
         ..TableOptions::default()
     };
     let mut builder = TableBuilder::new(Arc::new(fs.clone()), path, options, 60).unwrap();
@@ -154,6 +163,11 @@ proptest! {
     }
 
     #[test]
+    fn table_reader_never_panics_on_mutated_tables_of_many_blocks(ops in ops()) {
+        exercise_table(&mutate(&valid_table_of_many_blocks(), &ops));
+    }
+
+    #[test]
     fn table_reader_never_panics_on_random_bytes(
         bytes in proptest::collection::vec(any::<u8>(), 0..600)
     ) {
@@ -204,6 +218,7 @@ proptest! {
 fn valid_inputs_decode() {
     let table = valid_table();
     exercise_table(&table);
+    exercise_table(&valid_table_of_many_blocks());
     assert_eq!(
         parse_log(
             Path::new("x.log"),

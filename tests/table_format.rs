@@ -1,7 +1,9 @@
 //! The table file format on disk: per-block LZ4 compression as `docs/format.md` and
 //! `src/sstable/format.rs` describe it (the trailer's type byte is `kind | compression << 4`,
-//! under the crc32), damage that only decompression can catch, and tables of the previous
-//! format (version 1) written by the previous code, read and rewritten by this one.
+//! under the crc32), damage that only decompression can catch, the version 3 index block
+//! (shortened separators, prefix-compressed, handles as sizes between restart points) and
+//! damage to it, and tables of the previous formats (versions 1 and 2) written by the
+//! previous code, read and rewritten by this one.
 //!
 //! The raw bytes are read here with a small decoder of our own (footer, trailers, the index
 //! and data block layout, LZ4 with its 4-byte length prefix), so these tests check the bytes
@@ -149,20 +151,99 @@ fn block_entries(contents: &[u8]) -> Vec<Entry> {
     out
 }
 
-/// The data block handles, from the index block, with each block's separator key.
-fn data_handles(file: &[u8]) -> Vec<(Vec<u8>, Handle)> {
-    let f = footer(file);
-    let index = block_entries(&block_contents(file, f.index));
-    index
+/// One index entry: a data block's separator (key and sequence number) and handle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Separator {
+    key: Vec<u8>,
+    seq: u64,
+    handle: Handle,
+}
+
+/// The index block of format versions 1 and 2: the data block layout, each entry's value the
+/// block's handle as two varints.
+fn v2_index(contents: &[u8]) -> Vec<Separator> {
+    block_entries(contents)
         .into_iter()
         .map(|e| {
             let mut pos = 0;
             let offset = varint(&e.value, &mut pos);
             let size = varint(&e.value, &mut pos);
             assert_eq!(pos, e.value.len());
-            (e.key, Handle { offset, size })
+            assert_eq!(e.kind, ValueKind::Value);
+            Separator {
+                key: e.key,
+                seq: e.seq,
+                handle: Handle { offset, size },
+            }
         })
         .collect()
+}
+
+/// Entries between restart points of a version 3 index block.
+const INDEX_RESTART_INTERVAL: usize = 16;
+
+/// The index block of format version 3: entries of `shared`, `unshared << 1 | has_seq`,
+/// the sequence number when flagged, the block's offset at restart points only, its size,
+/// the key bytes; then the restart array. An offset not stored is where the block before
+/// ends.
+fn v3_index(contents: &[u8]) -> Vec<Separator> {
+    let restarts = u32_at(contents, contents.len() - 4) as usize;
+    let end = contents.len() - 4 - 4 * restarts;
+    let (mut pos, mut key, mut out) = (0usize, Vec::new(), Vec::<Separator>::new());
+    while pos < end {
+        let at_restart = out.len() % INDEX_RESTART_INTERVAL == 0;
+        if at_restart {
+            let r = out.len() / INDEX_RESTART_INTERVAL;
+            assert_eq!(u32_at(contents, end + 4 * r) as usize, pos, "restart {r}");
+        }
+        let shared = varint(contents, &mut pos) as usize;
+        let flagged = varint(contents, &mut pos);
+        let seq = if flagged & 1 == 1 {
+            let seq = varint(contents, &mut pos);
+            assert_ne!(seq, 0, "a sequence number of 0 is not stored");
+            seq
+        } else {
+            0
+        };
+        let offset = match out.last() {
+            _ if at_restart => varint(contents, &mut pos),
+            Some(prev) => prev.handle.end() as u64,
+            None => unreachable!("entry 0 is a restart point"),
+        };
+        let size = varint(contents, &mut pos);
+        let unshared = (flagged >> 1) as usize;
+        assert!(
+            !at_restart || shared == 0,
+            "a restart point stores its whole key"
+        );
+        key.truncate(shared);
+        key.extend_from_slice(&contents[pos..pos + unshared]);
+        pos += unshared;
+        out.push(Separator {
+            key: key.clone(),
+            seq,
+            handle: Handle { offset, size },
+        });
+    }
+    assert_eq!(pos, end);
+    assert_eq!(restarts, out.len().div_ceil(INDEX_RESTART_INTERVAL));
+    out
+}
+
+/// The index of a table of any version.
+fn index(file: &[u8]) -> Vec<Separator> {
+    let f = footer(file);
+    let contents = block_contents(file, f.index);
+    match f.version {
+        1 | 2 => v2_index(&contents),
+        3 => v3_index(&contents),
+        v => panic!("format version {v}"),
+    }
+}
+
+/// The data block handles, from the index block, with each block's separator key.
+fn data_handles(file: &[u8]) -> Vec<(Vec<u8>, Handle)> {
+    index(file).into_iter().map(|s| (s.key, s.handle)).collect()
 }
 
 /// Type bytes of every block of a table, checked to tile the file as documented.
@@ -233,6 +314,10 @@ fn build(path: &Path, compression: Compression, entries: &[Entry]) {
         compression,
         ..TableOptions::default()
     };
+    build_with(path, options, entries);
+}
+
+fn build_with(path: &Path, options: TableOptions, entries: &[Entry]) {
     let mut b = TableBuilder::new(os_fs(), path, options, entries.len() as u64).unwrap();
     for e in entries {
         b.add(e).unwrap();
@@ -297,7 +382,7 @@ fn lz4_tables_are_smaller_read_back_and_mark_their_blocks() {
         let props = verify_table(os_fs(), path).unwrap();
         assert_eq!(props.format_version, FORMAT_VERSION);
         assert_eq!(props.entries, entries.len() as u64);
-        assert_eq!(open(path).properties().format_version, 2);
+        assert_eq!(open(path).properties().format_version, 3);
         // The raw bytes decode, with our own decoder, to exactly the entries written.
         let file = std::fs::read(path).unwrap();
         assert!(raw_entries(&file) == entries);
@@ -305,7 +390,7 @@ fn lz4_tables_are_smaller_read_back_and_mark_their_blocks() {
 
     let file = std::fs::read(&lz4).unwrap();
     let l = layout(&file);
-    assert_eq!(l.version, 2);
+    assert_eq!(l.version, 3);
     assert!(l.data.len() > 20, "{} data blocks", l.data.len());
     assert_eq!(l.data[0].1, DATA_LZ4, "first data block: kind 1, LZ4");
     assert!(l.data.iter().all(|(_, t)| *t == DATA_LZ4));
@@ -321,7 +406,7 @@ fn lz4_tables_are_smaller_read_back_and_mark_their_blocks() {
 
     let file = std::fs::read(&none).unwrap();
     let l = layout(&file);
-    assert_eq!(l.version, 2);
+    assert_eq!(l.version, 3);
     assert_eq!(l.data[0].1, DATA_NONE, "first data block: kind 1, none");
     assert!(l.data.iter().all(|(_, t)| *t == DATA_NONE));
     assert_eq!((l.filter, l.properties, l.index), (Some(0x02), 0x03, 0x04));
@@ -568,52 +653,54 @@ fn version_1_table_reads_every_entry() {
     assert_eq!(verify_table(os_fs(), &path).unwrap().format_version, 1);
 }
 
-fn expected_v1_store_value(i: u64) -> Option<Vec<u8>> {
-    (!i.is_multiple_of(10)).then(|| v1_value(i))
+type Model = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Every key of `0..probes` (`key{i:05}`) reads as the model says, and a scan yields the
+/// model.
+fn assert_store_matches(db: &Db, model: &Model, probes: u64) {
+    for i in 0..probes {
+        let key = format!("key{i:05}").into_bytes();
+        assert_eq!(db.get(&key).unwrap(), model.get(&key).cloned(), "key{i:05}");
+    }
+    let all: Vec<(Vec<u8>, Vec<u8>)> = db.iter().collect::<Result<_>>().unwrap();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert!(all == want, "scan differs from the model");
 }
 
-#[test]
-fn version_1_store_opens_reads_writes_and_compacts_to_version_2() {
+/// Copies the store fixture at `fixture` to `dir/store`, opens it (its `tables` tables all of
+/// format `version`), checks it against `model`, writes on top, compacts, and checks that
+/// every table is then of the current version and every read still agrees, then and after a
+/// reopen.
+fn old_store_reads_writes_and_compacts(
+    fixture: &Path,
+    version: u32,
+    tables: usize,
+    mut model: Model,
+) {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     std::fs::create_dir(&store).unwrap();
-    for entry in std::fs::read_dir(v1_dir().join("store")).unwrap() {
+    for entry in std::fs::read_dir(fixture).unwrap() {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), store.join(entry.file_name())).unwrap();
     }
-    let v1_tables = sst_files(&store);
-    assert_eq!(v1_tables.len(), 4);
-    for path in &v1_tables {
+    let old_tables = sst_files(&store);
+    assert_eq!(old_tables.len(), tables);
+    for path in &old_tables {
         let file = std::fs::read(path).unwrap();
-        assert_eq!(footer(&file).version, 1, "{}", path.display());
-        assert_eq!(verify_table(os_fs(), path).unwrap().format_version, 1);
+        assert_eq!(footer(&file).version, version, "{}", path.display());
+        assert_eq!(verify_table(os_fs(), path).unwrap().format_version, version);
     }
-
-    let mut model = std::collections::BTreeMap::new();
-    for i in 0..2000u64 {
-        if let Some(v) = expected_v1_store_value(i) {
-            model.insert(format!("key{i:05}").into_bytes(), v);
-        }
-    }
-    let check = |db: &Db, model: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>| {
-        for i in 0..2100u64 {
-            let key = format!("key{i:05}").into_bytes();
-            assert_eq!(db.get(&key).unwrap(), model.get(&key).cloned(), "key{i:05}");
-        }
-        let all: Vec<(Vec<u8>, Vec<u8>)> = db.iter().collect::<Result<_>>().unwrap();
-        let want: Vec<(Vec<u8>, Vec<u8>)> =
-            model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        assert!(all == want, "scan differs from the model");
-    };
 
     let db = Db::open(&store, Options::default()).unwrap();
-    assert_eq!(db.stats().tables.len(), 4);
-    check(&db, &model);
+    assert_eq!(db.stats().tables.len(), tables);
+    assert_store_matches(&db, &model, 2100);
 
-    // New writes on top of version 1 tables.
+    // New writes on top of the old tables.
+    let value = |i: u64| repeat_to(&format!("value-{i}-"), 100);
     for i in 2000..2050u64 {
-        db.put(format!("key{i:05}"), v1_value(i)).unwrap();
-        model.insert(format!("key{i:05}").into_bytes(), v1_value(i));
+        db.put(format!("key{i:05}"), value(i)).unwrap();
+        model.insert(format!("key{i:05}").into_bytes(), value(i));
     }
     db.put("key00001", "overwritten").unwrap();
     model.insert(b"key00001".to_vec(), b"overwritten".to_vec());
@@ -621,33 +708,500 @@ fn version_1_store_opens_reads_writes_and_compacts_to_version_2() {
     model.remove(&b"key00003"[..]);
     db.put("key00010", "back from the dead").unwrap();
     model.insert(b"key00010".to_vec(), b"back from the dead".to_vec());
-    check(&db, &model);
+    assert_store_matches(&db, &model, 2100);
 
     db.compact().unwrap();
     db.wait_for_background_work().unwrap();
-    check(&db, &model);
-    let v2_tables = sst_files(&store);
-    assert!(!v2_tables.is_empty());
-    for path in &v2_tables {
+    assert_store_matches(&db, &model, 2100);
+    let new_tables = sst_files(&store);
+    assert!(!new_tables.is_empty());
+    for path in &new_tables {
         assert!(
-            !v1_tables.contains(path),
+            !old_tables.contains(path),
             "{} survived compaction",
             path.display()
         );
         let file = std::fs::read(path).unwrap();
         let l = layout(&file);
         assert_eq!(l.version, FORMAT_VERSION, "{}", path.display());
+        assert_eq!(FORMAT_VERSION, 3);
         // The values repeat themselves: compaction wrote LZ4 blocks.
         assert!(
             l.data.iter().all(|(_, t)| *t == DATA_LZ4),
             "{}",
             path.display()
         );
-        assert_eq!(verify_table(os_fs(), path).unwrap().format_version, 2);
+        assert_eq!(verify_table(os_fs(), path).unwrap().format_version, 3);
     }
     db.close().unwrap();
 
     let db = Db::open(&store, Options::default()).unwrap();
-    check(&db, &model);
+    assert_store_matches(&db, &model, 2100);
     db.close().unwrap();
+}
+
+#[test]
+fn version_1_store_opens_reads_writes_and_compacts_to_version_3() {
+    let model = (0..2000u64)
+        .filter(|i| !i.is_multiple_of(10))
+        .map(|i| (format!("key{i:05}").into_bytes(), v1_value(i)))
+        .collect();
+    old_store_reads_writes_and_compacts(&v1_dir().join("store"), 1, 4, model);
+}
+
+// ---------------------------------------------------------------------------------------
+// Version 2 files, written by the code of commit dd04d87 (see tests/data/format-v2/README.md),
+// the last whose index holds each data block's last entry whole.
+
+fn v2_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format-v2")
+}
+
+/// The distinct keys of tests/data/format-v2/table.sst, ascending, with their numbers of
+/// versions, as the generator wrote them: the empty key, keys that are prefixes of one
+/// another, keys of 0xff bytes, and two keys whose versions run across blocks.
+fn v2_table_keys() -> Vec<(Vec<u8>, u64)> {
+    let mut keys = vec![(Vec::new(), 3)];
+    for i in 0..300u64 {
+        let base = format!("t{i:04}").into_bytes();
+        let versions = match i {
+            150 => 70,
+            _ if i % 7 == 0 => 3,
+            _ => 1,
+        };
+        keys.push((base.clone(), versions));
+        if i % 5 == 0 {
+            keys.push(([base.as_slice(), b"\xff"].concat(), 2));
+            keys.push(([base.as_slice(), b"\xff\xff"].concat(), 1));
+        }
+    }
+    keys.push((vec![0xff], 2));
+    keys.push((vec![0xff, 0xff], 40));
+    keys.push((vec![0xff, 0xff, 0xff], 1));
+    keys
+}
+
+/// The entries of tests/data/format-v2/table.sst: key `k` has versions
+/// `1_000_000 - 100 k - j`; version `j` is a tombstone when `k + j` is 3 mod 4.
+fn v2_table_entries() -> Vec<Entry> {
+    let mut out = Vec::new();
+    for (k, (key, versions)) in v2_table_keys().into_iter().enumerate() {
+        let newest = 1_000_000 - 100 * k as u64;
+        for j in 0..versions {
+            let seq = newest - j;
+            if (k as u64 + j) % 4 == 3 {
+                out.push(Entry::tombstone(key.clone(), seq));
+            } else {
+                let value = repeat_to(&format!("value-{seq}-"), 40);
+                out.push(Entry::value(key.clone(), seq, value));
+            }
+        }
+    }
+    out
+}
+
+/// Keys the v2 table does not hold, around the edges of those it does.
+fn v2_absent_keys() -> Vec<Vec<u8>> {
+    [
+        &b"\x00"[..],
+        b"s",
+        b"t",
+        b"t0000\x00",
+        b"t0000\xfe",
+        b"t0000\xff\x00",
+        b"t0000\xff\xff\xff",
+        b"t0150\x00",
+        b"t02999",
+        b"u",
+        b"\xfe\xff",
+        b"\xff\x00",
+        b"\xff\xff\x00",
+        b"\xff\xff\xff\xff",
+    ]
+    .iter()
+    .map(|k| k.to_vec())
+    .collect()
+}
+
+/// Data blocks whose first user key is the last user key of the block before (a key's
+/// versions split between them), from the raw bytes.
+fn split_boundaries(file: &[u8]) -> Vec<usize> {
+    let blocks: Vec<Vec<Entry>> = data_handles(file)
+        .into_iter()
+        .map(|(_, h)| block_entries(&block_contents(file, h)))
+        .collect();
+    (1..blocks.len())
+        .filter(|&i| blocks[i - 1].last().unwrap().key == blocks[i][0].key)
+        .collect()
+}
+
+/// Every entry through a snapshot at its own sequence number, and one below it (the next
+/// older version, or none).
+fn assert_every_version_reads(table: &Table, entries: &[Entry]) {
+    for (i, e) in entries.iter().enumerate() {
+        let hash = KeyHash::of(&e.key);
+        assert_eq!(
+            table.get_at(&e.key, e.seq, &hash).unwrap().as_ref(),
+            Some(e)
+        );
+        let older = entries.get(i + 1).filter(|o| o.key == e.key);
+        assert_eq!(
+            table.get_at(&e.key, e.seq - 1, &hash).unwrap().as_ref(),
+            older,
+            "{:?} below {}",
+            e.key,
+            e.seq
+        );
+    }
+}
+
+#[test]
+fn version_2_table_reads_every_entry() {
+    let path = v2_dir().join("table.sst");
+    let file = std::fs::read(&path).unwrap();
+    let l = layout(&file);
+    assert_eq!(l.version, 2, "the fixture is a version 2 table");
+    assert_eq!(l.data.len(), 50);
+    let entries = v2_table_entries();
+    assert!(
+        raw_entries(&file) == entries,
+        "fixture differs from its generator"
+    );
+    // Its index holds each block's last entry whole; some keys' versions span blocks.
+    for (i, s) in index(&file).iter().enumerate() {
+        let last = block_entries(&block_contents(&file, s.handle))
+            .pop()
+            .unwrap();
+        assert_eq!((&s.key, s.seq), (&last.key, last.seq), "block {i}");
+    }
+    assert!(
+        split_boundaries(&file).len() >= 4,
+        "{:?}",
+        split_boundaries(&file)
+    );
+
+    assert_reads_back(&path, &entries);
+    let table = open(&path);
+    assert_eq!(table.properties().format_version, 2);
+    assert_eq!(table.properties().entries, 681);
+    assert_eq!(table.data_blocks(), 50);
+    assert_every_version_reads(&table, &entries);
+    for key in v2_absent_keys() {
+        assert_eq!(
+            table.get(&key, &KeyHash::of(&key)).unwrap(),
+            None,
+            "{key:?}"
+        );
+    }
+    assert_eq!(verify_table(os_fs(), &path).unwrap().format_version, 2);
+}
+
+/// A table rewritten from an older one's entries, as compaction does, is of version 3 and
+/// answers every lookup, seek and scan as the older one does.
+#[test]
+fn version_1_and_2_tables_rewritten_as_version_3_answer_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    for (old_path, old_version) in [
+        (v1_dir().join("table.sst"), 1),
+        (v2_dir().join("table.sst"), 2),
+    ] {
+        let old = open(&old_path);
+        assert_eq!(old.properties().format_version, old_version);
+        let entries: Vec<Entry> = old.iter().collect::<Result<_>>().unwrap();
+        let new_path = dir.path().join(format!("from-v{old_version}.sst"));
+        let options = TableOptions {
+            block_size: 512,
+            ..TableOptions::default()
+        };
+        build_with(&new_path, options, &entries);
+        let new = open(&new_path);
+        assert_eq!(new.properties().format_version, 3);
+        assert_eq!(footer(&std::fs::read(&new_path).unwrap()).version, 3);
+        assert_reads_back(&new_path, &entries);
+        assert_every_version_reads(&new, &entries);
+
+        let mut probes: Vec<Vec<u8>> = entries.iter().map(|e| e.key.clone()).collect();
+        probes.extend(v2_absent_keys());
+        probes.extend(entries.iter().map(|e| [e.key.as_slice(), b"\x00"].concat()));
+        for key in &probes {
+            let hash = KeyHash::of(key);
+            for snapshot in [u64::MAX, 1_000_000, 999_950, 970_000, 20_000, 10_000, 0] {
+                assert_eq!(
+                    new.get_at(key, snapshot, &hash).unwrap(),
+                    old.get_at(key, snapshot, &hash).unwrap(),
+                    "{key:?} at {snapshot}"
+                );
+            }
+            let from_new: Vec<Entry> = new.iter_from(key).take(3).collect::<Result<_>>().unwrap();
+            let from_old: Vec<Entry> = old.iter_from(key).take(3).collect::<Result<_>>().unwrap();
+            assert_eq!(from_new, from_old, "seek to {key:?}");
+        }
+        verify_table(os_fs(), &new_path).unwrap();
+    }
+}
+
+#[test]
+fn version_2_store_opens_reads_writes_and_compacts_to_version_3() {
+    let model = (0..2000u64)
+        .filter(|i| !i.is_multiple_of(10))
+        .map(|i| {
+            let newer = i >= 1200 && (i - 1200).is_multiple_of(3);
+            let prefix = if newer { "newer" } else { "value" };
+            let value = repeat_to(&format!("{prefix}-{i}-"), 100);
+            (format!("key{i:05}").into_bytes(), value)
+        })
+        .collect();
+    old_store_reads_writes_and_compacts(&v2_dir().join("store"), 2, 6, model);
+}
+
+// ---------------------------------------------------------------------------------------
+// Version 3 index blocks.
+
+#[test]
+fn version_3_index_holds_short_separators_and_sequence_numbers_only_for_split_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.sst");
+    let entries = v2_table_entries();
+    let options = TableOptions {
+        block_size: 512,
+        compression: Compression::None,
+        ..TableOptions::default()
+    };
+    build_with(&path, options, &entries);
+    let file = std::fs::read(&path).unwrap();
+    let l = layout(&file);
+    assert_eq!((l.version, l.index), (3, 0x04));
+    assert!(raw_entries(&file) == entries);
+
+    let index = index(&file);
+    let blocks: Vec<Vec<Entry>> = index
+        .iter()
+        .map(|s| block_entries(&block_contents(&file, s.handle)))
+        .collect();
+    assert_eq!(index.len(), 50);
+    let (mut split, mut shortened) = (0, 0);
+    for (i, s) in index.iter().enumerate() {
+        let last = blocks[i].last().unwrap();
+        let after_last = (s.key.as_slice(), std::cmp::Reverse(s.seq))
+            >= (last.key.as_slice(), std::cmp::Reverse(last.seq));
+        assert!(
+            after_last,
+            "block {i}: separator {s:?} before its last entry"
+        );
+        match blocks.get(i + 1).map(|b| &b[0]) {
+            Some(next) if next.key == last.key => {
+                // A key's versions run on into the next block: the exact last entry.
+                assert_eq!((&s.key, s.seq), (&last.key, last.seq), "block {i}");
+                assert_ne!(s.seq, 0);
+                split += 1;
+            }
+            Some(next) => {
+                assert_eq!(s.seq, 0, "block {i}");
+                assert!(s.key < next.key, "block {i}: {s:?} not before {next:?}");
+                assert!(s.key.len() <= last.key.len());
+                shortened += usize::from(s.key.len() < last.key.len());
+            }
+            None => {
+                assert_eq!(s.seq, 0);
+                assert!(s.key >= last.key);
+            }
+        }
+    }
+    assert_eq!(split, split_boundaries(&file).len());
+    assert!(split >= 4, "{split} split boundaries");
+    // Keys here mostly differ in their last byte, which leaves nothing to cut, but not all.
+    assert!(
+        shortened >= 5,
+        "{shortened} separators shorter than the last key"
+    );
+    let at = |i: usize| (index[i].key.as_slice(), index[i].seq);
+    // Block 2 ends at `t0019` before `t0020`; block 1 at `t0010\xff\xff` before `t0011`.
+    assert_eq!(at(2), (&b"t002"[..], 0));
+    assert_eq!(at(1), (&b"t0010\xff\xff"[..], 0));
+    // `t0150`'s 70 versions fill four blocks and end in a fifth.
+    assert_eq!(at(21), (&b"t0150"[..], 978_889));
+    assert_eq!(at(24), (&b"t0150"[..], 978_845));
+    assert_eq!(at(46), (&b"\xff"[..], 0));
+    assert_eq!(at(47), (&b"\xff\xff"[..], 957_786));
+    // The last key is all 0xff: nothing shorter is at or after it.
+    assert_eq!(index.last().unwrap().key, b"\xff\xff\xff");
+
+    assert_reads_back(&path, &entries);
+    let table = open(&path);
+    assert_every_version_reads(&table, &entries);
+    for key in v2_absent_keys() {
+        assert_eq!(
+            table.get(&key, &KeyHash::of(&key)).unwrap(),
+            None,
+            "{key:?}"
+        );
+    }
+    assert_eq!(table.properties().largest_key, b"\xff\xff\xff");
+    verify_table(os_fs(), &path).unwrap();
+}
+
+#[test]
+fn version_3_index_keeps_the_real_largest_key_in_the_properties() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.sst");
+    let entries = text_entries(300);
+    build(&path, Compression::None, &entries);
+    let file = std::fs::read(&path).unwrap();
+    let last = index(&file).pop().unwrap();
+    // `key000299`'s shortest successor is `l`.
+    assert_eq!((last.key.as_slice(), last.seq), (&b"l"[..], 0));
+    let table = open(&path);
+    assert_eq!(table.properties().largest_key, b"key000299");
+    // Keys after the largest and up to the last separator map to the last block, and are
+    // not found there; keys past it map to no block.
+    assert_eq!(
+        table.block_for(b"key000299", u64::MAX),
+        Some(table.data_blocks() - 1)
+    );
+    assert_eq!(
+        table.block_for(b"key1", u64::MAX),
+        Some(table.data_blocks() - 1)
+    );
+    assert_eq!(table.block_for(b"l", 0), Some(table.data_blocks() - 1));
+    assert_eq!(
+        table.block_for(b"l", u64::MAX),
+        Some(table.data_blocks() - 1)
+    );
+    assert_eq!(table.block_for(b"l\x00", u64::MAX), None);
+    assert_eq!(table.get(b"key1", &KeyHash::of(b"key1")).unwrap(), None);
+}
+
+/// The position of an index entry's parts: where its key bytes start and where the next
+/// entry starts, and where its offset varint lies (restart points only).
+struct EntryLayout {
+    offset_at: Option<usize>,
+    key_at: usize,
+    next: usize,
+}
+
+fn v3_entry_layout(contents: &[u8], mut pos: usize, at_restart: bool) -> EntryLayout {
+    varint(contents, &mut pos);
+    let flagged = varint(contents, &mut pos);
+    if flagged & 1 == 1 {
+        varint(contents, &mut pos);
+    }
+    let offset_at = at_restart.then_some(pos);
+    if at_restart {
+        varint(contents, &mut pos);
+    }
+    varint(contents, &mut pos);
+    EntryLayout {
+        offset_at,
+        key_at: pos,
+        next: pos + (flagged >> 1) as usize,
+    }
+}
+
+/// Damages the (uncompressed) index block of a version 3 table with `damage` (given its
+/// contents, changed in place, and where the restart array starts), recomputes its crc32,
+/// and checks that opening and verifying the table fail with a corruption error naming the
+/// file and the index block, whose reason contains `expected`.
+fn check_damaged_index(name: &str, expected: &str, damage: impl Fn(&mut Vec<u8>, usize)) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{name}.sst"));
+    let options = TableOptions {
+        block_size: 1024,
+        compression: Compression::None,
+        ..TableOptions::default()
+    };
+    build_with(&path, options, &text_entries(200));
+    let mut file = std::fs::read(&path).unwrap();
+    let f = footer(&file);
+    assert_eq!(f.version, 3);
+    assert!(
+        index(&file).len() > 33,
+        "{name}: three restart points at least"
+    );
+    let contents = &mut file[f.index.start()..f.index.end_of_contents()];
+    let mut changed = contents.to_vec();
+    let restarts = u32_at(contents, contents.len() - 4) as usize;
+    damage(&mut changed, contents.len() - 4 - 4 * restarts);
+    assert_eq!(changed.len(), contents.len(), "{name}: same length");
+    contents.copy_from_slice(&changed);
+    fix_crc(&mut file, f.index);
+    std::fs::write(&path, &file).unwrap();
+
+    let check = |result: Result<()>, what: &str| match result {
+        Err(Error::Corruption {
+            file,
+            offset,
+            reason,
+        }) => {
+            assert_eq!(file, path, "{name}");
+            assert_eq!(offset, Some(f.index.offset), "{name} {what}: {reason}");
+            assert!(reason.contains("index block at offset"), "{name}: {reason}");
+            assert!(reason.contains(expected), "{name} {what}: {reason}");
+            println!("{name}: {reason}");
+        }
+        other => panic!("{name} {what}: {other:?}"),
+    };
+    let opened = Table::open(os_fs(), &path, Arc::new(ReadCounters::new())).map(|_| ());
+    check(opened, "open");
+    check(verify_table(os_fs(), &path).map(|_| ()), "verify");
+}
+
+#[test]
+fn damaged_version_3_index_is_corruption_never_a_panic() {
+    // The restart array: entry 16 starts at restart offset 1.
+    let restart = |c: &[u8], start: usize, r: usize| u32_at(c, start + 4 * r) as usize;
+    check_damaged_index("varint-runs-on", "shared key length", |c, start| {
+        let at = restart(c, start, 1);
+        c[at..start].fill(0xff);
+    });
+    check_damaged_index(
+        "restart-shares",
+        "restart point shares key bytes",
+        |c, start| {
+            let at = restart(c, start, 1);
+            c[at] = 0x01;
+        },
+    );
+    check_damaged_index("shared-past-key", "entry 1 shares 127 key bytes", |c, _| {
+        let first = v3_entry_layout(c, 0, true);
+        c[first.next] = 0x7f;
+    });
+    check_damaged_index(
+        "keys-not-rising",
+        "separator 16 does not sort after",
+        |c, start| {
+            let at = v3_entry_layout(c, restart(c, start, 1), true).key_at;
+            c[at] = b'a'; // "key..." becomes "aey...", before entry 15
+        },
+    );
+    check_damaged_index("block-offset", "data block 16 starts at", |c, start| {
+        let e16 = v3_entry_layout(c, restart(c, start, 1), true);
+        c[e16.offset_at.unwrap()] ^= 0x01;
+    });
+    check_damaged_index(
+        "restart-moved",
+        "not where restart point 1 says",
+        |c, start| {
+            let at = start + 4;
+            let moved = (u32_at(c, at) - 1).to_le_bytes();
+            c[at..at + 4].copy_from_slice(&moved);
+        },
+    );
+    check_damaged_index("restart-count", "does not fit", |c, _| {
+        let n = c.len();
+        c[n - 4..].copy_from_slice(&u32::MAX.to_le_bytes());
+    });
+    check_damaged_index(
+        "restart-out-of-order",
+        "out of order or out of range",
+        |c, start| {
+            c[start + 4..start + 8].copy_from_slice(&0u32.to_le_bytes());
+        },
+    );
+    check_damaged_index("sequence-zero", "sequence number 0", |c, _| {
+        // Entry 1 says a sequence number follows, and the byte after (its size's first)
+        // reads as one: make it 0.
+        let e0 = v3_entry_layout(c, 0, true);
+        c[e0.next + 1] |= 0x01;
+        c[e0.next + 2] = 0x00;
+    });
 }

@@ -12,9 +12,10 @@ use super::filter_block;
 use super::format::{
     block_trailer, BlockHandle, BlockKind, Footer, FOOTER_LEN, FORMAT_VERSION, TRAILER_LEN,
 };
-use super::index;
+use super::index_builder::IndexBuilder;
 use super::options::TableOptions;
 use super::properties::TableProperties;
+use super::separator::block_separator;
 use crate::entry::{check_entry_len, entry_order, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::{FilterParams, KeyHash};
@@ -39,7 +40,10 @@ pub struct TableBuilder {
     options: TableOptions,
     filter_params: Option<FilterParams>,
     data_block: BlockBuilder,
-    index_block: BlockBuilder,
+    index_block: IndexBuilder,
+    /// The handle of the data block written last, whose index entry waits for the next
+    /// block's first key: its separator only has to sort before that key.
+    pending_index_entry: Option<BlockHandle>,
     /// Hash of each distinct user key, in order; the filter is built from them at `finish`.
     key_hashes: Vec<KeyHash>,
     last_key: Vec<u8>,
@@ -72,7 +76,8 @@ impl TableBuilder {
             file: Some(file),
             filter_params,
             data_block: BlockBuilder::new(options.restart_interval),
-            index_block: BlockBuilder::new(options.restart_interval),
+            index_block: IndexBuilder::new(),
+            pending_index_entry: None,
             options,
             key_hashes: Vec::with_capacity(if filter_params.is_some() { hint } else { 0 }),
             last_key: Vec::new(),
@@ -157,6 +162,7 @@ impl TableBuilder {
         p.raw_key_bytes += key.len() as u64;
         p.raw_value_bytes += value.len() as u64;
 
+        self.add_pending_index_entry(Some(key))?;
         self.data_block.add(key, seq, kind, value);
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
@@ -241,7 +247,18 @@ impl TableBuilder {
         let handle = self.write_block(&contents, BlockKind::Data)?;
         self.props.data_blocks += 1;
         self.props.data_size += handle.size_with_trailer();
-        index::add(&mut self.index_block, &self.last_key, self.last_seq, handle);
+        self.pending_index_entry = Some(handle);
+        Ok(())
+    }
+
+    /// Adds the index entry of the data block written last, if it waits for one, now that the
+    /// next block's first key (`None` after the last block) is known.
+    fn add_pending_index_entry(&mut self, next_first_key: Option<&[u8]>) -> Result<()> {
+        let Some(handle) = self.pending_index_entry.take() else {
+            return Ok(());
+        };
+        let (separator, seq) = block_separator(&self.last_key, self.last_seq, next_first_key);
+        self.index_block.add(&separator, seq, handle);
         if self.index_block.estimated_size() > MAX_INDEX_BLOCK {
             let reason = "index block grew past its 2 GiB limit".to_string();
             self.failed = Some(reason.clone());
@@ -255,6 +272,7 @@ impl TableBuilder {
     pub fn finish(mut self) -> Result<TableProperties> {
         self.check_usable()?;
         self.flush_data_block()?;
+        self.add_pending_index_entry(None)?;
 
         let filter = self
             .filter_params
@@ -275,7 +293,7 @@ impl TableBuilder {
         let properties = self.props.encode();
         let properties_handle = self.write_block(&properties, BlockKind::Properties)?;
 
-        let index = self.index_block.finish();
+        let index = std::mem::take(&mut self.index_block).finish();
         let index_handle = self.write_block(&index, BlockKind::Index)?;
 
         let footer = Footer {

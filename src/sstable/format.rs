@@ -8,10 +8,16 @@ use byteorder::{ByteOrder, LittleEndian};
 use super::compression::{self, Compression};
 use crate::error::Error;
 
-/// Format version written in the footer. Version 2 added per-block compression (in the high
-/// bits of the trailer's type byte); version 1 tables, whose trailers always hold 0 there,
-/// are read by the same code. Readers refuse any other version.
-pub const FORMAT_VERSION: u32 = 2;
+/// Format version written in the footer. Version 3 shortened the index block's separators
+/// and prefix-compressed its entries (`docs/format.md`, "Index block"); version 2 added
+/// per-block compression (in the high bits of the trailer's type byte). Versions 1 and 2 are
+/// read by the same code, their index through its older layout. Readers refuse any other
+/// version.
+pub const FORMAT_VERSION: u32 = 3;
+
+/// The first format version whose index block holds shortened separators in the version 3
+/// layout; older versions hold each data block's last entry in the data block layout.
+pub const SHORT_SEPARATORS_VERSION: u32 = 3;
 
 /// The oldest format version this build reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
@@ -178,14 +184,16 @@ impl BlockHandle {
             .saturating_add(TRAILER_LEN as u64)
     }
 
+    /// The file offset just past the block's trailer, or `None` past 2^64.
+    pub fn checked_end(&self) -> Option<u64> {
+        self.offset
+            .checked_add(self.size)?
+            .checked_add(TRAILER_LEN as u64)
+    }
+
     /// Contents plus trailer.
     pub fn size_with_trailer(&self) -> u64 {
         self.size.saturating_add(TRAILER_LEN as u64)
-    }
-
-    pub fn encode_varint(&self, out: &mut Vec<u8>) {
-        put_varint(out, self.offset);
-        put_varint(out, self.size);
     }
 
     pub fn decode_varint(d: &mut Decoder<'_>) -> Result<BlockHandle, Malformed> {

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::block::BlockIter;
 use super::format::BlockKind;
+use super::index::BlockCursor;
 use super::readahead::ReadAhead;
 use super::table::{BlockReads, TableInner};
 use crate::entry::{Entry, SeqNo};
@@ -13,8 +14,8 @@ use crate::error::Result;
 /// nothing more.
 pub struct TableIterator {
     table: Arc<TableInner>,
-    /// The next data block to load.
-    next_block: usize,
+    /// The next data block to load, as a place in the index: each step takes the next handle.
+    next_block: BlockCursor,
     block: Option<(BlockIter, u64)>,
     reads: BlockReads,
     readahead: ReadAhead,
@@ -26,8 +27,8 @@ pub struct TableIterator {
 impl TableIterator {
     pub(crate) fn new(table: Arc<TableInner>, reads: BlockReads) -> TableIterator {
         TableIterator {
+            next_block: table.index.cursor(0),
             table,
-            next_block: 0,
             block: None,
             reads,
             readahead: ReadAhead::new(),
@@ -38,7 +39,7 @@ impl TableIterator {
 
     /// Back to the first entry.
     pub fn seek_to_first(&mut self) {
-        self.next_block = 0;
+        self.next_block = self.table.index.cursor(0);
         self.block = None;
         self.seek_target = None;
         self.failed = false;
@@ -51,7 +52,8 @@ impl TableIterator {
 
     /// Positions at the first entry at or after `(key, seq)` in entry order.
     pub fn seek_entry(&mut self, key: &[u8], seq: SeqNo) {
-        self.next_block = self.table.index.find_block(key, seq);
+        let index = &self.table.index;
+        self.next_block = index.cursor(index.find_block(key, seq));
         self.block = None;
         self.seek_target = Some((key.to_vec(), seq));
         self.failed = false;
@@ -67,21 +69,18 @@ impl TableIterator {
                     Err(m) => return Err(m.in_block(&self.table.path, BlockKind::Data, offset)),
                 }
             }
-            if self.next_block >= self.table.index.len() {
+            let Some(handle) = self.table.index.next_handle(&mut self.next_block) else {
                 return Ok(None);
-            }
-            let i = self.next_block;
-            let offset = self.table.block_offset(i);
+            };
             let mut it = self
                 .table
-                .data_block(i, self.reads, Some(&mut self.readahead))?
+                .data_block(handle, self.reads, Some(&mut self.readahead))?
                 .shared_iter();
             if let Some((key, seq)) = self.seek_target.take() {
                 it.seek(&key, seq)
-                    .map_err(|m| m.in_block(&self.table.path, BlockKind::Data, offset))?;
+                    .map_err(|m| m.in_block(&self.table.path, BlockKind::Data, handle.offset))?;
             }
-            self.next_block = i + 1;
-            self.block = Some((it, offset));
+            self.block = Some((it, handle.offset));
         }
     }
 }

@@ -17,10 +17,13 @@ mod compression;
 mod filter_block;
 mod format;
 mod index;
+mod index_builder;
+mod index_v2;
 mod iter;
 mod options;
 mod properties;
 mod readahead;
+mod separator;
 mod table;
 mod verify;
 

@@ -89,7 +89,8 @@ pub const MAX_BLOCK_SIZE: usize = 64 << 20;
 pub struct TableOptions {
     /// Target size of a data block's contents; a block is closed once it reaches this size.
     pub block_size: usize,
-    /// A key is stored whole (not prefix-compressed) every this many entries.
+    /// A key is stored whole (not prefix-compressed) every this many entries of a data block.
+    /// The index block has its own interval, 16, fixed by the format.
     pub restart_interval: usize,
     pub filter_policy: FilterPolicy,
     /// How data and index blocks are compressed (each one stored raw when compression does not

@@ -188,29 +188,20 @@ impl Table {
         };
 
         let index_contents = read_block(file.as_ref(), path, footer.index, BlockKind::Index)?;
-        let index = index::decode(index_contents)
+        let index = index::decode(index_contents, footer.version)
             .map_err(|m| m.in_block(path, BlockKind::Index, footer.index.offset))?;
-        let index_corrupt = |reason: String| {
-            Error::corruption(
-                path,
-                Some(footer.index.offset),
-                format!("index block at offset {}: {reason}", footer.index.offset),
-            )
-        };
-        let mut expected = 0u64;
-        for (i, handle) in index.handles().iter().enumerate() {
-            if handle.offset != expected {
-                return Err(index_corrupt(format!(
-                    "data block {i} starts at {}, expected {expected}",
-                    handle.offset
-                )));
-            }
-            expected = handle.end();
-        }
-        if expected != data_end {
-            return Err(index_corrupt(format!(
-                "data blocks end at {expected}, but the next block starts at {data_end}"
-            )));
+        // The index checked that its blocks tile the file from offset 0; they must end where
+        // the next block starts.
+        if index.data_end() != data_end {
+            return Err(corrupt(
+                footer.index.offset,
+                format!(
+                    "index block at offset {}: data blocks end at {}, but the next block \
+                     starts at {data_end}",
+                    footer.index.offset,
+                    index.data_end()
+                ),
+            ));
         }
 
         let filter = match footer.filter {
@@ -254,10 +245,10 @@ impl Table {
                 index.len()
             )));
         }
-        if let Some(last_key) = index.last_key() {
-            if last_key != properties.largest_key.as_slice() {
+        if let Some(last) = index.last_entry() {
+            if !last_separator_fits(&index, &last.key, &properties.largest_key) {
                 return Err(props_corrupt(
-                    "largest key differs from the last index entry".to_string(),
+                    "largest key does not fit the last index entry".to_string(),
                 ));
             }
         }
@@ -350,11 +341,11 @@ impl Table {
         if !self.filter_admits(hash, tally) {
             return Ok(None);
         }
-        let Some(block) = self.block_for(key, snapshot) else {
+        let Some((_, handle)) = self.inner.index.locate(key, snapshot) else {
             return Ok(None);
         };
-        let data = self.read_block(block, tally)?;
-        self.find_in(data, block, key, snapshot, tally, &read)
+        let data = self.read_block(handle, tally)?;
+        self.find_in(data, handle, key, snapshot, tally, &read)
     }
 
     /// Asks the filter whether the table may hold the key of `hash`, counting the probe (a
@@ -429,12 +420,13 @@ impl Table {
         snapshot: SeqNo,
         tally: &mut ReadCountersSnapshot,
     ) -> Result<Vec<Option<Entry>>> {
-        let data = self.read_block(block, tally)?;
+        let handle = self.inner.handle(block)?;
+        let data = self.read_block(handle, tally)?;
         keys.iter()
             .map(|key| {
                 self.find_in(
                     Arc::clone(&data),
-                    block,
+                    handle,
                     key,
                     snapshot,
                     tally,
@@ -444,29 +436,32 @@ impl Table {
             .collect()
     }
 
-    /// Data block `block` for a point lookup, counted as one read.
-    fn read_block(&self, block: usize, tally: &mut ReadCountersSnapshot) -> Result<Arc<Block>> {
-        let data = self.inner.data_block(block, BlockReads::Cached, None)?;
+    /// The data block at `handle` for a point lookup, counted as one read.
+    fn read_block(
+        &self,
+        handle: BlockHandle,
+        tally: &mut ReadCountersSnapshot,
+    ) -> Result<Arc<Block>> {
+        let data = self.inner.data_block(handle, BlockReads::Cached, None)?;
         tally.data_block_reads += 1;
-        tally.bytes_read += self.inner.block_len_with_trailer(block);
+        tally.bytes_read += handle.size_with_trailer();
         Ok(data)
     }
 
-    /// Seeks `key` in `data` (data block `block`, which the iterator takes); where the block
-    /// holds it, `read` takes the entry from the iterator, and a filter's "maybe" counts as a
-    /// true positive.
+    /// Seeks `key` in `data` (the data block at `handle`, which the iterator takes); where the
+    /// block holds it, `read` takes the entry from the iterator, and a filter's "maybe" counts
+    /// as a true positive.
     fn find_in<T>(
         &self,
         data: Arc<Block>,
-        block: usize,
+        handle: BlockHandle,
         key: &[u8],
         snapshot: SeqNo,
         tally: &mut ReadCountersSnapshot,
         read: &impl Fn(&mut BlockIter) -> std::result::Result<Option<T>, Malformed>,
     ) -> Result<Option<T>> {
         let inner = &self.inner;
-        let in_block =
-            |m: Malformed| m.in_block(&inner.path, BlockKind::Data, inner.block_offset(block));
+        let in_block = |m: Malformed| m.in_block(&inner.path, BlockKind::Data, handle.offset);
         let mut it = data.shared_iter();
         it.seek(key, snapshot).map_err(in_block)?;
         let answer = match it.sought() {
@@ -547,12 +542,11 @@ impl Table {
 }
 
 impl TableInner {
-    fn block_len_with_trailer(&self, i: usize) -> u64 {
-        self.index.handle(i).map_or(0, |h| h.size_with_trailer())
-    }
-
-    pub(crate) fn block_offset(&self, i: usize) -> u64 {
-        self.index.handle(i).map_or(0, |h| h.offset)
+    /// Data block `i`'s handle; `InvalidArgument` when the table has no such block.
+    fn handle(&self, i: usize) -> Result<BlockHandle> {
+        self.index
+            .handle(i)
+            .ok_or_else(|| Error::InvalidArgument(format!("no data block {i}")))
     }
 
     /// The table's open file, from the table cache (opened again if it was closed).
@@ -570,20 +564,16 @@ impl TableInner {
         })
     }
 
-    /// Data block `i`, checked and parsed: from the block cache when `reads` allows and it is
-    /// there, else read (through `readahead` when given) and, when `reads` allows, cached.
-    /// Point lookups count their blocks; iterators (scans, compaction, verification) do not,
-    /// so the read counters describe lookups only.
+    /// The data block at `handle` (one of the index's), checked and parsed: from the block
+    /// cache when `reads` allows and it is there, else read (through `readahead` when given)
+    /// and, when `reads` allows, cached. Point lookups count their blocks; iterators (scans,
+    /// compaction, verification) do not, so the read counters describe lookups only.
     pub(crate) fn data_block(
         &self,
-        i: usize,
+        handle: BlockHandle,
         reads: BlockReads,
         readahead: Option<&mut ReadAhead>,
     ) -> Result<Arc<Block>> {
-        let handle = self
-            .index
-            .handle(i)
-            .ok_or_else(|| Error::InvalidArgument(format!("no data block {i}")))?;
         let cache = match reads {
             BlockReads::Cached => self.env.block_cache.as_deref(),
             BlockReads::Bypass => None,
@@ -610,8 +600,21 @@ impl TableInner {
         Ok(block)
     }
 
-    /// Reads, checksums and parses data block `i` from the file, bypassing the block cache.
-    pub(crate) fn read_data_block(&self, i: usize) -> Result<BlockIter> {
-        Ok(self.data_block(i, BlockReads::Bypass, None)?.shared_iter())
+    /// Reads, checksums and parses the data block at `handle` from the file, bypassing the
+    /// block cache.
+    pub(crate) fn read_data_block(&self, handle: BlockHandle) -> Result<BlockIter> {
+        Ok(self
+            .data_block(handle, BlockReads::Bypass, None)?
+            .shared_iter())
+    }
+}
+
+/// Whether the last separator agrees with the largest key the properties record: it is that
+/// key in an index of exact separators, and at or after it in a shortened one.
+fn last_separator_fits(index: &BlockIndex, separator: &[u8], largest_key: &[u8]) -> bool {
+    if index.separators_are_exact() {
+        separator == largest_key
+    } else {
+        separator >= largest_key
     }
 }

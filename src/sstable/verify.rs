@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::format::BlockKind;
+use super::index::{BlockIndex, IndexEntry};
 use super::properties::TableProperties;
 use super::table::Table;
 use crate::entry::{entry_order, SeqNo, ValueKind};
@@ -27,8 +28,11 @@ pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
     let (mut smallest_seq, mut largest_seq) = (SeqNo::MAX, 0);
     let mut smallest_key: Option<Vec<u8>> = None;
 
-    for (i, handle) in inner.index.handles().iter().enumerate() {
-        let offset = handle.offset;
+    // The separator of the block before, until the next block's first entry is checked to
+    // sort after it.
+    let mut prev_separator: Option<IndexEntry> = None;
+    for (i, separator) in inner.index.entries_from(0).enumerate() {
+        let offset = separator.handle.offset;
         let bad = |reason: String| {
             Error::corruption(
                 path,
@@ -36,7 +40,7 @@ pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
                 format!("data block {i} at offset {offset}: {reason}"),
             )
         };
-        let mut it = inner.read_data_block(i)?;
+        let mut it = inner.read_data_block(separator.handle)?;
         let mut in_block = 0u64;
         while let Some(e) = it
             .next_entry()
@@ -47,6 +51,12 @@ pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
                     if entry_order(&e.key, e.seq, pk, *ps) != Ordering::Greater {
                         return Err(bad(
                             "first entry does not sort after the previous block".into()
+                        ));
+                    }
+                    let sep = prev_separator.take();
+                    if sep.is_some_and(|s| entry_order(&s.key, s.seq, &e.key, e.seq).is_ge()) {
+                        return Err(bad(
+                            "first entry does not sort after the previous block's separator".into(),
                         ));
                     }
                     e.key != *pk
@@ -85,11 +95,12 @@ pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
         if in_block == 0 {
             return Err(bad("block holds no entries".into()));
         }
-        if prev.as_ref().map(|(k, s)| (k.as_slice(), *s))
-            != Some((inner.index.key(i), inner.index.seq(i)))
-        {
-            return Err(bad("last entry differs from the index's separator".into()));
+        if let Some((last_key, last_seq)) = &prev {
+            if !separator_fits(&inner.index, last_key, *last_seq, &separator) {
+                return Err(bad("last entry does not fit the index's separator".into()));
+            }
         }
+        prev_separator = Some(separator);
     }
 
     if entries == 0 {
@@ -129,4 +140,16 @@ pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
         ));
     }
     Ok(props.clone())
+}
+
+/// Whether a block's last entry `(key, seq)` agrees with its separator: it is the separator
+/// in an index of exact separators (format versions 1 and 2), and at or before it in a
+/// shortened one.
+fn separator_fits(index: &BlockIndex, key: &[u8], seq: SeqNo, separator: &IndexEntry) -> bool {
+    let order = entry_order(key, seq, &separator.key, separator.seq);
+    if index.separators_are_exact() {
+        order.is_eq()
+    } else {
+        order.is_le()
+    }
 }
