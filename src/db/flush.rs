@@ -5,6 +5,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::background::release_freed_memory;
 use super::table_writer::{Cuts, NewTables};
 use super::{lock, Counters, Inner, ReadState};
 use crate::error::Result;
@@ -88,18 +89,5 @@ impl Inner {
                 }
             }
         }
-    }
-}
-
-/// Hands memory the allocator holds free back to the system. A flushed memtable frees its
-/// entries, each a few small allocations, and glibc's malloc keeps such memory in its arenas:
-/// after a 10M-key load in 1 GiB with 32 MiB memtables the process held 139 MiB without the
-/// trim and 124 MiB with it (docs/benchmarks.md). Once per flush, the cost is small beside
-/// the flush.
-fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free memory of glibc's own arenas to the system.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }

@@ -144,16 +144,29 @@ impl Inner {
         result
     }
 
-    /// While level 0 is past its slowdown trigger, sleeps for this group's `bytes` at the
-    /// delayed write rate (`write_rate`); true when it slept.
+    /// While level 0 is past its slowdown trigger, waits for this group's `bytes` at the
+    /// delayed write rate (`write_rate`); true when it waited. The wait ends early once level
+    /// 0 is back under the trigger, or the store is closing: each flush or compaction that
+    /// ends wakes it to look.
     fn pay_delayed_rate(&self, bytes: u64) -> bool {
+        let trigger = self.options.l0_slowdown_trigger;
         let level0 = self.read_state().version.level(0).len();
-        let slow_down = level0 >= self.options.l0_slowdown_trigger;
-        let wait = self.write_rate.delay(bytes, level0, slow_down);
+        let wait = self.write_rate.delay(bytes, level0, level0 >= trigger);
         if wait.is_zero() {
             return false;
         }
-        std::thread::sleep(wait);
+        let until = Instant::now() + wait;
+        let mut background = lock(&self.background);
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            let caught_up = self.read_state().version.level(0).len() < trigger;
+            if caught_up || background.shutdown || left.is_zero() {
+                break;
+            }
+            background = match self.background_cv.wait_timeout(background, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
         true
     }
 

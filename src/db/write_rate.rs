@@ -7,22 +7,29 @@
 //! drops by a fifth; each time it finds fewer, it rises by a quarter (up to the option). So a
 //! writer that outruns compaction settles at about the rate compaction sustains, instead of
 //! filling level 0 up to `l0_stop_trigger` and waiting there for a whole compaction, which
-//! took ten seconds and more at 30M keys. RocksDB's write controller works the same way
-//! (`delayed_write_rate`, with the same factors).
+//! took ten seconds and more at 30M keys. RocksDB's write controller is the model
+//! (`delayed_write_rate`, and the same factors), though it adjusts its rate when a new version
+//! is installed, from its estimate of pending compaction bytes as well as from level 0.
 //!
 //! Short debts are not slept: a thread sleeps for at least about a millisecond, so a group
-//! whose turn is less than `MIN_SLEEP` away goes ahead and the debt carries over.
+//! whose turn is less than `MIN_SLEEP` away goes ahead and the debt carries over. Long ones are
+//! cut to `MAX_WAIT`: after one very large batch, the next writer would otherwise wait for all
+//! of its bytes at once, seconds with no write completing.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::lock;
+use crate::options::MIN_DELAYED_WRITE_RATE;
 
 /// The shortest sleep worth taking: shorter ones overshoot by more than they wait.
 const MIN_SLEEP: Duration = Duration::from_millis(1);
 
+/// The longest one group waits for the bytes before it.
+const MAX_WAIT: Duration = Duration::from_millis(500);
+
 /// The slowest a delayed writer is ever made to go, so a write always completes.
-const MIN_RATE: f64 = 16.0 * 1024.0;
+const MIN_RATE: f64 = MIN_DELAYED_WRITE_RATE as f64;
 
 /// Factors by which the rate falls when level 0 grows and rises when it shrinks.
 const SLOWER: f64 = 0.8;
@@ -60,6 +67,11 @@ impl WriteRate {
     /// How long a group of `bytes` must wait before it is written, with `level0` tables in
     /// level 0, given whether level 0 is past its slowdown trigger. Zero when not delayed.
     pub(super) fn delay(&self, bytes: u64, level0: usize, slow_down: bool) -> Duration {
+        self.delay_at(Instant::now(), bytes, level0, slow_down)
+    }
+
+    /// [`delay`](Self::delay) for a group that asks at `now`.
+    fn delay_at(&self, now: Instant, bytes: u64, level0: usize, slow_down: bool) -> Duration {
         let mut state = lock(&self.state);
         if !slow_down {
             // Behind no longer: the next slowdown starts afresh, at the full delayed rate.
@@ -67,12 +79,13 @@ impl WriteRate {
             state.rate = self.max_rate;
             return Duration::ZERO;
         }
-        let now = Instant::now();
         if state.paid_until.is_some() {
             state.rate = self.adjusted(state.rate, state.last_level0, level0);
         }
         state.last_level0 = level0;
-        let start = state.paid_until.map_or(now, |t| t.max(now));
+        let start = state
+            .paid_until
+            .map_or(now, |t| t.clamp(now, now + MAX_WAIT));
         let paid_until = start + Duration::from_secs_f64(bytes as f64 / state.rate);
         state.paid_until = Some(paid_until);
         let wait = start.saturating_duration_since(now);
@@ -114,14 +127,26 @@ mod tests {
     #[test]
     fn delayed_writes_pay_for_their_bytes_at_the_rate() {
         let rate = WriteRate::new(16 * MIB);
+        let now = Instant::now();
         // The first group starts at once; the next waits for the first one's bytes.
-        assert_eq!(rate.delay(8 * MIB, 20, true), Duration::ZERO);
-        let wait = rate.delay(MIB, 20, true);
-        assert!(
-            wait > Duration::from_millis(400) && wait <= Duration::from_millis(500),
-            "8 MiB at 16 MiB/s is half a second: {wait:?}"
+        assert_eq!(rate.delay_at(now, 4 * MIB, 20, true), Duration::ZERO);
+        let later = now + Duration::from_millis(50);
+        let wait = rate.delay_at(later, MIB, 20, true);
+        assert_eq!(
+            wait,
+            Duration::from_millis(200),
+            "4 MiB at 16 MiB/s, 50 ms on"
         );
         assert_eq!(rate.current_rate(), Some(16 * MIB));
+    }
+
+    #[test]
+    fn no_group_waits_longer_than_the_cap() {
+        let rate = WriteRate::new(16 * MIB);
+        let now = Instant::now();
+        // 64 MiB at 16 MiB/s would be four seconds.
+        rate.delay_at(now, 64 * MIB, 20, true);
+        assert_eq!(rate.delay_at(now, 1, 20, true), MAX_WAIT);
     }
 
     #[test]
@@ -139,10 +164,12 @@ mod tests {
         rate.delay(1, 20, true);
         rate.delay(1, 21, true);
         rate.delay(1, 22, true);
-        let slowed = rate.current_rate().unwrap();
-        assert_eq!(slowed, (16.0 * MIB as f64 * 0.8 * 0.8) as u64);
+        let slowed = rate.current_rate().unwrap() as f64;
+        let close = |a: f64, b: f64| (a - b).abs() <= 1.0;
+        assert!(close(slowed, 16.0 * MIB as f64 * 0.8 * 0.8), "{slowed}");
         rate.delay(1, 21, true);
-        assert_eq!(rate.current_rate().unwrap(), (slowed as f64 * 1.25) as u64);
+        let recovered = rate.current_rate().unwrap() as f64;
+        assert!(close(recovered, slowed * 1.25), "{recovered}");
         // Rising as level 0 keeps shrinking, but never above the configured rate.
         for level0 in (0..21).rev() {
             rate.delay(1, level0, true);

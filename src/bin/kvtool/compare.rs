@@ -273,8 +273,7 @@ fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Valu
     });
     let mut figures = json!({
         "store": "bloomkv",
-        "configuration": "default options (pread, 32 MiB block cache, LZ4, 64 MiB tables, a filter budget of 10 bits per key spread by Monkey's rule)",
-        "options": described,
+        "configuration": described,
         "max_open_files": max_open_files,
         "table_files_opened": after.table_cache.opens,
         "load_seconds": load.seconds, "settle_seconds": settle_seconds,

@@ -22,8 +22,9 @@ pub struct PeerResult {
     pub longest_write_seconds: f64,
     /// Then, until compactions stopped, where the store can wait for that.
     pub settle_seconds: Option<f64>,
-    /// Gets right after the load's flush, compactions still running (where the store can
-    /// wait for them; otherwise the only pass).
+    /// Gets right after the load's flush, compactions still running, where the store can
+    /// wait for its compactions and so has a second, settled pass; `None` for a store that
+    /// cannot, whose one pass is `present` and `absent`.
     pub fresh: Option<(Timing, Timing)>,
     pub present: Timing,
     pub absent: Timing,
