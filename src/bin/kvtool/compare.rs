@@ -629,12 +629,23 @@ fn chart_svg(docs: &[Value]) -> String {
     for doc in docs {
         let keys = doc["keys"].as_f64().unwrap_or(0.0);
         for s in doc["stores"].as_array().into_iter().flatten() {
-            if let (Some(name), Some(p), Some(a)) = (
-                s["store"].as_str(),
-                s["present"]["gets_per_second"].as_f64(),
-                s["absent"]["gets_per_second"].as_f64(),
-            ) {
-                points.push((name.to_string(), keys, p, a));
+            // Settled gets under the store's name; those right after the load, where the
+            // run has them, as a series of their own.
+            for (suffix, present, absent) in [
+                ("", "present", "absent"),
+                (
+                    " right after load (dashed)",
+                    "fresh_present",
+                    "fresh_absent",
+                ),
+            ] {
+                if let (Some(name), Some(p), Some(a)) = (
+                    s["store"].as_str(),
+                    s[present]["gets_per_second"].as_f64(),
+                    s[absent]["gets_per_second"].as_f64(),
+                ) {
+                    points.push((format!("{name}{suffix}"), keys, p, a));
+                }
             }
         }
     }
@@ -655,7 +666,9 @@ fn chart_svg(docs: &[Value]) -> String {
     let (gy0, gy1) = span(&|p| p.2.min(p.3));
     let (_, gy1b) = span(&|p| p.2.max(p.3));
     let gy1 = gy1.max(gy1b);
-    let mut svg = svg_start(2.0 * w, h);
+    let mut svg = svg_start(2.0 * w, h + 20.0);
+    svg.push_str(&svg_text(pad, 14.0, &memory_limits_title(docs)));
+    svg.push_str("<g transform=\"translate(0,20)\">\n");
     for (panel, title) in [(0usize, "present-key gets/s"), (1, "absent-key gets/s")] {
         let x0 = panel as f64 * w;
         let sx = |k: f64| x0 + pad + (w - 2.0 * pad) * (k.log10() - kx0) / (kx1 - kx0);
@@ -686,8 +699,16 @@ fn chart_svg(docs: &[Value]) -> String {
                 .filter(|p| p.0 == *name)
                 .map(|p| (sx(p.1), sy(if panel == 0 { p.2 } else { p.3 })))
                 .collect();
-            let legend = (x0 + w - pad - 50.0, 40.0 + 14.0 * i as f64);
-            svg.push_str(&svg_series(&line, name, legend, true));
+            let legend = (x0 + pad + 6.0, 40.0 + 14.0 * i as f64);
+            let series = svg_series(&line, name, legend, true);
+            // Gets right after the load dashed, settled ones solid.
+            svg.push_str(&match name.ends_with(" right after load (dashed)") {
+                true => series.replace(
+                    "stroke-width=\"2\"",
+                    "stroke-width=\"2\" stroke-dasharray=\"6,3\"",
+                ),
+                false => series,
+            });
         }
         svg.push_str(&svg_text(
             x0 + w / 2.0 - 30.0,
@@ -695,14 +716,35 @@ fn chart_svg(docs: &[Value]) -> String {
             "keys loaded",
         ));
     }
-    svg.push_str("</svg>\n");
+    svg.push_str("</g>\n</svg>\n");
     svg
+}
+
+/// The chart's title: the memory each run was held to, with its key count.
+fn memory_limits_title(docs: &[Value]) -> String {
+    let limits: Vec<String> = docs
+        .iter()
+        .map(|doc| {
+            let limit = doc["memory_limit_bytes"]
+                .as_u64()
+                .map_or("no memory limit".to_string(), |b| {
+                    format!("{} MiB", b >> 20)
+                });
+            format!("{} keys: {limit}", doc["keys"])
+        })
+        .collect();
+    format!(
+        "Each store in its own process, held with its page cache to ({})",
+        limits.join("; ")
+    )
 }
 
 /// The color of a store's line on every chart (`--stores` names and the names the stores
 /// report for themselves alike).
 pub fn store_color(name: &str) -> &'static str {
-    match name.to_ascii_lowercase().as_str() {
+    // A series such as "bloomkv right after load" takes its store's color.
+    let store = name.split_whitespace().next().unwrap_or_default();
+    match store.to_ascii_lowercase().as_str() {
         "bloomkv" => "#4a7ab7",
         "rocksdb" => "#c0392b",
         "rocksdb-shape" => "#e67e22",
