@@ -154,6 +154,25 @@ fn random_operations_match_a_btreemap_under_a_wasted_reads_target() {
     run_case_with(7, 10_000, targeted);
 }
 
+/// The same at the default options' proportions, scaled down: tables twice the memtable's
+/// size (64 and 32 MiB by default), a base level of two tables, the default filter budget, and
+/// level-0 slowdown and stop triggers low enough (4 and 8) that writes meet the delayed write
+/// rate whenever level 0 reaches its compaction trigger.
+#[test]
+fn random_operations_match_a_btreemap_at_the_default_proportions() {
+    fn proportional() -> Options {
+        let mut options = Options::default()
+            .memtable_size(16 * 1024)
+            .table_size(32 * 1024)
+            .level1_size(64 * 1024)
+            .l0_write_triggers(4, 8)
+            .delayed_write_rate(1 << 20);
+        options.block_size = 1024;
+        options
+    }
+    run_case_with(8, 10_000, proportional);
+}
+
 #[test]
 fn values_survive_reopen_and_tree_has_levels() {
     let dir = tempfile::tempdir().unwrap();
