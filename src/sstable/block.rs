@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use super::format::{Decoder, Malformed};
+use super::format::{restart_array, Decoder, Malformed};
 use crate::entry::{entry_order, Entry, SeqNo, ValueKind};
 
 /// A block's contents whose restart array has been checked: what the block cache holds, shared
@@ -25,55 +25,12 @@ impl Block {
     /// Checks the restart array: the count fits, offsets start at 0, rise strictly and stay
     /// inside the entries area; a block with no restarts has no entries.
     pub fn new(data: Vec<u8>) -> Result<Block, Malformed> {
-        let Some(count_at) = data.len().checked_sub(4) else {
-            return Err(Malformed::new(
-                0,
-                format!("{} bytes cannot hold the restart count", data.len()),
-            ));
-        };
-        let num_restarts = LittleEndian::read_u32(&data[count_at..]) as usize;
-        let restarts_start = num_restarts
-            .checked_mul(4)
-            .and_then(|n| count_at.checked_sub(n))
-            .ok_or_else(|| {
-                Malformed::new(
-                    count_at,
-                    format!("restart count {num_restarts} does not fit in the block"),
-                )
-            })?;
-        if num_restarts == 0 && restarts_start != 0 {
-            return Err(Malformed::new(
-                count_at,
-                "block has entries but no restart points",
-            ));
-        }
-        if num_restarts > 0 && restarts_start == 0 {
-            return Err(Malformed::new(
-                count_at,
-                "block has restart points but no entries",
-            ));
-        }
-        let block = Block {
+        let (restarts_start, num_restarts) = restart_array(&data)?;
+        Ok(Block {
             data,
             restarts_start,
             num_restarts,
-        };
-        let mut prev = None;
-        for i in 0..num_restarts {
-            let r = block.restart(i)?;
-            let ok = match prev {
-                None => r == 0,
-                Some(p) => r > p && r < restarts_start,
-            };
-            if !ok {
-                return Err(Malformed::new(
-                    restarts_start + 4 * i,
-                    format!("restart offset {r} is out of order or out of range"),
-                ));
-            }
-            prev = Some(r);
-        }
-        Ok(block)
+        })
     }
 
     fn restart(&self, i: usize) -> Result<usize, Malformed> {

@@ -2,9 +2,7 @@
 //! entries with keys prefix-compressed against the previous key, a full key every
 //! `restart_interval` entries, and the array of those restart offsets at the end.
 
-use byteorder::{ByteOrder, LittleEndian};
-
-use super::format::put_varint;
+use super::format::{put_restart_array, put_varint};
 use crate::entry::{SeqNo, ValueKind};
 
 pub struct BlockBuilder {
@@ -68,13 +66,7 @@ impl BlockBuilder {
     /// The block's contents; the builder is reset for the next block.
     pub fn finish(&mut self) -> Vec<u8> {
         let mut out = std::mem::take(&mut self.buf);
-        let mut word = [0u8; 4];
-        for &r in &self.restarts {
-            LittleEndian::write_u32(&mut word, r);
-            out.extend_from_slice(&word);
-        }
-        LittleEndian::write_u32(&mut word, self.restarts.len() as u32);
-        out.extend_from_slice(&word);
+        put_restart_array(&mut out, &self.restarts);
         self.restarts.clear();
         self.since_restart = 0;
         self.last_key.clear();

@@ -202,6 +202,59 @@ impl BlockHandle {
         Ok(BlockHandle { offset, size })
     }
 }
+/// Appends a block's restart array: each restart offset, then their count, all u32
+/// little-endian. Data blocks and the index block end with one.
+pub fn put_restart_array(out: &mut Vec<u8>, restarts: &[u32]) {
+    out.reserve_exact(4 * restarts.len() + 4);
+    for &r in restarts {
+        out.extend_from_slice(&r.to_le_bytes());
+    }
+    out.extend_from_slice(&(restarts.len() as u32).to_le_bytes());
+}
+
+/// Reads the restart array at the end of a block: where it starts and how many offsets it
+/// holds, checked to fit, to be there exactly when the block holds entries, to start at 0,
+/// and to rise strictly within the entries.
+pub fn restart_array(bytes: &[u8]) -> Result<(usize, usize), Malformed> {
+    let Some(count_at) = bytes.len().checked_sub(4) else {
+        return Err(Malformed::new(
+            0,
+            format!("{} bytes cannot hold the restart count", bytes.len()),
+        ));
+    };
+    let num_restarts = LittleEndian::read_u32(&bytes[count_at..]) as usize;
+    let start = num_restarts
+        .checked_mul(4)
+        .and_then(|n| count_at.checked_sub(n))
+        .ok_or_else(|| {
+            Malformed::new(
+                count_at,
+                format!("restart count {num_restarts} does not fit in the block"),
+            )
+        })?;
+    if (num_restarts == 0) != (start == 0) {
+        return Err(Malformed::new(
+            count_at,
+            "a block holds restart points exactly when it holds entries",
+        ));
+    }
+    let mut prev = None;
+    for (i, word) in bytes[start..count_at].chunks_exact(4).enumerate() {
+        let r = LittleEndian::read_u32(word) as usize;
+        let in_order = match prev {
+            None => r == 0,
+            Some(p) => r > p && r < start,
+        };
+        if !in_order {
+            return Err(Malformed::new(
+                start + 4 * i,
+                format!("restart offset {r} is out of order or out of range"),
+            ));
+        }
+        prev = Some(r);
+    }
+    Ok((start, num_restarts))
+}
 
 /// The checksum stored in a block's trailer: crc32 of the contents followed by the kind byte.
 pub fn block_crc(contents: &[u8], kind: u8) -> u32 {

@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use super::format::{BlockHandle, Decoder, Malformed, SHORT_SEPARATORS_VERSION};
+use super::format::{restart_array, BlockHandle, Decoder, Malformed, SHORT_SEPARATORS_VERSION};
 use super::index_builder::{HAS_SEQ, INDEX_RESTART_INTERVAL};
 use super::index_v2;
 use super::separator::common_prefix_len;
@@ -157,49 +157,6 @@ fn varint(bytes: &[u8], pos: &mut usize, what: &str) -> Result<u64, Malformed> {
             Ok(value)
         }
     }
-}
-
-/// Reads the restart array at the end of `bytes`: where it starts and how many offsets it
-/// holds, checked to start at 0, rise strictly and stay inside the entries.
-fn restart_array(bytes: &[u8]) -> Result<(usize, usize), Malformed> {
-    let Some(count_at) = bytes.len().checked_sub(4) else {
-        return Err(Malformed::new(
-            0,
-            format!("{} bytes cannot hold the restart count", bytes.len()),
-        ));
-    };
-    let num_restarts = LittleEndian::read_u32(&bytes[count_at..]) as usize;
-    let start = num_restarts
-        .checked_mul(4)
-        .and_then(|n| count_at.checked_sub(n))
-        .ok_or_else(|| {
-            Malformed::new(
-                count_at,
-                format!("restart count {num_restarts} does not fit in the block"),
-            )
-        })?;
-    if (num_restarts == 0) != (start == 0) {
-        return Err(Malformed::new(
-            count_at,
-            "a block holds restart points exactly when it holds entries",
-        ));
-    }
-    let mut prev = None;
-    for (i, word) in bytes[start..count_at].chunks_exact(4).enumerate() {
-        let r = LittleEndian::read_u32(word) as usize;
-        let in_order = match prev {
-            None => r == 0,
-            Some(p) => r > p && r < start,
-        };
-        if !in_order {
-            return Err(Malformed::new(
-                start + 4 * i,
-                format!("restart offset {r} is out of order or out of range"),
-            ));
-        }
-        prev = Some(r);
-    }
-    Ok((start, num_restarts))
 }
 
 /// How a separator key compares with a target key, and how many leading bytes they share:

@@ -7,9 +7,7 @@
 //! The same encoding is the index's form in memory ([`super::index::BlockIndex`]), for tables
 //! of every version.
 
-use byteorder::{ByteOrder, LittleEndian};
-
-use super::format::{put_varint, BlockHandle};
+use super::format::{put_restart_array, put_varint, BlockHandle};
 use super::separator::common_prefix_len;
 use crate::entry::SeqNo;
 
@@ -72,14 +70,7 @@ impl IndexBuilder {
     /// The block's contents: the entries, then the restart array and its count.
     pub fn finish(self) -> Vec<u8> {
         let mut out = self.buf;
-        out.reserve_exact(4 * self.restarts.len() + 4);
-        let mut word = [0u8; 4];
-        for &r in &self.restarts {
-            LittleEndian::write_u32(&mut word, r);
-            out.extend_from_slice(&word);
-        }
-        LittleEndian::write_u32(&mut word, self.restarts.len() as u32);
-        out.extend_from_slice(&word);
+        put_restart_array(&mut out, &self.restarts);
         out
     }
 }
