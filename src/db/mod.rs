@@ -535,7 +535,9 @@ impl Db {
     }
 
     /// Waits until every frozen memtable is flushed and no level needs compaction, so the
-    /// tree's shape stays put (benchmarks and tests measure a settled tree this way).
+    /// tree's shape stays put (benchmarks and tests measure a settled tree this way). It waits
+    /// for a quiet moment, so call it when writes have stopped: writers that never pause keep
+    /// the background busy and may keep it from returning.
     pub fn wait_for_background_work(&self) -> Result<()> {
         if self.is_read_only() {
             return Ok(());

@@ -283,16 +283,33 @@ impl Inner {
         Ok(())
     }
 
+    /// Writes every memtable that holds a write acknowledged before the call to a table.
+    /// It waits for those memtables only, never for an empty list of frozen ones: writers
+    /// that go on meanwhile keep freezing memtables, and under a steady stream of writes
+    /// the list may never be empty at the moment a waiter looks.
     pub(super) fn flush(&self) -> Result<()> {
-        {
+        let newest_to_flush = {
             let mut writer = lock(&self.writer);
             self.refuse_if_failed()?;
-            if !self.read_state().mem.is_empty() {
+            let state = self.read_state();
+            if !state.mem.is_empty() {
+                let log_number = state.mem.log_number();
+                drop(state);
                 self.freeze_memtable(&mut writer)?;
+                log_number
+            } else {
+                match state.immutable.first() {
+                    Some(newest) => newest.log_number(),
+                    None => return Ok(()),
+                }
             }
-        }
+        };
         self.wait_until(&[Job::Flush], |inner, _| {
-            inner.read_state().immutable.is_empty()
+            inner
+                .read_state()
+                .immutable
+                .iter()
+                .all(|m| m.log_number() > newest_to_flush)
         })
     }
 
