@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::block_builder::BlockBuilder;
-use super::compression::{self, Compression};
+use super::compression::{self, Compression, CompressionProbe};
 use super::filter_block;
 use super::format::{
     block_trailer, BlockHandle, BlockKind, Footer, FOOTER_LEN, FORMAT_VERSION, TRAILER_LEN,
@@ -50,6 +50,8 @@ pub struct TableBuilder {
     last_seq: SeqNo,
     props: TableProperties,
     offset: u64,
+    /// Whether data blocks are worth trying to compress, from how the last ones did.
+    compression_probe: CompressionProbe,
     /// Set after a failed write: the file is incomplete and the builder refuses more work.
     failed: Option<String>,
     /// Set once the temporary file has been renamed or removed.
@@ -102,6 +104,7 @@ impl TableBuilder {
                 file_size: 0,
             },
             offset: 0,
+            compression_probe: CompressionProbe::default(),
             failed: None,
             done: false,
         })
@@ -222,10 +225,7 @@ impl TableBuilder {
 
     /// Writes a block with its trailer, compressed when its kind may be and that pays.
     fn write_block(&mut self, contents: &[u8], kind: BlockKind) -> Result<BlockHandle> {
-        let compressed = kind
-            .may_be_compressed()
-            .then(|| compression::compress(contents, self.options.compression))
-            .flatten();
+        let compressed = self.try_compress(contents, kind);
         let (stored, used) = match &compressed {
             Some((bytes, used)) => (bytes.as_slice(), *used),
             None => (contents, Compression::None),
@@ -237,6 +237,23 @@ impl TableBuilder {
         self.append(stored)?;
         self.append(&block_trailer(stored, kind, used))?;
         Ok(handle)
+    }
+
+    /// The block compressed, when its kind may be, the probe says it is worth a try (data
+    /// blocks only: the others are few) and compressing pays.
+    fn try_compress(&mut self, contents: &[u8], kind: BlockKind) -> Option<(Vec<u8>, Compression)> {
+        if !kind.may_be_compressed() || self.options.compression == Compression::None {
+            return None;
+        }
+        let is_data = kind == BlockKind::Data;
+        if is_data && !self.compression_probe.should_try() {
+            return None;
+        }
+        let compressed = compression::compress(contents, self.options.compression);
+        if is_data {
+            self.compression_probe.record(compressed.is_some());
+        }
+        compressed
     }
 
     fn flush_data_block(&mut self) -> Result<()> {

@@ -63,6 +63,46 @@ pub fn compress(contents: &[u8], compression: Compression) -> Option<(Vec<u8>, C
     }
 }
 
+/// Whether the next data block of a table is worth trying to compress. Data that does not
+/// compress (random or already compressed values) made LZ4 a tenth of a compaction's time,
+/// spent on blocks stored as they were. After [`GIVE_UP_AFTER`] blocks in a row that did not
+/// pay, only every [`RETRY_EVERY`]th block is tried; one that pays brings back trying all.
+#[derive(Debug, Default)]
+pub struct CompressionProbe {
+    failures_in_a_row: u32,
+    skipped: u32,
+}
+
+/// Blocks in a row that did not compress before the probe starts skipping.
+pub const GIVE_UP_AFTER: u32 = 4;
+/// While skipping, one block in this many is tried.
+pub const RETRY_EVERY: u32 = 8;
+
+impl CompressionProbe {
+    /// Whether to try compressing the next block.
+    pub fn should_try(&mut self) -> bool {
+        if self.failures_in_a_row < GIVE_UP_AFTER {
+            return true;
+        }
+        self.skipped += 1;
+        if self.skipped >= RETRY_EVERY {
+            self.skipped = 0;
+            return true;
+        }
+        false
+    }
+
+    /// Records whether a block that was tried compressed enough to be stored compressed.
+    pub fn record(&mut self, paid: bool) {
+        self.failures_in_a_row = if paid {
+            0
+        } else {
+            self.failures_in_a_row.saturating_add(1)
+        };
+        self.skipped = 0;
+    }
+}
+
 /// LZ4 expands by at most 255x: a block claiming more is damaged, and must not get to ask
 /// for a huge allocation.
 pub fn max_decompressed_len(stored_len: usize) -> usize {
@@ -111,6 +151,42 @@ pub fn decompress(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which of `n` blocks the probe tries, when each tried block pays as `pays` says.
+    fn tried(n: usize, pays: impl Fn(usize) -> bool) -> Vec<usize> {
+        let mut probe = CompressionProbe::default();
+        (0..n)
+            .filter(|&i| {
+                let tries = probe.should_try();
+                if tries {
+                    probe.record(pays(i));
+                }
+                tries
+            })
+            .collect()
+    }
+
+    #[test]
+    fn blocks_that_compress_are_all_tried() {
+        assert_eq!(tried(100, |_| true), (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn blocks_that_never_compress_are_tried_one_in_eight_after_four() {
+        let tried = tried(4 + 8 * 10, |_| false);
+        let expected: Vec<usize> = (0..4).chain((1..=10).map(|r| 3 + 8 * r)).collect();
+        assert_eq!(tried, expected);
+    }
+
+    #[test]
+    fn a_block_that_pays_again_brings_back_trying_every_block() {
+        // Nothing compresses until block 40, everything from there on.
+        let tried = tried(60, |i| i >= 40);
+        let first_paying = *tried.iter().find(|&&i| i >= 40).unwrap();
+        assert!(first_paying < 40 + RETRY_EVERY as usize);
+        let after: Vec<usize> = tried.into_iter().filter(|&i| i >= first_paying).collect();
+        assert_eq!(after, (first_paying..60).collect::<Vec<_>>());
+    }
 
     #[test]
     fn repetitive_blocks_compress_and_round_trip() {

@@ -12,8 +12,10 @@ use serde_json::{json, Value};
 
 use crate::Failure;
 
-/// Keys each way takes in turn.
+/// Keys each way takes in turn, at most: fewer when the key list is short, so that every way
+/// gets at least two turns, but never fewer than the largest batch.
 const SLICE: usize = 1024;
+const LARGEST_BATCH: usize = 256;
 
 #[derive(Clone, Copy)]
 enum Way {
@@ -55,7 +57,8 @@ pub fn measure(db: &Db, keys: &[[u8; 16]], present: bool) -> Result<Value, Failu
         ways.push(Way::MayContain);
     }
     let mut tallies = vec![Tally::default(); ways.len()];
-    for (i, slice) in keys.chunks(SLICE).enumerate() {
+    let slice_len = (keys.len() / (2 * ways.len())).clamp(LARGEST_BATCH, SLICE);
+    for (i, slice) in keys.chunks(slice_len).enumerate() {
         let w = i % ways.len();
         let started = Instant::now();
         let maybes = run(db, ways[w], slice, present)?;
@@ -74,7 +77,9 @@ pub fn measure(db: &Db, keys: &[[u8; 16]], present: bool) -> Result<Value, Failu
         let blocks = db.stats().data_block_reads - before;
         tally.blocks_per_key = blocks as f64 / counted.len().max(1) as f64;
     }
-    let per_second = |t: &Tally| t.keys as f64 / t.time.as_secs_f64().max(1e-9);
+    // A way that got no turn (a key list shorter than a few slices) was not measured.
+    let per_second =
+        |t: &Tally| (t.keys > 0).then(|| t.keys as f64 / t.time.as_secs_f64().max(1e-9));
     let single = per_second(&tallies[0]);
     let figures: serde_json::Map<String, Value> = ways
         .iter()
@@ -83,10 +88,12 @@ pub fn measure(db: &Db, keys: &[[u8; 16]], present: bool) -> Result<Value, Failu
             let figures = json!({
                 "keys": t.keys,
                 "keys_per_second": per_second(t),
-                "versus_get": per_second(t) / single,
+                "versus_get": per_second(t).zip(single).map(|(way, get)| way / get),
                 "blocks_per_key": t.blocks_per_key,
                 "maybe_rate": matches!(way, Way::MayContain)
-                    .then(|| t.maybes as f64 / t.keys.max(1) as f64),
+                    .then_some(t.keys)
+                    .filter(|&keys| keys > 0)
+                    .map(|keys| t.maybes as f64 / keys as f64),
             });
             (way.name(), figures)
         })
@@ -158,5 +165,49 @@ pub fn print(store: &Value) {
             cell(a, "keys_per_second", 0),
             cell(a, "versus_get", 2),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(n: u64, salt: u8) -> Vec<[u8; 16]> {
+        (0..n)
+            .map(|i| {
+                let mut k = [salt; 16];
+                k[8..].copy_from_slice(&i.to_be_bytes());
+                k
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_way_is_measured_on_a_short_key_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), bloomkv::Options::default()).unwrap();
+        let present = keys(2000, 1);
+        for k in &present {
+            db.put(k, b"v").unwrap();
+        }
+        let figures = measure(&db, &present, true).unwrap();
+        for way in ["get", "multi_get_16", "multi_get_64", "multi_get_256"] {
+            assert!(figures[way]["keys"].as_u64().unwrap() >= 256, "{way}");
+            assert!(figures[way]["keys_per_second"].as_f64().unwrap() > 0.0);
+        }
+        let figures = measure(&db, &keys(2000, 2), false).unwrap();
+        assert!(figures["may_contain"]["keys"].as_u64().unwrap() >= 256);
+        assert!(figures["may_contain"]["maybe_rate"].as_f64().unwrap() < 0.5);
+    }
+
+    #[test]
+    fn a_way_without_a_turn_is_reported_as_not_measured() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), bloomkv::Options::default()).unwrap();
+        // Fewer keys than the smallest slice: one turn, the first way's.
+        let figures = measure(&db, &keys(200, 2), false).unwrap();
+        assert!(figures["get"]["keys_per_second"].as_f64().is_some());
+        assert!(figures["multi_get_16"]["keys_per_second"].is_null());
+        assert!(figures["may_contain"]["maybe_rate"].is_null());
     }
 }

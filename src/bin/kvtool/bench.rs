@@ -119,12 +119,13 @@ pub struct BenchArgs {
     #[arg(long)]
     mmap_reads: bool,
     /// bloomkv's memtable size (default: the store's), e.g. `1MiB`: smaller memtables and
-    /// level sizes build a deeper tree from fewer keys. Not with `--stores`.
+    /// level sizes build a deeper tree from fewer keys; with `--stores` too.
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
-    memtable_size: Option<u64>,
-    /// bloomkv's `level1_size`, the smallest level target (default: the store's), e.g. `2MiB`.
+    pub memtable_size: Option<u64>,
+    /// bloomkv's `level1_size`, the smallest level target (default: the store's), e.g. `2MiB`;
+    /// with `--stores` too.
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
-    level1_size: Option<u64>,
+    pub level1_size: Option<u64>,
     /// bloomkv's table size (default: the store's), e.g. `64KiB`; with `--stores` too.
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
     pub table_size: Option<u64>,

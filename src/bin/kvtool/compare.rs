@@ -167,8 +167,14 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
         v.push(files.to_string());
     }
     if store == "bloomkv" {
-        if let Some(bytes) = args.table_size {
-            v.extend(["--table-size".into(), bytes.to_string()]);
+        for (flag, size) in [
+            ("--table-size", args.table_size),
+            ("--memtable-size", args.memtable_size),
+            ("--level1-size", args.level1_size),
+        ] {
+            if let Some(bytes) = size {
+                v.extend([flag.into(), bytes.to_string()]);
+            }
         }
         if let Some(filter) = &args.filter {
             v.extend([
@@ -229,13 +235,19 @@ pub fn run_child(args: &BenchArgs, dir: Option<&Path>, store: &str) -> Result<()
 }
 
 /// bloomkv's options in a child: the defaults, with what the command line changed.
-fn bloomkv_options(args: &BenchArgs) -> Result<Options, Failure> {
+pub fn bloomkv_options(args: &BenchArgs) -> Result<Options, Failure> {
     let mut options = Options::default();
     if let Some(files) = args.max_open_files {
         options = options.max_open_files(files);
     }
     if let Some(bytes) = args.table_size {
         options = options.table_size(bytes);
+    }
+    if let Some(bytes) = args.memtable_size {
+        options = options.memtable_size(bytes as usize);
+    }
+    if let Some(bytes) = args.level1_size {
+        options = options.level1_size(bytes);
     }
     if let Some(setting) = &args.filter {
         match crate::bench::parse_settings(setting)?.as_slice() {

@@ -30,6 +30,7 @@ pub const ERROR: u8 = 2;
 pub const SKIPPED_LINES: u8 = 3;
 
 /// A failure: the message for stderr and the exit code.
+#[derive(Debug)]
 pub struct Failure {
     pub code: u8,
     pub message: String,

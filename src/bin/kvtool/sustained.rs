@@ -54,7 +54,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use bloomkv::{Db, Options, WriteBatch, WriteOptions};
+use bloomkv::{Db, WriteBatch, WriteOptions};
 use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
@@ -103,25 +103,12 @@ pub struct OwnCounters {
     pub details: Value,
 }
 
-/// bloomkv as `bench --writes` drives it.
-struct Bloomkv(Db);
+/// bloomkv as `bench --writes` drives it, with the options it was opened with, described.
+struct Bloomkv(Db, &'static str);
 
 impl WriteStore for Bloomkv {
     fn configuration(&self) -> &'static str {
-        static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        TEXT.get_or_init(|| {
-            let o = bloomkv::Options::default();
-            format!(
-                "default options ({} MiB memtables, {} MiB tables, levels sized from the largest \
-                 up by ratio {}, at least {} MiB, LZ4, filters at 1%, a flush thread and {} \
-                 compaction threads)",
-                o.memtable_size >> 20,
-                o.table_size >> 20,
-                o.level_size_ratio,
-                o.level1_size >> 20,
-                o.compaction_threads
-            )
-        })
+        self.1
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
@@ -182,11 +169,10 @@ impl WriteStore for Bloomkv {
 /// Opens `store` in `dir`.
 fn open(store: &str, dir: &Path, args: &BenchArgs) -> Result<Box<dyn WriteStore>, Failure> {
     if store == "bloomkv" {
-        let mut options = Options::default();
-        if let Some(files) = args.max_open_files {
-            options = options.max_open_files(files);
-        }
-        return Ok(Box::new(Bloomkv(Db::open(dir, options)?)));
+        let options = crate::compare::bloomkv_options(args)?;
+        // Leaked once per run: the report needs the text until the process ends.
+        let described: &'static str = Box::leak(format!("{options:?}").into_boxed_str());
+        return Ok(Box::new(Bloomkv(Db::open(dir, options)?, described)));
     }
     open_peer(store, dir)
 }
