@@ -139,3 +139,30 @@ fn compaction_keeps_a_tombstone_whose_key_a_deeper_level_still_holds() {
         vec![b"b".to_vec(), b"k".to_vec(), b"m".to_vec(), b"z".to_vec()]
     );
 }
+
+/// A block size the table writer cannot write is refused at open, not taken and then failed
+/// on every flush; the store opens again with sound options and keeps what it held.
+#[test]
+fn a_block_size_past_the_format_limit_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put("k", "v").unwrap();
+    db.close().unwrap();
+    let bad = Options {
+        block_size: 128 << 20,
+        ..Options::default()
+    };
+    match Db::open(dir.path(), bad) {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("block_size"), "{msg}"),
+        other => panic!("expected InvalidArgument, got {:?}", other.map(|_| ())),
+    }
+    let largest = Options {
+        block_size: bloomkv::sstable::MAX_BLOCK_SIZE,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), largest).unwrap();
+    assert_eq!(db.get("k").unwrap(), Some(b"v".to_vec()));
+    db.put("k2", "v2").unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.get("k2").unwrap(), Some(b"v2".to_vec()));
+}

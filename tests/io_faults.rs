@@ -234,3 +234,31 @@ fn a_fault_at_every_point_of_a_mixed_workload() {
     }
     eprintln!("io_faults: {faults_hit} faults hit, {refused_later} refused the next write");
 }
+
+/// `resume` returning `Ok` means no failure stands: after a full disk failed both a write and
+/// the flush thread's flush, and the disk has room again, `resume` flushes what waited and
+/// the failure it overcame is no longer reported, and the next writes all succeed.
+#[test]
+fn resume_after_a_full_disk_leaves_no_stale_failure() {
+    let fs = FaultFs::new();
+    let mut opts = options(&fs);
+    opts.max_immutable_memtables = 1;
+    let db = Db::open(DIR, opts).unwrap();
+    fill(&db, 0, 200);
+    fs.set_space_left(Some(0));
+    let mut i = 200;
+    while put(&db, i, false).is_ok() {
+        i += 1;
+        assert!(i < 100_000, "the disk never filled");
+    }
+    // Long enough for the flush thread to try, and fail, on its own.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(db.stats().background_error.is_some());
+    fs.set_space_left(None);
+    db.resume().unwrap();
+    assert_eq!(db.stats().background_error, None);
+    for j in 0..2000 {
+        put(&db, i + j, false).unwrap_or_else(|e| panic!("put {j} after resume failed: {e}"));
+    }
+    assert_all_readable(&db, i, "after resume");
+}

@@ -278,3 +278,54 @@ fn acknowledged_synced_writes_survive_power_loss() {
 fn acknowledged_synced_writes_survive_power_loss_long() {
     run_seeds(1000..6000, 6);
 }
+
+/// Dropping a store does what `close` does: its unsynced writes are synced, so a power loss
+/// after the drop keeps them.
+#[test]
+fn writes_before_a_drop_survive_a_power_loss() {
+    for mode in [CrashMode::DropUnsynced, CrashMode::GarbageTail { seed: 7 }] {
+        let fs = FaultFs::new();
+        let dir = "/dropped";
+        let profile = profile(mode);
+        let db = Db::open(dir, options(&fs, profile)).unwrap();
+        for i in 0..100u32 {
+            db.put(format!("k{i}"), format!("v{i}")).unwrap();
+        }
+        drop(db);
+        fs.power_loss();
+        let db = Db::open(dir, options(&fs, profile).create_if_missing(false)).unwrap();
+        for i in 0..100u32 {
+            assert_eq!(
+                db.get(format!("k{i}")).unwrap(),
+                Some(format!("v{i}").into_bytes()),
+                "{mode:?}: key k{i} lost"
+            );
+        }
+    }
+}
+
+/// A checkpoint into a path whose directories it creates survives a power loss: each new
+/// directory is synced into its parent, not only the last one.
+#[test]
+fn a_checkpoint_into_new_nested_directories_survives_a_power_loss() {
+    let fs = FaultFs::new();
+    let profile = profile(CrashMode::DropUnsynced);
+    let db = Db::open("/s", options(&fs, profile)).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("k{i}"), format!("v{i}")).unwrap();
+    }
+    let cp = db.checkpoint("/b/2026/ck1").unwrap();
+    assert_eq!(cp.dir, std::path::PathBuf::from("/b/2026/ck1"));
+    fs.power_loss();
+    let copy = Db::open(
+        "/b/2026/ck1",
+        options(&fs, profile).create_if_missing(false),
+    )
+    .unwrap_or_else(|e| panic!("the checkpoint vanished: {e}"));
+    for i in 0..100u32 {
+        assert_eq!(
+            copy.get(format!("k{i}")).unwrap(),
+            Some(format!("v{i}").into_bytes())
+        );
+    }
+}

@@ -169,6 +169,20 @@ impl Inner {
         self.background_cv.notify_all();
     }
 
+    /// The failure of a flush or compaction that still stands, as an error.
+    pub(super) fn standing_failure(&self) -> Result<()> {
+        let background = lock(&self.background);
+        match [Job::Flush, Job::Compaction]
+            .iter()
+            .find_map(|&job| background.failure(job).as_ref())
+        {
+            Some(failure) => Err(Error::Background {
+                reason: failure.reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Clears the kind's failure after a success; after a failure, counts it and sets the
     /// pause before the next attempt.
     fn record_outcome(&self, job: Job, result: Result<()>) {

@@ -45,8 +45,9 @@ impl Db {
         self.refuse_if_read_only()?;
         let dir = dir.as_ref();
         let fs = self.inner.fs.as_ref();
-        fs.create_dir_all(dir)?;
-        fs.sync_dir(super::parent_dir(dir))?;
+        // Every directory created on the way is synced into its parent, as `Db::open` does:
+        // a checkpoint into a new nested path must survive a power loss whole.
+        super::create_store_dir(fs, dir)?;
         if !fs.list(dir)?.is_empty() {
             return Err(Error::InvalidArgument(format!(
                 "checkpoint directory {} is not empty",

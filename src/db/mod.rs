@@ -431,7 +431,8 @@ impl Db {
             self.inner.restart_wal()?;
         }
         self.inner.retry_now();
-        self.wait_for_background_work()
+        self.wait_for_background_work()?;
+        self.inner.standing_failure()
     }
 
     /// Sets `key` to `value` (not synced: see [`WriteOptions`]).
@@ -618,9 +619,12 @@ impl Db {
 }
 
 impl Drop for Db {
+    /// Does what `close` does, without a way to report a failure: the WAL is synced, not
+    /// just handed to the operating system, so that a power loss after the drop keeps every
+    /// write made before it.
     fn drop(&mut self) {
         if let Some(wal) = &mut lock(&self.inner.writer).wal {
-            let _ = wal.flush();
+            let _ = wal.sync();
         }
         if !self.workers.is_empty() {
             self.stop_worker();

@@ -278,7 +278,13 @@ impl Inner {
             self.install_new_memtable(number);
         }
         while self.flush_oldest()? {}
-        lock(&self.background).wal_error = None;
+        let mut background = lock(&self.background);
+        background.wal_error = None;
+        // Every frozen memtable is flushed: whatever flush failed before has been done here,
+        // and a failure left standing would fail writes that wait for room until the flush
+        // thread's next success.
+        *background.failure_mut(Job::Flush) = None;
+        drop(background);
         self.background_cv.notify_all();
         Ok(())
     }
