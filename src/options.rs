@@ -121,7 +121,11 @@ pub struct Options {
     pub block_cache: Option<Arc<BlockCache>>,
     /// Table files kept open at once; more are opened on demand and the least used closed.
     /// Filters and indexes stay in memory regardless. Default 512, within the usual limit of
-    /// 1,024 open files per process with room for logs and the caller's own files.
+    /// 1,024 open files per process with room for logs and the caller's own files. Under a
+    /// lower limit (`RLIMIT_NOFILE`; macOS starts processes at 256) the store keeps fewer: what
+    /// the limit leaves after 12 descriptors and an eighth of the limit for its other files and
+    /// the caller's (`Stats::table_cache` gives the number). Should the process run out of
+    /// descriptors anyway, the table cache closes files and the open is tried again.
     pub max_open_files: usize,
     /// How table blocks are compressed. Default LZ4; a block that does not shrink by 1/8 is
     /// stored raw.

@@ -8,7 +8,7 @@ mod common;
 
 use std::sync::Arc;
 
-use bloomkv::fs::FaultFs;
+use bloomkv::fs::{FaultFs, FileSystem};
 use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -70,6 +70,7 @@ fn after_failure(fs: &FaultFs, db: Db, acked: u64, what: &str) -> bool {
     db.flush().unwrap();
     db.wait_for_background_work().unwrap();
     assert_all_readable(&db, acked, &format!("{what}, healed"));
+    assert_no_stray_files(fs, &db, what);
     drop(db);
     let db = Db::open(DIR, options(fs)).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
     assert_all_readable(&db, acked, what);
@@ -79,6 +80,25 @@ fn after_failure(fs: &FaultFs, db: Db, acked: u64, what: &str) -> bool {
     let report = db.check();
     assert!(report.is_clean(), "{what}: {:?}", report.problems);
     refused
+}
+
+/// A failed step leaves nothing behind (`docs/design.md`): once the store has healed and
+/// settled, every table file on disk is a live table, no temporary file is left, and there is
+/// one manifest. Checked before a reopen, which would remove strays.
+fn assert_no_stray_files(fs: &FaultFs, db: &Db, what: &str) {
+    let names = fs.list(std::path::Path::new(DIR)).unwrap();
+    let tables = names.iter().filter(|n| n.ends_with(".sst")).count();
+    let live: usize = db.stats().levels.iter().map(|l| l.tables).sum();
+    assert_eq!(
+        tables, live,
+        "{what}: table files against live tables in {names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n.ends_with(".tmp")),
+        "{what}: {names:?}"
+    );
+    let manifests = names.iter().filter(|n| n.starts_with("MANIFEST-")).count();
+    assert_eq!(manifests, 1, "{what}: manifests in {names:?}");
 }
 
 fn fill(db: &Db, from: u64, to: u64) {

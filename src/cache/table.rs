@@ -26,6 +26,8 @@ pub struct TableCacheStats {
     pub opens: u64,
     /// Files closed to make room.
     pub closes: u64,
+    /// Times the process ran out of file descriptors and the cache closed files to free some.
+    pub descriptor_shortages: u64,
 }
 
 /// The open files of a store's tables, keyed by table reader id.
@@ -35,6 +37,7 @@ pub struct TableCache {
     capacity: u64,
     opens: AtomicU64,
     closes: Arc<AtomicU64>,
+    descriptor_shortages: AtomicU64,
 }
 
 impl TableCache {
@@ -66,7 +69,21 @@ impl TableCache {
             capacity,
             opens: AtomicU64::new(0),
             closes,
+            descriptor_shortages: AtomicU64::new(0),
         }
+    }
+
+    /// Closes about half the open files, when the process ran out of descriptors; true when
+    /// it closed any. Files are reopened on demand, so this costs reopens, not data.
+    pub fn make_room(&self) -> bool {
+        self.descriptor_shortages.fetch_add(1, Ordering::Relaxed);
+        let open: Vec<u64> = self.files.iter().map(|(id, _)| id).collect();
+        let to_close = open.len().div_ceil(2);
+        for id in &open[..to_close] {
+            self.files.remove(id);
+        }
+        self.closes.fetch_add(to_close as u64, Ordering::Relaxed);
+        to_close > 0
     }
 
     /// The open file of table `id` at `path`, opening it if it is closed.
@@ -100,6 +117,7 @@ impl TableCache {
             open_files: self.files.len() as u64,
             opens: self.opens.load(Ordering::Relaxed),
             closes: self.closes.load(Ordering::Relaxed),
+            descriptor_shortages: self.descriptor_shortages.load(Ordering::Relaxed),
         }
     }
 }

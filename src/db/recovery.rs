@@ -15,6 +15,7 @@ use crate::cache::{BlockCache, TableCache};
 use crate::entry::{Entry, SeqNo, MAX_SEQ};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
+use crate::fs::descriptors::{self, DescriptorRoom};
 use crate::fs::{FileLock, FileSystem, SharedFs};
 use crate::iter::NewestVersions;
 use crate::manifest::{self, ManifestWriter, TableMeta, VersionEdit, WriteTotals};
@@ -128,6 +129,7 @@ pub(super) fn recover(
     lock: Box<dyn FileLock>,
 ) -> Result<Inner> {
     let table_env = table_env(&fs, &options);
+    let fs = Arc::clone(&table_env.fs);
     let OnDisk {
         mut metas,
         mut opened,
@@ -221,6 +223,7 @@ pub(super) fn open_read_only(
         )));
     }
     let table_env = table_env(&fs, &options);
+    let fs = Arc::clone(&table_env.fs);
     let on_disk = read_on_disk(&dir, &fs, &options, &table_env)?;
     let snapshot = VersionEdit {
         added: on_disk.metas,
@@ -297,18 +300,29 @@ impl Parts {
 }
 
 /// What the store's tables read through: its own block cache of `block_cache_size` bytes (or
-/// the shared one it was given, or none) and a table cache of `max_open_files`.
+/// the shared one it was given, or none) and a table cache of `max_open_files`, or fewer when
+/// the process's descriptor limit leaves less room. Its `fs`, which the whole store then
+/// uses, meets a shortage of descriptors by having the table cache close files, and retries.
 pub(super) fn table_env(fs: &SharedFs, options: &Options) -> TableEnv {
     let block_cache = match (&options.block_cache, options.block_cache_size) {
         (Some(shared), _) => Some(Arc::clone(shared)),
         (None, 0) => None,
         (None, bytes) => Some(Arc::new(BlockCache::new(bytes))),
     };
+    let room = DescriptorRoom::new(Arc::clone(fs));
+    let fs: SharedFs = room.clone();
+    let capacity = descriptors::table_cache_capacity(options.max_open_files);
+    let table_cache = Arc::new(TableCache::new(Arc::clone(&fs), capacity));
+    // Weak: the cache holds the file system, which must not keep the cache alive.
+    let cache = Arc::downgrade(&table_cache);
+    room.set_make_room(Box::new(move || {
+        cache.upgrade().is_some_and(|cache| cache.make_room())
+    }));
     TableEnv {
-        fs: Arc::clone(fs),
+        fs,
         counters: Arc::new(ReadCounters::default()),
         block_cache,
-        table_cache: Arc::new(TableCache::new(Arc::clone(fs), options.max_open_files)),
+        table_cache,
         store_open: Arc::new(std::sync::atomic::AtomicBool::new(true)),
     }
 }

@@ -4,6 +4,7 @@
 //! operating system's implementation is [`OsFileSystem`]; tests substitute one that injects
 //! faults (failed writes and syncs, a full disk, loss of everything not yet synced).
 
+pub(crate) mod descriptors;
 mod mem;
 mod mmap;
 mod os;

@@ -39,6 +39,21 @@ pub struct ManifestWriter {
     edit_written_unsynced: bool,
 }
 
+/// Writes `snapshot` as the first record of a new manifest at `path`, synced, with its
+/// directory entry durable (CURRENT must not name a file that a power loss could take away).
+fn write_snapshot(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    path: &Path,
+    snapshot: &VersionEdit,
+) -> Result<LogWriter> {
+    let mut log = LogWriter::new(fs.create(path)?);
+    log.add_record(&snapshot.encode())?;
+    log.sync()?;
+    fs.sync_dir(dir)?;
+    Ok(log)
+}
+
 impl ManifestWriter {
     /// Writes a new manifest `MANIFEST-<number>` in `dir` holding `snapshot`, syncs it and its
     /// directory entry, then makes it current ([`set_current`]). The snapshot must set
@@ -61,11 +76,17 @@ impl ManifestWriter {
             ));
         }
         let path = join(dir, &manifest_file_name(number));
-        let mut log = LogWriter::new(fs.create(&path)?);
-        log.add_record(&snapshot.encode())?;
-        log.sync()?;
-        // The manifest's directory entry must be durable before CURRENT can name it.
-        fs.sync_dir(dir)?;
+        let log = match write_snapshot(fs, dir, &path, snapshot) {
+            Ok(log) => log,
+            Err(e) => {
+                // CURRENT does not name it yet: a manifest that never became current would
+                // only be left behind.
+                let _ = fs.remove(&path);
+                return Err(e);
+            }
+        };
+        // Not removed if this fails: the rename inside may have happened, and CURRENT may
+        // name the new manifest after all.
         set_current(fs, dir, number)?;
         let snapshot_len = log.len();
         Ok(ManifestWriter {

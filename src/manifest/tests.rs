@@ -632,3 +632,23 @@ fn sequence_numbers_past_the_largest_a_store_may_use_are_corruption() {
     drop(ManifestWriter::create(&fs, &dir(), 3, &at_the_limit).unwrap());
     assert_eq!(recover_manifest(&fs, &dir()).unwrap().last_seq, MAX_SEQ);
 }
+
+#[test]
+fn a_manifest_that_fails_before_becoming_current_is_removed() {
+    for fault in ["append", "sync", "dir sync"] {
+        let fs = fresh();
+        ManifestWriter::create(&fs, &dir(), 1, &snapshot()).unwrap();
+        match fault {
+            "append" => fs.fail_nth_append(1),
+            "sync" => fs.fail_next_sync(),
+            _ => fs.fail_next_dir_sync(),
+        }
+        assert!(ManifestWriter::create(&fs, &dir(), 2, &snapshot()).is_err());
+        let names = fs.list(&dir()).unwrap();
+        assert!(
+            !names.contains(&manifest_file_name(2)),
+            "{fault}: the failed manifest was left in {names:?}"
+        );
+        assert_eq!(read_current(&fs, &dir()).unwrap(), Some(1), "{fault}");
+    }
+}

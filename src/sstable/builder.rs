@@ -333,7 +333,12 @@ impl TableBuilder {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        self.fs.sync_dir(&dir)?;
+        if let Err(e) = self.fs.sync_dir(&dir) {
+            // The table is in no version yet, and the caller will write it again under another
+            // number: a file left here would be one that nothing names.
+            let _ = self.fs.remove(&self.path);
+            return Err(e);
+        }
 
         let mut props = self.props.clone();
         props.filter_size_bytes = filter_handle.map_or(0, |h| h.size_with_trailer());
