@@ -42,7 +42,7 @@ pub use db::{Checkpoint, Db, DropCause, DroppedWal, RecoveryReport, Snapshot};
 pub use error::{Error, Result};
 pub use iter::DbIterator;
 pub use options::{Options, WalRecoveryMode, WriteOptions};
-pub use repair::{repair, RepairReport};
+pub use repair::{repair, salvage::SalvagedTable, RepairReport};
 pub use sstable::{Compression, FilterPolicy};
 pub use stats::{LevelStats, Stats, TableStats};
 pub use write_batch::WriteBatch;

@@ -370,3 +370,106 @@ fn a_check_beside_writes_and_compactions_finds_nothing_wrong() {
     let stats = db.stats();
     assert!(stats.compactions + stats.trivial_moves > 0);
 }
+
+/// Runs `f` on a thread of its own and fails the test if it does not return in a minute: a
+/// hang must fail the test, not stop the run.
+fn within_a_minute<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, wait) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    wait.recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what} did not return within a minute"))
+}
+
+/// A panic inside a flush or a compaction (a bug, here injected by the file system) is caught
+/// and recorded as a failure, and the job is retried: nothing that waits for background work
+/// hangs, no write is lost, and the failure is counted.
+#[test]
+fn a_panic_inside_a_background_job_is_a_failure_that_is_retried() {
+    for job in ["flush", "compaction"] {
+        let fs = FaultFs::new();
+        let options = common::small_tree_options().file_system(Arc::new(fs.clone()));
+        let db = Arc::new(Db::open("/panics", options).unwrap());
+        for i in 0..300 {
+            db.put(common::key(i), common::value(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_background_work().unwrap();
+        if job == "flush" {
+            fs.panic_next_table_append();
+        }
+        let writer = Arc::clone(&db);
+        within_a_minute("writes", move || {
+            for i in 300..600 {
+                // A write that waits for room while the failed flush pauses before its retry
+                // is refused with the failure: it is written again once the retry succeeded.
+                let mut tries = 0;
+                while let Err(e) = writer.put(common::key(i), common::value(i, 0)) {
+                    assert!(
+                        matches!(&e, Error::Background { reason } if reason.contains("panicked"))
+                    );
+                    tries += 1;
+                    assert!(tries < 1000, "put {i} refused for ever: {e}");
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+        });
+        if job == "compaction" {
+            // Level 0 flushed first: the next table written is the full compaction's.
+            db.flush().unwrap();
+            db.wait_for_background_work().unwrap();
+            fs.panic_next_table_append();
+        }
+        let outcome = {
+            let db = Arc::clone(&db);
+            within_a_minute(job, move || match job {
+                "flush" => db.flush(),
+                _ => db.compact(),
+            })
+        };
+        // A wait that sees a failure happen reports it (the job is retried meanwhile).
+        let panicked_or_ok = |outcome: bloomkv::Result<()>, what: &str| match outcome {
+            Ok(()) => {}
+            Err(Error::Background { reason }) => assert!(reason.contains("panicked"), "{reason}"),
+            Err(e) => panic!("{job}, {what}: {e:?}"),
+        };
+        if job == "compaction" {
+            // The full compaction runs in the caller's thread: its panic is the call's error.
+            assert!(
+                matches!(&outcome, Err(Error::Background { reason }) if reason.contains("a compaction panicked")),
+                "{outcome:?}"
+            );
+        }
+        panicked_or_ok(outcome, job);
+        let waited = {
+            let db = Arc::clone(&db);
+            within_a_minute("waiting for background work", move || {
+                db.wait_for_background_work()
+            })
+        };
+        panicked_or_ok(waited, "waiting");
+        if job == "flush" {
+            assert!(
+                db.stats().background_errors >= 1,
+                "the panic was not counted"
+            );
+        }
+        {
+            let db = Arc::clone(&db);
+            within_a_minute("resume", move || db.resume()).unwrap();
+        }
+        let db_waits = Arc::clone(&db);
+        within_a_minute("waiting", move || db_waits.wait_for_background_work()).unwrap();
+        assert_eq!(db.stats().background_error, None, "{job}");
+        for i in 0..600 {
+            assert_eq!(
+                db.get(common::key(i)).unwrap(),
+                Some(common::value(i, 0)),
+                "{job}"
+            );
+        }
+        let report = within_a_minute("check", move || db.check());
+        assert!(report.is_clean(), "{job}: {:?}", report.problems);
+    }
+}

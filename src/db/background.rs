@@ -4,6 +4,7 @@
 //! job. A job that fails is undone (its new tables deleted) and retried after a growing pause,
 //! kept per kind of job. The manifest is rewritten as a snapshot once its edits grow too long.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -71,10 +72,10 @@ impl Inner {
     /// The flush thread.
     pub(super) fn flush_loop(&self) {
         while let Some(work) = self.next_flush_work() {
-            let result = match work {
+            let result = caught(Job::Flush, || match work {
                 FlushWork::RestartWal => self.restart_wal(),
                 FlushWork::Flush => self.flush_oldest().map(|_| ()),
-            };
+            });
             self.record_outcome(Job::Flush, result);
         }
     }
@@ -85,7 +86,7 @@ impl Inner {
         // could take: until another job ends, nothing has freed a table for it.
         let mut found_nothing_at = None;
         while let Some(turn_began_at) = self.next_compaction_turn(found_nothing_at) {
-            let outcome = match self.compact_once() {
+            let outcome = match caught(Job::Compaction, || self.compact_once()) {
                 Ok(true) => Ok(()),
                 Ok(false) => {
                     self.end_idle_turn();
@@ -321,6 +322,29 @@ impl Inner {
             removed: Vec::new(),
             write_totals: Some(self.counters.write_totals()),
         }
+    }
+}
+
+/// Runs a background job, turning a panic inside it into a failure: recorded and retried as
+/// an I/O error is. A panic that ended the thread would leave the job counted as running, and
+/// every wait for background work (`flush`, `compact`, `resume`, `check`) would wait for ever.
+pub(super) fn caught<T>(job: Job, run: impl FnOnce() -> Result<T>) -> Result<T> {
+    panic::catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        Err(Error::Background {
+            reason: format!("a {} panicked: {message}", job_name(job)),
+        })
+    })
+}
+
+fn job_name(job: Job) -> &'static str {
+    match job {
+        Job::Flush => "flush",
+        Job::Compaction => "compaction",
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::lookup_shape::Span;
 use super::table_writer::{Cuts, NewTables};
-use super::{lock, Counters, Inner, ReadState};
+use super::{lock, Counters, Inner, Job, ReadState};
 use crate::compaction::{self, Compaction, Part};
 use crate::error::Result;
 use crate::manifest::{TableMeta, VersionEdit};
@@ -48,7 +48,8 @@ impl Inner {
             return Ok(());
         };
         let _job = self.start_foreground_job();
-        self.run_compaction(job)
+        // A panic inside is the caller's error, as one in a background job is a failure.
+        super::background::caught(Job::Compaction, || self.run_compaction(job))
     }
 
     fn take_all_tables_when_free(&self) -> Option<Compaction> {

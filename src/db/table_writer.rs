@@ -248,16 +248,7 @@ impl<'a> TableWriter<'a> {
         let table = Table::open_in(&path, self.env).inspect_err(|_| {
             let _ = self.env.fs.remove(&path);
         })?;
-        out.added.push(TableMeta {
-            number,
-            level,
-            file_size: props.file_size,
-            smallest_key: props.smallest_key,
-            largest_key: props.largest_key,
-            smallest_seq: props.smallest_seq,
-            largest_seq: props.largest_seq,
-            entries: props.entries,
-        });
+        out.added.push(TableMeta::of_table(number, level, props));
         out.opened.insert(number, table);
         Ok(())
     }

@@ -112,6 +112,8 @@ impl Inode {
 struct Faults {
     /// Appends still to pass before one fails (`Some(0)`: the next one fails).
     append_countdown: Option<u64>,
+    /// The next append to a table file panics.
+    panic_next_table_append: bool,
     fail_next_sync: bool,
     fail_next_dir_sync: bool,
     space_left: Option<u64>,
@@ -431,6 +433,12 @@ impl FaultFs {
         self.state().faults.append_countdown = Some(n.saturating_sub(1));
     }
 
+    /// Makes the next append to a table file (a name ending in `.sst.tmp`, as flushes and
+    /// compactions write them) panic, once: how a bug inside a background job shows.
+    pub fn panic_next_table_append(&self) {
+        self.state().faults.panic_next_table_append = true;
+    }
+
     /// Makes the next file `sync` fail, once.
     pub fn fail_next_sync(&self) {
         self.state().faults.fail_next_sync = true;
@@ -533,6 +541,11 @@ impl WritableFile for MemWritableFile {
         let mut st = lock_state(&self.state);
         st.check_epoch(self.epoch, "writing", &self.path)?;
         st.mutating_op("writing", &self.path)?;
+        if st.faults.panic_next_table_append && self.path.to_string_lossy().ends_with(".sst.tmp") {
+            st.faults.panic_next_table_append = false;
+            drop(st);
+            panic!("injected panic while writing {}", self.path.display());
+        }
         if let Some(n) = st.faults.append_countdown {
             if n == 0 {
                 st.faults.append_countdown = None;

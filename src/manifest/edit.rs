@@ -25,6 +25,22 @@ pub struct TableMeta {
     pub entries: u64,
 }
 
+impl TableMeta {
+    /// What the manifest records of table `number` at `level`, written with `props`.
+    pub fn of_table(number: u64, level: u32, props: crate::sstable::TableProperties) -> TableMeta {
+        TableMeta {
+            number,
+            level,
+            file_size: props.file_size,
+            smallest_key: props.smallest_key,
+            largest_key: props.largest_key,
+            smallest_seq: props.smallest_seq,
+            largest_seq: props.largest_seq,
+            entries: props.entries,
+        }
+    }
+}
+
 /// The store's write I/O since it was created, as of an edit: what `Stats` reports as write
 /// amplification and stall time, kept in the manifest so that it outlives a reopen (and a
 /// read-only open can report it).

@@ -30,6 +30,7 @@ mod verify;
 pub use block::Block;
 pub use builder::{temp_path, TableBuilder};
 pub use compression::Compression;
+pub(crate) use format::BlockHandle;
 pub use format::{FOOTER_LEN, FORMAT_VERSION, MAGIC, TRAILER_LEN};
 pub use iter::TableIterator;
 pub use options::{FilterPolicy, TableOptions, MAX_BLOCK_SIZE};

@@ -249,7 +249,40 @@ fn repair(dir: &Path) -> Result<(), Failure> {
             ),
         );
     }
-    text += "the store opens again\n";
+    for table in &report.salvaged {
+        text += &format!(
+            "damaged table {} (level {}): {}\n  kept {} and {}, dropped {} and {}; {}; the damaged file is now {}\n",
+            table.file,
+            table.level,
+            table.damage,
+            counted(table.blocks_kept, "block", "blocks"),
+            counted(table.entries_kept, "entry", "entries"),
+            counted(table.blocks_dropped, "block", "blocks"),
+            counted(table.entries_lost, "entry", "entries"),
+            match &table.replaced_by {
+                Some(name) => format!("what was kept is in {name}"),
+                None => "nothing of it was kept".to_string(),
+            },
+            table.moved_to.display(),
+        );
+    }
+    if !report.salvaged.is_empty() {
+        text += &format!(
+            "lost {} of damaged tables\n",
+            counted(report.table_entries_lost(), "entry", "entries")
+        );
+    }
+    // The repair is judged as `check` judges the store: what it could not mend fails it.
+    let after = bloomkv::check::check_store_with(Arc::new(OsFileSystem), dir)?;
+    if !after.is_clean() {
+        emit(&text)?;
+        let problems: Vec<String> = after.problems.iter().map(|p| p.to_string()).collect();
+        return Err(Failure::from(format!(
+            "the store opens, but check still finds damage: {}",
+            problems.join("; ")
+        )));
+    }
+    text += "the store opens again and check finds no damage\n";
     emit(&text)
 }
 

@@ -1,6 +1,10 @@
 //! Making a damaged store open again: a lost `CURRENT` is pointed at the newest manifest that
-//! is intact and whose files are all there, and the WAL is replayed keeping every intact
-//! record ([`WalRecoveryMode::Salvage`]); what is dropped is reported.
+//! is intact and whose files are all there; every live table is checked block by block, and a
+//! damaged one is rewritten from its intact blocks (the original moved to `lost/`, see
+//! [`salvage`]); the WAL is replayed keeping every intact record
+//! ([`WalRecoveryMode::Salvage`]). What is dropped is reported.
+
+pub mod salvage;
 
 use std::path::Path;
 
@@ -10,6 +14,7 @@ use crate::filename::{self, FileKind};
 use crate::fs::FileSystem;
 use crate::manifest;
 use crate::options::{Options, WalRecoveryMode};
+use salvage::SalvagedTable;
 
 /// What [`repair`] did.
 #[derive(Debug, Clone, Default)]
@@ -18,8 +23,25 @@ pub struct RepairReport {
     pub restored_current: Option<String>,
     /// Manifests passed over while looking for one to restore, and why.
     pub unusable_manifests: Vec<(String, String)>,
+    /// Damaged tables, each rewritten from its intact blocks (or dropped when none were).
+    pub salvaged: Vec<SalvagedTable>,
     /// What replaying the WAL kept and dropped.
     pub recovery: RecoveryReport,
+}
+
+impl RepairReport {
+    /// Entries of damaged tables that are gone.
+    pub fn table_entries_lost(&self) -> u64 {
+        self.salvaged.iter().map(|t| t.entries_lost).sum()
+    }
+
+    /// Whether the repair dropped anything: entries of tables, or records of the WAL.
+    pub fn dropped_anything(&self) -> bool {
+        self.salvaged
+            .iter()
+            .any(|t| t.entries_lost > 0 || t.blocks_dropped > 0)
+            || !self.recovery.dropped.is_empty()
+    }
 }
 
 /// Repairs the store at `path` (see the module documentation); the store must not be open.
@@ -31,10 +53,13 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
     let dir = path.as_ref();
     let fs = options.file_system.as_ref();
     let mut report = RepairReport::default();
-    if !fs.exists(&dir.join(filename::CURRENT)) {
+    {
         let _lock = fs.lock(&dir.join(filename::LOCK))?;
-        let restored = restore_current(fs, dir, &mut report.unusable_manifests)?;
-        report.restored_current = Some(restored);
+        if !fs.exists(&dir.join(filename::CURRENT)) {
+            let restored = restore_current(fs, dir, &mut report.unusable_manifests)?;
+            report.restored_current = Some(restored);
+        }
+        report.salvaged = salvage::salvage_tables(&options.file_system, dir, &options)?;
     }
     let db = Db::open(
         dir,

@@ -1,0 +1,188 @@
+//! Salvaging damaged tables, as LevelDB's `RepairDB` does: every live table is read and
+//! checked block by block; a damaged one is rewritten from its intact data blocks into a new
+//! table at the same level, its damaged blocks (and a table that cannot be opened at all) are
+//! counted as lost, and the original moves to `lost/`, never deleted. The manifest is then
+//! rewritten to name what survived.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::entry::Entry;
+use crate::error::Result;
+use crate::filename;
+use crate::filter::FilterParams;
+use crate::fs::{FileSystem, SharedFs};
+use crate::manifest::{self, ManifestWriter, RecoveredManifest, TableMeta, VersionEdit};
+use crate::metrics::ReadCounters;
+use crate::options::Options;
+use crate::sstable::{verify_table, FilterPolicy, Table, TableBuilder, TableOptions};
+
+/// The directory, inside the store's, where damaged files are moved.
+pub const LOST_DIR: &str = "lost";
+
+/// What became of one damaged table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SalvagedTable {
+    /// The damaged table's file name, and its level.
+    pub file: String,
+    pub level: u32,
+    /// Why it was taken for damaged: the first error a full check of it found.
+    pub damage: String,
+    /// Data blocks whose entries were kept, and blocks dropped (unreadable, failing their
+    /// checksum, or not in order after the blocks kept before them).
+    pub blocks_kept: u64,
+    pub blocks_dropped: u64,
+    /// Entries kept in the new table, and entries the manifest counted in the damaged one that
+    /// are not there.
+    pub entries_kept: u64,
+    pub entries_lost: u64,
+    /// The table written from the intact blocks, if any was.
+    pub replaced_by: Option<String>,
+    /// Where the damaged file now is.
+    pub moved_to: PathBuf,
+}
+
+/// Checks every table the current manifest names; salvages the damaged ones and rewrites the
+/// manifest when there were any. The caller holds the store's lock.
+pub fn salvage_tables(fs: &SharedFs, dir: &Path, options: &Options) -> Result<Vec<SalvagedTable>> {
+    let recovered = manifest::recover_manifest(fs.as_ref(), dir)?;
+    let mut next_file = recovered.next_file_number;
+    let mut kept: Vec<TableMeta> = Vec::new();
+    let mut salvaged = Vec::new();
+    for meta in &recovered.tables {
+        let path = dir.join(filename::table_file_name(meta.number));
+        let damage = match verify_table(Arc::clone(fs), &path) {
+            Ok(_) => {
+                kept.push(meta.clone());
+                continue;
+            }
+            Err(e) => e.to_string(),
+        };
+        let number = next_file;
+        next_file += 1;
+        let (outcome, new_meta) = salvage_one(fs, dir, options, meta, number, damage)?;
+        kept.extend(new_meta);
+        salvaged.push(outcome);
+    }
+    if !salvaged.is_empty() {
+        rewrite_manifest(fs.as_ref(), dir, &recovered, kept, next_file)?;
+    }
+    Ok(salvaged)
+}
+
+/// Rewrites the intact blocks of the damaged table `meta` into table `number`, then moves
+/// the damaged file to `lost/`.
+fn salvage_one(
+    fs: &SharedFs,
+    dir: &Path,
+    options: &Options,
+    meta: &TableMeta,
+    number: u64,
+    damage: String,
+) -> Result<(SalvagedTable, Option<TableMeta>)> {
+    let name = filename::table_file_name(meta.number);
+    let path = dir.join(&name);
+    let new_path = dir.join(filename::table_file_name(number));
+    let mut outcome = SalvagedTable {
+        file: name.clone(),
+        level: meta.level,
+        damage,
+        blocks_kept: 0,
+        blocks_dropped: 0,
+        entries_kept: 0,
+        entries_lost: meta.entries,
+        replaced_by: None,
+        moved_to: dir.join(LOST_DIR).join(&name),
+    };
+    let mut new_meta = None;
+    // A table whose footer, index or properties cannot be read keeps nothing.
+    if let Ok(table) = Table::open(Arc::clone(fs), &path, Arc::new(ReadCounters::new())) {
+        let builder_options = TableOptions {
+            block_size: options.block_size,
+            filter_policy: policy_like(table.inner.properties.filter),
+            compression: options.compression,
+            ..TableOptions::default()
+        };
+        let mut builder =
+            TableBuilder::new(Arc::clone(fs), &new_path, builder_options, meta.entries)?;
+        let mut last: Option<(Vec<u8>, u64)> = None;
+        for separator in table.inner.index.entries_from(0) {
+            match intact_entries(&table, separator.handle, last.as_ref()) {
+                Some(entries) => {
+                    for entry in &entries {
+                        builder.add(entry)?;
+                    }
+                    if let Some(e) = entries.last() {
+                        last = Some((e.key.clone(), e.seq));
+                    }
+                    outcome.blocks_kept += 1;
+                    outcome.entries_kept += entries.len() as u64;
+                }
+                None => outcome.blocks_dropped += 1,
+            }
+        }
+        if outcome.entries_kept > 0 {
+            let props = builder.finish()?;
+            new_meta = Some(TableMeta::of_table(number, meta.level, props));
+            outcome.replaced_by = Some(filename::table_file_name(number));
+        } else {
+            builder.abandon()?;
+        }
+    }
+    outcome.entries_lost = meta.entries.saturating_sub(outcome.entries_kept);
+    fs.create_dir_all(&dir.join(LOST_DIR))?;
+    fs.rename(&path, &outcome.moved_to)?;
+    fs.sync_dir(&dir.join(LOST_DIR))?;
+    fs.sync_dir(dir)?;
+    Ok((outcome, new_meta))
+}
+
+/// The entries of one data block, when the block reads back whole (checksum, decoding) and
+/// its first entry sorts after `after`, the last entry kept before it.
+fn intact_entries(
+    table: &Table,
+    handle: crate::sstable::BlockHandle,
+    after: Option<&(Vec<u8>, u64)>,
+) -> Option<Vec<Entry>> {
+    let mut it = table.inner.read_data_block(handle).ok()?;
+    let mut entries = Vec::new();
+    while let Some(entry) = it.next_entry().ok()? {
+        entries.push(entry);
+    }
+    let first = entries.first()?;
+    let in_order = after.is_none_or(|(key, seq)| {
+        crate::entry::entry_order(&first.key, first.seq, key, *seq).is_gt()
+    });
+    in_order.then_some(entries)
+}
+
+/// The filter a damaged table had, for its replacement: the same bits per key and hashes,
+/// or the default rate when its filter is unknown.
+fn policy_like(filter: Option<(u32, u32, f64)>) -> FilterPolicy {
+    match filter.map(|(bits, hashes, _)| FilterParams::new(bits, hashes)) {
+        Some(Ok(params)) => FilterPolicy::Params(params),
+        _ => FilterPolicy::default(),
+    }
+}
+
+/// Writes a new manifest naming `tables`, with the rest of the state as recovered, and makes
+/// it current.
+fn rewrite_manifest(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    recovered: &RecoveredManifest,
+    tables: Vec<TableMeta>,
+    next_file: u64,
+) -> Result<()> {
+    let number = next_file;
+    let snapshot = VersionEdit {
+        log_number: Some(recovered.log_number),
+        next_file_number: Some(number + 1),
+        last_seq: Some(recovered.last_seq),
+        added: tables,
+        removed: Vec::new(),
+        write_totals: recovered.write_totals.clone(),
+    };
+    ManifestWriter::create(fs, dir, number, &snapshot)?;
+    Ok(())
+}
