@@ -1771,3 +1771,31 @@ fn repair_restores_a_lost_current() {
     );
     assert_eq!(kv(&db, &["scan", "--keys-only"]).lines().len(), 1_000);
 }
+
+#[test]
+fn check_counts_the_logs_it_read_and_names_their_damage() {
+    let (_tmp, db) = store_with_a_damaged_wal();
+    let run = kv(&db, &["check"]);
+    let error = run.fails(2, "damaged file");
+    assert!(error.contains(".log"), "{error}");
+    let out = run.out();
+    assert!(
+        out.contains("and 1 log (") && out.contains("1 of them damaged"),
+        "{out}"
+    );
+    assert!(
+        out.contains("damage: corruption in ") && out.contains(".log"),
+        "{out}"
+    );
+    // What a salvaging read keeps of the damaged log is counted: most of its 300 records.
+    let intact: u64 = out
+        .split("1 log (")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no record count in {out}"));
+    assert!(
+        (250..=300).contains(&intact),
+        "{intact} intact records: {out}"
+    );
+}

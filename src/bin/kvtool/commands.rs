@@ -749,12 +749,16 @@ fn check(dir: &Path) -> Result<(), Failure> {
             path.display()
         );
     }
+    let damaged_logs = match report.damaged_logs {
+        0 => String::new(),
+        n => format!(", {n} of them damaged"),
+    };
     out += &format!(
-        "checked {} ({}) and {} ({})\n",
+        "checked {} ({}) and {} ({}{damaged_logs})\n",
         counted(report.tables_ok as u64, "table", "tables"),
         counted(report.table_entries, "entry", "entries"),
         counted(report.logs as u64, "log", "logs"),
-        counted(report.log_records, "record", "records"),
+        counted(report.log_records, "intact record", "intact records"),
     );
     for path in &report.unreferenced {
         out += &format!(
