@@ -473,3 +473,36 @@ fn a_panic_inside_a_background_job_is_a_failure_that_is_retried() {
         assert!(report.is_clean(), "{job}: {:?}", report.problems);
     }
 }
+
+/// A group's leader that panics after its records reached the WAL leaves their sequence
+/// numbers taken: a later write never shares a number with one of them, so it is never hidden
+/// by them, now or after a reopen. Writes are refused until a new log is started.
+#[test]
+fn a_leader_that_panics_after_logging_leaves_no_number_to_reuse() {
+    let fs = FaultFs::new();
+    let options = || Options::default().file_system(Arc::new(fs.clone()));
+    let db = Db::open("/leader", options()).unwrap();
+    db.put("before", "1").unwrap();
+    fs.panic_next_wal_sync();
+    let mut batch = bloomkv::WriteBatch::new();
+    batch.put("a", "from the panicked group");
+    batch.put("b", "from the panicked group");
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        db.write_opt(batch, &bloomkv::WriteOptions::synced())
+    }));
+    assert!(panicked.is_err(), "the injected panic reached the writer");
+    // Until a new log is started the store takes no write; resume starts one.
+    match db.put("b", "acknowledged later") {
+        Err(Error::WritesRefused { reason }) => assert!(reason.contains("panicked"), "{reason}"),
+        Ok(()) => {}
+        Err(e) => panic!("{e:?}"),
+    }
+    db.resume().unwrap();
+    db.put("b", "acknowledged later").unwrap();
+    assert_eq!(db.get("b").unwrap(), Some(b"acknowledged later".to_vec()));
+    assert_eq!(db.get("before").unwrap(), Some(b"1".to_vec()));
+    db.close().unwrap();
+    let db = Db::open("/leader", options()).unwrap();
+    assert_eq!(db.get("b").unwrap(), Some(b"acknowledged later".to_vec()));
+    assert_eq!(db.get("before").unwrap(), Some(b"1".to_vec()));
+}

@@ -57,6 +57,15 @@ impl Inner {
         let outcome = match written {
             Ok(outcome) => outcome,
             Err(payload) => {
+                // Numbers the group took may be in the WAL and, for some members, in the
+                // memtable: the next group must not take them again, or one of its writes and
+                // one of these would share a number and recovery could not tell which is
+                // newer. And the log may end in part of a record: a new one is started before
+                // any write is taken (as after a failed append).
+                if let Some(last_seq) = group.last_seq {
+                    self.visible_seq.fetch_max(last_seq, Ordering::AcqRel);
+                }
+                self.fail_wal("the writer leading a group panicked".into());
                 // The members must not wait for ever for a leader that is gone.
                 self.write_queue.finish(&group, || {
                     Err(Error::WritesRefused {
@@ -83,6 +92,7 @@ impl Inner {
         self.wait_for_room(&writer, bytes)?;
         let (first_seq, last_seq) =
             next_seqs(self.visible_seq.load(Ordering::Acquire), group.ops())?;
+        group.last_seq = Some(last_seq);
         let mut seq = first_seq;
         for member in &mut group.members {
             WriteBatch::set_first_seq(&mut member.record, seq);

@@ -30,6 +30,7 @@ use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use super::lock;
+use crate::entry::SeqNo;
 use crate::error::Result;
 use crate::write_batch::WriteBatch;
 
@@ -70,6 +71,8 @@ pub(super) enum Turn {
 /// The batches one leader writes.
 pub(super) struct Group {
     pub(super) members: Vec<Pending>,
+    /// The last sequence number given to the group's records, once the leader numbered them.
+    pub(super) last_seq: Option<SeqNo>,
 }
 
 impl Group {
@@ -235,7 +238,10 @@ fn take_group(waiting: &mut VecDeque<Pending>) -> Group {
         bytes += next.record.len();
         members.extend(waiting.pop_front());
     }
-    Group { members }
+    Group {
+        members,
+        last_seq: None,
+    }
 }
 
 #[cfg(test)]

@@ -114,6 +114,8 @@ struct Faults {
     append_countdown: Option<u64>,
     /// The next append to a table file panics.
     panic_next_table_append: bool,
+    /// The next sync of a WAL file panics.
+    panic_next_wal_sync: bool,
     fail_next_sync: bool,
     fail_next_dir_sync: bool,
     space_left: Option<u64>,
@@ -439,6 +441,12 @@ impl FaultFs {
         self.state().faults.panic_next_table_append = true;
     }
 
+    /// Makes the next `sync` of a WAL file (a name ending in `.log`) panic, once, after the
+    /// bytes appended before it are in the file: how a bug in a group's leader shows.
+    pub fn panic_next_wal_sync(&self) {
+        self.state().faults.panic_next_wal_sync = true;
+    }
+
     /// Makes the next file `sync` fail, once.
     pub fn fail_next_sync(&self) {
         self.state().faults.fail_next_sync = true;
@@ -583,6 +591,11 @@ impl WritableFile for MemWritableFile {
         let mut st = lock_state(&self.state);
         st.check_epoch(self.epoch, "syncing", &self.path)?;
         st.mutating_op("syncing", &self.path)?;
+        if st.faults.panic_next_wal_sync && self.path.to_string_lossy().ends_with(".log") {
+            st.faults.panic_next_wal_sync = false;
+            drop(st);
+            panic!("injected panic while syncing {}", self.path.display());
+        }
         if st.faults.fail_next_sync {
             st.faults.fail_next_sync = false;
             return Err(injected(
