@@ -282,3 +282,40 @@ fn resume_after_a_full_disk_leaves_no_stale_failure() {
     }
     assert_all_readable(&db, i, "after resume");
 }
+
+/// When no new log can be started (every directory sync fails), the full memtable cannot be
+/// frozen: it takes writes up to twice its size, and then writes get the failure instead of
+/// memory growing without bound. Once the fault is gone, writes go on and nothing is lost.
+#[test]
+fn a_memtable_that_cannot_be_frozen_stops_growing() {
+    let fs = FaultFs::new();
+    let db = Db::open(DIR, options(&fs)).unwrap();
+    let memtable_size = options(&fs).memtable_size as u64;
+    fill(&db, 0, 20);
+    fs.set_dir_syncs_fail(true);
+    let mut acked = 20;
+    let mut refused = 0;
+    for i in 20..2_000 {
+        match put(&db, i, false) {
+            Ok(()) => acked = i + 1,
+            Err(_) => {
+                refused += 1;
+                break;
+            }
+        }
+    }
+    assert_eq!(
+        refused, 1,
+        "every write was taken while no memtable could be frozen"
+    );
+    let held = db.stats().memtable_bytes;
+    assert!(
+        held < 3 * memtable_size,
+        "the memtable grew to {held} bytes against {memtable_size}"
+    );
+    fs.set_dir_syncs_fail(false);
+    for i in acked..acked + 200 {
+        put(&db, i, false).unwrap();
+    }
+    assert_all_readable(&db, acked + 200, "after the fault");
+}

@@ -88,6 +88,12 @@ impl Inner {
     fn write_group(&self, group: &mut Group) -> Result<()> {
         let mut writer = lock(&self.writer);
         self.refuse_if_failed()?;
+        // A memtable is frozen once full, by the write that fills it or a later one; when that
+        // keeps failing (no new log can be started), it takes writes up to twice its size and
+        // then they get the failure, rather than memory growing without bound.
+        if self.read_state().mem.approximate_bytes() >= 2 * self.options.memtable_size {
+            self.freeze_memtable(&mut writer)?;
+        }
         let bytes = group.members.iter().map(|m| m.record.len() as u64).sum();
         self.wait_for_room(&writer, bytes)?;
         let (first_seq, last_seq) =

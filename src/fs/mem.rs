@@ -118,6 +118,8 @@ struct Faults {
     panic_next_wal_sync: bool,
     fail_next_sync: bool,
     fail_next_dir_sync: bool,
+    /// While true, every directory sync fails.
+    dir_syncs_fail: bool,
     space_left: Option<u64>,
     read_countdown: Option<u64>,
     reads_fail: bool,
@@ -455,6 +457,12 @@ impl FaultFs {
     /// Makes the next `sync_dir` fail, once.
     pub fn fail_next_dir_sync(&self) {
         self.state().faults.fail_next_dir_sync = true;
+    }
+
+    /// While `fail` is true, every directory sync fails (a new WAL file, for one, cannot be
+    /// made durable, so none can be started).
+    pub fn set_dir_syncs_fail(&self, fail: bool) {
+        self.state().faults.dir_syncs_fail = fail;
     }
 
     /// The disk accepts `bytes` more appended bytes; `None` removes the limit.
@@ -825,7 +833,7 @@ impl FileSystem for FaultFs {
         if !st.dir_exists(dir) {
             return Err(not_found("syncing directory", dir));
         }
-        if st.faults.fail_next_dir_sync {
+        if st.faults.fail_next_dir_sync || st.faults.dir_syncs_fail {
             st.faults.fail_next_dir_sync = false;
             return Err(injected(
                 format!("syncing directory {}", dir.display()),
