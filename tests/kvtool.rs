@@ -1799,3 +1799,36 @@ fn check_counts_the_logs_it_read_and_names_their_damage() {
         "{intact} intact records: {out}"
     );
 }
+
+/// A damaged data block met by a read, after the open, comes with what to run; `repair` then
+/// keeps every other key, says what it lost, and `check` is clean.
+#[test]
+fn a_damaged_data_block_points_to_check_and_repair() {
+    let (_tmp, db) = store();
+    kv_stdin(&db, &["load"], numbered_pairs(2_000).as_bytes()).ok();
+    let table = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "sst"))
+        .unwrap();
+    // The first data block starts at offset 0 and holds the first keys.
+    damage(&table, 30, 4, 0x5a);
+    let error = kv(&db, &["get", "key000000"]).fails(2, "corruption");
+    assert!(
+        error.contains("check") && error.contains("repair"),
+        "{error}"
+    );
+    let out = kv(&db, &["repair"]).ok();
+    assert!(
+        out.contains("damaged table") && out.contains("lost/"),
+        "{out}"
+    );
+    assert!(out.ends_with("check finds no damage\n"), "{out}");
+    let kept = kv(&db, &["scan", "--keys-only"]).lines().len();
+    assert!((1_800..2_000).contains(&kept), "{kept} of 2,000 kept");
+    assert_eq!(
+        kv(&db, &["get", "key001999"]).ok(),
+        format!("value-001999-{}\n", "v".repeat(1999 % 40))
+    );
+    assert!(kv(&db, &["check"]).ok().ends_with("OK\n"));
+}

@@ -210,35 +210,16 @@ fn open(dir: &Path, options: Options, create: bool) -> Result<Db, Failure> {
     if !create {
         require_store(dir)?;
     }
-    let db = Db::open(dir, options.create_if_missing(create)).map_err(|e| with_advice(e, dir))?;
+    let db = Db::open(dir, options.create_if_missing(create))?;
     note_dropped_wal(&db);
     Ok(db)
-}
-
-/// A damaged file met at open, with what to run about it.
-fn with_advice(error: bloomkv::Error, dir: &Path) -> Failure {
-    let bloomkv::Error::Corruption { file, .. } = &error else {
-        return Failure::from(error);
-    };
-    let store = dir.display();
-    let advice = match file.extension().and_then(|e| e.to_str()) {
-        Some("log") => format!(
-            "read past the damage with --wal-recovery salvage (or point-in-time), or run \
-             `kvtool --db {store} repair` to keep every intact record for good"
-        ),
-        _ => format!(
-            "run `kvtool --db {store} check` to see the damage and `kvtool --db {store} repair` \
-             to keep what is intact"
-        ),
-    };
-    Failure::from(format!("{error}; {advice}"))
 }
 
 /// Opens the store for a command that only reads: nothing on disk changes.
 fn open_read_only(dir: &Path, wal: &WalRecovery) -> Result<Db, Failure> {
     require_store(dir)?;
     let options = Options::default().wal_recovery_mode(wal_recovery_mode(wal));
-    let db = Db::open_read_only(dir, options).map_err(|e| with_advice(e, dir))?;
+    let db = Db::open_read_only(dir, options)?;
     note_dropped_wal(&db);
     Ok(db)
 }

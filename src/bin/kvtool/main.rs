@@ -36,13 +36,37 @@ pub struct Failure {
     pub message: String,
 }
 
-impl<E: std::fmt::Display> From<E> for Failure {
+impl<E: std::fmt::Display + 'static> From<E> for Failure {
     fn from(e: E) -> Failure {
+        let advice = (&e as &dyn std::any::Any)
+            .downcast_ref::<bloomkv::Error>()
+            .and_then(advice_for);
         Failure {
             code: ERROR,
-            message: e.to_string(),
+            message: match advice {
+                Some(advice) => format!("{e}; {advice}"),
+                None => e.to_string(),
+            },
         }
     }
+}
+
+/// What to run about a damaged file of a store, whichever command met it.
+pub fn advice_for(error: &bloomkv::Error) -> Option<String> {
+    let bloomkv::Error::Corruption { file, .. } = error else {
+        return None;
+    };
+    let store = file.parent()?.display();
+    Some(match file.extension().and_then(|e| e.to_str()) {
+        Some("log") => format!(
+            "read past the damage with --wal-recovery salvage (or point-in-time), or run \
+             `kvtool --db {store} repair` to keep every intact record for good"
+        ),
+        _ => format!(
+            "run `kvtool --db {store} check` to see the damage and `kvtool --db {store} repair` \
+             to keep what is intact"
+        ),
+    })
 }
 
 /// A failure to write to stdout. A closed pipe (`kvtool dump | head`) is the reader's choice,
