@@ -449,12 +449,11 @@ fn a_panic_inside_a_background_job_is_a_failure_that_is_retried() {
             })
         };
         panicked_or_ok(waited, "waiting");
-        if job == "flush" {
-            assert!(
-                db.stats().background_errors >= 1,
-                "the panic was not counted"
-            );
-        }
+        // Counted in the one record of failures, whichever thread ran the job.
+        assert!(
+            db.stats().background_errors >= 1,
+            "{job}: the panic was not counted"
+        );
         {
             let db = Arc::clone(&db);
             within_a_minute("resume", move || db.resume()).unwrap();

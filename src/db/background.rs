@@ -170,9 +170,18 @@ impl Inner {
         self.background_cv.notify_all();
     }
 
-    /// The failure of a flush or compaction that still stands, as an error.
+    /// The failure of a flush or compaction that still stands, as an error. A failure of a
+    /// kind of job with nothing left to do is moot (a failed full compaction of a tree that
+    /// needs none, say): it is cleared, not reported.
     pub(super) fn standing_failure(&self) -> Result<()> {
-        let background = lock(&self.background);
+        let state = self.read_state();
+        let mut background = lock(&self.background);
+        if state.immutable.is_empty() {
+            *background.failure_mut(Job::Flush) = None;
+        }
+        if !compaction::needs_compaction(&state.version, &self.options) {
+            *background.failure_mut(Job::Compaction) = None;
+        }
         match [Job::Flush, Job::Compaction]
             .iter()
             .find_map(|&job| background.failure(job).as_ref())
@@ -190,6 +199,19 @@ impl Inner {
         let mut background = lock(&self.background);
         background.running -= 1;
         background.jobs_ended += 1;
+        self.note_outcome(&mut background, job, &result);
+        drop(background);
+        self.background_cv.notify_all();
+    }
+
+    /// The one record of what failed: a job of `job`'s kind ended with `result`, whether a
+    /// background thread or a caller (`Db::compact`, `Db::resume`) ran it.
+    pub(super) fn note_outcome(
+        &self,
+        background: &mut BackgroundState,
+        job: Job,
+        result: &Result<()>,
+    ) {
         match result {
             Ok(()) => *background.failure_mut(job) = None,
             Err(e) => {
@@ -199,11 +221,9 @@ impl Inner {
                     attempts,
                     retry_at: Instant::now() + retry_pause(attempts - 1),
                 });
-                self.count_failure(&mut background);
+                self.count_failure(background);
             }
         }
-        drop(background);
-        self.background_cv.notify_all();
     }
 
     /// Keeps every background job from starting, and waits for the running ones to end, until

@@ -49,7 +49,12 @@ impl Inner {
         };
         let _job = self.start_foreground_job();
         // A panic inside is the caller's error, as one in a background job is a failure.
-        super::background::caught(Job::Compaction, || self.run_compaction(job))
+        let result = super::background::caught(Job::Compaction, || self.run_compaction(job));
+        // Recorded as a background compaction's outcome is: a failure stands (and pauses
+        // compactions) until a compaction succeeds, a success clears one that stood.
+        self.note_outcome(&mut lock(&self.background), Job::Compaction, &result);
+        self.background_cv.notify_all();
+        result
     }
 
     fn take_all_tables_when_free(&self) -> Option<Compaction> {

@@ -299,7 +299,7 @@ impl Inner {
         // Every frozen memtable is flushed: whatever flush failed before has been done here,
         // and a failure left standing would fail writes that wait for room until the flush
         // thread's next success.
-        *background.failure_mut(Job::Flush) = None;
+        self.note_outcome(&mut background, Job::Flush, &Ok(()));
         drop(background);
         self.background_cv.notify_all();
         Ok(())
