@@ -222,6 +222,24 @@ impl Options {
         self
     }
 
+    /// Sets how many frozen memtables may wait for their flush before writers stall.
+    pub fn max_immutable_memtables(mut self, count: usize) -> Self {
+        self.max_immutable_memtables = count;
+        self
+    }
+
+    /// Sets the target size of a data block's contents in bytes (at most 64 MiB).
+    pub fn block_size(mut self, bytes: usize) -> Self {
+        self.block_size = bytes;
+        self
+    }
+
+    /// Sets the number of levels (2 to 32).
+    pub fn num_levels(mut self, levels: usize) -> Self {
+        self.num_levels = levels;
+        self
+    }
+
     /// Sets the size ratio between adjacent levels.
     pub fn level_size_ratio(mut self, ratio: u64) -> Self {
         self.level_size_ratio = ratio;

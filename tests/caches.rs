@@ -474,7 +474,7 @@ fn many_more_tables_than_open_files_match_a_model() {
             87..=98 => {
                 let start = key(i);
                 let got: Vec<(Vec<u8>, Vec<u8>)> = db
-                    .range(Bound::Included(&start[..]), Bound::Unbounded)
+                    .range::<&[u8], _>((Bound::Included(&start[..]), Bound::Unbounded))
                     .take(40)
                     .collect::<Result<_>>()
                     .unwrap();

@@ -39,10 +39,7 @@ fn readers_see_written_values_during_writes_flushes_and_compactions() {
                     i += 7;
                     checks += 1;
                     if checks.is_multiple_of(500) {
-                        let n = db
-                            .range(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
-                            .take(50)
-                            .count();
+                        let n = db.range::<&[u8], _>(..).take(50).count();
                         assert!(n > 0);
                     }
                 }

@@ -31,7 +31,9 @@ fn random_value(rng: &mut SmallRng) -> Vec<u8> {
 }
 
 fn scan(db: &Db, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Vec<(Vec<u8>, Vec<u8>)> {
-    db.range(start, end).map(|r| r.expect("scan")).collect()
+    db.range::<&[u8], _>((start, end))
+        .map(|r| r.expect("scan"))
+        .collect()
 }
 
 fn model_range(model: &Model, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Vec<(Vec<u8>, Vec<u8>)> {

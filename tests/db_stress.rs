@@ -284,7 +284,7 @@ fn scan(db: &Db, expected: &Expected, keys: &[u64], rng: &mut SmallRng) -> bloom
     let from = key(rng.gen_range(0..KEYS));
     let mut last: Option<Vec<u8>> = None;
     for item in db
-        .range(Bound::Included(&from[..]), Bound::Unbounded)
+        .range::<&[u8], _>((Bound::Included(&from[..]), Bound::Unbounded))
         .take(40)
     {
         let (name, v) = item?;

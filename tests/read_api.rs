@@ -361,3 +361,58 @@ fn lookups_find_their_table_in_a_long_level() {
         assert_eq!(value, &expected, "key {i}");
     }
 }
+
+/// `range` takes what `BTreeMap::range` takes: ranges of `&str`, of `Vec<u8>`, open and
+/// inclusive ones, and a pair of bounds; on the store and on a snapshot.
+#[test]
+fn range_takes_rust_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default()).unwrap();
+    for k in ["a", "b", "c", "d"] {
+        db.put(k, k).unwrap();
+    }
+    let keys = |it: bloomkv::DbIterator| -> Vec<String> {
+        it.map(|r| String::from_utf8(r.unwrap().0).unwrap())
+            .collect()
+    };
+    assert_eq!(keys(db.range("a".."c")), ["a", "b"]);
+    assert_eq!(keys(db.range("b"..)), ["b", "c", "d"]);
+    assert_eq!(keys(db.range(..="c")), ["a", "b", "c"]);
+    assert_eq!(keys(db.range(b"b".to_vec()..b"d".to_vec())), ["b", "c"]);
+    assert_eq!(keys(db.range::<&[u8], _>(..)), ["a", "b", "c", "d"]);
+    let bounds = (
+        std::ops::Bound::Excluded(&b"a"[..]),
+        std::ops::Bound::Included(&b"c"[..]),
+    );
+    assert_eq!(keys(db.range::<&[u8], _>(bounds)), ["b", "c"]);
+    let snapshot = db.snapshot();
+    db.put("bb", "later").unwrap();
+    assert_eq!(keys(snapshot.range("a"..="c")), ["a", "b", "c"]);
+    assert_eq!(keys(db.range("a"..="c")), ["a", "b", "bb", "c"]);
+}
+
+/// The builders cover the options a store checks at open.
+#[test]
+fn every_sized_option_has_a_builder() {
+    let options = bloomkv::Options::default()
+        .block_size(8 * 1024)
+        .num_levels(5)
+        .max_immutable_memtables(3)
+        .l0_compaction_trigger(2)
+        .l0_write_triggers(6, 9);
+    assert_eq!(
+        (
+            options.block_size,
+            options.num_levels,
+            options.max_immutable_memtables
+        ),
+        (8 * 1024, 5, 3)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = bloomkv::Db::open(dir.path(), options).unwrap();
+    db.put("k", "v").unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.get("k").unwrap(), Some(b"v".to_vec()));
+    let bad = bloomkv::Options::default().num_levels(1);
+    assert!(bloomkv::Db::open(dir.path().join("other"), bad).is_err());
+}

@@ -158,7 +158,7 @@ impl LogStore {
         // Without an end: the first key after every entry key.
         let end_key = end.map_or(vec![ENTRY_PREFIX + 1], |e| entry_key(e).to_vec());
         self.db
-            .range(Bound::Included(&start_key), Bound::Excluded(&end_key))
+            .range(start_key.to_vec()..end_key)
             .map(|item| item.map_err(|e| logs_error(ErrorVerb::Read, e)))
             .collect()
     }

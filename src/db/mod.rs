@@ -6,7 +6,7 @@
 //! `compact` (one job of each kind, and the manifest edit that ends it), `recovery` (opening a
 //! store) and `table_writer` (new table files).
 
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -504,9 +504,11 @@ impl Db {
             .iter(Bound::Unbounded, Bound::Unbounded, None, None)
     }
 
-    /// Pairs with keys in `[start, end)` bounds, in key order, as of now.
-    pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> DbIterator {
-        self.inner.iter(start, end.map(|k| k.to_vec()), None, None)
+    /// Pairs with keys in `range`, in key order, as of now. Takes what `BTreeMap::range`
+    /// takes: `db.range("a".."c")`, `db.range(b"k".to_vec()..)`, or a pair of `Bound`s.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
+        let (start, end) = byte_bounds(&range);
+        self.inner.iter(start, end.map(<[u8]>::to_vec), None, None)
     }
 
     /// Pairs whose key starts with `prefix`, in key order, as of now.
@@ -518,6 +520,14 @@ impl Db {
             Some(prefix.to_vec()),
             None,
         )
+    }
+
+    /// Makes every write acknowledged so far durable, by syncing the WAL once (RocksDB's
+    /// `SyncWAL`, fjall's `persist`): many unsynced writes, then one `sync_wal`, cost one sync
+    /// where synced writes cost one each (or one per group). No table is written.
+    pub fn sync_wal(&self) -> Result<()> {
+        self.refuse_if_read_only()?;
+        self.inner.sync_wal()
     }
 
     /// Writes the memtable to a table and waits until it is durable and recorded.
@@ -631,6 +641,16 @@ impl Drop for Db {
             let _ = self.inner.record_write_totals();
         }
     }
+}
+
+/// The bounds of `range` as byte slices.
+pub(super) fn byte_bounds<'a, K: AsRef<[u8]> + 'a, R: RangeBounds<K>>(
+    range: &'a R,
+) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
+    (
+        range.start_bound().map(AsRef::as_ref),
+        range.end_bound().map(AsRef::as_ref),
+    )
 }
 
 /// Starts a background thread running `work` until the store shuts down.

@@ -100,10 +100,11 @@ impl Snapshot<'_> {
         (self.inner).iter(Bound::Unbounded, Bound::Unbounded, None, Some(self.seq))
     }
 
-    /// Pairs with keys in `[start, end)` bounds, in key order, as of the snapshot.
-    pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> DbIterator {
-        let end = end.map(|k| k.to_vec());
-        self.inner.iter(start, end, None, Some(self.seq))
+    /// Pairs with keys in `range`, in key order, as of the snapshot (see [`Db::range`]).
+    pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> DbIterator {
+        let (start, end) = super::byte_bounds(&range);
+        self.inner
+            .iter(start, end.map(<[u8]>::to_vec), None, Some(self.seq))
     }
 
     /// Pairs whose key starts with `prefix`, in key order, as of the snapshot.

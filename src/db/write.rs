@@ -305,6 +305,18 @@ impl Inner {
         Ok(())
     }
 
+    /// Syncs the WAL: every write acknowledged before is durable once this returns. A failed
+    /// sync fails the WAL, as a synced write's would (the log may not hold what it should).
+    pub(super) fn sync_wal(&self) -> Result<()> {
+        let mut writer = lock(&self.writer);
+        self.refuse_if_failed()?;
+        let synced = writer.wal()?.sync();
+        if let Err(e) = &synced {
+            self.fail_wal(format!("syncing the WAL failed: {e}"));
+        }
+        synced
+    }
+
     /// Writes every memtable that holds a write acknowledged before the call to a table.
     /// It waits for those memtables only, never for an empty list of frozen ones: writers
     /// that go on meanwhile keep freezing memtables, and under a steady stream of writes

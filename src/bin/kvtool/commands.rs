@@ -346,7 +346,7 @@ fn scan(
         .map_or(Bound::Unbounded, Bound::Excluded);
     let mut out = stdout();
     let pairs = db
-        .range(start, end)
+        .range::<&[u8], _>((start, end))
         .take_while(|r| match (r, &range.prefix) {
             (Ok((k, _)), Some(p)) => k.starts_with(p),
             _ => true,
