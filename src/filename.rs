@@ -49,6 +49,19 @@ pub enum FileKind {
 }
 
 impl FileKind {
+    /// What the file is, in a few words, for messages.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            FileKind::Table(_) => "table",
+            FileKind::Log(_) => "write-ahead log",
+            FileKind::Manifest(_) => "manifest",
+            FileKind::Temp(_) | FileKind::CurrentTemp => "temporary",
+            FileKind::TableTemp(_) => "unfinished table",
+            FileKind::Current => "CURRENT",
+            FileKind::Lock => "lock",
+        }
+    }
+
     /// The file's number, for the kinds that have one.
     pub fn number(&self) -> Option<u64> {
         match *self {

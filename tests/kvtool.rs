@@ -1832,3 +1832,58 @@ fn a_damaged_data_block_points_to_check_and_repair() {
     );
     assert!(kv(&db, &["check"]).ok().ends_with("OK\n"));
 }
+
+/// Messages that say what is wrong with what was given, each as a user met it.
+#[test]
+fn messages_name_what_was_given() {
+    let (tmp, db) = store();
+    // --db naming a file.
+    let file = tmp.path().join("data.tsv");
+    std::fs::write(&file, "k\tv\n").unwrap();
+    let error = kv(&file, &["get", "k"]).fails(2, "no bloomkv store");
+    assert!(error.contains("it is a file"), "{error}");
+    let error = kv(&file, &["repair"]).fails(2, "no bloomkv store");
+    assert!(error.contains("it is a file"), "{error}");
+
+    kv_stdin(&db, &["load"], numbered_pairs(100).as_bytes()).ok();
+    // sst given the store's directory, or a manifest.
+    let error = run_with(&["sst", db.to_str().unwrap()], None).fails(2, "is a directory");
+    assert!(error.contains("one table file"), "{error}");
+    let manifest = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("MANIFEST-")
+        })
+        .unwrap();
+    let error = run_with(&["sst", manifest.to_str().unwrap()], None).fails(2, "not a table");
+    assert!(error.contains("manifest"), "{error}");
+
+    // A bad escape is shown as typed.
+    let error = kv(&db, &["get", "a\\xZZ"]).fails(2, "bad escape");
+    assert!(error.contains("'a\\xZZ'"), "{error}");
+
+    // --settings names every form it takes.
+    let error = kv(&db, &["bench", "--keys", "1000", "--settings", "foo"]).fails(2, "foo");
+    assert!(
+        error.contains("budget:") && error.contains("reads:"),
+        "{error}"
+    );
+
+    // compact says what it did.
+    let out = kv(&db, &["compact"]).ok();
+    assert!(
+        out.starts_with("compacted: 1 table holding 100 entries"),
+        "{out}"
+    );
+
+    // repair on an empty directory leaves nothing behind.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    kv(&empty, &["repair"]).fails(2, "no bloomkv store to repair");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+}

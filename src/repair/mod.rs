@@ -53,6 +53,18 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
     let dir = path.as_ref();
     let fs = options.file_system.as_ref();
     let mut report = RepairReport::default();
+    // A directory without a CURRENT or a manifest holds no store to repair: say so before
+    // taking the lock, which would leave a LOCK file in it.
+    let names = fs.list(dir)?;
+    let any_manifest = names
+        .iter()
+        .any(|n| matches!(filename::parse_file_name(n), Some(FileKind::Manifest(_))));
+    if !any_manifest && !names.iter().any(|n| n == filename::CURRENT) {
+        return Err(Error::InvalidArgument(format!(
+            "{} holds no bloomkv store to repair: no CURRENT and no manifest",
+            dir.display()
+        )));
+    }
     {
         let _lock = fs.lock(&dir.join(filename::LOCK))?;
         if !fs.exists(&dir.join(filename::CURRENT)) {

@@ -473,7 +473,8 @@ pub fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure
             }
             let p: f64 = s.parse().map_err(|_| {
                 Failure::from(format!(
-                    "bad --settings entry '{s}': use 'none' or a rate such as 0.01"
+                    "bad --settings entry '{s}': use 'none', a rate such as 0.01, a budget such \
+                     as budget:10, or a wasted-reads target such as reads:0.01"
                 ))
             })?;
             FilterParams::for_false_positive_rate(p)?;

@@ -105,7 +105,8 @@ fn is_printable(c: char) -> bool {
 }
 
 fn unescape(bytes: &[u8]) -> Result<Vec<u8>, String> {
-    let text = || escape(bytes);
+    // As typed: escaping it again would double the backslash the user is asked about.
+    let text = || String::from_utf8_lossy(bytes).into_owned();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {

@@ -125,7 +125,15 @@ pub fn run(command: Command) -> Result<(), Failure> {
         Command::Compact { store, filter, wal } => {
             let db = open(store_dir(&store)?, write_options(&filter, &wal)?, false)?;
             db.compact()?;
+            let stats = db.stats();
+            let tables: usize = stats.levels.iter().map(|l| l.tables).sum();
+            let entries: u64 = stats.levels.iter().map(|l| l.entries).sum();
             db.close()?;
+            emit(&format!(
+                "compacted: {} holding {}\n",
+                counted(tables as u64, "table", "tables"),
+                counted(entries, "entry", "entries")
+            ))?;
         }
         Command::Repair { store } => repair(store_dir(&store)?)?,
         Command::Sst { file, json, keys } => sst(&file, keys.hex, json)?,
@@ -178,6 +186,8 @@ fn require_store(dir: &Path) -> Result<(), Failure> {
     }
     let reason = if dir.is_dir() {
         "the directory has no CURRENT file"
+    } else if dir.exists() {
+        "it is a file; --db takes the store's directory"
     } else {
         "no such directory"
     };
@@ -311,13 +321,17 @@ fn repair(dir: &Path) -> Result<(), Failure> {
 
 /// Fails unless `dir` is a directory: `repair` works on a store that may lack CURRENT.
 fn require_store_files(dir: &Path) -> Result<(), Failure> {
-    match dir.is_dir() {
-        true => Ok(()),
-        false => Err(Failure::from(format!(
-            "no bloomkv store at {} (no such directory)",
-            dir.display()
-        ))),
-    }
+    let reason = if dir.is_dir() {
+        return Ok(());
+    } else if dir.exists() {
+        "it is a file; --db takes the store's directory"
+    } else {
+        "no such directory"
+    };
+    Err(Failure::from(format!(
+        "no bloomkv store at {} ({reason})",
+        dir.display()
+    )))
 }
 
 /// The keys `scan` visits.
@@ -768,10 +782,25 @@ fn check(dir: &Path) -> Result<(), Failure> {
 
 fn sst(file: &Path, hex: bool, as_json: bool) -> Result<(), Failure> {
     if !file.is_file() {
-        return Err(Failure::from(format!(
-            "no such table file: {}",
-            file.display()
-        )));
+        return Err(Failure::from(match file.is_dir() {
+            true => format!(
+                "{} is a directory; sst takes one table file (NNNNNN.sst), and \
+                 `kvtool --db DIR stats` describes a store",
+                file.display()
+            ),
+            false => format!("no such table file: {}", file.display()),
+        }));
+    }
+    // A store's other files are named for what they are: say so rather than "bad magic".
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if let Some(kind) = bloomkv::filename::parse_file_name(name) {
+        if !matches!(kind, bloomkv::filename::FileKind::Table(_)) {
+            return Err(Failure::from(format!(
+                "{} is not a table but a store's {} file; `kvtool --db DIR check` reads those",
+                file.display(),
+                kind.describe()
+            )));
+        }
     }
     let props = bloomkv::sstable::verify_table(Arc::new(OsFileSystem), file)?;
     if as_json {
