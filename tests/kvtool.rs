@@ -1881,6 +1881,10 @@ fn messages_name_what_was_given() {
         "{out}"
     );
 
+    // Defaults print as they are typed.
+    let help = run_with(&["help", "bench"], None).ok();
+    assert!(help.contains("[default: 1,8]"), "{help}");
+
     // repair on an empty directory leaves nothing behind.
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();

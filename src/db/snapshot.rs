@@ -100,7 +100,7 @@ impl Snapshot<'_> {
         (self.inner).iter(Bound::Unbounded, Bound::Unbounded, None, Some(self.seq))
     }
 
-    /// Pairs with keys in `range`, in key order, as of the snapshot (see [`Db::range`]).
+    /// Pairs with keys in `range`, in key order, as of the snapshot (see [`crate::Db::range`]).
     pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> DbIterator {
         let (start, end) = super::byte_bounds(&range);
         self.inner

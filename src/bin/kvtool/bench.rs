@@ -86,7 +86,8 @@ pub struct BenchArgs {
         long,
         value_delimiter = ',',
         value_name = "THREADS",
-        default_values_t = [1u32, 8],
+        // Shown as typed (`1,8`), not as clap joins a list of defaults ("1 8").
+        default_value = "1,8",
         value_parser = clap::value_parser!(u32).range(1..=1024),
         requires = "writes"
     )]

@@ -657,7 +657,7 @@ pub fn resident_bytes() -> Result<(u64, u64), String> {
     parse_status(&read_text(Path::new("/proc/self/status"))?)
 }
 
-/// VmRSS and VmHWM, in bytes, from the text of /proc/<pid>/status.
+/// VmRSS and VmHWM, in bytes, from the text of `/proc/<pid>/status`.
 fn parse_status(text: &str) -> Result<(u64, u64), String> {
     let field = |name: &str| -> Result<u64, String> {
         let line = text
