@@ -771,7 +771,8 @@ fn load_refuses_lines_that_split_more_than_one_way() {
     ] {
         kv_stdin(&strict, &["load", "--strict"], line).fails(2, error);
     }
-    assert!(kv(&strict, &["dump"]).ok().is_empty());
+    // Each failed before its first pair: no store was left behind.
+    assert!(!strict.exists());
 }
 
 #[test]
@@ -815,6 +816,21 @@ fn load_reads_raw_bytes_and_counts_bad_lines() {
     let bad_at_1 = b"e\\x\t5\nf\t6\n";
     let line = kv_stdin(&strict_db, &["load", "--strict"], bad_at_1).fails(2, "line 1:");
     assert!(line.ends_with("(nothing was loaded)"), "{line}");
+    // Into a store of its own, a load that loaded nothing leaves no store behind.
+    let fresh = tmp.path().join("fresh");
+    kv_stdin(&fresh, &["load", "--strict"], bad_at_1).fails(2, "(nothing was loaded)");
+    assert!(!fresh.exists(), "a failed strict load created the store");
+    let given = tmp.path().join("given");
+    std::fs::create_dir(&given).unwrap();
+    std::fs::write(given.join("notes.txt"), "mine").unwrap();
+    kv_stdin(&given, &["load", "--strict"], bad_at_1).fails(2, "(nothing was loaded)");
+    let left: Vec<String> = std::fs::read_dir(&given)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["notes.txt"]);
+    // Into a store that exists, it changes nothing of it.
+    assert_eq!(kv(&strict_db, &["get", "d"]).ok(), "4\n");
 
     // A missing input file is an error before the store is touched.
     let nowhere = tmp.path().join("nowhere");

@@ -97,9 +97,16 @@ pub fn run(command: Command) -> Result<(), Failure> {
             wal,
         } => {
             let input = open_input(file.as_deref())?;
-            let db = open(store_dir(&store)?, write_options(&filter, &wal)?, true)?;
+            let dir = store_dir(&store)?;
+            let (dir_existed, store_existed) = (dir.exists(), dir.join(CURRENT).exists());
+            let db = open(dir, write_options(&filter, &wal)?, true)?;
             let result = load(&db, keys.hex, input, strict);
+            let empty = db.iter().next().is_none();
             close(db)?;
+            // A strict load that failed before its first pair leaves no store it created.
+            if result.is_err() && empty && !store_existed {
+                remove_new_store(dir, dir_existed);
+            }
             result?;
         }
         Command::Dump { store, keys, wal } => {
@@ -317,6 +324,28 @@ fn repair(dir: &Path) -> Result<(), Failure> {
     }
     text += "the store opens again and check finds no damage\n";
     emit(&text)
+}
+
+/// Removes the empty store a failed command created in `dir`: the directory too when the
+/// command made it, else only the files a store names (the directory may hold others).
+fn remove_new_store(dir: &Path, dir_existed: bool) {
+    if !dir_existed {
+        let _ = std::fs::remove_dir_all(dir);
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_store_file = name
+            .to_str()
+            .and_then(bloomkv::filename::parse_file_name)
+            .is_some();
+        if is_store_file {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Fails unless `dir` is a directory: `repair` works on a store that may lack CURRENT.
