@@ -1907,3 +1907,35 @@ fn messages_name_what_was_given() {
     kv(&empty, &["repair"]).fails(2, "no bloomkv store to repair");
     assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
 }
+
+/// `stats` shows the bits per key a level's tables have, not a target of the options the
+/// command happened to open with, and heads its counters with what they cover.
+#[test]
+fn stats_shows_the_bits_tables_have_and_what_each_count_covers() {
+    let (_tmp, db) = store();
+    kv_stdin(&db, &["load"], numbered_pairs(1_000).as_bytes()).ok();
+    kv(&db, &["--filter-fpr", "0.001", "compact"]).ok();
+    let stats = stats_json(&db);
+    let table = &stats["tables"][0];
+    let bits = table["bits_per_key"].as_u64().unwrap();
+    assert!(bits > 10, "{table}");
+    let level = table["level"].as_u64().unwrap();
+    let text = kv(&db, &["stats"]).ok();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(&format!("L{level} ")))
+        .unwrap_or_else(|| panic!("no row for level {level} in\n{text}"));
+    assert!(row.trim_end().ends_with(&format!(" {bits}")), "{row}");
+    assert!(!text.contains("off target"), "{text}");
+    let headings: Vec<&str> = text.lines().filter(|l| l.ends_with(':')).collect();
+    assert_eq!(
+        headings,
+        ["over the store's life:", "since this open:", "now:"]
+    );
+    let life = text.split("over the store's life:").nth(1).unwrap();
+    let life = life.split("since this open:").next().unwrap();
+    assert!(
+        life.contains("compactions") && life.contains("write amplification"),
+        "{life}"
+    );
+}

@@ -640,26 +640,24 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
     }
     let mut out = String::new();
     let total_entries: u64 = stats.levels.iter().map(|l| l.entries).sum();
+    // Bits per key as the level's tables have them (a range when they differ): the target of
+    // a policy would be that of the options this command opened with, not the store's.
     let _ = writeln!(
         out,
-        "level  tables  entries     bytes     written        read  moved in  filter bits/key  off target"
+        "level  tables  entries     bytes     written        read  moved in  filter bits/key"
     );
     for (i, l) in stats.levels.iter().enumerate() {
         if l.tables > 0 || l.bytes_written > 0 || l.bytes_moved > 0 {
-            let target = l
-                .target_bits_per_key
-                .map_or("none".to_string(), |b| b.to_string());
             let _ = writeln!(
                 out,
-                "L{i:<5} {:>6}  {:>7}  {:>8}  {:>10}  {:>10}  {:>8}  {:>15}  {:>10}",
+                "L{i:<5} {:>6}  {:>7}  {:>8}  {:>10}  {:>10}  {:>8}  {:>15}",
                 l.tables,
                 l.entries,
                 l.bytes,
                 l.bytes_written,
                 l.bytes_read,
                 l.bytes_moved,
-                target,
-                l.tables_off_target
+                level_bits_per_key(stats, i),
             );
         }
     }
@@ -699,24 +697,12 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
     let amplification = stats
         .write_amplification()
         .map_or("-".to_string(), |w| format!("{w:.2}"));
-    let counters: [(&str, String); 27] = [
-        ("filter probes", stats.filter_probes.to_string()),
-        ("filter negatives", stats.filter_negatives.to_string()),
-        ("filter positives", stats.filter_positives.to_string()),
-        (
-            "filter true positives",
-            stats.filter_true_positives.to_string(),
-        ),
-        ("measured fpr", measured),
-        ("data block reads", stats.data_block_reads.to_string()),
-        ("bytes read", stats.bytes_read.to_string()),
+    // Three headings, for what each count covers: the store's life (kept in its manifest),
+    // this open, and now.
+    let life: [(&str, String); 9] = [
         ("flushes", stats.flushes.to_string()),
         ("compactions", stats.compactions.to_string()),
         ("trivial moves", stats.trivial_moves.to_string()),
-        (
-            "split compactions (since open)",
-            stats.split_compactions.to_string(),
-        ),
         ("write stalls", stats.write_stalls.to_string()),
         (
             "stall seconds",
@@ -734,6 +720,26 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
             ),
         ),
         ("write amplification", amplification),
+    ];
+    let this_open: [(&str, String); 13] = [
+        ("filter probes", stats.filter_probes.to_string()),
+        ("filter negatives", stats.filter_negatives.to_string()),
+        ("filter positives", stats.filter_positives.to_string()),
+        (
+            "filter true positives",
+            stats.filter_true_positives.to_string(),
+        ),
+        ("measured fpr", measured),
+        ("data block reads", stats.data_block_reads.to_string()),
+        ("bytes read", stats.bytes_read.to_string()),
+        ("split compactions", stats.split_compactions.to_string()),
+        ("block cache hits", cache.hits.to_string()),
+        ("block cache misses", cache.misses.to_string()),
+        ("block cache inserts", cache.inserts.to_string()),
+        ("block cache evictions", cache.evictions.to_string()),
+        ("table file opens", stats.table_cache.opens.to_string()),
+    ];
+    let now: [(&str, String); 7] = [
         ("memtable bytes", stats.memtable_bytes.to_string()),
         ("filter memory bytes", stats.filter_memory_bytes.to_string()),
         ("index memory bytes", stats.index_memory_bytes.to_string()),
@@ -741,24 +747,54 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
             "block cache bytes",
             format!("{} of {}", cache.bytes, cache.capacity),
         ),
-        ("block cache hits", cache.hits.to_string()),
-        ("block cache misses", cache.misses.to_string()),
-        ("block cache inserts", cache.inserts.to_string()),
-        ("block cache evictions", cache.evictions.to_string()),
         (
             "open table files",
             format!(
-                "{} of {} ({} opens)",
-                stats.table_cache.open_files, stats.table_cache.capacity, stats.table_cache.opens
+                "{} of {}",
+                stats.table_cache.open_files, stats.table_cache.capacity
             ),
         ),
         ("last sequence", stats.last_sequence.to_string()),
+        (
+            "background error",
+            stats
+                .background_error
+                .clone()
+                .unwrap_or_else(|| "none".into()),
+        ),
     ];
-    let _ = writeln!(out, "counters since this open:");
-    for (name, value) in counters {
-        let _ = writeln!(out, "  {name:<22} {value}");
+    for (heading, counters) in [
+        ("over the store's life:", &life[..]),
+        ("since this open:", &this_open[..]),
+        ("now:", &now[..]),
+    ] {
+        let _ = writeln!(out, "{heading}");
+        for (name, value) in counters {
+            let _ = writeln!(out, "  {name:<22} {value}");
+        }
     }
     out
+}
+
+/// The bits per key of level `level`'s tables: one number, a range when they differ, `none`
+/// when no table has a filter.
+fn level_bits_per_key(stats: &Stats, level: usize) -> String {
+    let bits: Vec<Option<u32>> = stats
+        .tables
+        .iter()
+        .filter(|t| t.level == level)
+        .map(|t| t.bits_per_key)
+        .collect();
+    let with = bits.iter().flatten();
+    let (low, high) = (with.clone().min(), with.max());
+    let unfiltered = bits.iter().any(Option::is_none);
+    match (low, high, unfiltered) {
+        (None, _, _) => "none".to_string(),
+        (Some(l), Some(h), false) if l == h => l.to_string(),
+        (Some(l), Some(h), false) => format!("{l}-{h}"),
+        (Some(l), Some(h), true) => format!("none, {l}-{h}"),
+        _ => "-".to_string(),
+    }
 }
 
 fn check(dir: &Path) -> Result<(), Failure> {
