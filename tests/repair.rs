@@ -83,7 +83,12 @@ fn a_flipped_byte_in_a_data_block_loses_that_block_only() {
     let mut damaged = original;
     damaged[20] ^= 0x40;
     assert_eq!(fs.contents(&salvaged.moved_to).unwrap(), damaged);
-    assert!(!fs.exists(&table));
+    // What was kept took the damaged table's name.
+    assert_eq!(
+        salvaged.replaced_by.as_deref(),
+        salvaged.file.as_str().into()
+    );
+    assert_ne!(fs.contents(&table).unwrap(), damaged);
 
     assert_eq!(keys_found(&fs), KEYS - salvaged.entries_lost);
     let check = check_store_with(Arc::new(fs.clone()), Path::new(DIR)).unwrap();
@@ -118,4 +123,58 @@ fn a_store_without_damage_is_left_as_it_was() {
     assert!(!report.dropped_anything());
     assert!(!fs.exists(&Path::new(DIR).join("lost")));
     assert_eq!(keys_found(&fs), KEYS);
+}
+
+/// A salvaged level-0 table keeps its number, so it stays older than the level-0 tables
+/// written after it: a key it holds an old version of still reads as the newer table has it.
+#[test]
+fn a_salvaged_level_0_table_stays_older_than_later_ones() {
+    let fs = FaultFs::new();
+    let options = || {
+        Options::default()
+            .block_size(1024)
+            .file_system(Arc::new(fs.clone()))
+    };
+    let db = Db::open(DIR, options()).unwrap();
+    for i in 0..300 {
+        db.put(common::key(i), common::value(i, 0)).unwrap();
+    }
+    db.put("zzz", "old").unwrap();
+    db.flush().unwrap();
+    db.put("zzz", "new").unwrap();
+    db.flush().unwrap();
+    assert_eq!(
+        db.stats().levels[0].tables,
+        2,
+        "both tables stay in level 0"
+    );
+    db.close().unwrap();
+    let older = {
+        let mut tables: Vec<_> = fs
+            .list(Path::new(DIR))
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.ends_with(".sst"))
+            .collect();
+        tables.sort();
+        Path::new(DIR).join(&tables[0])
+    };
+    let mut bytes = fs.contents(&older).unwrap();
+    bytes[20] ^= 0x40;
+    fs.set_contents(&older, bytes);
+
+    let report = repair(DIR, options()).unwrap();
+    assert_eq!(report.salvaged.len(), 1);
+    let salvaged = &report.salvaged[0];
+    assert_eq!(salvaged.level, 0);
+    assert_eq!(
+        salvaged.replaced_by.as_deref(),
+        older.file_name().unwrap().to_str()
+    );
+    let db = Db::open(DIR, options()).unwrap();
+    assert_eq!(db.get("zzz").unwrap(), Some(b"new".to_vec()));
+    assert_eq!(
+        db.get(common::key(299)).unwrap(),
+        Some(common::value(299, 0))
+    );
 }

@@ -36,7 +36,8 @@ pub struct SalvagedTable {
     /// are not there.
     pub entries_kept: u64,
     pub entries_lost: u64,
-    /// The table written from the intact blocks, if any was.
+    /// The table written from the intact blocks, if any was: under the damaged table's own
+    /// name and number, at its level.
     pub replaced_by: Option<String>,
     /// Where the damaged file now is.
     pub moved_to: PathBuf,
@@ -46,7 +47,7 @@ pub struct SalvagedTable {
 /// manifest when there were any. The caller holds the store's lock.
 pub fn salvage_tables(fs: &SharedFs, dir: &Path, options: &Options) -> Result<Vec<SalvagedTable>> {
     let recovered = manifest::recover_manifest(fs.as_ref(), dir)?;
-    let mut next_file = recovered.next_file_number;
+    let next_file = recovered.next_file_number;
     let mut kept: Vec<TableMeta> = Vec::new();
     let mut salvaged = Vec::new();
     for meta in &recovered.tables {
@@ -58,9 +59,7 @@ pub fn salvage_tables(fs: &SharedFs, dir: &Path, options: &Options) -> Result<Ve
             }
             Err(e) => e.to_string(),
         };
-        let number = next_file;
-        next_file += 1;
-        let (outcome, new_meta) = salvage_one(fs, dir, options, meta, number, damage)?;
+        let (outcome, new_meta) = salvage_one(fs, dir, options, meta, damage)?;
         kept.extend(new_meta);
         salvaged.push(outcome);
     }
@@ -70,19 +69,27 @@ pub fn salvage_tables(fs: &SharedFs, dir: &Path, options: &Options) -> Result<Ve
     Ok(salvaged)
 }
 
-/// Rewrites the intact blocks of the damaged table `meta` into table `number`, then moves
-/// the damaged file to `lost/`.
+/// Moves the damaged table `meta` to `lost/`, then writes its intact blocks into a table of
+/// the same name, number and level. The number matters: level-0 tables are ordered by it, and
+/// under a new, higher number the salvaged (older) data would read as the newest.
 fn salvage_one(
     fs: &SharedFs,
     dir: &Path,
     options: &Options,
     meta: &TableMeta,
-    number: u64,
     damage: String,
 ) -> Result<(SalvagedTable, Option<TableMeta>)> {
     let name = filename::table_file_name(meta.number);
     let path = dir.join(&name);
-    let new_path = dir.join(filename::table_file_name(number));
+    let lost_dir = dir.join(LOST_DIR);
+    let moved_to = lost_dir.join(&name);
+    fs.create_dir_all(&lost_dir)?;
+    // Absent when an earlier repair moved it and stopped before its new manifest.
+    if fs.exists(&path) {
+        fs.rename(&path, &moved_to)?;
+        fs.sync_dir(&lost_dir)?;
+        fs.sync_dir(dir)?;
+    }
     let mut outcome = SalvagedTable {
         file: name.clone(),
         level: meta.level,
@@ -92,19 +99,18 @@ fn salvage_one(
         entries_kept: 0,
         entries_lost: meta.entries,
         replaced_by: None,
-        moved_to: dir.join(LOST_DIR).join(&name),
+        moved_to: moved_to.clone(),
     };
     let mut new_meta = None;
     // A table whose footer, index or properties cannot be read keeps nothing.
-    if let Ok(table) = Table::open(Arc::clone(fs), &path, Arc::new(ReadCounters::new())) {
+    if let Ok(table) = Table::open(Arc::clone(fs), &moved_to, Arc::new(ReadCounters::new())) {
         let builder_options = TableOptions {
             block_size: options.block_size,
             filter_policy: policy_like(table.inner.properties.filter),
             compression: options.compression,
             ..TableOptions::default()
         };
-        let mut builder =
-            TableBuilder::new(Arc::clone(fs), &new_path, builder_options, meta.entries)?;
+        let mut builder = TableBuilder::new(Arc::clone(fs), &path, builder_options, meta.entries)?;
         let mut last: Option<(Vec<u8>, u64)> = None;
         for separator in table.inner.index.entries_from(0) {
             match intact_entries(&table, separator.handle, last.as_ref()) {
@@ -123,17 +129,13 @@ fn salvage_one(
         }
         if outcome.entries_kept > 0 {
             let props = builder.finish()?;
-            new_meta = Some(TableMeta::of_table(number, meta.level, props));
-            outcome.replaced_by = Some(filename::table_file_name(number));
+            new_meta = Some(TableMeta::of_table(meta.number, meta.level, props));
+            outcome.replaced_by = Some(name);
         } else {
             builder.abandon()?;
         }
     }
     outcome.entries_lost = meta.entries.saturating_sub(outcome.entries_kept);
-    fs.create_dir_all(&dir.join(LOST_DIR))?;
-    fs.rename(&path, &outcome.moved_to)?;
-    fs.sync_dir(&dir.join(LOST_DIR))?;
-    fs.sync_dir(dir)?;
     Ok((outcome, new_meta))
 }
 
