@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use bloomkv::fs::FaultFs;
+use bloomkv::fs::{FaultFs, FileSystem};
 use bloomkv::{Db, Error, Options};
 
 use common::names_in;
@@ -482,6 +482,13 @@ fn a_leader_that_panics_after_logging_leaves_no_number_to_reuse() {
     let options = || Options::default().file_system(Arc::new(fs.clone()));
     let db = Db::open("/leader", options()).unwrap();
     db.put("before", "1").unwrap();
+    let log_at_panic = fs
+        .list(Path::new("/leader"))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".log"))
+        .max()
+        .unwrap();
     fs.panic_next_wal_sync();
     let mut batch = bloomkv::WriteBatch::new();
     batch.put("a", "from the panicked group");
@@ -497,6 +504,16 @@ fn a_leader_that_panics_after_logging_leaves_no_number_to_reuse() {
         Err(e) => panic!("{e:?}"),
     }
     db.resume().unwrap();
+    // The log the panicked group wrote to may end in part of a record: a new one took over.
+    let newest_log = || {
+        fs.list(Path::new("/leader"))
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.ends_with(".log"))
+            .max()
+            .unwrap()
+    };
+    assert!(newest_log() > log_at_panic, "no new log after the panic");
     db.put("b", "acknowledged later").unwrap();
     assert_eq!(db.get("b").unwrap(), Some(b"acknowledged later".to_vec()));
     assert_eq!(db.get("before").unwrap(), Some(b"1".to_vec()));

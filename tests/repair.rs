@@ -178,3 +178,25 @@ fn a_salvaged_level_0_table_stays_older_than_later_ones() {
         Some(common::value(299, 0))
     );
 }
+
+/// A table damaged again after a repair is salvaged again, and the first damaged original
+/// stays in `lost/` beside the second.
+#[test]
+fn a_second_repair_keeps_the_first_damaged_original() {
+    let fs = FaultFs::new();
+    build_store(&fs);
+    let table = largest_table(&fs);
+    for round in 0..2 {
+        let mut bytes = fs.contents(&table).unwrap();
+        bytes[20] ^= 0x40;
+        fs.set_contents(&table, bytes);
+        let report = repair(DIR, options(&fs)).unwrap();
+        assert_eq!(report.salvaged.len(), 1, "round {round}");
+    }
+    let name = table.file_name().unwrap().to_str().unwrap().to_string();
+    let lost = Path::new(DIR).join("lost");
+    assert!(fs.exists(&lost.join(&name)));
+    assert!(fs.exists(&lost.join(format!("{name}.1"))));
+    let check = check_store_with(Arc::new(fs.clone()), Path::new(DIR)).unwrap();
+    assert!(check.is_clean(), "{:?}", check.problems);
+}

@@ -288,11 +288,11 @@ impl Inner {
         if lock(&self.background).wal_error.is_none() {
             return Ok(());
         }
-        if writer.wal()?.has_failed() {
-            let (number, log) = self.new_log()?;
-            writer.wal = Some(log);
-            self.install_new_memtable(number);
-        }
+        // Always a new log: the old one may end in part of a record, whether its writer
+        // recorded a failure or a leader panicked in the middle of an append.
+        let (number, log) = self.new_log()?;
+        writer.wal = Some(log);
+        self.install_new_memtable(number);
         while self.flush_oldest()? {}
         let mut background = lock(&self.background);
         background.wal_error = None;

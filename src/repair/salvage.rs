@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::entry::Entry;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filename;
 use crate::filter::FilterParams;
 use crate::fs::{FileSystem, SharedFs};
@@ -47,17 +47,29 @@ pub struct SalvagedTable {
 /// manifest when there were any. The caller holds the store's lock.
 pub fn salvage_tables(fs: &SharedFs, dir: &Path, options: &Options) -> Result<Vec<SalvagedTable>> {
     let recovered = manifest::recover_manifest(fs.as_ref(), dir)?;
-    let next_file = recovered.next_file_number;
+    // Above every number in use, as recovery reckons it: a log may have been started after
+    // the manifest's last edit.
+    let highest_on_disk = fs
+        .list(dir)?
+        .iter()
+        .filter_map(|n| filename::parse_file_name(n).and_then(|k| k.number()))
+        .max()
+        .unwrap_or(0);
+    let next_file = recovered.next_file_number.max(highest_on_disk + 1);
     let mut kept: Vec<TableMeta> = Vec::new();
     let mut salvaged = Vec::new();
     for meta in &recovered.tables {
         let path = dir.join(filename::table_file_name(meta.number));
+        // Only damage is salvaged: an I/O error (a descriptor short, a read that failed once)
+        // says nothing of the table's bytes, and ends the repair instead.
         let damage = match verify_table(Arc::clone(fs), &path) {
             Ok(_) => {
                 kept.push(meta.clone());
                 continue;
             }
-            Err(e) => e.to_string(),
+            Err(e @ Error::Corruption { .. }) => e.to_string(),
+            Err(e) if !fs.exists(&path) => e.to_string(),
+            Err(e) => return Err(e),
         };
         let (outcome, new_meta) = salvage_one(fs, dir, options, meta, damage)?;
         kept.extend(new_meta);
@@ -82,14 +94,19 @@ fn salvage_one(
     let name = filename::table_file_name(meta.number);
     let path = dir.join(&name);
     let lost_dir = dir.join(LOST_DIR);
-    let moved_to = lost_dir.join(&name);
     fs.create_dir_all(&lost_dir)?;
-    // Absent when an earlier repair moved it and stopped before its new manifest.
-    if fs.exists(&path) {
-        fs.rename(&path, &moved_to)?;
-        fs.sync_dir(&lost_dir)?;
-        fs.sync_dir(dir)?;
-    }
+    // Absent when an earlier repair moved it and stopped before its new manifest: that copy
+    // is read. Otherwise it goes under a name no earlier repair left there.
+    let moved_to = match fs.exists(&path) {
+        true => {
+            let moved_to = free_name(fs.as_ref(), &lost_dir, &name);
+            fs.rename(&path, &moved_to)?;
+            fs.sync_dir(&lost_dir)?;
+            fs.sync_dir(dir)?;
+            moved_to
+        }
+        false => latest_in_lost(fs.as_ref(), &lost_dir, &name),
+    };
     let mut outcome = SalvagedTable {
         file: name.clone(),
         level: meta.level,
@@ -137,6 +154,28 @@ fn salvage_one(
     }
     outcome.entries_lost = meta.entries.saturating_sub(outcome.entries_kept);
     Ok((outcome, new_meta))
+}
+
+/// `lost/name`, or `lost/name.1`, `.2`, ... when an earlier repair left one there.
+fn free_name(fs: &dyn FileSystem, lost_dir: &Path, name: &str) -> PathBuf {
+    let mut candidate = lost_dir.join(name);
+    let mut n = 0;
+    while fs.exists(&candidate) {
+        n += 1;
+        candidate = lost_dir.join(format!("{name}.{n}"));
+    }
+    candidate
+}
+
+/// The copy of `name` a repair moved to `lost/` last.
+fn latest_in_lost(fs: &dyn FileSystem, lost_dir: &Path, name: &str) -> PathBuf {
+    let mut latest = lost_dir.join(name);
+    let mut n = 1;
+    while fs.exists(&lost_dir.join(format!("{name}.{n}"))) {
+        latest = lost_dir.join(format!("{name}.{n}"));
+        n += 1;
+    }
+    latest
 }
 
 /// The entries of one data block, when the block reads back whole (checksum, decoding) and
