@@ -3,7 +3,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bloomkv::{Db, Error, Options};
@@ -171,24 +170,12 @@ fn a_read_only_store_cannot_checkpoint() {
 fn a_checkpoint_taken_under_writes_holds_a_prefix_of_them() {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Db::open(dir.path().join("db"), common::small_tree_options()).unwrap());
-    let stop = Arc::new(AtomicBool::new(false));
-    let acknowledged = Arc::new(AtomicU64::new(0));
-    let writer = {
-        let (db, stop, acknowledged) = (db.clone(), stop.clone(), acknowledged.clone());
-        std::thread::spawn(move || {
-            let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
-                db.put(common::key(i), common::value(i, 0)).unwrap();
-                i += 1;
-                acknowledged.store(i, Ordering::SeqCst);
-            }
-        })
-    };
+    let writer = common::SteadyWriter::start(db.clone());
     for round in 0..4 {
-        while acknowledged.load(Ordering::SeqCst) < 2000 * (round + 1) {
+        while writer.acknowledged() < 2000 * (round + 1) {
             std::thread::yield_now();
         }
-        let before = acknowledged.load(Ordering::SeqCst);
+        let before = writer.acknowledged();
         let cp = db
             .checkpoint(dir.path().join(format!("cp{round}")))
             .unwrap();
@@ -200,6 +187,5 @@ fn a_checkpoint_taken_under_writes_holds_a_prefix_of_them() {
         expected.sort();
         assert_eq!(keys, expected);
     }
-    stop.store(true, Ordering::Relaxed);
-    writer.join().unwrap();
+    writer.stop();
 }

@@ -74,22 +74,10 @@ fn readers_see_written_values_during_writes_flushes_and_compactions() {
 fn flush_returns_while_another_thread_writes_without_pause() {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Db::open(dir.path(), common::small_tree_options()).unwrap());
-    let stop = Arc::new(AtomicBool::new(false));
-    let acknowledged = Arc::new(AtomicU64::new(0));
-    let writer = {
-        let (db, stop, acknowledged) = (db.clone(), stop.clone(), acknowledged.clone());
-        std::thread::spawn(move || {
-            let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
-                db.put(common::key(i), common::value(i, 0)).unwrap();
-                i += 1;
-                acknowledged.store(i, Ordering::SeqCst);
-            }
-        })
-    };
+    let writer = common::SteadyWriter::start(db.clone());
     let (finished_tx, finished_rx) = std::sync::mpsc::channel();
     let flusher = {
-        let (db, acknowledged) = (db.clone(), acknowledged.clone());
+        let (db, acknowledged) = (db.clone(), writer.acknowledged.clone());
         std::thread::spawn(move || {
             for _ in 0..5 {
                 while acknowledged.load(Ordering::SeqCst) < 3000 {
@@ -109,11 +97,9 @@ fn flush_returns_while_another_thread_writes_without_pause() {
         assert!(before >= 3000);
         assert!(flushed >= 1, "a returned flush wrote a table");
     }
-    stop.store(true, Ordering::Relaxed);
     flusher.join().unwrap();
-    writer.join().unwrap();
+    let written = writer.stop();
     db.flush().unwrap();
-    let written = acknowledged.load(Ordering::SeqCst);
     for i in (0..written).step_by(97) {
         assert_eq!(db.get(common::key(i)).unwrap(), Some(common::value(i, 0)));
     }

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bloomkv::fs::{CrashMode, FaultFs};
+use bloomkv::fs::FaultFs;
 use bloomkv::{Db, Options, WriteBatch, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -450,16 +450,6 @@ fn kill_cycles(cycles: u64, seed: u64) {
     }
 }
 
-fn crash_mode(seed: u64) -> CrashMode {
-    match seed % 5 {
-        0 => CrashMode::DropUnsynced,
-        1 => CrashMode::KeepPrefix { seed },
-        2 => CrashMode::ZeroTail { seed },
-        3 => CrashMode::GarbageTail { seed },
-        _ => CrashMode::LosePages { seed },
-    }
-}
-
 /// Cuts the power under the workload `cycles` times, each after a random number of
 /// operations, and checks the store after each reboot. Returns the writes acknowledged.
 fn power_loss_cycles(cycles: u64, seed: u64) -> u64 {
@@ -470,7 +460,7 @@ fn power_loss_cycles(cycles: u64, seed: u64) -> u64 {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut writes = 0;
     for cycle in 0..cycles {
-        fs.set_crash_mode(crash_mode(seed + cycle));
+        fs.set_crash_mode(common::crash_mode(seed + cycle));
         let db = Db::open(&dir, stress_options().file_system(Arc::new(fs.clone())))
             .unwrap_or_else(|e| panic!("power cycle {cycle}: reopen failed: {e}"));
         verify(

@@ -66,16 +66,6 @@ fn options(fs: &FaultFs, profile: Profile) -> Options {
     options
 }
 
-fn crash_mode(seed: u64) -> CrashMode {
-    match seed % 5 {
-        0 => CrashMode::DropUnsynced,
-        1 => CrashMode::KeepPrefix { seed },
-        2 => CrashMode::ZeroTail { seed },
-        3 => CrashMode::GarbageTail { seed },
-        _ => CrashMode::LosePages { seed },
-    }
-}
-
 /// Counts what the runs did, for the report.
 #[derive(Default, Debug)]
 struct Tally {
@@ -203,7 +193,7 @@ fn workload(
 fn run_seed(seed: u64, cycles: u32, tally: &mut Tally) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let fs = FaultFs::new();
-    let mode = crash_mode(seed);
+    let mode = common::crash_mode(seed);
     let profile = profile(mode);
     fs.set_crash_mode(mode);
     let mut db = Db::open(DIR, options(&fs, profile)).unwrap();

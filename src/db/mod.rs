@@ -126,6 +126,9 @@ impl ReadState {
 struct WriterState {
     /// `None` in a read-only store.
     wal: Option<LogWriter>,
+    /// Set when freezing the full memtable failed (no new log could be started), cleared
+    /// when a freeze succeeds: only then does a write group look at the memtable's size first.
+    freeze_failed: bool,
 }
 
 impl WriterState {

@@ -275,7 +275,10 @@ impl Parts {
             })),
             write_queue: write_group::WriteQueue::new(self.options.group_commit_wait),
             write_rate: write_rate::WriteRate::new(self.options.delayed_write_rate),
-            writer: Mutex::new(WriterState { wal }),
+            writer: Mutex::new(WriterState {
+                wal,
+                freeze_failed: false,
+            }),
             flushing: Mutex::new(()),
             shape: Mutex::new(ShapeState {
                 manifest,

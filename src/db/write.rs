@@ -90,8 +90,11 @@ impl Inner {
         self.refuse_if_failed()?;
         // A memtable is frozen once full, by the write that fills it or a later one; when that
         // keeps failing (no new log can be started), it takes writes up to twice its size and
-        // then they get the failure, rather than memory growing without bound.
-        if self.read_state().mem.approximate_bytes() >= 2 * self.options.memtable_size {
+        // then they get the failure, rather than memory growing without bound. Only after a
+        // failed freeze is the size looked at here.
+        if writer.freeze_failed
+            && self.read_state().mem.approximate_bytes() >= 2 * self.options.memtable_size
+        {
             self.freeze_memtable(&mut writer)?;
         }
         let bytes = group.members.iter().map(|m| m.record.len() as u64).sum();
@@ -238,6 +241,8 @@ impl Inner {
 
     /// Freezes the active memtable and starts a new one with a new WAL file.
     pub(super) fn freeze_memtable(&self, writer: &mut WriterState) -> Result<()> {
+        // Set until the freeze succeeds: every early return below leaves it set.
+        writer.freeze_failed = true;
         let (number, log) = self.new_log()?;
         // The old log is synced, not just flushed: a synced write in the new log makes every
         // earlier write durable, and the unsynced writes at the end of the old log are
@@ -254,6 +259,7 @@ impl Inner {
             return Err(e);
         }
         writer.wal = Some(log);
+        writer.freeze_failed = false;
         self.install_new_memtable(number);
         Ok(())
     }

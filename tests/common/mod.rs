@@ -52,3 +52,60 @@ pub fn names_in(dir: &std::path::Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// One of `FaultFs`'s five crash modes, picked by `seed`: every mode over five seeds.
+pub fn crash_mode(seed: u64) -> bloomkv::fs::CrashMode {
+    use bloomkv::fs::CrashMode;
+    match seed % 5 {
+        0 => CrashMode::DropUnsynced,
+        1 => CrashMode::KeepPrefix { seed },
+        2 => CrashMode::ZeroTail { seed },
+        3 => CrashMode::GarbageTail { seed },
+        _ => CrashMode::LosePages { seed },
+    }
+}
+
+/// A thread that puts keys 0, 1, 2, ... into `db` without a pause until `stop` is set;
+/// `acknowledged` counts the puts that returned.
+pub struct SteadyWriter {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub acknowledged: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl SteadyWriter {
+    pub fn start(db: std::sync::Arc<bloomkv::Db>) -> SteadyWriter {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let acknowledged = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let thread = {
+            let (stop, acknowledged) = (stop.clone(), acknowledged.clone());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    db.put(key(i), value(i, 0)).unwrap();
+                    i += 1;
+                    acknowledged.store(i, Ordering::SeqCst);
+                }
+            })
+        };
+        SteadyWriter {
+            stop,
+            acknowledged,
+            thread,
+        }
+    }
+
+    /// Puts acknowledged so far.
+    pub fn acknowledged(&self) -> u64 {
+        self.acknowledged.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Stops the thread; returns the puts acknowledged.
+    pub fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let acknowledged = self.acknowledged.clone();
+        self.thread.join().unwrap();
+        acknowledged.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

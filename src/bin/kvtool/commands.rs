@@ -188,9 +188,14 @@ fn filter_policy(filter: &TableFilter) -> Result<FilterPolicy, Failure> {
 
 /// Fails unless `dir` holds a store: that is, a CURRENT file.
 fn require_store(dir: &Path) -> Result<(), Failure> {
-    if dir.join(CURRENT).exists() {
-        return Ok(());
+    match dir.join(CURRENT).exists() {
+        true => Ok(()),
+        false => Err(no_store(dir)),
     }
+}
+
+/// Why `dir` holds no store: no CURRENT in it, a file where a directory should be, or nothing.
+fn no_store(dir: &Path) -> Failure {
     let reason = if dir.is_dir() {
         "the directory has no CURRENT file"
     } else if dir.exists() {
@@ -198,10 +203,7 @@ fn require_store(dir: &Path) -> Result<(), Failure> {
     } else {
         "no such directory"
     };
-    Err(Failure::from(format!(
-        "no bloomkv store at {} ({reason})",
-        dir.display()
-    )))
+    Failure::from(format!("no bloomkv store at {} ({reason})", dir.display()))
 }
 
 /// The recovery mode `--wal-recovery` names (the library's default without it).
@@ -245,19 +247,24 @@ fn open_read_only(dir: &Path, wal: &WalRecovery) -> Result<Db, Failure> {
 /// the store: writes a user may be looking for.
 fn note_dropped_wal(db: &Db) {
     for dropped in &db.recovery_report().dropped {
-        eprintln!(
-            "note: recovery dropped {} of {} from offset {} ({:?}, {} lost)",
-            counted(dropped.bytes, "byte", "bytes"),
-            dropped.log.display(),
-            dropped.offset,
-            dropped.cause,
-            counted(
-                dropped.intact_batches,
-                "intact write batch",
-                "intact write batches"
-            ),
-        );
+        eprintln!("note: recovery {}", describe_dropped(dropped));
     }
+}
+
+/// "dropped N bytes of LOG from offset O (cause, M intact write batches lost)".
+fn describe_dropped(dropped: &bloomkv::DroppedWal) -> String {
+    format!(
+        "dropped {} of {} from offset {} ({:?}, {} lost)",
+        counted(dropped.bytes, "byte", "bytes"),
+        dropped.log.display(),
+        dropped.offset,
+        dropped.cause,
+        counted(
+            dropped.intact_batches,
+            "intact write batch",
+            "intact write batches"
+        ),
+    )
 }
 
 fn repair(dir: &Path) -> Result<(), Failure> {
@@ -276,18 +283,7 @@ fn repair(dir: &Path) -> Result<(), Failure> {
         counted(recovery.batches_replayed, "write batch", "write batches")
     );
     for dropped in &recovery.dropped {
-        text += &format!(
-            "dropped {} of {} from offset {} ({:?}, {} lost)\n",
-            counted(dropped.bytes, "byte", "bytes"),
-            dropped.log.display(),
-            dropped.offset,
-            dropped.cause,
-            counted(
-                dropped.intact_batches,
-                "intact write batch",
-                "intact write batches"
-            ),
-        );
+        text += &format!("{}\n", describe_dropped(dropped));
     }
     for table in &report.salvaged {
         text += &format!(
@@ -350,17 +346,10 @@ fn remove_new_store(dir: &Path, dir_existed: bool) {
 
 /// Fails unless `dir` is a directory: `repair` works on a store that may lack CURRENT.
 fn require_store_files(dir: &Path) -> Result<(), Failure> {
-    let reason = if dir.is_dir() {
-        return Ok(());
-    } else if dir.exists() {
-        "it is a file; --db takes the store's directory"
-    } else {
-        "no such directory"
-    };
-    Err(Failure::from(format!(
-        "no bloomkv store at {} ({reason})",
-        dir.display()
-    )))
+    match dir.is_dir() {
+        true => Ok(()),
+        false => Err(no_store(dir)),
+    }
 }
 
 /// The keys `scan` visits.
