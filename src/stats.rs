@@ -36,14 +36,15 @@ pub struct LevelStats {
     /// neither read nor written.
     pub tables_moved: u64,
     pub bytes_moved: u64,
-    /// Bits per key of a filter a table written to this level now would get: the level's
-    /// share under a budget (`FilterPolicy::BitsPerKeyBudget` or `WastedReadsTarget`) for the
-    /// tree as it stands, the policy's rate otherwise; `None` for no filter, and for an empty
-    /// level.
-    pub target_bits_per_key: Option<u32>,
-    /// Live tables of the level whose filter differs from that target: written when the tree
-    /// had another shape, or under another policy. Compactions bring them to it as they
-    /// rewrite them.
+    /// Bits per key of the filters of tables written to this level now: the level's share
+    /// under a budget (`FilterPolicy::BitsPerKeyBudget` or `WastedReadsTarget`) for the tree
+    /// as it stands, the policy's rate otherwise; `None` for no filter, and for an empty
+    /// level. A budget spent to the bit may give a share of a level's tables the next whole
+    /// row up, so this is an average (9.5: half the tables at 9 bits, half at 10).
+    pub target_bits_per_key: Option<f64>,
+    /// Live tables of the level whose filter is neither of the target's rows: written when
+    /// the tree had another shape, or under another policy. Compactions bring them to it as
+    /// they rewrite them.
     pub tables_off_target: usize,
     /// Point lookups that asked the filter of a table of this level, since open; of them,
     /// those the filter let through, and those whose table held the key.

@@ -271,7 +271,7 @@ fn stats_report_how_far_live_tables_are_from_the_target() {
     let stats = db.stats();
     assert!(stats.levels.iter().all(|l| l.tables_off_target == 0));
     for level in &stats.levels {
-        let expected = (level.tables > 0).then_some(10);
+        let expected = (level.tables > 0).then_some(10.0);
         assert_eq!(level.target_bits_per_key, expected, "{level:?}");
     }
     drop(db);
@@ -300,7 +300,7 @@ fn stats_report_how_far_live_tables_are_from_the_target() {
     }
     db.flush().unwrap();
     db.wait_for_background_work().unwrap();
-    let targets: Vec<u32> = db
+    let targets: Vec<f64> = db
         .stats()
         .levels
         .iter()

@@ -117,14 +117,10 @@ impl Inner {
         let mut shares = table_shares(version.tables().map(|t| &t.meta)).into_iter();
         for level in 0..version.num_levels() {
             // An empty level has no share of its own to report.
+            let target = writer.filters_for(level as u32, 0);
             let target_bits_per_key = match version.level(level).is_empty() {
                 true => None,
-                false => writer
-                    .filter_policy_for(level as u32, 0)
-                    .params()
-                    .ok()
-                    .flatten()
-                    .map(|p| p.bits_per_key()),
+                false => target.bits_per_key(),
             };
             let io = &self.counters.levels[level];
             let (filter_probes, filter_positives, filter_true_positives) = self
@@ -160,8 +156,7 @@ impl Inner {
                         handle.meta.entries,
                     ));
                 }
-                summary.tables_off_target +=
-                    usize::from(params.map(|p| p.bits_per_key()) != target_bits_per_key);
+                summary.tables_off_target += usize::from(!target.includes(params));
                 let filter_bytes = handle.table.filter_memory_bytes() as u64;
                 filter_memory_bytes += filter_bytes;
                 index_memory_bytes += handle.table.index_memory_bytes() as u64;

@@ -9,7 +9,9 @@ use super::lookup_shape::{filter_groups, Span};
 use crate::entry::Entry;
 use crate::error::Result;
 use crate::filename;
-use crate::filter::{allocate, allocate_for_false_positives, FilterGroup};
+use crate::filter::{
+    allocate_blended, allocate_for_false_positives, FilterGroup, FilterParams, GroupFilters,
+};
 use crate::manifest::TableMeta;
 use crate::options::Options;
 use crate::sstable::{FilterPolicy, Table, TableBuilder, TableEnv, TableOptions};
@@ -112,20 +114,11 @@ pub(super) struct TableWriter<'a> {
 }
 
 impl<'a> TableWriter<'a> {
-    /// Options for tables of `level`; `new_keys` are the keys the job writes there.
-    pub(super) fn table_options(&self, level: u32, new_keys: u64) -> TableOptions {
-        TableOptions {
-            block_size: self.options.block_size,
-            filter_policy: self.filter_policy_for(level, new_keys),
-            compression: self.options.compression,
-            ..TableOptions::default()
-        }
-    }
-
-    /// The store's filter policy for new tables of `level`. A budget is spread over the tree
-    /// as it stands, with the job's `new_keys` added to `level` (and, for level 0, one more
-    /// table to probe); the tables keep the parameters they are written with.
-    pub(super) fn filter_policy_for(&self, level: u32, new_keys: u64) -> FilterPolicy {
+    /// The filters of new tables of `level`; `new_keys` are the keys the job writes there.
+    /// A budget is spread over the tree as it stands, with the job's `new_keys` added to
+    /// `level` (and, for level 0, one more table to probe); the tables keep the parameters
+    /// they are written with.
+    pub(super) fn filters_for(&self, level: u32, new_keys: u64) -> LevelFilters {
         let mut groups = self.shape.clone();
         groups.resize(
             self.options.num_levels,
@@ -144,19 +137,19 @@ impl<'a> TableWriter<'a> {
         }
         let at_bottom = at > 0 && groups[at + 1..].iter().all(|g| g.keys == 0);
         if self.options.no_filters_at_bottom && at_bottom {
-            return FilterPolicy::Disabled;
+            return LevelFilters::Policy(FilterPolicy::Disabled);
         }
+        as_compaction_keeps_up(&mut groups[0], self.options.l0_compaction_trigger);
         // The budget was checked when the store was opened.
         let allocated = match self.options.filter_policy {
-            FilterPolicy::BitsPerKeyBudget(bits) => allocate(&groups, bits),
-            FilterPolicy::WastedReadsTarget(reads) => {
-                allocate_for_false_positives(&groups, reads).map(|(_, params)| params)
-            }
-            other => return other,
+            FilterPolicy::BitsPerKeyBudget(bits) => allocate_blended(&groups, bits),
+            FilterPolicy::WastedReadsTarget(reads) => allocate_for_false_positives(&groups, reads)
+                .map(|(_, params)| params.into_iter().map(GroupFilters::of).collect()),
+            other => return LevelFilters::Policy(other),
         };
         match allocated {
-            Ok(params) => params[at].map_or(FilterPolicy::Disabled, FilterPolicy::Params),
-            Err(_) => FilterPolicy::Disabled,
+            Ok(groups) => LevelFilters::Budget(groups[at]),
+            Err(_) => LevelFilters::Policy(FilterPolicy::Disabled),
         }
     }
 
@@ -186,7 +179,7 @@ impl<'a> TableWriter<'a> {
         expected_keys: u64,
         mut cuts: Cuts<'_>,
     ) -> Result<()> {
-        let table_options = self.table_options(level, expected_keys);
+        let filters = self.filters_for(level, expected_keys);
         // A builder dropped unfinished deletes its temporary file.
         let mut current: Option<(u64, TableBuilder)> = None;
         let mut last_key = Vec::new();
@@ -207,7 +200,7 @@ impl<'a> TableWriter<'a> {
                 Some(open) => open,
                 None => {
                     cuts.started_table(&entry.key);
-                    current.insert(self.start_table(table_options, expected_keys)?)
+                    current.insert(self.start_table(&filters, expected_keys)?)
                 }
             };
             builder.add(&entry)?;
@@ -222,11 +215,17 @@ impl<'a> TableWriter<'a> {
 
     fn start_table(
         &self,
-        table_options: TableOptions,
+        filters: &LevelFilters,
         expected_keys: u64,
     ) -> Result<(u64, TableBuilder)> {
         let number = self.next_file_number.fetch_add(1, Ordering::SeqCst);
         let path = self.dir.join(filename::table_file_name(number));
+        let table_options = TableOptions {
+            block_size: self.options.block_size,
+            filter_policy: filters.for_table(number),
+            compression: self.options.compression,
+            ..TableOptions::default()
+        };
         let builder = TableBuilder::new(
             Arc::clone(&self.env.fs),
             &path,
@@ -251,6 +250,72 @@ impl<'a> TableWriter<'a> {
         out.added.push(TableMeta::of_table(number, level, props));
         out.opened.insert(number, table);
         Ok(())
+    }
+}
+
+/// Level 0 as it stands when compaction keeps up: at most `trigger` tables. A backlog is
+/// passing, and the tables below it stay: a budget spread over a level 0 of twenty tables
+/// gave each of them many bits and the long-lived last level, written meanwhile, a row or
+/// two fewer than the budget buys it once level 0 drains (100M keys: 9.3 bits per key in
+/// the filters against a budget of 10). So the filters are sized for the tree the tables
+/// will live in, and a backlog's extra level-0 tables take more memory while they last.
+fn as_compaction_keeps_up(level0: &mut FilterGroup, trigger: usize) {
+    let steady = trigger.max(1) as f64;
+    if level0.probes > steady {
+        level0.keys = (level0.keys as f64 * steady / level0.probes) as u64;
+        level0.probes = steady;
+    }
+}
+
+/// The filters of the new tables of one level.
+pub(super) enum LevelFilters {
+    /// The store's policy, as it is.
+    Policy(FilterPolicy),
+    /// The level's share of a budget: the lower of two rows for most tables, the upper for
+    /// a share of them.
+    Budget(GroupFilters),
+}
+
+impl LevelFilters {
+    /// The policy for table `number`: under a budget, the upper row when a hash of the
+    /// number falls in the share, so that the level's tables spread over the two rows
+    /// in the proportions the budget pays for.
+    fn for_table(&self, number: u64) -> FilterPolicy {
+        match self {
+            LevelFilters::Policy(policy) => *policy,
+            LevelFilters::Budget(group) => {
+                let hash = xxhash_rust::xxh3::xxh3_64(&number.to_le_bytes());
+                let draw = (hash >> 11) as f64 / (1u64 << 53) as f64;
+                group
+                    .pick(draw)
+                    .map_or(FilterPolicy::Disabled, FilterPolicy::Params)
+            }
+        }
+    }
+
+    /// Bits per key, on average over the level's new tables; `None` for no filter.
+    pub(super) fn bits_per_key(&self) -> Option<f64> {
+        match self {
+            LevelFilters::Policy(policy) => policy
+                .params()
+                .ok()
+                .flatten()
+                .map(|p| f64::from(p.bits_per_key())),
+            LevelFilters::Budget(group) => {
+                (group.lower().is_some() || group.upper_share() > 0.0).then(|| group.bits_per_key())
+            }
+        }
+    }
+
+    /// Whether a table with filter `params` is one these could have written.
+    pub(super) fn includes(&self, params: Option<FilterParams>) -> bool {
+        match self {
+            LevelFilters::Policy(policy) => {
+                policy.params().ok().flatten().map(|p| p.bits_per_key())
+                    == params.map(|p| p.bits_per_key())
+            }
+            LevelFilters::Budget(group) => group.includes(params),
+        }
     }
 }
 
@@ -336,7 +401,75 @@ fn advance_past(starts: &[Vec<u8>], passed: &mut usize, key: &[u8]) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::Cuts;
+    use super::{as_compaction_keeps_up, Cuts, LevelFilters};
+    use crate::filter::{allocate_blended, FilterGroup};
+    use crate::sstable::FilterPolicy;
+
+    /// A 100M-key tree during a load: level 0 backed up to `level0_tables` tables of 250,000
+    /// keys, levels 4 to 6 below it.
+    fn loading(level0_tables: u64) -> Vec<FilterGroup> {
+        let mut groups = vec![
+            FilterGroup {
+                keys: 0,
+                probes: 1.0
+            };
+            7
+        ];
+        groups[0] = FilterGroup {
+            keys: level0_tables * 250_000,
+            probes: level0_tables as f64,
+        };
+        groups[4].keys = 8_000_000;
+        groups[5].keys = 30_000_000;
+        groups[6].keys = 60_000_000;
+        groups
+    }
+
+    #[test]
+    fn a_level_0_backlog_takes_no_bits_from_the_levels_below() {
+        let last_level_bits = |level0_tables| {
+            let mut groups = loading(level0_tables);
+            as_compaction_keeps_up(&mut groups[0], 4);
+            allocate_blended(&groups, 10.0).unwrap()[6].bits_per_key()
+        };
+        assert_eq!(last_level_bits(20), last_level_bits(4));
+        // Without the steady shape, twenty level-0 tables took bits from the last level.
+        let backed_up = allocate_blended(&loading(20), 10.0).unwrap()[6].bits_per_key();
+        assert!(backed_up < last_level_bits(4) - 0.2, "{backed_up}");
+        let mut small = loading(3);
+        as_compaction_keeps_up(&mut small[0], 4);
+        assert_eq!(small[0], loading(3)[0]);
+    }
+
+    #[test]
+    fn tables_of_a_level_spread_over_its_two_rows_as_the_budget_says() {
+        // A settled 100M-key tree: the last level's row costs 89M bits, more than whole rows
+        // leave, so it gets a share of the next row.
+        let mut groups = loading(0);
+        groups[4] = FilterGroup {
+            keys: 1_000_000,
+            probes: 0.1,
+        };
+        groups[5].keys = 10_000_000;
+        groups[6].keys = 89_000_000;
+        let last = allocate_blended(&groups, 10.0).unwrap()[6];
+        assert!((0.1..0.9).contains(&last.upper_share()), "{last:?}");
+        let filters = LevelFilters::Budget(last);
+        let tables = 20_000;
+        let upper = (1..=tables)
+            .filter(|&n| match filters.for_table(n) {
+                FilterPolicy::Params(p) => Some(p) == last.upper(),
+                other => panic!("{other:?}"),
+            })
+            .count();
+        let share = upper as f64 / tables as f64;
+        assert!(
+            (share - last.upper_share()).abs() < 0.02,
+            "{share} against {last:?}"
+        );
+        assert!(filters.includes(last.lower()) && filters.includes(last.upper()));
+        assert_eq!(filters.bits_per_key(), Some(last.bits_per_key()));
+    }
 
     fn keys(names: &[&str]) -> Vec<Vec<u8>> {
         names.iter().map(|k| k.as_bytes().to_vec()).collect()

@@ -7,7 +7,8 @@
 //!   caller hash a key once and probe any number of filters with that hash.
 //! - [`CountingBloomFilter`] supports removal with saturating 4-bit counters.
 //! - [`allocate`] spreads one memory budget over groups of filters (the levels of an LSM tree)
-//!   for the fewest false positives in all, by Monkey's rule.
+//!   for the fewest false positives in all, by Monkey's rule; [`allocate_blended`] spends it
+//!   to the bit, with a share of one group's filters a row up.
 //!
 //! This module depends on nothing else in the crate: it can be lifted out as it is. The
 //! parameter rule, hashing scheme and serialized format are described in `docs/filter.md`.
@@ -40,8 +41,8 @@ mod params;
 pub use bloom::BloomFilter;
 pub(crate) use bloom::FirstBits;
 pub use budget::{
-    allocate, allocate_for_false_positives, expected_false_positives, memory_bits, FilterGroup,
-    MAX_ALLOCATED_BITS_PER_KEY,
+    allocate, allocate_blended, allocate_for_false_positives, expected_false_positives,
+    memory_bits, FilterGroup, GroupFilters, MAX_ALLOCATED_BITS_PER_KEY,
 };
 pub use counting::CountingBloomFilter;
 pub use error::{FilterError, Result};
