@@ -169,8 +169,7 @@ fn failed_flush_loses_nothing_and_heals() {
             "dir sync" => fs.fail_next_dir_sync(),
             _ => fs.set_space_left(Some(100)),
         }
-        // The flush fails in the background (its table or manifest edit), or a sync fault
-        // lands on the WAL, which `flush` syncs before it starts a new one. A background
+        // The flush fails in the background (its table or manifest edit). A background
         // failure may also be retried away before `flush` sees it.
         match db.flush() {
             Err(Error::Background { .. }) | Ok(()) => {

@@ -344,3 +344,64 @@ fn sync_wal_makes_earlier_unsynced_writes_survive_a_power_loss() {
     }
     assert_eq!(db.get("after").unwrap(), None);
 }
+
+/// A frozen memtable's log is synced by the first synced write, `sync_wal`, `close` or drop
+/// after it, not when it is frozen: while no flush can finish (table appends fail), writes
+/// spanning several memtables survive a power loss after one synced write, and every way of
+/// making writes durable syncs the earlier logs too. Without any of them, a freeze alone
+/// makes nothing durable, and the recovered store holds a prefix of the writes.
+#[test]
+fn a_durable_write_makes_the_logs_of_frozen_memtables_durable_too() {
+    for how in ["synced put", "sync_wal", "close", "drop", "nothing"] {
+        let fs = FaultFs::new();
+        let dir = "/frozen";
+        let mut options = options(&fs, profile(CrashMode::DropUnsynced));
+        options.memtable_size = 16 * 1024;
+        options.max_immutable_memtables = 8;
+        let db = Db::open(dir, options.clone()).unwrap();
+        fs.set_table_appends_fail(true);
+        let value = vec![b'v'; 100];
+        // About 40 KiB: three memtables, two of them frozen and waiting for a flush.
+        let writes = 350u32;
+        for i in 0..writes {
+            db.put(format!("k{i:05}"), &value).unwrap();
+        }
+        let frozen = db.stats().immutable_memtables;
+        assert!(frozen >= 2, "{how}: {frozen} frozen memtables");
+        let durable = match how {
+            "synced put" => {
+                let mut batch = WriteBatch::new();
+                batch.put("last", &value);
+                db.write_opt(batch, &WriteOptions { sync: true }).unwrap();
+                true
+            }
+            "sync_wal" => {
+                db.sync_wal().unwrap();
+                true
+            }
+            "close" => {
+                db.close().unwrap();
+                true
+            }
+            "drop" => {
+                drop(db);
+                true
+            }
+            _ => false,
+        };
+        fs.power_loss();
+        let db = Db::open(dir, options.create_if_missing(false)).unwrap();
+        let survived = (0..writes)
+            .take_while(|i| db.get(format!("k{i:05}")).unwrap().is_some())
+            .count() as u32;
+        let after_gap = (survived..writes).any(|i| db.get(format!("k{i:05}")).unwrap().is_some());
+        assert!(
+            !after_gap,
+            "{how}: a write survived an earlier one that did not"
+        );
+        match durable {
+            true => assert_eq!(survived, writes, "{how}: writes lost"),
+            false => assert!(survived < writes, "a freeze synced its log"),
+        }
+    }
+}

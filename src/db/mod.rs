@@ -126,6 +126,11 @@ impl ReadState {
 struct WriterState {
     /// `None` in a read-only store.
     wal: Option<LogWriter>,
+    /// The logs of frozen memtables, by log number, oldest first, that nothing has synced
+    /// yet. They are synced before any later write is made durable (a synced write, or a
+    /// sync of the WAL), so that a durable write never survives an earlier one; a log whose
+    /// memtable reached a table first is dropped unsynced, and its unwritten pages with it.
+    unsynced_logs: Vec<(u64, LogWriter)>,
     /// Set when freezing the full memtable failed (no new log could be started), cleared
     /// when a freeze succeeds: only then does a write group look at the memtable's size first.
     freeze_failed: bool,
@@ -134,6 +139,24 @@ struct WriterState {
 impl WriterState {
     fn wal(&mut self) -> Result<&mut LogWriter> {
         self.wal.as_mut().ok_or(Error::ReadOnly)
+    }
+
+    /// Forgets the unsynced logs whose memtables are no longer frozen ones (`frozen` holds
+    /// the log numbers of those that are): flushed, so their writes are in a synced table.
+    fn drop_flushed_logs(&mut self, frozen: &[u64]) {
+        self.unsynced_logs
+            .retain(|(number, _)| frozen.contains(number));
+    }
+
+    /// Syncs the logs of frozen memtables still waiting for a flush, then the active log:
+    /// every write made so far is durable once this returns.
+    fn sync_all(&mut self, frozen: &[u64]) -> Result<()> {
+        self.drop_flushed_logs(frozen);
+        for (_, log) in &mut self.unsynced_logs {
+            log.sync()?;
+        }
+        self.unsynced_logs.clear();
+        self.wal()?.sync()
     }
 }
 
@@ -601,10 +624,7 @@ impl Db {
     /// Syncs the WAL, stops background work, records the write I/O totals in the manifest
     /// and releases the directory. Dropping a `Db` does the same but cannot report an error.
     pub fn close(mut self) -> Result<()> {
-        let result = match &mut lock(&self.inner.writer).wal {
-            Some(wal) => wal.sync(),
-            None => Ok(()),
-        };
+        let result = self.inner.sync_logs_for_close();
         self.stop_worker();
         result.and(self.inner.record_write_totals())
     }
@@ -636,9 +656,7 @@ impl Drop for Db {
     /// just handed to the operating system, so that a power loss after the drop keeps every
     /// write made before it.
     fn drop(&mut self) {
-        if let Some(wal) = &mut lock(&self.inner.writer).wal {
-            let _ = wal.sync();
-        }
+        let _ = self.inner.sync_logs_for_close();
         if !self.workers.is_empty() {
             self.stop_worker();
             let _ = self.inner.record_write_totals();

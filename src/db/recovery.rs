@@ -277,6 +277,7 @@ impl Parts {
             write_rate: write_rate::WriteRate::new(self.options.delayed_write_rate),
             writer: Mutex::new(WriterState {
                 wal,
+                unsynced_logs: Vec::new(),
                 freeze_failed: false,
             }),
             flushing: Mutex::new(()),
@@ -341,12 +342,15 @@ pub(super) struct Replayed {
 /// Replays WAL files `logs` (oldest first) into a memtable.
 ///
 /// Within one log, [`wal::read_log`] decides what damage means, in the mode matching `mode`.
-/// Across logs one more rule holds: a memtable's log is synced in full before any write goes
-/// to the next log, so only the last log holding writes can end in unsynced bytes. A log
-/// whose end was dropped (a torn tail or an unsynced hole) followed by a later log holding
-/// writes means synced bytes were lost. That is a corruption error under `TolerateTornTail`;
-/// under `PointInTime` replay stops there and the later logs' writes are dropped and
-/// reported. (`Strict` fails at the first damage anyway; `Salvage` keeps every log.)
+/// Across logs one more rule holds: the store syncs older logs in full before it syncs a
+/// later one, but a frozen memtable's log is not synced when writes move to the next log. So
+/// a log whose end was dropped (a torn tail or an unsynced hole), or lost whole (shorter than
+/// the next log's previous-log note says), may be followed by later logs holding unsynced
+/// writes; replay stops at the damage, and their writes, made after the lost ones, are
+/// dropped and reported. When a later log holds a sync mark, it was
+/// synced, the damaged log in full before it, and synced bytes were lost: a corruption error
+/// under `TolerateTornTail`, a stop as before under `PointInTime`. (`Strict` fails at the
+/// first damage anyway; `Salvage` keeps every log.)
 ///
 /// Each batch's sequence numbers must lie above every one replayed before it and above
 /// `after_seq` (the largest in any live table: tables hold only writes from older logs), and
@@ -363,10 +367,17 @@ pub(super) fn replay_logs(
     after_seq: SeqNo,
 ) -> Result<Replayed> {
     let mut replay = Replay::new(mode, after_seq);
+    let mut previous: Option<(u64, PathBuf, u64)> = None;
     for number in logs {
         let path = dir.join(filename::log_file_name(*number));
         let data = fs.read_all(&path)?;
         let contents = wal::parse_log(&path, &data, read_mode(mode))?;
+        if let (Some(note), Some((number, path, len))) = (contents.previous_log, &previous) {
+            if note.number == *number && note.len > *len && replay.stopped.is_none() {
+                replay.lost_end(path, *len, note.len - *len);
+            }
+        }
+        previous = Some((*number, path.clone(), data.len() as u64));
         if replay.stopped.is_some() {
             replay.after_stop(&path, &contents, data.len() as u64)?;
         } else {
@@ -542,6 +553,19 @@ impl Replay {
         });
     }
 
+    /// The log at `path` holds `len` bytes, `missing` fewer than the next log's note says
+    /// it held when writes moved on: its end never reached the disk, and replay stops there.
+    fn lost_end(&mut self, path: &Path, len: u64, missing: u64) {
+        self.report.dropped.push(DroppedWal {
+            log: path.to_path_buf(),
+            offset: len,
+            bytes: missing,
+            intact_batches: 0,
+            cause: DropCause::TornTail,
+        });
+        self.stopped = Some((path.to_path_buf(), len));
+    }
+
     /// A log after the one where replay stopped: harmless if it holds no writes.
     fn after_stop(&mut self, path: &Path, contents: &wal::LogContents, size: u64) -> Result<()> {
         if contents.records.is_empty() {
@@ -550,15 +574,15 @@ impl Replay {
         let Some((stopped_log, offset)) = &self.stopped else {
             return Ok(());
         };
-        if self.mode == WalRecoveryMode::TolerateTornTail {
+        if self.mode == WalRecoveryMode::TolerateTornTail && contents.sync_marked {
             return Err(Error::corruption(
                 stopped_log,
                 Some(*offset),
                 format!(
-                    "the log's end was dropped as unsynced, yet the later log {} holds \
-                     writes: the log was synced in full before they were written, so synced \
-                     data is damaged (open with WalRecoveryMode::PointInTime to keep the \
-                     writes before the damage)",
+                    "the log's end was dropped as unsynced, yet the later log {} was synced \
+                     (it holds a sync mark), and older logs are synced in full first, so \
+                     synced data is damaged (open with WalRecoveryMode::PointInTime to keep \
+                     the writes before the damage)",
                     path.display()
                 ),
             ));
@@ -657,12 +681,104 @@ mod tests {
         std::fs::write(path, &bytes[..bytes.len() - 3]).unwrap();
     }
 
+    /// A log whose end was lost is followed by a log of writes that were never synced (no
+    /// sync mark): they came after the lost ones, and are dropped with them.
     #[test]
-    fn a_torn_log_followed_by_writes_is_a_hole() {
+    fn a_torn_log_followed_by_unsynced_writes_drops_them() {
         let dir = tempfile::tempdir().unwrap();
         let first = write_log(dir.path(), 5, 1, &["a", "b", "c"]);
         tear(&first);
         write_log(dir.path(), 6, 4, &["d"]);
+        for mode in [
+            WalRecoveryMode::TolerateTornTail,
+            WalRecoveryMode::PointInTime,
+        ] {
+            let replayed = replay(dir.path(), &[5, 6], mode).unwrap();
+            assert_eq!(
+                replayed.max_seq,
+                Some(2),
+                "{mode:?}: a and b, before the tear"
+            );
+            assert!(replayed.mem.get(b"d", SeqNo::MAX).is_none(), "{mode:?}");
+            let causes: Vec<DropCause> = replayed.report.dropped.iter().map(|d| d.cause).collect();
+            assert_eq!(causes, [DropCause::TornTail, DropCause::AfterEarlierDrop]);
+        }
+    }
+
+    /// A log cut short at a record boundary looks whole; the next log's previous-log note
+    /// says how long it was, so the writes after the cut are dropped, not replayed past a hole.
+    #[test]
+    fn a_log_shorter_than_the_next_logs_note_says_loses_the_writes_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = dir.path().join(filename::log_file_name(5));
+        let mut log = LogWriter::new(OsFileSystem.create(&first).unwrap());
+        let mut cut_at = 0;
+        for (seq, key) in [(1, "a"), (2, "b"), (3, "c")] {
+            let mut batch = WriteBatch::new();
+            batch.put(key, key);
+            log.add_record(&batch.encode(seq)).unwrap();
+            if key == "b" {
+                cut_at = log.len();
+            }
+        }
+        log.sync().unwrap();
+        let whole_len = log.len();
+        drop(log);
+        let second = dir.path().join(filename::log_file_name(6));
+        let mut log = LogWriter::new(OsFileSystem.create(&second).unwrap());
+        log.note_previous_log(wal::PreviousLog {
+            number: 5,
+            len: whole_len,
+        })
+        .unwrap();
+        let mut batch = WriteBatch::new();
+        batch.put("d", "d");
+        log.add_record(&batch.encode(4)).unwrap();
+        log.sync().unwrap();
+        drop(log);
+
+        // Whole, every write is replayed.
+        let whole = replay(dir.path(), &[5, 6], WalRecoveryMode::TolerateTornTail).unwrap();
+        assert_eq!(whole.max_seq, Some(4));
+        assert!(whole.report.dropped.is_empty());
+
+        // Cut after b: c is lost, and d, written after it, is dropped.
+        let bytes = std::fs::read(&first).unwrap();
+        std::fs::write(&first, &bytes[..cut_at as usize]).unwrap();
+        for mode in [
+            WalRecoveryMode::TolerateTornTail,
+            WalRecoveryMode::PointInTime,
+        ] {
+            let replayed = replay(dir.path(), &[5, 6], mode).unwrap();
+            assert_eq!(replayed.max_seq, Some(2), "{mode:?}");
+            assert!(replayed.mem.get(b"d", SeqNo::MAX).is_none(), "{mode:?}");
+            let dropped = &replayed.report.dropped;
+            assert_eq!(dropped.len(), 2, "{dropped:?}");
+            assert_eq!(
+                (dropped[0].log.clone(), dropped[0].offset),
+                (first.clone(), cut_at)
+            );
+            assert_eq!(dropped[0].bytes, whole_len - cut_at);
+            assert_eq!(dropped[1].cause, DropCause::AfterEarlierDrop);
+        }
+    }
+
+    /// A log whose end was lost is followed by a log that was synced (it holds a sync mark):
+    /// the store syncs older logs in full first, so synced bytes were lost.
+    #[test]
+    fn a_torn_log_followed_by_a_synced_log_is_a_hole() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = write_log(dir.path(), 5, 1, &["a", "b", "c"]);
+        tear(&first);
+        let path = dir.path().join(filename::log_file_name(6));
+        let mut log = LogWriter::new(OsFileSystem.create(&path).unwrap());
+        for (seq, key) in [(4, "d"), (5, "e")] {
+            let mut batch = WriteBatch::new();
+            batch.put(key, key);
+            log.add_record(&batch.encode(seq)).unwrap();
+            // The second record follows a sync: a sync mark goes before it.
+            log.sync().unwrap();
+        }
 
         let strict = replay(dir.path(), &[5, 6], WalRecoveryMode::TolerateTornTail);
         match strict {

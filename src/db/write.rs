@@ -12,7 +12,7 @@ use crate::entry::next_seqs;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::memtable::MemTable;
-use crate::wal::LogWriter;
+use crate::wal::{LogWriter, PreviousLog};
 use crate::write_batch::WriteBatch;
 
 impl Inner {
@@ -107,17 +107,22 @@ impl Inner {
             WriteBatch::set_first_seq(&mut member.record, seq);
             seq += member.batch.len() as u64;
         }
+        let frozen = match group.needs_sync() {
+            true => self.frozen_log_numbers(),
+            false => Vec::new(),
+        };
         let wal = writer.wal()?;
         let wal_len_before = wal.len();
-        let logged = group
+        let appended = group
             .members
             .iter()
-            .try_for_each(|member| wal.add_record(&member.record))
-            .and_then(|()| match group.needs_sync() {
-                true => wal.sync(),
-                false => wal.flush(),
-            });
-        Counters::add(&self.counters.wal_bytes, wal.len() - wal_len_before);
+            .try_for_each(|member| wal.add_record(&member.record));
+        let wal_len_after = wal.len();
+        let logged = appended.and_then(|()| match group.needs_sync() {
+            true => writer.sync_all(&frozen),
+            false => writer.wal()?.flush(),
+        });
+        Counters::add(&self.counters.wal_bytes, wal_len_after - wal_len_before);
         if let Err(e) = logged {
             // The log may now end in a partial record: appending after it would hide later
             // writes from recovery. Refuse writes until a new log is started; reads go on.
@@ -243,22 +248,31 @@ impl Inner {
     pub(super) fn freeze_memtable(&self, writer: &mut WriterState) -> Result<()> {
         // Set until the freeze succeeds: every early return below leaves it set.
         writer.freeze_failed = true;
-        let (number, log) = self.new_log()?;
-        // The old log is synced, not just flushed: a synced write in the new log makes every
-        // earlier write durable, and the unsynced writes at the end of the old log are
-        // earlier. Without this a power loss could keep a synced write in the new log and
-        // drop unsynced ones before it, leaving a hole in the recovered history.
-        if let Err(e) = writer.wal()?.sync() {
-            self.fail_wal(format!(
-                "syncing the WAL before starting a new one failed: {e}"
-            ));
+        let old_number = self.read_state().mem.log_number();
+        let previous = PreviousLog {
+            number: old_number,
+            len: writer.wal()?.len(),
+        };
+        let (number, mut log) = self.new_log()?;
+        if let Err(e) = log.note_previous_log(previous) {
             drop(log);
             let _ = self
                 .fs
                 .remove(&self.path_of(&filename::log_file_name(number)));
             return Err(e);
         }
-        writer.wal = Some(log);
+        // The old log is not synced here: a synced write in the new log would make every
+        // earlier write durable, so the write syncs it first (`WriterState::sync_all`). Most
+        // logs never need it: their memtable reaches a synced table before any synced write,
+        // and the log is deleted with its pages unwritten. Syncing at every freeze wrote the
+        // whole load twice (log and level-0 table) and held the writers for each sync.
+        // A power loss may then cut the old log short at a record boundary, where it looks
+        // whole: the new log's first fragment says how long it was (`wal::PreviousLog`).
+        let frozen = self.frozen_log_numbers();
+        writer.drop_flushed_logs(&frozen);
+        if let Some(old) = writer.wal.replace(log) {
+            writer.unsynced_logs.push((old_number, old));
+        }
         writer.freeze_failed = false;
         self.install_new_memtable(number);
         Ok(())
@@ -316,11 +330,30 @@ impl Inner {
     pub(super) fn sync_wal(&self) -> Result<()> {
         let mut writer = lock(&self.writer);
         self.refuse_if_failed()?;
-        let synced = writer.wal()?.sync();
+        let synced = writer.sync_all(&self.frozen_log_numbers());
         if let Err(e) = &synced {
             self.fail_wal(format!("syncing the WAL failed: {e}"));
         }
         synced
+    }
+
+    /// Syncs every log that holds writes not yet in a table, for `close` and drop: without
+    /// a failure to report when the WAL has already failed (or the store is read-only).
+    pub(super) fn sync_logs_for_close(&self) -> Result<()> {
+        let mut writer = lock(&self.writer);
+        match writer.wal.is_some() {
+            true => writer.sync_all(&self.frozen_log_numbers()),
+            false => Ok(()),
+        }
+    }
+
+    /// The log numbers of the frozen memtables, whose logs recovery would still replay.
+    fn frozen_log_numbers(&self) -> Vec<u64> {
+        self.read_state()
+            .immutable
+            .iter()
+            .map(|m| m.log_number())
+            .collect()
     }
 
     /// Writes every memtable that holds a write acknowledged before the call to a table.

@@ -38,6 +38,7 @@
 //!   directory sync fails, once; nothing becomes durable.
 //! - [`FaultFs::set_space_left`]: the disk accepts that many more appended bytes; an append
 //!   that does not fit fails with [`std::io::ErrorKind::StorageFull`] until space is set again.
+//! - [`FaultFs::set_table_appends_fail`]: appends to table files fail until cleared.
 //! - [`FaultFs::fail_nth_read`] (once) and [`FaultFs::set_reads_fail`] (until cleared): reads
 //!   (`read_at`, `read_all`) fail.
 //! - [`FaultFs::cut_power_after`]: after n more mutating operations (create, open_append,
@@ -116,6 +117,8 @@ struct Faults {
     panic_next_table_append: bool,
     /// The next sync of a WAL file panics.
     panic_next_wal_sync: bool,
+    /// While true, every append to a table file fails.
+    table_appends_fail: bool,
     fail_next_sync: bool,
     fail_next_dir_sync: bool,
     /// While true, every directory sync fails.
@@ -443,6 +446,12 @@ impl FaultFs {
         self.state().faults.panic_next_table_append = true;
     }
 
+    /// While `fail` is true, every append to a table file (a name ending in `.sst.tmp`)
+    /// fails: flushes and compactions fail and are retried, frozen memtables wait.
+    pub fn set_table_appends_fail(&self, fail: bool) {
+        self.state().faults.table_appends_fail = fail;
+    }
+
     /// Makes the next `sync` of a WAL file (a name ending in `.log`) panic, once, after the
     /// bytes appended before it are in the file: how a bug in a group's leader shows.
     pub fn panic_next_wal_sync(&self) {
@@ -561,6 +570,13 @@ impl WritableFile for MemWritableFile {
             st.faults.panic_next_table_append = false;
             drop(st);
             panic!("injected panic while writing {}", self.path.display());
+        }
+        if st.faults.table_appends_fail && self.path.to_string_lossy().ends_with(".sst.tmp") {
+            return Err(injected(
+                format!("writing {}", self.path.display()),
+                ErrorKind::Other,
+                "injected failure of table appends",
+            ));
         }
         if let Some(n) = st.faults.append_countdown {
             if n == 0 {

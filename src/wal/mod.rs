@@ -28,6 +28,14 @@
 //! time (as a log is when the store moves to the next one) ends durable, with no unsynced
 //! bytes after it.
 //!
+//! # Previous-log notes
+//!
+//! A log started when a memtable is frozen begins with a *previous-log note*: a fragment of
+//! its own naming the log before it and that log's length. The older log is not synced then
+//! (a later synced write syncs it first), so a power loss may cut it short at a record
+//! boundary, which looks like a whole log. The note tells recovery how long it was: if it is
+//! shorter, its end was lost, and writes in the newer log came after the lost ones.
+//!
 //! # Recovery
 //!
 //! A power loss can leave the unsynced end of a log damaged in two ways. The last appended
@@ -67,6 +75,9 @@ pub(crate) const TYPE_LAST: u8 = 4;
 pub(crate) const TYPE_SYNC_MARK: u8 = 5;
 /// Payload bytes of a sync mark: the durable length, u64 LE.
 pub(crate) const SYNC_MARK_LEN: usize = 8;
+pub(crate) const TYPE_PREVIOUS_LOG: u8 = 6;
+/// Payload bytes of a previous-log note: the log's number and its length, u64 LE each.
+pub(crate) const PREVIOUS_LOG_LEN: usize = 16;
 
 /// The checksum stored in a fragment header.
 pub(crate) fn fragment_checksum(len: u16, kind: u8, payload: &[u8]) -> u32 {
@@ -134,6 +145,21 @@ pub struct LogContents {
     pub torn_tail: Option<TornTail>,
     /// The damaged ranges skipped, in file order (`Salvage` only).
     pub skipped: Vec<SkippedRange>,
+    /// Whether the log holds an intact sync mark: the log was synced while the store wrote
+    /// it, and so, since the store syncs older logs first, was every older log in full.
+    pub sync_marked: bool,
+    /// The first intact previous-log note: the number of the log written before this one,
+    /// and that log's length when this one was started.
+    pub previous_log: Option<PreviousLog>,
+}
+
+/// What a new log says of the log before it, in its first fragment: that log may not have
+/// been synced when writes moved on, so recovery checks that it is whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreviousLog {
+    pub number: u64,
+    /// The bytes it held when the store started the next log.
+    pub len: u64,
 }
 
 #[cfg(test)]

@@ -4,8 +4,9 @@ use std::collections::VecDeque;
 use std::path::Path;
 
 use super::{
-    fragment_checksum, LogContents, RecoveryMode, SkippedRange, TornTail, BLOCK_SIZE, HEADER_SIZE,
-    SYNC_MARK_LEN, TYPE_FIRST, TYPE_FULL, TYPE_LAST, TYPE_SYNC_MARK,
+    fragment_checksum, LogContents, PreviousLog, RecoveryMode, SkippedRange, TornTail, BLOCK_SIZE,
+    HEADER_SIZE, PREVIOUS_LOG_LEN, SYNC_MARK_LEN, TYPE_FIRST, TYPE_FULL, TYPE_LAST,
+    TYPE_PREVIOUS_LOG, TYPE_SYNC_MARK,
 };
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
@@ -51,7 +52,7 @@ fn fragment_at(data: &[u8], offset: usize) -> Fragment<'_> {
     let stored = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
     let len = u16::from_le_bytes([header[4], header[5]]);
     let kind = header[6];
-    if !(TYPE_FULL..=TYPE_SYNC_MARK).contains(&kind) {
+    if !(TYPE_FULL..=TYPE_PREVIOUS_LOG).contains(&kind) {
         return Fragment::Damaged {
             reason: if kind == 0 {
                 "zero fragment type (zeroed or preallocated space)"
@@ -101,6 +102,16 @@ fn sync_mark_claim(payload: &[u8], offset: usize) -> Option<u64> {
     (synced <= offset as u64).then_some(synced)
 }
 
+/// The log a previous-log note names, if its payload has the note's length.
+fn previous_log(payload: &[u8]) -> Option<PreviousLog> {
+    let bytes: [u8; PREVIOUS_LOG_LEN] = payload.try_into().ok()?;
+    let (number, len) = bytes.split_at(8);
+    Some(PreviousLog {
+        number: u64::from_le_bytes(number.try_into().ok()?),
+        len: u64::from_le_bytes(len.try_into().ok()?),
+    })
+}
+
 /// What the reader finds in a log, in file order.
 #[derive(Debug)]
 enum Item {
@@ -113,6 +124,8 @@ enum Item {
         offset: usize,
         synced: u64,
     },
+    /// An intact previous-log note.
+    PreviousLog(PreviousLog),
     /// Bytes from `start` to `end` that hold no intact record or mark: damaged fragments, a
     /// record cut short, and the intact fragments of records that could not be completed.
     Damage {
@@ -172,6 +185,16 @@ impl<'a> Scanner<'a> {
                 at,
                 "a record or sync mark starts inside an unfinished record",
             );
+        }
+        if kind == TYPE_PREVIOUS_LOG {
+            match previous_log(payload) {
+                Some(note) => {
+                    self.end_damage(at);
+                    self.ready.push_back(Item::PreviousLog(note));
+                }
+                None => self.damaged(at, "a previous-log note of the wrong length"),
+            }
+            return;
         }
         if kind == TYPE_SYNC_MARK {
             match sync_mark_claim(payload, at) {
@@ -235,7 +258,9 @@ impl<'a> Scanner<'a> {
             } => {
                 self.offset = next;
                 match kind {
-                    TYPE_FULL | TYPE_FIRST | TYPE_SYNC_MARK => self.begin_item(kind, payload, at),
+                    TYPE_FULL | TYPE_FIRST | TYPE_SYNC_MARK | TYPE_PREVIOUS_LOG => {
+                        self.begin_item(kind, payload, at)
+                    }
                     // MIDDLE or LAST: `fragment_at` passes no other type.
                     _ => self.continue_record(kind, payload, at),
                 }
@@ -274,7 +299,7 @@ impl AfterDamage {
                         after.highest_claim = Some((offset, synced));
                     }
                 }
-                Item::Damage { .. } => {}
+                Item::Damage { .. } | Item::PreviousLog(_) => {}
             }
         }
         after
@@ -295,7 +320,10 @@ pub fn parse_log(path: &Path, data: &[u8], mode: RecoveryMode) -> Result<LogCont
         match items.next() {
             None => return Ok(contents),
             Some(Item::Record { offset, bytes }) => push_record(&mut contents, offset, bytes),
-            Some(Item::SyncMark { .. }) => {}
+            Some(Item::SyncMark { .. }) => contents.sync_marked = true,
+            Some(Item::PreviousLog(note)) => {
+                contents.previous_log.get_or_insert(note);
+            }
             Some(Item::Damage { start, end, reason }) => break (start, end, reason),
         }
     };
@@ -312,6 +340,7 @@ pub fn parse_log(path: &Path, data: &[u8], mode: RecoveryMode) -> Result<LogCont
         }
         RecoveryMode::TolerateTornTail | RecoveryMode::PointInTime => {
             let after = AfterDamage::tally(items);
+            contents.sync_marked |= after.highest_claim.is_some();
             if mode == RecoveryMode::TolerateTornTail {
                 check_damage_is_unsynced(path, start, reason, &after)?;
             }
@@ -342,7 +371,10 @@ fn salvage_rest(contents: &mut LogContents, items: Scanner<'_>) {
     for item in items {
         match item {
             Item::Record { offset, bytes } => push_record(contents, offset, bytes),
-            Item::SyncMark { .. } => {}
+            Item::SyncMark { .. } => contents.sync_marked = true,
+            Item::PreviousLog(note) => {
+                contents.previous_log.get_or_insert(note);
+            }
             Item::Damage { start, end, .. } => contents.skipped.push(skipped(start, end)),
         }
     }

@@ -1,8 +1,8 @@
 //! Appending records to a log.
 
 use super::{
-    fragment_checksum, BLOCK_SIZE, HEADER_SIZE, SYNC_MARK_LEN, TYPE_FIRST, TYPE_FULL, TYPE_LAST,
-    TYPE_MIDDLE, TYPE_SYNC_MARK,
+    fragment_checksum, PreviousLog, BLOCK_SIZE, HEADER_SIZE, SYNC_MARK_LEN, TYPE_FIRST, TYPE_FULL,
+    TYPE_LAST, TYPE_MIDDLE, TYPE_PREVIOUS_LOG, TYPE_SYNC_MARK,
 };
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
@@ -134,6 +134,18 @@ impl LogWriter {
         self.append_fragment(TYPE_SYNC_MARK, &self.synced.to_le_bytes())?;
         self.claimed = self.synced;
         Ok(())
+    }
+
+    /// Appends a previous-log note: `previous` is the log written before this one. Meant as
+    /// the first fragment of a new log, so that any record of the log that survives a power
+    /// loss has the note before it.
+    pub fn note_previous_log(&mut self, previous: PreviousLog) -> Result<()> {
+        self.check_usable()?;
+        let mut payload = [0u8; super::PREVIOUS_LOG_LEN];
+        payload[..8].copy_from_slice(&previous.number.to_le_bytes());
+        payload[8..].copy_from_slice(&previous.len.to_le_bytes());
+        let r = self.append_fragment(TYPE_PREVIOUS_LOG, &payload);
+        self.remember(r)
     }
 
     /// Hands buffered bytes to the operating system (they survive a process crash).
