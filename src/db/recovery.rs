@@ -347,10 +347,10 @@ pub(super) struct Replayed {
 /// a log whose end was dropped (a torn tail or an unsynced hole), or lost whole (shorter than
 /// the next log's previous-log note says), may be followed by later logs holding unsynced
 /// writes; replay stops at the damage, and their writes, made after the lost ones, are
-/// dropped and reported. When a later log holds a sync mark, it was
-/// synced, the damaged log in full before it, and synced bytes were lost: a corruption error
-/// under `TolerateTornTail`, a stop as before under `PointInTime`. (`Strict` fails at the
-/// first damage anyway; `Salvage` keeps every log.)
+/// dropped and reported. When a later log holds a sync mark, it was synced, the damaged log
+/// in full before it, and synced bytes were lost: a corruption error under
+/// `TolerateTornTail`, a stop as before under `PointInTime`. (`Strict` fails at the first
+/// damage anyway; `Salvage` keeps every log.)
 ///
 /// Each batch's sequence numbers must lie above every one replayed before it and above
 /// `after_seq` (the largest in any live table: tables hold only writes from older logs), and
@@ -372,9 +372,11 @@ pub(super) fn replay_logs(
         let path = dir.join(filename::log_file_name(*number));
         let data = fs.read_all(&path)?;
         let contents = wal::parse_log(&path, &data, read_mode(mode))?;
-        if let (Some(note), Some((number, path, len))) = (contents.previous_log, &previous) {
-            if note.number == *number && note.len > *len && replay.stopped.is_none() {
-                replay.lost_end(path, *len, note.len - *len);
+        if let (Some(note), Some((older, older_path, older_len))) =
+            (contents.previous_log, &previous)
+        {
+            if note.number == *older && note.len > *older_len && replay.stopped.is_none() {
+                replay.lost_end(older_path, *older_len, note.len - *older_len);
             }
         }
         previous = Some((*number, path.clone(), data.len() as u64));

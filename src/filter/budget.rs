@@ -9,15 +9,16 @@
 //! into bits per key and hashes with [`FilterParams::for_false_positive_rate`] (ClickHouse's
 //! table), and then, since rows are whole bits per key, moves one row at a time until the
 //! budget is kept: while over it, the group that loses least per bit saved steps down a row;
-//! while a step up still fits, the group that gains most per bit spent steps up.
-//! [`allocate_blended`] drops the whole-row limit: a share of one group's filters may get
-//! the next row up, so the budget is spent to the bit, step by step where it gains most. Greedy steps
+//! while a step up still fits, the group that gains most per bit spent steps up. Greedy steps
 //! are not always the best whole-row choice when groups differ much in size (a brute-force
 //! search found a case at 2.4 bits per key where they gave twice the false positives), so two
 //! more kinds of choice compete with them: rows chosen for a price per bit (a Lagrangian
 //! search), and the same with the largest group's row fixed to each row in turn. The choice
 //! with the fewest expected false positives wins; the tests hold it within 5% of the best
 //! whole-row choice for three groups.
+//!
+//! [`allocate_blended`] drops the whole-row limit: a share of one group's filters may get the
+//! next row up, so the budget is spent to the bit, step by step where it gains most.
 
 use super::error::{FilterError, Result};
 use super::params::{FilterParams, MAX_BITS_PER_KEY};
@@ -54,8 +55,8 @@ pub fn allocate(groups: &[FilterGroup], bits_per_key: f64) -> Result<Vec<Option<
 
 /// As [`allocate`], but the budget is spent to the bit: one group may have a share of its
 /// filters one row up (a table is one filter, so a level gets some tables at each of two
-/// rows). A large group's row costs many
-/// bits, so whole rows can leave most of a bit per key unspent: at 100 million keys, with
+/// rows). A large group's row costs many bits, so whole rows can leave most of a bit per key
+/// unspent: at 100 million keys, with
 /// 89% of them in the last level, 10 bits per key allocated 9.9 on paper and 9.3 in the
 /// tables' filters, whose last level had 9 bits where the budget paid for 9.5.
 pub fn allocate_blended(groups: &[FilterGroup], bits_per_key: f64) -> Result<Vec<GroupFilters>> {
@@ -91,18 +92,10 @@ fn steepest_steps(groups: &[FilterGroup], budget: u64) -> (Vec<u32>, Option<(usi
         .collect();
     loop {
         let room = budget.saturating_sub(total_bits(groups, &rows));
-        let best = (0..groups.len())
-            .filter(|&i| groups[i].keys > 0 && groups[i].probes > 0.0)
-            .filter_map(|i| higher_row(rows[i]).map(|to| (i, to)))
-            .map(|(i, to)| {
-                let (added, cost) = step(&groups[i], rows[i], to);
-                (i, to, -added / cost as f64, cost)
-            })
-            .filter(|&(_, _, gain_per_bit, _)| gain_per_bit > 0.0)
-            .max_by(|a, b| a.2.total_cmp(&b.2));
-        let Some((i, to, _, cost)) = best else {
+        let Some((i, to)) = best_step_up(groups, &rows, u64::MAX) else {
             return (rows, None);
         };
+        let cost = groups[i].keys * u64::from(to - rows[i]);
         if cost > room {
             return (rows, (room > 0).then(|| (i, room as f64 / cost as f64)));
         }
@@ -481,22 +474,27 @@ fn step_down_until_within(groups: &[FilterGroup], rows: &mut [u32], budget: u64)
 fn step_up_while_room(groups: &[FilterGroup], rows: &mut [u32], budget: u64) {
     loop {
         let room = budget - total_bits(groups, rows);
-        // A group no lookup probes gains nothing from bits.
-        let best = (0..groups.len())
-            .filter(|&i| groups[i].keys > 0 && groups[i].probes > 0.0)
-            .filter_map(|i| higher_row(rows[i]).map(|to| (i, to)))
-            .filter(|&(i, to)| groups[i].keys * (to - rows[i]) as u64 <= room)
-            .max_by(|&(a, to_a), &(b, to_b)| {
-                let (gain_a, spent_a) = step(&groups[a], rows[a], to_a);
-                let (gain_b, spent_b) = step(&groups[b], rows[b], to_b);
-                // `gain` is negative: the rate falls.
-                (-gain_a / spent_a as f64).total_cmp(&(-gain_b / spent_b as f64))
-            });
-        match best {
+        match best_step_up(groups, rows, room) {
             Some((i, to)) => rows[i] = to,
             None => return,
         }
     }
+}
+
+/// The step up a row, costing at most `room` bits, that removes the most expected false
+/// positives per bit spent: the group and the row it would move to.
+fn best_step_up(groups: &[FilterGroup], rows: &[u32], room: u64) -> Option<(usize, u32)> {
+    // A group no lookup probes gains nothing from bits.
+    (0..groups.len())
+        .filter(|&i| groups[i].keys > 0 && groups[i].probes > 0.0)
+        .filter_map(|i| higher_row(rows[i]).map(|to| (i, to)))
+        .filter(|&(i, to)| groups[i].keys * u64::from(to - rows[i]) <= room)
+        .max_by(|&(a, to_a), &(b, to_b)| {
+            let (gain_a, spent_a) = step(&groups[a], rows[a], to_a);
+            let (gain_b, spent_b) = step(&groups[b], rows[b], to_b);
+            // `gain` is negative: the rate falls.
+            (-gain_a / spent_a as f64).total_cmp(&(-gain_b / spent_b as f64))
+        })
 }
 
 #[cfg(test)]
