@@ -2,7 +2,9 @@
 //! are random (point lookups must not make the kernel read around every block), which also
 //! turns off the kernel's read-ahead for scans and compaction. They read ahead here instead:
 //! the first read is just the block asked for; each read after it that continues where the
-//! last one ended doubles the window, up to [`MAX_WINDOW`].
+//! last one ended doubles the window, up to [`MAX_WINDOW`]. Once reads run in sequence, each
+//! also asks the kernel to start fetching the window after it, so the device works while the
+//! reader decodes (a compaction would otherwise wait on every window in turn).
 
 use crate::error::Result;
 use crate::fs::RandomAccessFile;
@@ -48,7 +50,22 @@ impl ReadAhead {
         let want = self.window.min(available).max(len);
         self.buf = file.read_at(offset, want)?;
         self.start = offset;
+        if sequential {
+            self.announce_next(file, limit);
+        }
         Ok(self.buf[..len].to_vec())
+    }
+
+    /// Hints the window a sequential reader will ask for next.
+    fn announce_next(&self, file: &dyn RandomAccessFile, limit: u64) {
+        let next = self.start + self.buf.len() as u64;
+        let available = usize::try_from(limit.saturating_sub(next)).unwrap_or(usize::MAX);
+        let len = (self.window * 2)
+            .min(MAX_WINDOW.max(self.window))
+            .min(available);
+        if len > 0 {
+            file.will_need(next, len);
+        }
     }
 
     fn cached(&self, offset: u64, len: usize) -> Option<&[u8]> {
@@ -66,6 +83,22 @@ mod tests {
     struct Counted {
         data: Vec<u8>,
         reads: AtomicUsize,
+        /// Every range announced with `will_need`, in order.
+        announced: std::sync::Mutex<Vec<(u64, usize)>>,
+    }
+
+    impl Counted {
+        fn new(data: Vec<u8>) -> Counted {
+            Counted {
+                data,
+                reads: AtomicUsize::new(0),
+                announced: std::sync::Mutex::new(Vec::new()),
+            }
+        }
+
+        fn announced(&self) -> Vec<(u64, usize)> {
+            self.announced.lock().unwrap().clone()
+        }
     }
 
     impl RandomAccessFile for Counted {
@@ -77,15 +110,15 @@ mod tests {
         fn size(&self) -> u64 {
             self.data.len() as u64
         }
+        fn will_need(&self, offset: u64, len: usize) {
+            self.announced.lock().unwrap().push((offset, len));
+        }
     }
 
     #[test]
     fn sequential_reads_grow_the_window_and_return_the_right_bytes() {
         let data: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
-        let file = Counted {
-            data: data.clone(),
-            reads: AtomicUsize::new(0),
-        };
+        let file = Counted::new(data.clone());
         let mut ahead = ReadAhead::new();
         let limit = 1_900_000u64;
         let mut offset = 0u64;
@@ -105,10 +138,7 @@ mod tests {
     #[test]
     fn a_jump_starts_again_from_one_block_and_never_reads_past_the_limit() {
         let data = vec![7u8; 100_000];
-        let file = Counted {
-            data,
-            reads: AtomicUsize::new(0),
-        };
+        let file = Counted::new(data);
         let mut ahead = ReadAhead::new();
         ahead.read(&file, 0, 1000, 50_000).unwrap();
         ahead.read(&file, 1000, 1000, 50_000).unwrap();
@@ -123,5 +153,40 @@ mod tests {
             ahead.read(&file, next, 1000, 50_000).unwrap();
             assert!(ahead.start + ahead.buf.len() as u64 <= 50_000);
         }
+    }
+
+    #[test]
+    fn sequential_reads_announce_the_next_window_and_nothing_past_the_limit() {
+        let file = Counted::new(vec![1u8; 1_000_000]);
+        let mut ahead = ReadAhead::new();
+        let limit = 900_000u64;
+        ahead.read(&file, 0, 4096, limit).unwrap();
+        assert!(
+            file.announced().is_empty(),
+            "a first read is not a sequence"
+        );
+        ahead.read(&file, 4096, 4096, limit).unwrap();
+        // The second read takes 8 KiB at 4096; the next will ask for 16 KiB after it.
+        assert_eq!(file.announced(), vec![(4096 + 8192, 16384)]);
+        let mut offset = 4096 + 8192;
+        while offset < limit {
+            let len = 4096.min((limit - offset) as usize);
+            ahead.read(&file, offset, len, limit).unwrap();
+            offset = ahead.start + ahead.buf.len() as u64;
+        }
+        let announced = file.announced();
+        for &(at, len) in &announced {
+            assert!(at + len as u64 <= limit, "{at}+{len} runs past {limit}");
+            assert!(len <= MAX_WINDOW);
+        }
+        // Each window after the first two was announced before it was read.
+        let reads = file.reads.load(Ordering::Relaxed);
+        assert_eq!(announced.len(), reads - 2, "{announced:?}");
+        ahead.read(&file, 100_000, 4096, limit).unwrap();
+        assert_eq!(
+            file.announced().len(),
+            announced.len(),
+            "a jump announces nothing"
+        );
     }
 }
