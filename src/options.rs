@@ -100,6 +100,13 @@ pub struct Options {
     /// Threads that run compactions, besides the one thread that flushes memtables.
     /// Compactions whose input tables differ run side by side. Default 2.
     pub compaction_threads: usize,
+    /// How much lower than the store's other threads, and the caller's, compaction threads
+    /// run: a `nice` increment, 0 to 19 (Linux; elsewhere ignored). Compaction is throughput
+    /// work with slack (level 0 may grow to `l0_slowdown_trigger` before writers notice),
+    /// while a lookup waits on every microsecond: with as many compaction threads as cores, a
+    /// lookup that arrives while they run would otherwise wait for a time slice after each of
+    /// its reads. Default 10; 0 runs them at the caller's priority.
+    pub compaction_nice: u8,
     /// How long the writer leading a group that will be synced waits, at most, for the
     /// writers of the previous group to queue again, so that writers who write back to back
     /// share one fsync rather than take turns in two groups (`src/db/write_group.rs`). A lone
@@ -157,6 +164,7 @@ impl Default for Options {
             l0_stop_trigger: 36,
             delayed_write_rate: 16 << 20,
             compaction_threads: 2,
+            compaction_nice: 10,
             group_commit_wait: Duration::from_micros(100),
             create_if_missing: true,
             wal_recovery_mode: WalRecoveryMode::default(),
@@ -183,6 +191,7 @@ impl std::fmt::Debug for Options {
             .field("group_commit_wait", &self.group_commit_wait)
             .field("dynamic_level_sizes", &self.dynamic_level_sizes)
             .field("compaction_threads", &self.compaction_threads)
+            .field("compaction_nice", &self.compaction_nice)
             .field("block_cache_size", &self.block_cache_size)
             .field("shared_block_cache", &self.block_cache.is_some())
             .field("max_open_files", &self.max_open_files)
@@ -320,6 +329,12 @@ impl Options {
         self
     }
 
+    /// Sets how much lower compaction threads run than the others (a `nice` increment, 0-19).
+    pub fn compaction_nice(mut self, nice: u8) -> Self {
+        self.compaction_nice = nice;
+        self
+    }
+
     /// Sets the size at which the manifest is rewritten as one snapshot.
     pub fn max_manifest_size(mut self, bytes: u64) -> Self {
         self.max_manifest_size = bytes;
@@ -390,6 +405,9 @@ impl Options {
         }
         if !(1..=64).contains(&self.compaction_threads) {
             return bad("compaction_threads must be 1..=64");
+        }
+        if self.compaction_nice > 19 {
+            return bad("compaction_nice must be 0..=19");
         }
         if self.delayed_write_rate < MIN_DELAYED_WRITE_RATE {
             return bad("delayed_write_rate must be at least 16 KiB/s");

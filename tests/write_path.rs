@@ -870,3 +870,51 @@ fn a_compaction_beside_a_manual_one_never_writes_into_its_range() {
         assert_eq!(db.get(common::key(i)).unwrap(), Some(common::value(i, 1)));
     }
 }
+
+/// The `nice` value of each of this process's threads named `name`, from `/proc`.
+#[cfg(target_os = "linux")]
+fn nice_of_threads_named(name: &str) -> Vec<i64> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // After the name in parentheses: state is field 3, nice field 19.
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        let nice = after_name.split(' ').nth(16).unwrap().parse().unwrap();
+        found.push(nice);
+    }
+    found
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn compaction_threads_run_at_the_nice_increment_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let own: i64 = {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        after_name.split(' ').nth(16).unwrap().parse().unwrap()
+    };
+    let wanted = (own + 7).min(19);
+    let db = Db::open(dir.path(), Options::default().compaction_nice(7)).unwrap();
+    // The threads lower themselves as they start; other tests' stores have threads of the
+    // same name at other increments.
+    let mut seen = Vec::new();
+    for _ in 0..500 {
+        seen = nice_of_threads_named("bloomkv-compact");
+        if seen.contains(&wanted) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(seen.contains(&wanted), "{seen:?}, wanted {wanted}");
+    db.close().unwrap();
+    let err = match Db::open(dir.path(), Options::default().compaction_nice(20)) {
+        Ok(_) => panic!("compaction_nice 20 was taken"),
+        Err(e) => e,
+    };
+    assert!(err.to_string().contains("compaction_nice"), "{err}");
+}
