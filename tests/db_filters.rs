@@ -147,7 +147,10 @@ fn a_bits_per_key_budget_gives_the_upper_levels_more_bits() {
     // A table that overlaps nothing below moves down unchanged, with the filter it was
     // written with: a few of the last level's tables may carry more bits than its upper row.
     let share = stats.levels[last].target_bits_per_key.expect("a share");
-    let moved_down = bottom.iter().filter(|&&b| f64::from(b) > share.ceil()).count();
+    let moved_down = bottom
+        .iter()
+        .filter(|&&b| f64::from(b) > share.ceil())
+        .count();
     assert!(
         moved_down * 10 <= bottom.len(),
         "upper {upper:?}, last level {bottom:?} (share {share})"

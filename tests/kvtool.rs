@@ -1536,10 +1536,14 @@ fn bench_writes_refuses_bad_arguments_before_it_starts() {
     assert_eq!(std::fs::read_dir(db).unwrap().count(), 0);
 }
 
+/// A file of the repository.
+fn repo_file(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).expect(path)
+}
+
 /// The README's section on kvtool.
 fn readme_kvtool_section() -> String {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
+    let readme = repo_file("README.md");
     let start = readme.find("\n## kvtool\n").expect("a kvtool section");
     let rest = &readme[start + 1..];
     let end = rest[3..].find("\n## ").map_or(rest.len(), |at| at + 3);
@@ -1563,20 +1567,8 @@ fn kvtool_commands(text: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-#[test]
-fn readme_says_how_to_install_kvtool_and_its_examples_parse() {
-    let section = readme_kvtool_section();
-    // `kvtool` in the examples is a command on the PATH: the README must say how it gets there.
-    assert!(
-        section.contains("\n    cargo install --path .\n"),
-        "{section}"
-    );
-    assert!(
-        section.contains("\n    target/release/kvtool "),
-        "{section}"
-    );
-    let commands = kvtool_commands(&section);
-    assert!(commands.len() >= 15, "{commands:?}");
+/// Runs `kvtool ARGS --help` for each command: each must be one kvtool accepts.
+fn assert_each_parses(commands: Vec<Vec<String>>) {
     for mut args in commands {
         args.push("--help".to_string());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -1587,6 +1579,23 @@ fn readme_says_how_to_install_kvtool_and_its_examples_parse() {
             help.stderr
         );
     }
+}
+
+#[test]
+fn the_manual_and_the_readme_say_how_to_install_kvtool_and_their_examples_parse() {
+    let manual = repo_file("docs/kvtool.md");
+    let readme = readme_kvtool_section();
+    // `kvtool` in the examples is a command on the PATH: both must say how it gets there.
+    for text in [&manual, &readme] {
+        assert!(text.contains("\n    cargo install --path .\n"), "{text}");
+        assert!(text.contains("target/release/kvtool "), "{text}");
+    }
+    let in_manual = kvtool_commands(&manual);
+    assert!(in_manual.len() >= 15, "{in_manual:?}");
+    assert_each_parses(in_manual);
+    let in_readme = kvtool_commands(&readme);
+    assert!(in_readme.len() >= 8, "{in_readme:?}");
+    assert_each_parses(in_readme);
 }
 
 #[test]
