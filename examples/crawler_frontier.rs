@@ -23,18 +23,31 @@ const WEB_SIZE: u64 = 2_000_000;
 const POPULAR: u64 = 10_000;
 const LINKS_PER_PAGE: u64 = 8;
 
-struct Options {
+pub struct Options {
     expected: u64,
     rate: f64,
     pages: u64,
 }
 
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            expected: 1_000_000,
+            rate: 0.01,
+            pages: 250_000,
+        }
+    }
+}
+
+/// What a crawl prints: its report, line by line, and a warning when the filter was sized for
+/// fewer URLs than went in.
+pub struct Report {
+    pub lines: Vec<String>,
+    pub warning: Option<String>,
+}
+
 fn parse_options() -> Result<Options, String> {
-    let mut options = Options {
-        expected: 1_000_000,
-        rate: 0.01,
-        pages: 250_000,
-    };
+    let mut options = Options::default();
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -74,20 +87,27 @@ fn links(page: u64) -> impl Iterator<Item = u64> {
 }
 
 fn main() -> ExitCode {
-    let options = match parse_options() {
-        Ok(o) => o,
+    match parse_options().and_then(|options| crawl(&options)) {
+        Ok(report) => {
+            for line in &report.lines {
+                println!("{line}");
+            }
+            if let Some(warning) = &report.warning {
+                eprintln!("{warning}");
+            }
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("crawler_frontier: {e}");
-            return ExitCode::from(2);
+            ExitCode::from(2)
         }
-    };
-    let mut seen = match BloomFilter::with_capacity(options.expected, options.rate) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("crawler_frontier: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    }
+}
+
+/// Crawls the synthetic web, keeping the frontier free of URLs the filter has seen.
+pub fn crawl(options: &Options) -> Result<Report, String> {
+    let mut seen =
+        BloomFilter::with_capacity(options.expected, options.rate).map_err(|e| e.to_string())?;
     // Kept only to report how many URLs the filter wrongly dropped; a real crawler would not
     // hold this set (that is the point of the filter).
     let mut truly_seen: HashSet<u64> = HashSet::new();
@@ -119,40 +139,42 @@ fn main() -> ExitCode {
         }
     }
 
-    println!("pages visited:        {visited}");
-    println!(
-        "URLs offered:         {} (the seed and every link)",
-        enqueued + dropped
-    );
-    println!("URLs enqueued:        {enqueued}");
-    println!("URLs dropped as seen: {dropped}");
-    println!(
+    let lines = vec![
+        format!("pages visited:        {visited}"),
+        format!(
+            "URLs offered:         {} (the seed and every link)",
+            enqueued + dropped
+        ),
+        format!("URLs enqueued:        {enqueued}"),
+        format!("URLs dropped as seen: {dropped}"),
+        format!(
         "  of which never seen (false positives): {wrongly_dropped} ({:.3}% of the URLs offered for the first time)",
         100.0 * wrongly_dropped as f64 / (enqueued + wrongly_dropped).max(1) as f64
-    );
-    println!("still in the frontier: {}", frontier.len());
-    println!(
+    ),
+        format!("still in the frontier: {}", frontier.len()),
+        format!(
         "filter: {} bytes ({} bits/key, {} hashes), sized for {} URLs, holds {}",
         seen.memory_bytes(),
         seen.bits_per_key(),
         seen.hashes(),
         seen.capacity(),
         seen.len()
-    );
-    println!(
+    ),
+        format!(
         "expected false-positive rate: {:.4}% at capacity, {:.4}% at the current fill",
         100.0 * seen.params().predicted_false_positive_rate(),
         100.0 * seen.expected_false_positive_rate()
-    );
-    if seen.is_over_capacity() {
-        eprintln!(
+    ),
+    ];
+    let warning = seen.is_over_capacity().then(|| {
+        format!(
             "warning: {} URLs went into a filter sized for {}: its false-positive rate is now \
              about {:.2}%, above the {:.2}% it was built for; size it for more URLs",
             seen.len(),
             seen.capacity(),
             100.0 * seen.expected_false_positive_rate(),
             100.0 * options.rate
-        );
-    }
-    ExitCode::SUCCESS
+        )
+    });
+    Ok(Report { lines, warning })
 }

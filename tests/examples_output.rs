@@ -1,22 +1,13 @@
 //! The outputs the documentation quotes as exact are the programs' outputs: each test runs the
-//! program and compares what it prints with the quoted block.
+//! program's code (the example's file, compiled in as a module) and compares what it prints
+//! with the quoted block.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-/// An example program built beside this test (`cargo test` builds every example into
-/// `target/<profile>/examples/`).
-fn example(name: &str) -> PathBuf {
-    let test_binary = std::env::current_exe().unwrap();
-    let profile_dir = test_binary.parent().and_then(Path::parent).unwrap();
-    let path = profile_dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} not built: run the tests with cargo test, which builds the examples",
-        path.display()
-    );
-    path
-}
+// The example's own code, compiled into this test: its `main` goes unused here.
+#[allow(dead_code)]
+#[path = "../examples/crawler_frontier.rs"]
+mod crawler_frontier;
 
 /// The first block of lines indented by `indent` spaces after `heading_line` in `doc`,
 /// unindented.
@@ -41,13 +32,9 @@ fn crawler_frontier_prints_what_docs_examples_quotes() {
             .unwrap();
     let quoted = quoted_block_after(&docs, "The first prints", 6);
     assert!(quoted.len() >= 8, "{quoted:?}");
-    let output = Command::new(example("crawler_frontier")).output().unwrap();
-    assert!(output.status.success(), "{output:?}");
-    let printed: Vec<String> = String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let report = crawler_frontier::crawl(&crawler_frontier::Options::default()).unwrap();
+    assert!(report.warning.is_none());
+    let printed = report.lines;
     assert_eq!(printed, quoted);
 }
 
