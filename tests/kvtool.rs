@@ -1288,9 +1288,9 @@ fn bench_says_which_directory_is_wrong_and_why() {
     );
 }
 
-#[test]
-fn bench_shows_each_phase_on_a_terminal_and_nothing_on_a_pipe() {
-    let args = [
+/// `bench` over 20,000 keys with few lookups (seconds, not minutes), then `more`.
+fn small_bench<'a>(more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
         "bench",
         "--keys",
         "20000",
@@ -1298,9 +1298,14 @@ fn bench_shows_each_phase_on_a_terminal_and_nothing_on_a_pipe() {
         "2000",
         "--cold-lookups",
         "200",
-        "--settings",
-        "0.01",
     ];
+    args.extend_from_slice(more);
+    args
+}
+
+#[test]
+fn bench_shows_each_phase_on_a_terminal_and_nothing_on_a_pipe() {
+    let args = small_bench(&["--settings", "0.01"]);
     let run = run_on_terminal(&args);
     assert_eq!(run.code, 0, "{}", run.terminal);
     assert_on_terminal(
@@ -1947,4 +1952,50 @@ fn stats_shows_the_bits_tables_have_and_what_each_count_covers() {
         life.contains("compactions") && life.contains("write amplification"),
         "{life}"
     );
+}
+
+#[test]
+fn bench_aligns_long_setting_names_and_says_what_its_figures_mean() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().to_str().unwrap();
+    let mut args = vec!["--db", db];
+    args.extend(small_bench(&[
+        "--settings",
+        "none,0.01,budget:10,reads:0.0001",
+    ]));
+    let out = run_with(&args, None).ok();
+    let table: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("absent keys (warm); I/O avoided"))
+        .skip(1)
+        .take(5)
+        .collect();
+    let header = table[0];
+    assert!(header.starts_with("  setting"), "{out}");
+    // Each row's figures start in the column its header names.
+    let bits_at = header.find("bits/key").unwrap() + "bits/key".len();
+    for (row, name) in table[1..]
+        .iter()
+        .zip(["none", "0.01", "budget:10", "reads:0.0001"])
+    {
+        assert!(row.trim_start().starts_with(name), "{row}");
+        let bits_end = row[..bits_at].trim_end().len();
+        assert_eq!(bits_end, bits_at, "misaligned:\n{header}\n{row}");
+    }
+    // A budget's row shows the bits per key its filters hold, not a dash.
+    let budget = table[3].split_whitespace().nth(1).unwrap();
+    let bits: f64 = budget.parse().unwrap_or_else(|_| panic!("{}", table[3]));
+    assert!((5.0..=15.0).contains(&bits), "{bits}");
+    assert!(out.contains("\nlegend (lower is better"), "{out}");
+    let verdicts: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("verdict"))
+        .skip(1)
+        .collect();
+    assert_eq!(verdicts.len(), 4, "{out}");
+    assert!(verdicts[0].contains("no filters"), "{}", verdicts[0]);
+    for line in &verdicts[1..] {
+        assert!(line.contains("% of the block reads avoided"), "{line}");
+        assert!(line.contains("the gets/s of none"), "{line}");
+    }
 }
