@@ -20,6 +20,21 @@ fn second_open_of_the_same_directory_is_locked() {
 }
 
 #[test]
+fn a_store_prints_its_directory_and_how_it_is_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let shown = format!("{db:?}");
+    assert!(shown.contains(&format!("{:?}", dir.path())), "{shown}");
+    assert!(shown.contains("read_only: false"), "{shown}");
+    // Printable, so a failed open can be unwrapped into its error directly.
+    let second = Db::open(dir.path(), Options::default()).unwrap_err();
+    assert!(matches!(second, Error::Locked { .. }), "{second}");
+    drop(db);
+    let reader = Db::open_read_only(dir.path(), Options::default()).unwrap();
+    assert!(format!("{reader:?}").contains("read_only: true"));
+}
+
+#[test]
 fn oversized_keys_and_values_are_refused_and_nothing_is_lost() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();

@@ -912,9 +912,6 @@ fn compaction_threads_run_at_the_nice_increment_asked_for() {
     }
     assert!(seen.contains(&wanted), "{seen:?}, wanted {wanted}");
     db.close().unwrap();
-    let err = match Db::open(dir.path(), Options::default().compaction_nice(20)) {
-        Ok(_) => panic!("compaction_nice 20 was taken"),
-        Err(e) => e,
-    };
+    let err = Db::open(dir.path(), Options::default().compaction_nice(20)).unwrap_err();
     assert!(err.to_string().contains("compaction_nice"), "{err}");
 }

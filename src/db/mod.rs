@@ -376,6 +376,17 @@ pub struct Db {
     read_only: bool,
 }
 
+/// The store's directory and how it is open: enough to tell stores apart in a log line or in
+/// an `unwrap_err` (the counters are in [`Db::stats`]).
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("path", &self.path())
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
