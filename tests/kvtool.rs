@@ -1999,3 +1999,27 @@ fn bench_aligns_long_setting_names_and_says_what_its_figures_mean() {
         assert!(line.contains("the gets/s of none"), "{line}");
     }
 }
+
+#[test]
+fn a_lookups_chart_names_the_workload_and_the_memory_limit_in_its_title() {
+    let tmp = tempfile::tempdir().unwrap();
+    let chart = tmp.path().join("chart.svg");
+    let recorded =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks-100m-1gib-random-5c1f4d4.json");
+    run_with(
+        &[
+            "bench",
+            "--chart",
+            chart.to_str().unwrap(),
+            "--chart-from",
+            recorded.to_str().unwrap(),
+        ],
+        None,
+    )
+    .ok();
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(
+        svg.contains(">100000000 keys, 100-byte random values, held to 1024 MiB (each store"),
+        "{svg}"
+    );
+}

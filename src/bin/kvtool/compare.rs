@@ -732,22 +732,27 @@ fn chart_svg(docs: &[Value]) -> String {
     svg
 }
 
-/// The chart's title: the memory each run was held to, with its key count.
+/// The chart's title: each run's workload (keys, value size and kind) and the memory it was
+/// held to, so that a chart read on its own says what was measured.
 fn memory_limits_title(docs: &[Value]) -> String {
-    let limits: Vec<String> = docs
+    let runs: Vec<String> = docs
         .iter()
         .map(|doc| {
             let limit = doc["memory_limit_bytes"]
                 .as_u64()
                 .map_or("no memory limit".to_string(), |b| {
-                    format!("{} MiB", b >> 20)
+                    format!("held to {} MiB", b >> 20)
                 });
-            format!("{} keys: {limit}", doc["keys"])
+            let values = match (doc["value_size"].as_u64(), doc["values"].as_str()) {
+                (Some(size), Some(kind)) => format!(", {size}-byte {kind} values"),
+                _ => String::new(),
+            };
+            format!("{} keys{values}, {limit}", doc["keys"])
         })
         .collect();
     format!(
-        "Each store in its own process, held with its page cache to ({})",
-        limits.join("; ")
+        "{} (each store in its own process, with its page cache)",
+        runs.join("; ")
     )
 }
 
