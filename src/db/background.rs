@@ -369,14 +369,6 @@ fn job_name(job: Job) -> &'static str {
     }
 }
 
-/// Hands what a finished flush or compaction freed back to the operating system. A flush
-/// frees a whole memtable, a compaction its tables' builders, tens of MiB at a time, and
-/// glibc's allocator keeps freed memory in the arena of the thread that allocated it, for
-/// reuse. After a 10M-key load in 1 GiB with 32 MiB memtables the process held 139 MiB
-/// without the trim after flushes and 124 MiB with it; with the trim after flushes only, at
-/// 5M keys and 64 MiB tables, 136 MiB lay free in the arenas against 45 MiB in use, and
-/// resident memory fell from 133 to 98 MiB once compactions trimmed too (docs/benchmarks.md).
-/// Under another allocator this finds glibc's heap nearly empty and costs next to nothing.
 /// Lowers the calling thread's CPU priority by `nice` (`Options::compaction_nice`; on Linux
 /// `nice` applies to the calling thread alone, and the threads it starts inherit it). A hint
 /// only: where it fails, nothing else changes.
@@ -390,6 +382,14 @@ fn run_below_foreground(nice: u8) {
     let _ = nice;
 }
 
+/// Hands what a finished flush or compaction freed back to the operating system. A flush
+/// frees a whole memtable, a compaction its tables' builders, tens of MiB at a time, and
+/// glibc's allocator keeps freed memory in the arena of the thread that allocated it, for
+/// reuse. After a 10M-key load in 1 GiB with 32 MiB memtables the process held 139 MiB
+/// without the trim after flushes and 124 MiB with it; with the trim after flushes only, at
+/// 5M keys and 64 MiB tables, 136 MiB lay free in the arenas against 45 MiB in use, and
+/// resident memory fell from 133 to 98 MiB once compactions trimmed too (docs/benchmarks.md).
+/// Under another allocator this finds glibc's heap nearly empty and costs next to nothing.
 pub(super) fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free memory of glibc's own arenas to the system; it

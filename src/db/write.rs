@@ -107,10 +107,8 @@ impl Inner {
             WriteBatch::set_first_seq(&mut member.record, seq);
             seq += member.batch.len() as u64;
         }
-        let frozen = match group.needs_sync() {
-            true => self.frozen_log_numbers(),
-            false => Vec::new(),
-        };
+        // A synced group makes the logs of frozen memtables durable too (`sync_all`).
+        let frozen = group.needs_sync().then(|| self.frozen_log_numbers());
         let wal = writer.wal()?;
         let wal_len_before = wal.len();
         let appended = group
@@ -118,9 +116,9 @@ impl Inner {
             .iter()
             .try_for_each(|member| wal.add_record(&member.record));
         let wal_len_after = wal.len();
-        let logged = appended.and_then(|()| match group.needs_sync() {
-            true => writer.sync_all(&frozen),
-            false => writer.wal()?.flush(),
+        let logged = appended.and_then(|()| match &frozen {
+            Some(frozen) => writer.sync_all(frozen),
+            None => writer.wal()?.flush(),
         });
         Counters::add(&self.counters.wal_bytes, wal_len_after - wal_len_before);
         if let Err(e) = logged {
