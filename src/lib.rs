@@ -43,6 +43,6 @@ pub use error::{Error, Result};
 pub use iter::DbIterator;
 pub use options::{Options, WalRecoveryMode, WriteOptions};
 pub use repair::{repair, salvage::SalvagedTable, RepairReport};
-pub use sstable::{Compression, FilterPolicy};
+pub use sstable::{Compression, FilterPolicy, FilterResidency};
 pub use stats::{LevelStats, Stats, TableStats};
 pub use write_batch::WriteBatch;

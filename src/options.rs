@@ -53,6 +53,17 @@ pub struct Options {
     /// and a lookup that reaches the bottom reads a block there anyway. Lookups of absent keys
     /// then read a block at the bottom. Default false.
     pub no_filters_at_bottom: bool,
+    /// Bytes all the store's filters may take in memory, together. Default `None`: every
+    /// table keeps the filter the policy gives it. With a limit, the policy's filters are
+    /// spread over the tree within it: tables are written with no more bits per key than the
+    /// limit leaves for every key stored, by Monkey's rule like a budget (and at most what the
+    /// policy asks for), and when the filters held still exceed it (the store grew since
+    /// its tables were written, or was opened with a smaller limit), the filters whose loss
+    /// costs lookups least are folded to a half, a quarter or an eighth of their bits in
+    /// memory, or at last dropped, until they fit (`docs/design.md`, "Filter memory"). The
+    /// files keep their whole filters. `Stats::filter_memory_bytes` is never above the limit
+    /// once a flush, compaction or open returns.
+    pub filter_memory_limit: Option<u64>,
     /// A memtable is frozen and flushed once it holds about this many bytes. Default 32 MiB:
     /// with 4 MiB memtables and an 8 MiB level 1, a 30M-key load wrote 10.4 bytes per byte
     /// loaded; with 32 MiB and 128 MiB (and dynamic level sizes), about 6 (docs/benchmarks.md,
@@ -151,6 +162,7 @@ impl Default for Options {
         Options {
             filter_policy: FilterPolicy::BitsPerKeyBudget(10.0),
             no_filters_at_bottom: false,
+            filter_memory_limit: None,
             memtable_size: 32 << 20,
             max_immutable_memtables: 2,
             table_size: 64 << 20,
@@ -183,6 +195,7 @@ impl std::fmt::Debug for Options {
         f.debug_struct("Options")
             .field("filter_policy", &self.filter_policy)
             .field("no_filters_at_bottom", &self.no_filters_at_bottom)
+            .field("filter_memory_limit", &self.filter_memory_limit)
             .field("memtable_size", &self.memtable_size)
             .field("table_size", &self.table_size)
             .field("level1_size", &self.level1_size)
@@ -201,6 +214,12 @@ impl std::fmt::Debug for Options {
 }
 
 impl Options {
+    /// Caps the memory of all the store's filters together (see the field).
+    pub fn filter_memory_limit(mut self, bytes: u64) -> Self {
+        self.filter_memory_limit = Some(bytes);
+        self
+    }
+
     /// Sets the filter policy for tables written from now on.
     pub fn filter_policy(mut self, policy: FilterPolicy) -> Self {
         self.filter_policy = policy;

@@ -2,6 +2,7 @@
 //! of the tree.
 
 use crate::cache::{BlockCacheStats, TableCacheStats};
+use crate::sstable::FilterResidency;
 
 /// One table as `Stats` reports it.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,8 +16,16 @@ pub struct TableStats {
     /// `None` for a table written with `FilterPolicy::Disabled`.
     pub bits_per_key: Option<u32>,
     pub hashes: Option<u32>,
+    /// The rate of the filter as written.
     pub predicted_false_positive_rate: Option<f64>,
+    /// The rate of the filter lookups probe: as written, or of the folded filter at its
+    /// smaller size (1 when dropped); `None` for a table written without a filter.
+    pub resident_false_positive_rate: Option<f64>,
+    /// Bytes of filter held in memory (less than written when folded, 0 when dropped).
     pub filter_bytes: u64,
+    /// Whether lookups probe the whole filter, a folded one, or none, kept so to stay
+    /// within `Options::filter_memory_limit`.
+    pub filter_residency: FilterResidency,
 }
 
 /// One level as `Stats` reports it: its shape now, and the I/O of flushes and compactions at
@@ -51,8 +60,12 @@ pub struct LevelStats {
     pub filter_probes: u64,
     pub filter_positives: u64,
     pub filter_true_positives: u64,
-    /// The level's tables' predicted false-positive rate, weighted by their keys; `None`
-    /// when none of them has a filter.
+    /// Tables of the level whose filter is folded or dropped in memory, to keep the store's
+    /// filters within `Options::filter_memory_limit`.
+    pub tables_filter_shrunk: usize,
+    /// The level's tables' predicted false-positive rate, of the filters lookups probe
+    /// (folded ones at their smaller size, dropped ones at 1), weighted by the lookups that
+    /// reach each table; `None` when none of them was written with a filter.
     pub predicted_false_positive_rate: Option<f64>,
 }
 
@@ -150,6 +163,8 @@ pub struct Stats {
     pub manifest_rotations: u64,
     /// Bytes of all filters held in memory.
     pub filter_memory_bytes: u64,
+    /// `Options::filter_memory_limit`, which `filter_memory_bytes` stays within.
+    pub filter_memory_limit: Option<u64>,
     /// Bytes of all table indexes held in memory.
     pub index_memory_bytes: u64,
     /// The block cache (zeros when it is off; all its users' figures when it is shared).

@@ -273,6 +273,22 @@ impl Version {
         streams
     }
 
+    /// The same tables, with the readers in `replaced` (by file number) in place of the ones
+    /// they replace: the same files read through other filters (see
+    /// [`Table::with_filter`]).
+    pub fn with_readers(&self, replaced: &HashMap<u64, Table>) -> Version {
+        let mut version = self.clone();
+        for handle in version.levels.iter_mut().flatten() {
+            if let Some(table) = replaced.get(&handle.meta.number) {
+                *handle = Arc::new(TableHandle {
+                    meta: handle.meta.clone(),
+                    table: table.clone(),
+                });
+            }
+        }
+        version
+    }
+
     /// The version after `edit`; `opened` holds the readers of the tables the edit adds.
     pub fn apply(&self, edit: &VersionEdit, opened: &HashMap<u64, Table>) -> Version {
         let mut levels = self.levels.clone();

@@ -251,10 +251,11 @@ impl Inner {
     ) -> Result<()> {
         let mut shape = lock(&self.shape);
         self.log_edit(&mut shape, &mut edit, outputs)?;
+        let version = self.next_version(&shape, &edit, opened);
         self.replace_read_state(|old| ReadState {
             mem: Arc::clone(&old.mem),
             immutable: old.immutable.clone(),
-            version: Arc::new(old.version.apply(&edit, opened)),
+            version,
         });
         self.rotate_manifest_if_long(&mut shape);
         Ok(())

@@ -54,6 +54,7 @@ impl Inner {
             write_totals: None,
         };
         self.log_edit(&mut shape, &mut edit, opened.values())?;
+        let version = self.next_version(&shape, &edit, &opened);
         self.replace_read_state(|old| ReadState {
             mem: Arc::clone(&old.mem),
             immutable: old
@@ -62,7 +63,7 @@ impl Inner {
                 .filter(|m| !Arc::ptr_eq(m, &mem))
                 .cloned()
                 .collect(),
-            version: Arc::new(old.version.apply(&edit, &opened)),
+            version,
         });
         // Counted once recorded (a job whose edit failed is retried, and counted then), so
         // the totals in this job's own edit leave it out: the next edit, or the close, has it.

@@ -30,6 +30,7 @@ use crate::write_batch::WriteBatch;
 mod background;
 mod checkpoint;
 mod compact;
+mod filter_memory;
 mod flush;
 mod lookup_shape;
 mod multi_get;

@@ -10,6 +10,7 @@ use crate::entry::{check_key_len, Entry, SeqNo, ValueKind};
 use crate::error::Result;
 use crate::filter::{FirstBits, KeyHash};
 use crate::iter::{DbIterator, EntryStream};
+use crate::sstable::FilterResidency;
 use crate::stats::{LevelStats, Stats, TableStats};
 use crate::version::TableHandle;
 
@@ -149,13 +150,18 @@ impl Inner {
                 summary.bytes += handle.meta.file_size;
                 summary.entries += handle.meta.entries;
                 let params = handle.table.filter_params();
-                if let Some(p) = params {
+                if params.is_some() {
                     filtered.push((
-                        p.predicted_false_positive_rate(),
+                        handle.table.resident_false_positive_rate(),
                         share,
                         handle.meta.entries,
                     ));
                 }
+                let residency = handle.table.filter_residency();
+                summary.tables_filter_shrunk += usize::from(matches!(
+                    residency,
+                    FilterResidency::Folded(_) | FilterResidency::Dropped
+                ));
                 summary.tables_off_target += usize::from(!target.includes(params));
                 let filter_bytes = handle.table.filter_memory_bytes() as u64;
                 filter_memory_bytes += filter_bytes;
@@ -171,7 +177,10 @@ impl Inner {
                     hashes: params.map(|p| p.hashes()),
                     predicted_false_positive_rate: params
                         .map(|p| p.predicted_false_positive_rate()),
+                    resident_false_positive_rate: params
+                        .map(|_| handle.table.resident_false_positive_rate()),
                     filter_bytes,
+                    filter_residency: residency,
                 });
             }
             summary.predicted_false_positive_rate = level_rate(&filtered);
@@ -212,6 +221,7 @@ impl Inner {
             writes_refused,
             manifest_rotations: self.counters.manifest_rotations.load(Ordering::Relaxed),
             filter_memory_bytes,
+            filter_memory_limit: self.options.filter_memory_limit,
             index_memory_bytes,
             block_cache: self
                 .table_env

@@ -271,7 +271,10 @@ impl Parts {
             read_state: RwLock::new(Arc::new(ReadState {
                 mem: self.mem,
                 immutable: Vec::new(),
-                version: Arc::new(self.version),
+                version: Arc::new(super::filter_memory::fit_filters(
+                    self.version,
+                    self.options.filter_memory_limit,
+                )),
             })),
             write_queue: write_group::WriteQueue::new(self.options.group_commit_wait),
             write_rate: write_rate::WriteRate::new(self.options.delayed_write_rate),

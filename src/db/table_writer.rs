@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::filename;
 use crate::filter::{
     allocate_blended, allocate_for_false_positives, FilterGroup, FilterParams, GroupFilters,
+    MAX_BITS_PER_KEY,
 };
 use crate::manifest::TableMeta;
 use crate::options::Options;
@@ -140,12 +141,28 @@ impl<'a> TableWriter<'a> {
             return LevelFilters::Policy(FilterPolicy::Disabled);
         }
         as_compaction_keeps_up(&mut groups[0], self.options.l0_compaction_trigger);
+        let limit = bits_per_key_within_limit(&groups, self.options.filter_memory_limit);
         // The budget was checked when the store was opened.
         let allocated = match self.options.filter_policy {
-            FilterPolicy::BitsPerKeyBudget(bits) => allocate_blended(&groups, bits),
-            FilterPolicy::WastedReadsTarget(reads) => allocate_for_false_positives(&groups, reads)
-                .map(|(_, params)| params.into_iter().map(GroupFilters::of).collect()),
-            other => return LevelFilters::Policy(other),
+            FilterPolicy::BitsPerKeyBudget(bits) => {
+                allocate_blended(&groups, limit.map_or(bits, |most| bits.min(most)))
+            }
+            FilterPolicy::WastedReadsTarget(reads) => {
+                match (allocate_for_false_positives(&groups, reads), limit) {
+                    (Ok((bits, _)), Some(most)) if bits > most => allocate_blended(&groups, most),
+                    (allocated, _) => allocated
+                        .map(|(_, params)| params.into_iter().map(GroupFilters::of).collect()),
+                }
+            }
+            other => {
+                let asked = other.params().ok().flatten().map(|p| p.bits_per_key());
+                match (asked, limit) {
+                    (Some(bits), Some(most)) if f64::from(bits) > most => {
+                        allocate_blended(&groups, most)
+                    }
+                    _ => return LevelFilters::Policy(other),
+                }
+            }
         };
         match allocated {
             Ok(groups) => LevelFilters::Budget(groups[at]),
@@ -265,6 +282,16 @@ fn as_compaction_keeps_up(level0: &mut FilterGroup, trigger: usize) {
         level0.keys = (level0.keys as f64 * steady / level0.probes) as u64;
         level0.probes = steady;
     }
+}
+
+/// The bits per key a filter memory limit leaves for every key of `groups` (the tree as the
+/// job will leave it); `None` without a limit or keys. Entries count as keys, old versions
+/// and tombstones included, where filters hold each distinct key once: the share is never
+/// above what fits.
+fn bits_per_key_within_limit(groups: &[FilterGroup], limit: Option<u64>) -> Option<f64> {
+    let keys: u64 = groups.iter().map(|g| g.keys).sum();
+    let limit = limit?;
+    (keys > 0).then(|| (limit as f64 * 8.0 / keys as f64).min(f64::from(MAX_BITS_PER_KEY)))
 }
 
 /// The filters of the new tables of one level.

@@ -45,6 +45,19 @@ impl BloomFilter {
         }
     }
 
+    /// A filter like [`new`](Self::new) whose bit count is rounded up further, to a multiple
+    /// of `64 * fold_limit` bits, so that [`fold`](Self::fold) can halve it (or cut it to a
+    /// quarter...) by any factor that divides `fold_limit`. The rounding costs under
+    /// `64 * fold_limit` bits per filter.
+    pub fn new_foldable(params: FilterParams, expected_keys: u64, fold_limit: u32) -> BloomFilter {
+        let mut filter = Self::new(params, expected_keys);
+        let unit = fold_limit.max(1) as usize;
+        filter
+            .words
+            .resize(filter.words.len().next_multiple_of(unit), 0);
+        filter
+    }
+
     /// A filter for `expected_keys` keys at `false_positive_rate`.
     pub fn with_capacity(expected_keys: u64, false_positive_rate: f64) -> Result<BloomFilter> {
         let params = FilterParams::for_false_positive_rate(false_positive_rate)?;
@@ -139,7 +152,10 @@ impl BloomFilter {
         self.hashes
     }
 
-    /// The bits per key this filter was sized with.
+    /// The bits per key this filter was sized with (after a [`fold`](Self::fold), the
+    /// original figure divided by the factor, rounded down and at least 1;
+    /// [`expected_false_positive_rate`](Self::expected_false_positive_rate) uses the real
+    /// bit count).
     pub fn bits_per_key(&self) -> u32 {
         self.bits_per_key
     }
@@ -195,6 +211,16 @@ impl BloomFilter {
         textbook_rate(self.bit_count() as f64 / self.key_count as f64, self.hashes)
     }
 
+    /// The rate [`expected_false_positive_rate`](Self::expected_false_positive_rate) would give
+    /// after [`fold`](Self::fold)`(factor)`: what a fold costs, known before folding.
+    pub fn folded_false_positive_rate(&self, factor: u32) -> f64 {
+        if self.key_count == 0 {
+            return 0.0;
+        }
+        let bits = self.bit_count() as f64 / f64::from(factor.max(1));
+        textbook_rate(bits / self.key_count as f64, self.hashes)
+    }
+
     /// Adds every key of `other` (same size, hash count and probe sequence): the result answers "maybe" for
     /// any key either filter holds.
     pub fn union(&mut self, other: &BloomFilter) -> Result<()> {
@@ -230,6 +256,42 @@ impl BloomFilter {
             u64::MAX
         };
         Ok(())
+    }
+
+    /// The filter folded to `1 / factor` of its bits: bit `j` of the result is set when any of
+    /// bits `factor * j .. factor * (j + 1)` is. It holds every key this one holds (a probe
+    /// at position `p` of `m` bits lands on `p / factor` of `m / factor`, as positions are
+    /// `x * m / 2^64` rounded down), with the same hashes, at the rate of a filter with
+    /// `1 / factor` the bits per key: a store short of memory keeps a folded filter in place of
+    /// the whole one, without the keys. The bit count must be a multiple of `64 * factor`
+    /// (see [`new_foldable`](Self::new_foldable)).
+    pub fn fold(&self, factor: u32) -> Result<BloomFilter> {
+        let f = factor as usize;
+        if factor == 0 || !self.words.len().is_multiple_of(f) {
+            return Err(FilterError::CannotFold {
+                bits: self.bit_count(),
+                factor,
+            });
+        }
+        // Each source word gives 64 / factor bits of the result (or a share of one bit, for
+        // a factor above 64), placed after those of the words before it.
+        let mut words = vec![0u64; self.words.len() / f];
+        for (i, &word) in self.words.iter().enumerate() {
+            let mut rest = word;
+            while rest != 0 {
+                let bit = (i as u64) * WORD_BITS + u64::from(rest.trailing_zeros());
+                let folded = bit / u64::from(factor);
+                words[(folded / WORD_BITS) as usize] |= 1 << (folded % WORD_BITS);
+                rest &= rest - 1;
+            }
+        }
+        Ok(BloomFilter {
+            words,
+            bits_per_key: (self.bits_per_key / factor).max(1),
+            hashes: self.hashes,
+            key_count: self.key_count,
+            sequence: self.sequence,
+        })
     }
 
     fn shape(&self) -> (u64, u32) {
@@ -272,6 +334,58 @@ mod tests {
 
     fn key(tag: &str, i: u64) -> Vec<u8> {
         format!("{tag}-{i}").into_bytes()
+    }
+
+    /// Folding by f sets exactly the bits a filter of 1/f the size would have set for the
+    /// same keys (a probe's position scales down with the bit count), so a folded filter
+    /// answers as one built small: never "no" for a key inserted, and at the smaller
+    /// filter's rate.
+    #[test]
+    fn a_folded_filter_is_the_filter_built_with_fewer_bits() {
+        for factor in [2, 4, 5] {
+            let mut whole = BloomFilter::new(FilterParams::new(20, 7).unwrap(), 6_400);
+            let mut small = BloomFilter::new(FilterParams::new(20 / factor, 7).unwrap(), 6_400);
+            for i in 0..6_400 {
+                whole.insert(&key("in", i));
+                small.insert(&key("in", i));
+            }
+            let folded = whole.fold(factor).unwrap();
+            assert_eq!(folded.words, small.words, "factor {factor}");
+            assert_eq!(folded.bit_count(), whole.bit_count() / u64::from(factor));
+            assert_eq!(folded.len(), 6_400);
+            assert_eq!(folded.hashes(), 7);
+            assert!((0..6_400).all(|i| folded.contains(&key("in", i))));
+            let rate = (0..50_000)
+                .filter(|&i| folded.contains(&key("out", i)))
+                .count() as f64
+                / 50_000.0;
+            let expected = folded.expected_false_positive_rate();
+            assert_eq!(expected, whole.folded_false_positive_rate(factor));
+            assert!(
+                (rate - expected).abs() < 0.2 * expected,
+                "factor {factor}: measured {rate}, expected {expected}"
+            );
+        }
+    }
+
+    /// A filter folds only into whole words; `new_foldable` rounds its size so it can.
+    #[test]
+    fn folding_needs_a_factor_that_divides_the_words() {
+        let odd = BloomFilter::new(FilterParams::new(10, 5).unwrap(), 6_400 + 7);
+        assert_eq!(odd.words.len(), 1_002);
+        assert!(odd.fold(2).is_ok());
+        assert_eq!(
+            odd.fold(4),
+            Err(FilterError::CannotFold {
+                bits: 1_002 * 64,
+                factor: 4
+            })
+        );
+        assert!(odd.fold(0).is_err());
+        let foldable = BloomFilter::new_foldable(FilterParams::new(10, 5).unwrap(), 6_407, 4);
+        assert_eq!(foldable.words.len(), 1_004);
+        assert_eq!(foldable.fold(4).unwrap().words.len(), 251);
+        assert_eq!(foldable.fold(1).unwrap(), foldable);
     }
 
     /// The first two bits a prefetch names are bits of the key's probe: set for every key

@@ -17,6 +17,9 @@ pub enum FilterError {
     /// Two filters combined with `union` / `intersect` place keys by different hash
     /// algorithms (see `docs/filter.md`): a filter read from an older file with a new one.
     HashMismatch { left: u16, right: u16 },
+    /// `fold` asked for a factor that does not divide the filter's bit count into whole
+    /// 64-bit words (or a factor of 0).
+    CannotFold { bits: u64, factor: u32 },
     /// Serialized bytes that are truncated, damaged or of an unknown format.
     Corrupt(String),
 }
@@ -41,6 +44,12 @@ impl fmt::Display for FilterError {
             FilterError::HashMismatch { left, right } => write!(
                 f,
                 "filters place keys by different hash algorithms: {left} against {right}"
+            ),
+            FilterError::CannotFold { bits, factor } => write!(
+                f,
+                "a filter of {bits} bits cannot be folded by {factor}: the factor must divide \
+                 its {} words",
+                bits / 64
             ),
             FilterError::Corrupt(msg) => write!(f, "corrupt serialized filter: {msg}"),
         }

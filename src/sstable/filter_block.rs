@@ -9,9 +9,24 @@ use super::format::BlockHandle;
 use crate::error::{Error, Result};
 use crate::filter::{BloomFilter, FilterParams, KeyHash};
 
-/// A filter sized for exactly `hashes.len()` keys, holding all of them.
+/// The largest factor a table's filter can be folded by in memory (and any factor dividing
+/// it): its bit count is a multiple of 64 times this. A store short of filter memory folds
+/// filters rather than dropping them (`docs/design.md`, "Filter memory").
+pub const FOLD_LIMIT: u32 = 8;
+
+/// Filters of at least this many bits are rounded up to a multiple of `64 * FOLD_LIMIT` bits,
+/// which adds at most 1/64 to them; smaller ones to whole words only, as the rounding would
+/// weigh on their rate (and they can only fold by what divides their word count).
+pub const FOLDABLE_BITS: u64 = 64 * 64 * FOLD_LIMIT as u64;
+
+/// A filter sized for exactly `hashes.len()` keys (rounded up as [`FOLDABLE_BITS`] says),
+/// holding all of them.
 pub fn build(params: FilterParams, hashes: &[KeyHash]) -> BloomFilter {
-    let mut filter = BloomFilter::new(params, hashes.len() as u64);
+    let keys = hashes.len() as u64;
+    let mut filter = match keys.saturating_mul(u64::from(params.bits_per_key())) {
+        bits if bits >= FOLDABLE_BITS => BloomFilter::new_foldable(params, keys, FOLD_LIMIT),
+        _ => BloomFilter::new(params, keys),
+    };
     for h in hashes {
         filter.insert_hash(h);
     }

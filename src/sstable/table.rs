@@ -67,6 +67,25 @@ pub enum BlockReads {
 #[derive(Clone)]
 pub struct Table {
     pub(crate) inner: Arc<TableInner>,
+    /// The filter lookups probe: the table's whole filter, or a folded one where the store's
+    /// filter memory limit asked for less (a `Table` with a smaller filter is another value
+    /// over the same file, index and caches; see [`Table::with_filter`]).
+    filter: Option<Arc<BloomFilter>>,
+    residency: FilterResidency,
+}
+
+/// How much of a table's filter is kept in memory for lookups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterResidency {
+    /// The table was written without a filter.
+    NoFilter,
+    /// The whole filter, as written.
+    Whole,
+    /// Folded to `1 / factor` of its bits ([`BloomFilter::fold`]): every key it holds still
+    /// passes, at the rate of a filter with `1 / factor` the bits per key.
+    Folded(u32),
+    /// None kept: every lookup within the table's key range reads a data block.
+    Dropped,
 }
 
 pub(crate) struct TableInner {
@@ -77,7 +96,6 @@ pub(crate) struct TableInner {
     pub(crate) index: BlockIndex,
     /// Where the data blocks end (the filter, or properties, block starts).
     data_end: u64,
-    pub(crate) filter: Option<BloomFilter>,
     pub(crate) filter_handle: Option<BlockHandle>,
     filter_params: Option<FilterParams>,
     pub(crate) properties: TableProperties,
@@ -101,7 +119,7 @@ impl std::fmt::Debug for Table {
         f.debug_struct("Table")
             .field("path", &self.inner.path)
             .field("data_blocks", &self.inner.index.len())
-            .field("has_filter", &self.inner.filter.is_some())
+            .field("filter", &self.residency)
             .finish()
     }
 }
@@ -270,6 +288,10 @@ impl Table {
 
         let id = next_table_id();
         env.table_cache.adopt(id, file);
+        let residency = match filter {
+            Some(_) => FilterResidency::Whole,
+            None => FilterResidency::NoFilter,
+        };
         Ok(Table {
             inner: Arc::new(TableInner {
                 id,
@@ -277,12 +299,13 @@ impl Table {
                 env: env.clone(),
                 index,
                 data_end,
-                filter,
                 filter_handle: footer.filter,
                 filter_params,
                 properties,
                 obsolete: AtomicBool::new(false),
             }),
+            filter: filter.map(Arc::new),
+            residency,
         })
     }
 
@@ -351,30 +374,66 @@ impl Table {
     /// Asks the filter whether the table may hold the key of `hash`, counting the probe (a
     /// table without a filter may hold anything).
     pub fn filter_admits(&self, hash: &KeyHash, tally: &mut ReadCountersSnapshot) -> bool {
-        let Some(filter) = &self.inner.filter else {
+        let Some(filter) = &self.filter else {
             return true;
         };
         tally.count_probe(filter.contains_hash(hash))
     }
 
-    /// Whether the table was written with a filter.
+    /// Whether lookups have a filter to probe (the table was written with one, and it was
+    /// not dropped to keep the store's filters within their memory limit).
     pub fn has_filter(&self) -> bool {
-        self.inner.filter.is_some()
+        self.filter.is_some()
+    }
+
+    /// How much of the table's filter lookups probe.
+    pub fn filter_residency(&self) -> FilterResidency {
+        self.residency
+    }
+
+    /// This table with its filter kept as `residency` says, relative to the filter as written:
+    /// folded by a factor, or dropped. The result shares the file, index and caches; lookups
+    /// through it probe the smaller filter, and readers of `self` keep theirs. Asking for the
+    /// whole filter of a table folded or dropped before is `InvalidArgument` (the bits are not
+    /// kept), as is a factor its filter's size does not allow.
+    pub fn with_filter(&self, residency: FilterResidency) -> Result<Table> {
+        let now = match self.residency {
+            FilterResidency::Whole => 1,
+            FilterResidency::Folded(f) => f,
+            FilterResidency::NoFilter | FilterResidency::Dropped => 0,
+        };
+        let filter = match (residency, &self.filter) {
+            (FilterResidency::Dropped, Some(_)) => None,
+            (FilterResidency::Folded(to), Some(f)) if now > 0 && to.is_multiple_of(now) => {
+                Some(Arc::new(f.fold(to / now).map_err(|e| {
+                    Error::InvalidArgument(format!("{}: {e}", self.path().display()))
+                })?))
+            }
+            (same, _) if same == self.residency => self.filter.clone(),
+            (asked, _) => {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: a filter kept as {:?} cannot be kept as {asked:?}",
+                    self.path().display(),
+                    self.residency
+                )))
+            }
+        };
+        Ok(Table {
+            inner: Arc::clone(&self.inner),
+            filter,
+            residency,
+        })
     }
 
     /// The filter's answer alone, counted nowhere: `true` without a filter.
     pub fn may_contain(&self, hash: &KeyHash) -> bool {
-        self.inner
-            .filter
-            .as_ref()
-            .is_none_or(|f| f.contains_hash(hash))
+        self.filter.as_ref().is_none_or(|f| f.contains_hash(hash))
     }
 
     /// Brings the filter's words for `hash` towards the CPU cache, ahead of a probe, and
     /// returns the bits the probe tests first (`None` without a filter).
     pub(crate) fn prefetch_filter(&self, hash: &KeyHash) -> Option<FirstBits> {
-        self.inner
-            .filter
+        self.filter
             .as_ref()
             .map(|filter| filter.prefetch_first_bits(hash))
     }
@@ -383,8 +442,7 @@ impl Table {
     /// [`prefetch_filter`](Self::prefetch_filter) returned: most absent keys are ruled out by
     /// those alone, tested without a branch. Counted nowhere.
     pub(crate) fn may_contain_prefetched(&self, hash: &KeyHash, first: &FirstBits) -> bool {
-        (self.inner.filter.as_ref())
-            .is_none_or(|f| f.first_bits_set(first) && f.contains_hash(hash))
+        (self.filter.as_ref()).is_none_or(|f| f.first_bits_set(first) && f.contains_hash(hash))
     }
 
     /// The data block that would hold `key` at `snapshot`, from the index alone; `None` when
@@ -468,7 +526,7 @@ impl Table {
             Some((k, _)) if k == key => read(&mut it).map_err(in_block)?,
             _ => None,
         };
-        if answer.is_some() && inner.filter.is_some() {
+        if answer.is_some() && self.filter.is_some() {
             tally.filter_true_positives += 1;
         }
         Ok(answer)
@@ -507,13 +565,28 @@ impl Table {
         self.inner.file()?.drop_cache()
     }
 
-    /// The table's Bloom filter, when it has one.
+    /// The Bloom filter lookups probe (folded where [`filter_residency`](Self::filter_residency)
+    /// says so), when there is one.
     pub fn filter(&self) -> Option<&BloomFilter> {
-        self.inner.filter.as_ref()
+        self.filter.as_deref()
     }
 
+    /// The filter's parameters as the table was written with them.
     pub fn filter_params(&self) -> Option<FilterParams> {
         self.inner.filter_params
+    }
+
+    /// The false-positive rate lookups of absent keys meet in this table: its filter's, as
+    /// written or folded; 1 when it has none (every lookup in its range reads).
+    pub fn resident_false_positive_rate(&self) -> f64 {
+        match (self.residency, &self.filter) {
+            (FilterResidency::Whole, _) => self
+                .inner
+                .filter_params
+                .map_or(1.0, |p| p.predicted_false_positive_rate()),
+            (_, Some(f)) => f.expected_false_positive_rate(),
+            (_, None) => 1.0,
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -532,7 +605,7 @@ impl Table {
 
     /// Bytes of the filter held in memory.
     pub fn filter_memory_bytes(&self) -> usize {
-        self.inner.filter.as_ref().map_or(0, |f| f.memory_bytes())
+        self.filter.as_ref().map_or(0, |f| f.memory_bytes())
     }
 
     /// Bytes of the index held in memory.

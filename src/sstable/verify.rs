@@ -65,7 +65,7 @@ pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
             };
             if new_key {
                 distinct += 1;
-                if let Some(f) = &inner.filter {
+                if let Some(f) = table.filter() {
                     if !f.contains_hash(&KeyHash::of(&e.key)) {
                         let at = inner.filter_handle.map_or(offset, |h| h.offset);
                         return Err(Error::corruption(

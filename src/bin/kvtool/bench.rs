@@ -127,6 +127,10 @@ pub struct BenchArgs {
     /// with `--stores` too.
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
     pub level1_size: Option<u64>,
+    /// With `--stores`: bloomkv's `Options::filter_memory_limit`, the memory all its filters
+    /// may take together (`64MiB`, ...; default: none).
+    #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
+    pub filter_memory_limit: Option<u64>,
     /// bloomkv's table size (default: the store's), e.g. `64KiB`; with `--stores` too.
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
     pub table_size: Option<u64>,

@@ -19,7 +19,7 @@ use crate::memlimit::{self, MemoryCgroup};
 use crate::timing::{time_lookups, watch_device_of, Timing};
 use crate::Failure;
 
-const KNOWN_STORES: [&str; 3] = ["bloomkv", "rocksdb", "fjall"];
+const KNOWN_STORES: [&str; 4] = ["bloomkv", "rocksdb", "rocksdb-partitioned", "fjall"];
 
 /// Runs every store of `args.stores` in a child process and reports them side by side.
 pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
@@ -171,6 +171,7 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
             ("--table-size", args.table_size),
             ("--memtable-size", args.memtable_size),
             ("--level1-size", args.level1_size),
+            ("--filter-memory-limit", args.filter_memory_limit),
         ] {
             if let Some(bytes) = size {
                 v.extend([flag.into(), bytes.to_string()]);
@@ -248,6 +249,9 @@ pub fn bloomkv_options(args: &BenchArgs) -> Result<Options, Failure> {
     }
     if let Some(bytes) = args.level1_size {
         options = options.level1_size(bytes);
+    }
+    if let Some(bytes) = args.filter_memory_limit {
+        options = options.filter_memory_limit(bytes);
     }
     if let Some(setting) = &args.filter {
         match crate::bench::parse_settings(setting)?.as_slice() {
@@ -360,7 +364,8 @@ fn with_store_counts(timing: Timing, earlier: &Stats, later: &Stats) -> Value {
 #[cfg(feature = "peers")]
 fn run_peer(store: &str, workload: &Workload, dir: &Path) -> Result<Value, Failure> {
     let result = match store {
-        "rocksdb" => crate::peers::run_rocksdb(workload, dir)?,
+        "rocksdb" => crate::peers::run_rocksdb(workload, dir, false)?,
+        "rocksdb-partitioned" => crate::peers::run_rocksdb(workload, dir, true)?,
         _ => crate::peers::run_fjall(workload, dir)?,
     };
     let (resident_bytes, peak_resident_bytes) = resident()?;
@@ -765,6 +770,7 @@ pub fn store_color(name: &str) -> &'static str {
         "bloomkv" => "#4a7ab7",
         "rocksdb" => "#c0392b",
         "rocksdb-shape" => "#e67e22",
+        "rocksdb-partitioned" => "#8e44ad",
         "fjall" => "#27ae60",
         _ => "#555555",
     }

@@ -1,0 +1,201 @@
+//! Keeps the filters a version holds within `Options::filter_memory_limit`.
+//!
+//! Tables are written within the limit's share of bits per key (`TableWriter::filters_for`),
+//! but a store outgrows the filters it wrote when it was smaller, and may be opened with a
+//! smaller limit than it was written under. When the filters held exceed the limit, filters
+//! are shrunk in memory, one step at a time, where a step costs lookups least: each step
+//! halves one table's filter ([`BloomFilter::fold`], down to an eighth), or at last drops it,
+//! and its cost is the false positives it adds per byte it frees, weighted by the share of
+//! lookups that reach the table (Monkey's rule, with each table's probes as the budget counts
+//! them). The files keep their whole filters: a table compaction rewrites is written anew.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+
+use std::sync::Arc;
+
+use super::lookup_shape::table_shares;
+use super::{Inner, ShapeState};
+use crate::filter::BloomFilter;
+use crate::manifest::VersionEdit;
+use crate::sstable::{FilterResidency, Table, FILTER_FOLD_LIMIT};
+use crate::version::Version;
+
+impl Inner {
+    /// The version after `edit` (whose new tables' readers are `opened`), with its filters
+    /// within the store's limit. Every change of version is made under the shape lock (held
+    /// as `_shape`), so the version read here is still current when the caller installs the
+    /// result; folding happens before the read state's lock is taken, so lookups never wait
+    /// on it.
+    pub(super) fn next_version(
+        &self,
+        _shape: &ShapeState,
+        edit: &VersionEdit,
+        opened: &HashMap<u64, Table>,
+    ) -> Arc<Version> {
+        let version = self.read_state().version.apply(edit, opened);
+        Arc::new(fit_filters(version, self.options.filter_memory_limit))
+    }
+}
+
+/// `version`, with filters folded or dropped until all of them fit `limit` bytes (as it is
+/// when they fit, or without a limit).
+pub(super) fn fit_filters(version: Version, limit: Option<u64>) -> Version {
+    let Some(limit) = limit else {
+        return version;
+    };
+    let held: u64 = (version.tables())
+        .map(|t| t.table.filter_memory_bytes() as u64)
+        .sum();
+    if held <= limit {
+        return version;
+    }
+    let replaced = shrink_plan(&version, held, limit);
+    version.with_readers(&replaced)
+}
+
+/// One table's filter as the plan goes.
+struct Shrinking<'v> {
+    table: &'v Table,
+    /// The fold from the filter as written (1: whole); `None` once dropped.
+    factor: Option<u32>,
+    bytes: u64,
+    rate: f64,
+    /// The share of lookups that reach the table.
+    share: f64,
+}
+
+impl Shrinking<'_> {
+    /// The fold the reader's filter already has: further folds are made from it.
+    fn reader_fold(&self) -> u32 {
+        match self.table.filter_residency() {
+            FilterResidency::Folded(f) => f,
+            _ => 1,
+        }
+    }
+
+    /// The next step: the filter halved once more, while `FILTER_FOLD_LIMIT` and its size
+    /// allow, otherwise dropped.
+    fn next(&self) -> Shrinking<'_> {
+        let halved = self.factor.map(|f| f * 2).filter(|&f| {
+            let from_reader = f / self.reader_fold();
+            f <= FILTER_FOLD_LIMIT
+                && (self.table.filter()).is_some_and(|filter| can_fold(filter, from_reader))
+        });
+        let (bytes, rate) = match (halved, self.table.filter()) {
+            (Some(f), Some(filter)) => (
+                self.bytes / 2,
+                filter.folded_false_positive_rate(f / self.reader_fold()),
+            ),
+            _ => (0, 1.0),
+        };
+        Shrinking {
+            table: self.table,
+            factor: halved,
+            bytes,
+            rate,
+            share: self.share,
+        }
+    }
+
+    /// False positives per lookup the step to `next` adds, per byte it frees.
+    fn cost_of(&self, next: &Shrinking) -> f64 {
+        let freed = self.bytes.saturating_sub(next.bytes).max(1) as f64;
+        self.share * (next.rate - self.rate).max(0.0) / freed
+    }
+
+    fn residency(&self) -> FilterResidency {
+        match self.factor {
+            None => FilterResidency::Dropped,
+            Some(1) => FilterResidency::Whole,
+            Some(f) => FilterResidency::Folded(f),
+        }
+    }
+}
+
+fn can_fold(filter: &BloomFilter, factor: u32) -> bool {
+    (filter.bit_count() / 64).is_multiple_of(u64::from(factor))
+}
+
+/// A step the plan may take: table `at`'s next fold (or drop), at `cost` false positives per
+/// lookup added per byte freed.
+struct Step {
+    cost: f64,
+    at: usize,
+}
+
+impl PartialEq for Step {
+    fn eq(&self, other: &Step) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Step {}
+impl PartialOrd for Step {
+    fn partial_cmp(&self, other: &Step) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Step {
+    /// The heap's top is the cheapest step (ties: the later table, so the order is total).
+    fn cmp(&self, other: &Step) -> Ordering {
+        (other.cost.total_cmp(&self.cost)).then(self.at.cmp(&other.at))
+    }
+}
+
+/// The tables to replace, with the readers whose filters bring the total to `limit` or below.
+fn shrink_plan(version: &Version, mut held: u64, limit: u64) -> HashMap<u64, Table> {
+    let shares = table_shares(version.tables().map(|t| &t.meta));
+    let mut tables: Vec<(u64, Shrinking)> = (version.tables().zip(shares))
+        .filter(|(t, _)| t.table.has_filter())
+        .map(|(t, share)| {
+            let shrinking = Shrinking {
+                table: &t.table,
+                factor: None,
+                bytes: t.table.filter_memory_bytes() as u64,
+                rate: t.table.resident_false_positive_rate(),
+                share,
+            };
+            let factor = Some(shrinking.reader_fold());
+            (
+                t.meta.number,
+                Shrinking {
+                    factor,
+                    ..shrinking
+                },
+            )
+        })
+        .collect();
+    let step = |at: usize, t: &Shrinking| Step {
+        cost: t.cost_of(&t.next()),
+        at,
+    };
+    let mut steps: BinaryHeap<Step> = tables
+        .iter()
+        .enumerate()
+        .map(|(at, (_, t))| step(at, t))
+        .collect();
+    while held > limit {
+        let Some(Step { at, .. }) = steps.pop() else {
+            break;
+        };
+        let t = &mut tables[at].1;
+        let next = t.next();
+        held -= t.bytes - next.bytes;
+        (t.factor, t.bytes, t.rate) = (next.factor, next.bytes, next.rate);
+        if t.factor.is_some() {
+            steps.push(step(at, t));
+        }
+    }
+    tables
+        .into_iter()
+        .filter(|(_, t)| t.residency() != t.table.filter_residency())
+        .map(|(number, t)| {
+            // Only folds the filter's size allows are planned; should one fail all the same,
+            // the filter is dropped, which frees more than planned.
+            let table = t.table.with_filter(t.residency()).unwrap_or_else(|_| {
+                (t.table.with_filter(FilterResidency::Dropped)).expect("any filter can be dropped")
+            });
+            (number, table)
+        })
+        .collect()
+}

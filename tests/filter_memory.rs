@@ -1,0 +1,186 @@
+//! `Options::filter_memory_limit`: the store's filters stay within it as the store grows,
+//! shrinks and is reopened, and shrinking them never loses a key.
+
+mod common;
+
+use std::path::Path;
+
+use bloomkv::{Db, FilterResidency, Options, Stats};
+
+const KEYS: u64 = 20_000;
+
+fn options() -> Options {
+    common::small_tree_options()
+}
+
+/// Puts the even keys of `from..to` (odd ones stay absent, inside the tables' ranges).
+fn put_even(db: &Db, from: u64, to: u64) {
+    for i in from..to {
+        db.put(common::key(2 * i), common::value(i, 0)).unwrap();
+    }
+}
+
+fn assert_reads_back(db: &Db, present: impl Fn(u64) -> bool) {
+    for i in 0..KEYS {
+        let expected = present(i).then(|| common::value(i, 0));
+        assert_eq!(db.get(common::key(2 * i)).unwrap(), expected, "key {i}");
+        assert_eq!(db.get(common::key(2 * i + 1)).unwrap(), None, "absent {i}");
+    }
+}
+
+/// Looks up every absent (odd) key: the data blocks read, and the reads the tables' rates
+/// predict (each covering table's rate of the filter lookups probe, summed).
+fn absent_reads(db: &Db) -> (u64, f64) {
+    let before = db.stats();
+    let mut predicted = 0.0;
+    for i in 0..KEYS {
+        let key = common::key(2 * i + 1);
+        predicted += (before.tables.iter())
+            .filter(|t| t.smallest_key <= key && key <= t.largest_key)
+            .map(|t| t.resident_false_positive_rate.unwrap_or(1.0))
+            .sum::<f64>();
+        assert_eq!(db.get(&key).unwrap(), None);
+    }
+    (
+        db.stats().data_block_reads - before.data_block_reads,
+        predicted,
+    )
+}
+
+fn shrunk(stats: &Stats) -> usize {
+    stats.levels.iter().map(|l| l.tables_filter_shrunk).sum()
+}
+
+/// A store of `KEYS` even keys, written without a limit and settled; returns its filter bytes.
+fn build_unlimited(dir: &Path) -> u64 {
+    let db = Db::open(dir, options()).unwrap();
+    put_even(&db, 0, KEYS);
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let held = db.stats().filter_memory_bytes;
+    db.close().unwrap();
+    held
+}
+
+#[test]
+fn the_filters_stay_within_the_limit_while_the_store_grows_and_shrinks() {
+    let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
+    let limit = unlimited / 3;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options().filter_memory_limit(limit)).unwrap();
+    for step in 0..10 {
+        put_even(&db, step * KEYS / 10, (step + 1) * KEYS / 10);
+        db.flush().unwrap();
+        // Compactions run meanwhile: every version they install is within the limit too.
+        let stats = db.stats();
+        assert_eq!(stats.filter_memory_limit, Some(limit));
+        assert!(
+            stats.filter_memory_bytes <= limit,
+            "step {step}: {} bytes of filters, limit {limit}",
+            stats.filter_memory_bytes
+        );
+    }
+    db.wait_for_background_work().unwrap();
+    let grown = db.stats();
+    assert!(grown.filter_memory_bytes <= limit);
+    // The limit took effect: the store holds filters, but far fewer bytes than unlimited.
+    assert!(grown.filter_memory_bytes > limit / 2, "{grown:?}");
+    assert!(grown.filter_memory_bytes < unlimited / 2);
+    assert_reads_back(&db, |_| true);
+
+    // Half the keys deleted and compacted away: still within, and the rest reads back.
+    for i in (0..KEYS).filter(|i| i % 2 == 0) {
+        db.delete(common::key(2 * i)).unwrap();
+    }
+    db.compact().unwrap();
+    let after = db.stats();
+    assert!(after.filter_memory_bytes <= limit);
+    assert!(after.filter_memory_bytes > 0);
+    assert_reads_back(&db, |i| i % 2 == 1);
+}
+
+#[test]
+fn a_store_opened_with_a_smaller_limit_folds_its_filters_and_finds_every_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = build_unlimited(dir.path());
+
+    let limit = held / 2;
+    let db = Db::open(dir.path(), options().filter_memory_limit(limit)).unwrap();
+    let stats = db.stats();
+    assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
+    assert!(stats.filter_memory_bytes > limit / 2, "{stats:?}");
+    let folded: Vec<_> = (stats.tables.iter())
+        .filter(|t| matches!(t.filter_residency, FilterResidency::Folded(_)))
+        .collect();
+    assert!(!folded.is_empty());
+    for t in &folded {
+        // A fold by f keeps 1/f of the bytes written (whole 64-byte multiples).
+        let FilterResidency::Folded(f) = t.filter_residency else {
+            unreachable!()
+        };
+        assert!([2, 4, 8].contains(&f));
+        let written = t.entries * u64::from(t.bits_per_key.unwrap()) / 8;
+        assert!(t.filter_bytes * u64::from(f) >= written, "{t:?}");
+    }
+    assert_reads_back(&db, |_| true);
+    db.close().unwrap();
+
+    // No memory at all for filters: every filter dropped, every key still found, and absent
+    // keys now cost a block read in each table that covers them.
+    let db = Db::open(dir.path(), options().filter_memory_limit(0)).unwrap();
+    let stats = db.stats();
+    assert_eq!(stats.filter_memory_bytes, 0);
+    assert_eq!(shrunk(&stats), stats.tables.len());
+    assert!(stats
+        .tables
+        .iter()
+        .all(|t| t.filter_residency == FilterResidency::Dropped));
+    assert_reads_back(&db, |_| true);
+    let (reads, predicted) = absent_reads(&db);
+    assert!(
+        reads as f64 >= 0.9 * KEYS as f64,
+        "{reads} block reads for {KEYS} absent keys"
+    );
+    assert_eq!(
+        reads as f64, predicted,
+        "without filters every covering table reads"
+    );
+    db.close().unwrap();
+
+    // Without a limit the whole filters are back.
+    let db = Db::open(dir.path(), options()).unwrap();
+    let stats = db.stats();
+    assert_eq!(stats.filter_memory_bytes, held);
+    assert_eq!(shrunk(&stats), 0);
+}
+
+/// Folded filters answer at the rate their smaller size predicts, and the stats give that
+/// rate: absent keys read about as many blocks as the tables' resident rates add up to, more
+/// than the whole filters' rates would.
+#[test]
+fn absent_keys_meet_the_rate_the_stats_give_for_folded_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = build_unlimited(dir.path());
+    let db = Db::open(dir.path(), options().filter_memory_limit(held * 3 / 5)).unwrap();
+    let stats = db.stats();
+    assert!(shrunk(&stats) > 0);
+    let written: f64 = (0..KEYS)
+        .map(|i| {
+            let key = common::key(2 * i + 1);
+            (stats.tables.iter())
+                .filter(|t| t.smallest_key <= key && key <= t.largest_key)
+                .map(|t| t.predicted_false_positive_rate.unwrap_or(1.0))
+                .sum::<f64>()
+        })
+        .sum();
+    let (reads, predicted) = absent_reads(&db);
+    assert!(
+        predicted > 2.0 * written,
+        "resident {predicted}, written {written}"
+    );
+    let (low, high) = (0.75 * predicted, 1.25 * predicted);
+    assert!(
+        (low..=high).contains(&(reads as f64)),
+        "{reads} reads, {predicted:.0} predicted"
+    );
+}
