@@ -51,15 +51,42 @@ fn shrunk(stats: &Stats) -> usize {
     stats.levels.iter().map(|l| l.tables_filter_shrunk).sum()
 }
 
-/// A store of `KEYS` even keys, written without a limit and settled; returns its filter bytes.
-fn build_unlimited(dir: &Path) -> u64 {
-    let db = Db::open(dir, options()).unwrap();
+/// A store of `KEYS` even keys, written with `options` and no limit, and settled; returns
+/// its stats.
+fn build_unlimited_with(dir: &Path, options: Options) -> Stats {
+    let db = Db::open(dir, options).unwrap();
     put_even(&db, 0, KEYS);
     db.flush().unwrap();
     db.wait_for_background_work().unwrap();
-    let held = db.stats().filter_memory_bytes;
+    let stats = db.stats();
     db.close().unwrap();
-    held
+    stats
+}
+
+/// [`build_unlimited_with`] the small tree's options; returns the filter bytes.
+fn build_unlimited(dir: &Path) -> u64 {
+    build_unlimited_with(dir, options()).filter_memory_bytes
+}
+
+/// Each shrunk table of `stats` holds exactly its whole filter's bytes (in `whole`, by table
+/// number) over its fold factor, or none when dropped.
+fn assert_shrunk_sizes(stats: &Stats, whole: &Stats) {
+    for t in &stats.tables {
+        let written = (whole.tables.iter())
+            .find(|w| w.number == t.number)
+            .expect("the same tables")
+            .filter_bytes;
+        let expected = match t.filter_residency {
+            FilterResidency::Whole | FilterResidency::NoFilter => written,
+            FilterResidency::Folded(f) => {
+                assert!([2, 4, 8].contains(&f), "{t:?}");
+                assert_eq!(written % u64::from(f), 0, "{t:?}");
+                written / u64::from(f)
+            }
+            FilterResidency::Dropped => 0,
+        };
+        assert_eq!(t.filter_bytes, expected, "{t:?}");
+    }
 }
 
 #[test]
@@ -102,7 +129,8 @@ fn the_filters_stay_within_the_limit_while_the_store_grows_and_shrinks() {
 #[test]
 fn a_store_opened_with_a_smaller_limit_folds_its_filters_and_finds_every_key() {
     let dir = tempfile::tempdir().unwrap();
-    let held = build_unlimited(dir.path());
+    let whole = build_unlimited_with(dir.path(), options());
+    let held = whole.filter_memory_bytes;
 
     let limit = held / 2;
     let db = Db::open(dir.path(), options().filter_memory_limit(limit)).unwrap();
@@ -113,15 +141,7 @@ fn a_store_opened_with_a_smaller_limit_folds_its_filters_and_finds_every_key() {
         .filter(|t| matches!(t.filter_residency, FilterResidency::Folded(_)))
         .collect();
     assert!(!folded.is_empty());
-    for t in &folded {
-        // A fold by f keeps 1/f of the bytes written (whole 64-byte multiples).
-        let FilterResidency::Folded(f) = t.filter_residency else {
-            unreachable!()
-        };
-        assert!([2, 4, 8].contains(&f));
-        let written = t.entries * u64::from(t.bits_per_key.unwrap()) / 8;
-        assert!(t.filter_bytes * u64::from(f) >= written, "{t:?}");
-    }
+    assert_shrunk_sizes(&stats, &whole);
     assert_reads_back(&db, |_| true);
     db.close().unwrap();
 
@@ -183,4 +203,36 @@ fn absent_keys_meet_the_rate_the_stats_give_for_folded_filters() {
         (low..=high).contains(&(reads as f64)),
         "{reads} reads, {predicted:.0} predicted"
     );
+}
+
+/// Tables of a few thousand keys have filters sized to fold by 2, 4 and 8 (a multiple of 512
+/// bits): under a limit they are folded to exactly their share of the bytes, and every key is
+/// found through them.
+#[test]
+fn filters_of_large_tables_fold_to_exactly_their_share() {
+    let large = || options().table_size(512 * 1024).memtable_size(1 << 20);
+    let dir = tempfile::tempdir().unwrap();
+    let whole = build_unlimited_with(dir.path(), large());
+    assert!(
+        whole.tables.iter().all(|t| t.filter_bytes * 8 >= 32_768),
+        "{whole:?}"
+    );
+    let limit = whole.filter_memory_bytes * 3 / 8;
+    let db = Db::open(dir.path(), large().filter_memory_limit(limit)).unwrap();
+    let stats = db.stats();
+    assert!(stats.filter_memory_bytes <= limit);
+    assert_shrunk_sizes(&stats, &whole);
+    // With 7 hashes (10 bits per key), a second fold costs about what dropping costs, per
+    // byte: each table is folded once before anything is dropped, and the last step frees
+    // what is left to free at the least cost, not the most bytes.
+    assert!(stats.filter_memory_bytes > limit / 2, "{stats:?}");
+    assert!(
+        (stats.tables.iter()).all(|t| t.filter_residency != FilterResidency::Whole),
+        "{stats:?}"
+    );
+    assert!(
+        (stats.tables.iter()).any(|t| matches!(t.filter_residency, FilterResidency::Folded(_))),
+        "{stats:?}"
+    );
+    assert_reads_back(&db, |_| true);
 }

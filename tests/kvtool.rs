@@ -1520,7 +1520,7 @@ fn bench_writes_refuses_bad_arguments_before_it_starts() {
     // rocksdb-shape compares writes only.
     kv(db, &["bench", "--stores", "rocksdb-shape"]).fails(
         2,
-        "unknown store 'rocksdb-shape' in --stores: use bloomkv, rocksdb, fjall",
+        "unknown store 'rocksdb-shape' in --stores: use bloomkv, rocksdb, rocksdb-partitioned, fjall",
     );
     writes(&["--keys", "0"]).fails(2, "at least one key");
     writes(&["--synced-keys", "5"]).fails(2, "--synced-keys 5 is fewer than the 8 threads");

@@ -33,7 +33,16 @@ impl Inner {
         edit: &VersionEdit,
         opened: &HashMap<u64, Table>,
     ) -> Arc<Version> {
-        let version = self.read_state().version.apply(edit, opened);
+        let current = Arc::clone(&self.read_state().version);
+        // A move adds back a live table: it keeps the reader the current version holds, whose
+        // filter may have been shrunk since the move was picked.
+        let mut readers = opened.clone();
+        for live in current.tables() {
+            if let Some(reader) = readers.get_mut(&live.meta.number) {
+                *reader = live.table.clone();
+            }
+        }
+        let version = current.apply(edit, &readers);
         Arc::new(fit_filters(version, self.options.filter_memory_limit))
     }
 }
@@ -55,6 +64,7 @@ pub(super) fn fit_filters(version: Version, limit: Option<u64>) -> Version {
 }
 
 /// One table's filter as the plan goes.
+#[derive(Clone, Copy)]
 struct Shrinking<'v> {
     table: &'v Table,
     /// The fold from the filter as written (1: whole); `None` once dropped.
@@ -65,7 +75,7 @@ struct Shrinking<'v> {
     share: f64,
 }
 
-impl Shrinking<'_> {
+impl<'v> Shrinking<'v> {
     /// The fold the reader's filter already has: further folds are made from it.
     fn reader_fold(&self) -> u32 {
         match self.table.filter_residency() {
@@ -74,34 +84,52 @@ impl Shrinking<'_> {
         }
     }
 
-    /// The next step: the filter halved once more, while `FILTER_FOLD_LIMIT` and its size
-    /// allow, otherwise dropped.
-    fn next(&self) -> Shrinking<'_> {
+    /// The next step: the filter halved once more (while `FILTER_FOLD_LIMIT` and its size
+    /// allow) or dropped, whichever adds fewer false positives per byte freed. A fold keeps
+    /// the hash count of the whole filter, so the last folds buy little: dropping a filter
+    /// folded to a quarter may cost less per byte than folding it to an eighth.
+    fn next(&self) -> Shrinking<'v> {
+        let dropped = self.dropped();
+        match self.halved() {
+            Some(halved) if self.cost_of(&halved) <= self.cost_of(&dropped) => halved,
+            _ => dropped,
+        }
+    }
+
+    fn dropped(&self) -> Shrinking<'v> {
+        Shrinking {
+            factor: None,
+            bytes: 0,
+            rate: 1.0,
+            ..*self
+        }
+    }
+
+    /// The filter folded once more, if it can be.
+    fn halved(&self) -> Option<Shrinking<'v>> {
         let halved = self.factor.map(|f| f * 2).filter(|&f| {
             let from_reader = f / self.reader_fold();
             f <= FILTER_FOLD_LIMIT
                 && (self.table.filter()).is_some_and(|filter| can_fold(filter, from_reader))
         });
-        let (bytes, rate) = match (halved, self.table.filter()) {
-            (Some(f), Some(filter)) => (
-                self.bytes / 2,
-                filter.folded_false_positive_rate(f / self.reader_fold()),
-            ),
-            _ => (0, 1.0),
-        };
-        Shrinking {
-            table: self.table,
-            factor: halved,
-            bytes,
-            rate,
-            share: self.share,
-        }
+        let (f, filter) = (halved?, self.table.filter()?);
+        Some(Shrinking {
+            factor: Some(f),
+            bytes: self.bytes / 2,
+            rate: filter.folded_false_positive_rate(f / self.reader_fold()),
+            ..*self
+        })
     }
 
     /// False positives per lookup the step to `next` adds, per byte it frees.
     fn cost_of(&self, next: &Shrinking) -> f64 {
         let freed = self.bytes.saturating_sub(next.bytes).max(1) as f64;
-        self.share * (next.rate - self.rate).max(0.0) / freed
+        self.total_cost_of(next) / freed
+    }
+
+    /// False positives per lookup the step to `next` adds.
+    fn total_cost_of(&self, next: &Shrinking) -> f64 {
+        self.share * (next.rate - self.rate).max(0.0)
     }
 
     fn residency(&self) -> FilterResidency {
@@ -152,7 +180,9 @@ fn shrink_plan(version: &Version, mut held: u64, limit: u64) -> HashMap<u64, Tab
                 table: &t.table,
                 factor: None,
                 bytes: t.table.filter_memory_bytes() as u64,
-                rate: t.table.resident_false_positive_rate(),
+                // The textbook rate at the filter's real size, as the folds' rates are, so
+                // that the first fold's cost compares like with like.
+                rate: (t.table.filter()).map_or(1.0, |f| f.expected_false_positive_rate()),
                 share,
             };
             let factor = Some(shrinking.reader_fold());
@@ -178,8 +208,29 @@ fn shrink_plan(version: &Version, mut held: u64, limit: u64) -> HashMap<u64, Tab
         let Some(Step { at, .. }) = steps.pop() else {
             break;
         };
+        let excess = held - limit;
+        let t = &tables[at].1;
+        let mut next = (at, t.next());
+        if t.bytes - next.1.bytes >= excess {
+            // The last step: the cheapest per byte may free far more than is left to free,
+            // and a step that frees just enough may cost fewer false positives in all.
+            let ending = tables.iter().enumerate().flat_map(|(i, (_, t))| {
+                let steps = [t.halved(), (t.factor.is_some()).then(|| t.dropped())];
+                steps.into_iter().flatten().map(move |s| (i, s))
+            });
+            let cost = |(i, s): &(usize, Shrinking)| tables[*i].1.total_cost_of(s);
+            if let Some(best) = ending
+                .filter(|(i, s)| tables[*i].1.bytes - s.bytes >= excess)
+                .min_by(|a, b| cost(a).total_cmp(&cost(b)))
+            {
+                if cost(&best) < cost(&next) {
+                    steps.push(step(at, t));
+                    next = best;
+                }
+            }
+        }
+        let (at, next) = next;
         let t = &mut tables[at].1;
-        let next = t.next();
         held -= t.bytes - next.bytes;
         (t.factor, t.bytes, t.rate) = (next.factor, next.bytes, next.rate);
         if t.factor.is_some() {

@@ -273,18 +273,11 @@ impl BloomFilter {
                 factor,
             });
         }
-        // Each source word gives 64 / factor bits of the result (or a share of one bit, for
-        // a factor above 64), placed after those of the words before it.
-        let mut words = vec![0u64; self.words.len() / f];
-        for (i, &word) in self.words.iter().enumerate() {
-            let mut rest = word;
-            while rest != 0 {
-                let bit = (i as u64) * WORD_BITS + u64::from(rest.trailing_zeros());
-                let folded = bit / u64::from(factor);
-                words[(folded / WORD_BITS) as usize] |= 1 << (folded % WORD_BITS);
-                rest &= rest - 1;
-            }
-        }
+        let words = match factor.is_power_of_two() {
+            // Halving again and again: floor(floor(p / 2) / 2) = floor(p / 4), and so on.
+            true => (0..factor.trailing_zeros()).fold(self.words.clone(), |w, _| halve(&w)),
+            false => fold_bit_by_bit(&self.words, factor),
+        };
         Ok(BloomFilter {
             words,
             bits_per_key: (self.bits_per_key / factor).max(1),
@@ -310,6 +303,43 @@ impl BloomFilter {
             ..Self::new(params, expected_keys)
         }
     }
+}
+
+/// `words` (an even number of them) folded by 2: bit `j` of the result is bits `2j` and
+/// `2j + 1` ORed, so each source word gives 32 bits, a word at a time.
+fn halve(words: &[u64]) -> Vec<u64> {
+    words
+        .chunks_exact(2)
+        .map(|pair| pair_bits_ored(pair[0]) | (pair_bits_ored(pair[1]) << 32))
+        .collect()
+}
+
+/// The 32 bits of `x` whose bit `j` is bit `2j` OR bit `2j + 1` of `x`, in the low half.
+fn pair_bits_ored(x: u64) -> u64 {
+    // OR each pair into its even bit, then gather the even bits into the low half, moving
+    // groups of 1, 2, 4, 8 and 16 bits together.
+    let mut x = (x | (x >> 1)) & 0x5555_5555_5555_5555;
+    x = (x | (x >> 1)) & 0x3333_3333_3333_3333;
+    x = (x | (x >> 2)) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = (x | (x >> 4)) & 0x00ff_00ff_00ff_00ff;
+    x = (x | (x >> 8)) & 0x0000_ffff_0000_ffff;
+    (x | (x >> 16)) & 0x0000_0000_ffff_ffff
+}
+
+/// `words` folded by any `factor` dividing their number, one set bit at a time: bit `p` goes
+/// to bit `p / factor`.
+fn fold_bit_by_bit(words: &[u64], factor: u32) -> Vec<u64> {
+    let mut folded = vec![0u64; words.len() / factor as usize];
+    for (i, &word) in words.iter().enumerate() {
+        let mut rest = word;
+        while rest != 0 {
+            let bit = (i as u64) * WORD_BITS + u64::from(rest.trailing_zeros());
+            let to = bit / u64::from(factor);
+            folded[(to / WORD_BITS) as usize] |= 1 << (to % WORD_BITS);
+            rest &= rest - 1;
+        }
+    }
+    folded
 }
 
 /// A hint to load the cache line holding `word`; no effect on what any code reads.
@@ -366,6 +396,27 @@ mod tests {
                 "factor {factor}: measured {rate}, expected {expected}"
             );
         }
+    }
+
+    /// Halving a word at a time sets the same bits as moving each bit on its own.
+    #[test]
+    fn halving_by_words_agrees_with_folding_bit_by_bit() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let words: Vec<u64> = (0..64)
+            .map(|i| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                match i % 4 {
+                    0 => state,
+                    1 => state & state >> 7,
+                    2 => u64::MAX,
+                    _ => 1 << (i % 64),
+                }
+            })
+            .collect();
+        assert_eq!(halve(&words), fold_bit_by_bit(&words, 2));
+        assert_eq!(halve(&halve(&halve(&words))), fold_bit_by_bit(&words, 8));
     }
 
     /// A filter folds only into whole words; `new_foldable` rounds its size so it can.

@@ -45,7 +45,9 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = Values::Compressible)]
     pub values: Values,
     /// Compare whole stores instead of filter settings: each of these (`bloomkv`, `rocksdb`,
-    /// `fjall`, and with `--writes` also `rocksdb-shape`; the peers need `--features peers`)
+    /// `rocksdb-partitioned` (RocksDB with its filters and index partitioned in a 32 MiB
+    /// block cache), `fjall`, and with `--writes` also `rocksdb-shape`; the peers need
+    /// `--features peers`)
     /// is loaded and queried (or, with `--writes`, written) with its default options in a
     /// process of its own, one after another.
     #[arg(long, value_delimiter = ',', value_name = "STORES")]

@@ -301,6 +301,13 @@ fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Valu
         "present": settled.present, "absent": settled.absent,
         "resident_bytes": resident_bytes, "peak_resident_bytes": peak_resident_bytes,
         "filter_memory_bytes": after.filter_memory_bytes,
+        "filter_memory_limit_bytes": after.filter_memory_limit,
+        "tables_filter_shrunk": after.levels.iter().map(|l| l.tables_filter_shrunk).sum::<usize>(),
+        "predicted_false_positive_rate_per_level": after
+            .levels
+            .iter()
+            .map(|l| l.predicted_false_positive_rate)
+            .collect::<Vec<_>>(),
         "index_memory_bytes": after.index_memory_bytes,
         "block_cache_bytes": after.block_cache.bytes,
         "open_files": after.table_cache.open_files,

@@ -269,7 +269,7 @@ pub fn run_rocksdb(
         ),
     };
     let db = DB::open(&options, dir).map_err(|e| e.to_string())?;
-    let bar = progress::bar(workload.keys, "load (RocksDB)");
+    let bar = progress::bar(workload.keys, &format!("load ({name})"));
     let started = Instant::now();
     let mut longest_write = Duration::ZERO;
     for pairs in workload.batches() {
@@ -287,7 +287,7 @@ pub fn run_rocksdb(
     bar.finish_and_clear();
     let files_after_load = db.live_files().map(|f| f.len()).unwrap_or(0);
     let fresh = rocksdb_lookups(&db, &options, workload)?;
-    let waiting = progress::waiting("compactions (RocksDB)");
+    let waiting = progress::waiting(&format!("compactions ({name})"));
     let settling = Instant::now();
     let mut wait = WaitForCompactOptions::default();
     wait.set_flush(true);
