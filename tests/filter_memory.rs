@@ -236,3 +236,38 @@ fn filters_of_large_tables_fold_to_exactly_their_share() {
     );
     assert_reads_back(&db, |_| true);
 }
+
+/// A store opened under a limit reads each table's filter only once it knows how much to
+/// keep: damage to a filter block is then found, and reported with the file and offset, as an
+/// open without a limit reports it.
+#[test]
+fn a_damaged_filter_fails_an_open_under_a_limit_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = build_unlimited(dir.path());
+    let mut tables: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .collect();
+    tables.sort();
+    let damaged = &tables[tables.len() / 2];
+    let fs: bloomkv::fs::SharedFs = std::sync::Arc::new(bloomkv::fs::OsFileSystem);
+    let counters = std::sync::Arc::new(bloomkv::metrics::ReadCounters::new());
+    let filter_at = bloomkv::sstable::Table::open(fs, damaged, counters)
+        .unwrap()
+        .properties()
+        .data_size;
+    let mut bytes = std::fs::read(damaged).unwrap();
+    bytes[filter_at as usize + 40] ^= 0x10;
+    std::fs::write(damaged, bytes).unwrap();
+    for limit in [held / 2, held * 2] {
+        let err = Db::open(dir.path(), options().filter_memory_limit(limit)).unwrap_err();
+        match &err {
+            bloomkv::Error::Corruption { file, offset, .. } => {
+                assert_eq!(file, damaged, "{err}");
+                assert_eq!(*offset, Some(filter_at), "{err}");
+            }
+            other => panic!("limit {limit}: {other}"),
+        }
+    }
+}

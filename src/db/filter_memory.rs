@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use super::lookup_shape::table_shares;
 use super::{Inner, ShapeState};
-use crate::filter::BloomFilter;
+use crate::error::Result;
+use crate::filter::textbook_rate;
 use crate::manifest::VersionEdit;
 use crate::sstable::{FilterResidency, Table, FILTER_FOLD_LIMIT};
 use crate::version::Version;
@@ -48,7 +49,8 @@ impl Inner {
 }
 
 /// `version`, with filters folded or dropped until all of them fit `limit` bytes (as it is
-/// when they fit, or without a limit).
+/// when they fit, or without a limit). Every reader of `version` holds its filter (none is
+/// deferred: only [`load_filters`] takes such readers).
 pub(super) fn fit_filters(version: Version, limit: Option<u64>) -> Version {
     let Some(limit) = limit else {
         return version;
@@ -59,14 +61,91 @@ pub(super) fn fit_filters(version: Version, limit: Option<u64>) -> Version {
     if held <= limit {
         return version;
     }
-    let replaced = shrink_plan(&version, held, limit);
+    let replaced: HashMap<u64, Table> = shrink_plan(&version, limit)
+        .into_iter()
+        .map(|(number, (table, residency))| {
+            // Only folds the filter's size allows are planned; should one fail all the same,
+            // the filter is dropped, which frees more than planned.
+            let reader = table.with_filter(residency).unwrap_or_else(|_| {
+                (table.with_filter(FilterResidency::Dropped)).expect("any filter can be dropped")
+            });
+            (number, reader)
+        })
+        .collect();
     version.with_readers(&replaced)
+}
+
+/// `version`, whose readers were opened without their filters
+/// ([`Table::open_deferring_filter`]), with each filter read and kept as the plan for `limit`
+/// says: read one at a time and folded at once, so that the whole filters are never all in
+/// memory together.
+pub(super) fn load_filters(version: Version, limit: Option<u64>) -> Result<Version> {
+    let mut plan = match limit {
+        Some(limit) => shrink_plan(&version, limit),
+        None => HashMap::new(),
+    };
+    let mut loaded = HashMap::new();
+    for t in version.tables() {
+        let residency = match plan.remove(&t.meta.number) {
+            Some((_, residency)) => residency,
+            None if t.table.filter_is_deferred() => FilterResidency::Whole,
+            None => continue,
+        };
+        loaded.insert(t.meta.number, t.table.load_filter(residency)?);
+    }
+    Ok(version.with_readers(&loaded))
+}
+
+/// A table's whole filter as written, known without reading it.
+#[derive(Clone, Copy)]
+struct Shape {
+    words: u64,
+    keys: u64,
+    hashes: u32,
+}
+
+impl Shape {
+    fn of(table: &Table) -> Option<Shape> {
+        let residency = table.filter_residency();
+        if matches!(
+            residency,
+            FilterResidency::NoFilter | FilterResidency::Dropped
+        ) {
+            return None;
+        }
+        Some(Shape {
+            words: table.whole_filter_words()?,
+            keys: table.properties().distinct_keys,
+            hashes: table.filter_params()?.hashes(),
+        })
+    }
+
+    /// Bytes of the filter folded by `factor`.
+    fn bytes(&self, factor: u32) -> u64 {
+        self.words * 8 / u64::from(factor)
+    }
+
+    /// The textbook rate of the filter folded by `factor` (that of the whole one for 1): a
+    /// fold keeps the hash count.
+    fn rate(&self, factor: u32) -> f64 {
+        if self.keys == 0 {
+            return 0.0;
+        }
+        let bits = (self.words * 64) as f64 / f64::from(factor);
+        textbook_rate(bits / self.keys as f64, self.hashes)
+    }
+
+    /// Whether the filter folds by `factor` into whole words.
+    fn folds_by(&self, factor: u32) -> bool {
+        factor <= FILTER_FOLD_LIMIT && self.words.is_multiple_of(u64::from(factor))
+    }
 }
 
 /// One table's filter as the plan goes.
 #[derive(Clone, Copy)]
 struct Shrinking<'v> {
     table: &'v Table,
+    shape: Shape,
     /// The fold from the filter as written (1: whole); `None` once dropped.
     factor: Option<u32>,
     bytes: u64,
@@ -76,12 +155,21 @@ struct Shrinking<'v> {
 }
 
 impl<'v> Shrinking<'v> {
-    /// The fold the reader's filter already has: further folds are made from it.
-    fn reader_fold(&self) -> u32 {
-        match self.table.filter_residency() {
+    /// The filter as the reader holds it, or will once loaded (whole).
+    fn start(table: &'v Table, share: f64) -> Option<Shrinking<'v>> {
+        let shape = Shape::of(table)?;
+        let factor = match table.filter_residency() {
             FilterResidency::Folded(f) => f,
             _ => 1,
-        }
+        };
+        Some(Shrinking {
+            table,
+            shape,
+            factor: Some(factor),
+            bytes: shape.bytes(factor),
+            rate: shape.rate(factor),
+            share,
+        })
     }
 
     /// The next step: the filter halved once more (while `FILTER_FOLD_LIMIT` and its size
@@ -105,18 +193,15 @@ impl<'v> Shrinking<'v> {
         }
     }
 
-    /// The filter folded once more, if it can be.
+    /// The filter folded once more, if it can be. A reader's folded filter folds further by
+    /// what is left of the factor, which divides its words whenever the factor divides the
+    /// whole filter's.
     fn halved(&self) -> Option<Shrinking<'v>> {
-        let halved = self.factor.map(|f| f * 2).filter(|&f| {
-            let from_reader = f / self.reader_fold();
-            f <= FILTER_FOLD_LIMIT
-                && (self.table.filter()).is_some_and(|filter| can_fold(filter, from_reader))
-        });
-        let (f, filter) = (halved?, self.table.filter()?);
-        Some(Shrinking {
+        let f = self.factor? * 2;
+        self.shape.folds_by(f).then(|| Shrinking {
             factor: Some(f),
-            bytes: self.bytes / 2,
-            rate: filter.folded_false_positive_rate(f / self.reader_fold()),
+            bytes: self.shape.bytes(f),
+            rate: self.shape.rate(f),
             ..*self
         })
     }
@@ -139,10 +224,6 @@ impl<'v> Shrinking<'v> {
             Some(f) => FilterResidency::Folded(f),
         }
     }
-}
-
-fn can_fold(filter: &BloomFilter, factor: u32) -> bool {
-    (filter.bit_count() / 64).is_multiple_of(u64::from(factor))
 }
 
 /// A step the plan may take: table `at`'s next fold (or drop), at `cost` false positives per
@@ -170,31 +251,17 @@ impl Ord for Step {
     }
 }
 
-/// The tables to replace, with the readers whose filters bring the total to `limit` or below.
-fn shrink_plan(version: &Version, mut held: u64, limit: u64) -> HashMap<u64, Table> {
+/// For each table whose filter must shrink for all of them to fit `limit` bytes, by file
+/// number: the reader and how to keep its filter. Empty when they fit.
+fn shrink_plan(version: &Version, limit: u64) -> HashMap<u64, (Table, FilterResidency)> {
     let shares = table_shares(version.tables().map(|t| &t.meta));
     let mut tables: Vec<(u64, Shrinking)> = (version.tables().zip(shares))
-        .filter(|(t, _)| t.table.has_filter())
-        .map(|(t, share)| {
-            let shrinking = Shrinking {
-                table: &t.table,
-                factor: None,
-                bytes: t.table.filter_memory_bytes() as u64,
-                // The textbook rate at the filter's real size, as the folds' rates are, so
-                // that the first fold's cost compares like with like.
-                rate: (t.table.filter()).map_or(1.0, |f| f.expected_false_positive_rate()),
-                share,
-            };
-            let factor = Some(shrinking.reader_fold());
-            (
-                t.meta.number,
-                Shrinking {
-                    factor,
-                    ..shrinking
-                },
-            )
-        })
+        .filter_map(|(t, share)| Some((t.meta.number, Shrinking::start(&t.table, share)?)))
         .collect();
+    let mut held: u64 = tables.iter().map(|(_, t)| t.bytes).sum();
+    if held <= limit {
+        return HashMap::new();
+    }
     let step = |at: usize, t: &Shrinking| Step {
         cost: t.cost_of(&t.next()),
         at,
@@ -240,13 +307,6 @@ fn shrink_plan(version: &Version, mut held: u64, limit: u64) -> HashMap<u64, Tab
     tables
         .into_iter()
         .filter(|(_, t)| t.residency() != t.table.filter_residency())
-        .map(|(number, t)| {
-            // Only folds the filter's size allows are planned; should one fail all the same,
-            // the filter is dropped, which frees more than planned.
-            let table = t.table.with_filter(t.residency()).unwrap_or_else(|_| {
-                (t.table.with_filter(FilterResidency::Dropped)).expect("any filter can be dropped")
-            });
-            (number, table)
-        })
+        .map(|(number, t)| (number, (t.table.clone(), t.residency())))
         .collect()
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
+use super::filter_memory::load_filters;
 use super::table_writer::{Cuts, TableWriter};
 use super::{
     write_group, write_rate, BackgroundState, Counters, DropCause, DroppedWal, Inner, ReadState,
@@ -88,7 +89,13 @@ fn read_on_disk(dir: &Path, fs: &SharedFs, options: &Options, env: &TableEnv) ->
             ));
         }
         let path = dir.join(filename::table_file_name(meta.number));
-        opened.insert(meta.number, Table::open_in(&path, env)?);
+        // Under a filter memory limit each filter is read once the store knows how much of
+        // it to keep (`filter_memory::load_filters`).
+        let table = match options.filter_memory_limit {
+            Some(_) => Table::open_deferring_filter(&path, env)?,
+            None => Table::open_in(&path, env)?,
+        };
+        opened.insert(meta.number, table);
     }
 
     let mut logs: Vec<u64> = names
@@ -175,7 +182,10 @@ pub(super) fn recover(
         removed: Vec::new(),
         write_totals: Some(write_totals.clone()),
     };
-    let version = Version::empty(options.num_levels).apply(&snapshot, &opened);
+    let version = load_filters(
+        Version::empty(options.num_levels).apply(&snapshot, &opened),
+        options.filter_memory_limit,
+    )?;
     let manifest = ManifestWriter::create(fs.as_ref(), &dir, manifest_number, &snapshot)?;
 
     // The new manifest is current: everything it does not name is garbage from before.
@@ -229,7 +239,10 @@ pub(super) fn open_read_only(
         added: on_disk.metas,
         ..VersionEdit::default()
     };
-    let version = Version::empty(options.num_levels).apply(&snapshot, &on_disk.opened);
+    let version = load_filters(
+        Version::empty(options.num_levels).apply(&snapshot, &on_disk.opened),
+        options.filter_memory_limit,
+    )?;
     let parts = Parts {
         dir,
         fs,
@@ -271,10 +284,7 @@ impl Parts {
             read_state: RwLock::new(Arc::new(ReadState {
                 mem: self.mem,
                 immutable: Vec::new(),
-                version: Arc::new(super::filter_memory::fit_filters(
-                    self.version,
-                    self.options.filter_memory_limit,
-                )),
+                version: Arc::new(self.version),
             })),
             write_queue: write_group::WriteQueue::new(self.options.group_commit_wait),
             write_rate: write_rate::WriteRate::new(self.options.delayed_write_rate),

@@ -44,6 +44,13 @@ impl BloomFilter {
         out
     }
 
+    /// The number of 64-bit words of the filter whose serialized form is `len` bytes long
+    /// (`None` for a length no serialized filter has): its memory, known without reading it.
+    pub fn words_in_serialized(len: u64) -> Option<u64> {
+        let body = len.checked_sub((HEADER_LEN + CHECKSUM_LEN) as u64)?;
+        (body > 0 && body.is_multiple_of(8)).then_some(body / 8)
+    }
+
     /// Decodes [`to_bytes`](Self::to_bytes) output. Any truncation, changed byte, unknown
     /// version or algorithm is an error, never a panic.
     pub fn from_bytes(bytes: &[u8]) -> Result<BloomFilter> {

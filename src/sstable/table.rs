@@ -72,6 +72,10 @@ pub struct Table {
     /// over the same file, index and caches; see [`Table::with_filter`]).
     filter: Option<Arc<BloomFilter>>,
     residency: FilterResidency,
+    /// The filter block was not read at open ([`Table::open_deferring_filter`]): `residency`
+    /// says `Whole`, and [`Table::load_filter`] reads it. A store never serves lookups
+    /// through such a reader.
+    filter_deferred: bool,
 }
 
 /// How much of a table's filter is kept in memory for lookups.
@@ -156,6 +160,18 @@ impl Table {
     /// properties blocks (each checksummed), and keeps them in memory. Data blocks are read on
     /// demand, through `env`'s caches.
     pub fn open_in(path: &Path, env: &TableEnv) -> Result<Table> {
+        Table::open_with(path, env, true)
+    }
+
+    /// As [`open_in`](Self::open_in), but the filter block is not read: the table holds no
+    /// filter until [`load_filter`](Self::load_filter) makes a reader with one. A store under
+    /// a filter memory limit opens so, decides how much of each filter to keep, and then loads
+    /// each one and folds it at once: its filters never all sit whole in memory.
+    pub(crate) fn open_deferring_filter(path: &Path, env: &TableEnv) -> Result<Table> {
+        Table::open_with(path, env, false)
+    }
+
+    fn open_with(path: &Path, env: &TableEnv, read_filter: bool) -> Result<Table> {
         let file = env.fs.open_read(path)?;
         let size = file.size();
         let corrupt = |offset: u64, reason: String| Error::corruption(path, Some(offset), reason);
@@ -223,11 +239,8 @@ impl Table {
         }
 
         let filter = match footer.filter {
-            Some(h) => {
-                let contents = read_block(file.as_ref(), path, h, BlockKind::Filter)?;
-                Some(filter_block::decode(path, h, &contents)?)
-            }
-            None => None,
+            Some(h) if read_filter => Some(read_filter_block(file.as_ref(), path, h)?),
+            _ => None,
         };
 
         let props_contents = read_block(
@@ -270,27 +283,23 @@ impl Table {
                 ));
             }
         }
-        let filter_params = match (&filter, properties.filter_params()) {
-            (None, None) => None,
-            (Some(f), Some(p))
-                if f.bits_per_key() == p.bits_per_key()
-                    && f.hashes() == p.hashes()
-                    && f.len() == properties.distinct_keys =>
-            {
-                Some(p)
-            }
-            _ => {
-                return Err(props_corrupt(
-                    "filter parameters or key count differ from the filter block".to_string(),
-                ))
-            }
+        let filter_params = properties.filter_params();
+        let agrees = match (&footer.filter, &filter) {
+            (None, _) => filter_params.is_none(),
+            (Some(_), None) => filter_params.is_some(),
+            (Some(_), Some(f)) => filter_agrees(f, filter_params, &properties),
         };
+        if !agrees {
+            return Err(props_corrupt(
+                "filter parameters or key count differ from the filter block".to_string(),
+            ));
+        }
 
         let id = next_table_id();
         env.table_cache.adopt(id, file);
-        let residency = match filter {
-            Some(_) => FilterResidency::Whole,
+        let residency = match footer.filter {
             None => FilterResidency::NoFilter,
+            Some(_) => FilterResidency::Whole,
         };
         Ok(Table {
             inner: Arc::new(TableInner {
@@ -304,6 +313,7 @@ impl Table {
                 properties,
                 obsolete: AtomicBool::new(false),
             }),
+            filter_deferred: footer.filter.is_some() && filter.is_none(),
             filter: filter.map(Arc::new),
             residency,
         })
@@ -397,6 +407,9 @@ impl Table {
     /// whole filter of a table folded or dropped before is `InvalidArgument` (the bits are not
     /// kept), as is a factor its filter's size does not allow.
     pub fn with_filter(&self, residency: FilterResidency) -> Result<Table> {
+        if self.filter_deferred {
+            return self.load_filter(residency);
+        }
         let now = match self.residency {
             FilterResidency::Whole => 1,
             FilterResidency::Folded(f) => f,
@@ -422,7 +435,59 @@ impl Table {
             inner: Arc::clone(&self.inner),
             filter,
             residency,
+            filter_deferred: false,
         })
+    }
+
+    /// A reader of this table (one opened with
+    /// [`open_deferring_filter`](Self::open_deferring_filter)) with its filter read from the
+    /// file, checked, and kept as `residency` says. A table whose filter is held already
+    /// gives [`with_filter`](Self::with_filter)'s answer.
+    pub(crate) fn load_filter(&self, residency: FilterResidency) -> Result<Table> {
+        let inner = &self.inner;
+        let (true, Some(handle)) = (self.filter_deferred, inner.filter_handle) else {
+            return self.with_filter(residency);
+        };
+        if residency == FilterResidency::Dropped {
+            return Ok(Table {
+                inner: Arc::clone(inner),
+                filter: None,
+                residency,
+                filter_deferred: false,
+            });
+        }
+        let filter = read_filter_block(inner.file()?.as_ref(), &inner.path, handle)?;
+        if !filter_agrees(&filter, inner.filter_params, &inner.properties) {
+            let at = inner.data_end + inner.properties.filter_size_bytes;
+            return Err(Error::corruption(
+                &inner.path,
+                Some(at),
+                format!(
+                    "properties block at offset {at} disagrees with the table: filter \
+                     parameters or key count differ from the filter block"
+                ),
+            ));
+        }
+        let whole = Table {
+            inner: Arc::clone(inner),
+            filter: Some(Arc::new(filter)),
+            residency: FilterResidency::Whole,
+            filter_deferred: false,
+        };
+        whole.with_filter(residency)
+    }
+
+    /// Whether the table was opened without reading its filter, which
+    /// [`load_filter`](Self::load_filter) reads.
+    pub(crate) fn filter_is_deferred(&self) -> bool {
+        self.filter_deferred
+    }
+
+    /// The 64-bit words of the table's whole filter (as written; its memory is 8 bytes a
+    /// word), known from the footer without reading the filter.
+    pub(crate) fn whole_filter_words(&self) -> Option<u64> {
+        let handle = self.inner.filter_handle?;
+        BloomFilter::words_in_serialized(handle.size)
     }
 
     /// The filter's answer alone, counted nowhere: `true` without a filter.
@@ -680,6 +745,29 @@ impl TableInner {
             .data_block(handle, BlockReads::Bypass, None)?
             .shared_iter())
     }
+}
+
+/// Reads, checks and decodes the filter block at `handle`.
+fn read_filter_block(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    handle: BlockHandle,
+) -> Result<BloomFilter> {
+    let contents = read_block(file, path, handle, BlockKind::Filter)?;
+    filter_block::decode(path, handle, &contents)
+}
+
+/// Whether a table's filter is the one its properties describe: parameters and key count.
+fn filter_agrees(
+    filter: &BloomFilter,
+    params: Option<FilterParams>,
+    properties: &TableProperties,
+) -> bool {
+    params.is_some_and(|p| {
+        filter.bits_per_key() == p.bits_per_key()
+            && filter.hashes() == p.hashes()
+            && filter.len() == properties.distinct_keys
+    })
 }
 
 /// Whether the last separator agrees with the largest key the properties record: it is that
