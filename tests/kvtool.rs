@@ -1459,6 +1459,15 @@ fn bench_writes_loads_then_writes_synced_and_reports_every_figure() {
     assert!(svg.starts_with("<svg"), "{svg}");
     assert!(svg.contains("<polyline"), "{svg}");
     assert!(svg.contains(">bloomkv</text>"), "{svg}");
+    // The title names the workload and the memory (none held here), as a lookups chart's
+    // does: charts of different runs tell themselves apart.
+    assert!(
+        svg.contains(
+            ">puts/s during the load: 20000 keys, 100-byte compressible values, no memory \
+             limit; one thread, one unsynced put per write<"
+        ),
+        "{svg}"
+    );
     // The stores were throwaway: only the result files are left.
     let mut left: Vec<_> = std::fs::read_dir(tmp.path())
         .unwrap()

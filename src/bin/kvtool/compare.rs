@@ -747,25 +747,26 @@ fn chart_svg(docs: &[Value]) -> String {
 /// The chart's title: each run's workload (keys, value size and kind) and the memory it was
 /// held to, so that a chart read on its own says what was measured.
 fn memory_limits_title(docs: &[Value]) -> String {
-    let runs: Vec<String> = docs
-        .iter()
-        .map(|doc| {
-            let limit = doc["memory_limit_bytes"]
-                .as_u64()
-                .map_or("no memory limit".to_string(), |b| {
-                    format!("held to {} MiB", b >> 20)
-                });
-            let values = match (doc["value_size"].as_u64(), doc["values"].as_str()) {
-                (Some(size), Some(kind)) => format!(", {size}-byte {kind} values"),
-                _ => String::new(),
-            };
-            format!("{} keys{values}, {limit}", doc["keys"])
-        })
-        .collect();
+    let runs: Vec<String> = docs.iter().map(workload_title).collect();
     format!(
         "{} (each store in its own process, with its page cache)",
         runs.join("; ")
     )
+}
+
+/// A run's keys, values and memory limit, as a chart's title names them: "100000000 keys,
+/// 100-byte random values, held to 1024 MiB".
+pub fn workload_title(doc: &Value) -> String {
+    let limit = doc["memory_limit_bytes"]
+        .as_u64()
+        .map_or("no memory limit".to_string(), |b| {
+            format!("held to {} MiB", b >> 20)
+        });
+    let values = match (doc["value_size"].as_u64(), doc["values"].as_str()) {
+        (Some(size), Some(kind)) => format!(", {size}-byte {kind} values"),
+        _ => String::new(),
+    };
+    format!("{} keys{values}, {limit}", doc["keys"])
 }
 
 /// The color of a store's line on every chart (`--stores` names and the names the stores

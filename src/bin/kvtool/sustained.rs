@@ -61,7 +61,7 @@ use serde_json::{json, Value};
 use crate::bench::{bench_key, scratch_dir, write_result, BenchArgs, Workload};
 use crate::compare::{
     add_cgroup_figures, check_stores, child_args, enter_cgroup, mib, number, resident,
-    run_children, svg_grid_x, svg_grid_y, svg_series, svg_start, svg_text,
+    run_children, svg_grid_x, svg_grid_y, svg_series, svg_start, svg_text, workload_title,
 };
 use crate::{memlimit, progress, Failure};
 
@@ -688,8 +688,8 @@ fn chart_svg(doc: &Value) -> String {
         pad,
         20.0,
         &format!(
-            "puts/s during the load: {} keys, one thread, one unsynced put per write",
-            doc["keys"]
+            "puts/s during the load: {}; one thread, one unsynced put per write",
+            workload_title(doc)
         ),
     ));
     for i in 0..=(t_end / t_step).round() as u32 {
