@@ -4,10 +4,12 @@
 //! but a store outgrows the filters it wrote when it was smaller, and may be opened with a
 //! smaller limit than it was written under. When the filters held exceed the limit, filters
 //! are shrunk in memory, one step at a time, where a step costs lookups least: each step
-//! halves one table's filter ([`BloomFilter::fold`], down to an eighth), or at last drops it,
-//! and its cost is the false positives it adds per byte it frees, weighted by the share of
-//! lookups that reach the table (Monkey's rule, with each table's probes as the budget counts
-//! them). The files keep their whole filters: a table compaction rewrites is written anew.
+//! halves one table's filter (`BloomFilter::fold`, down to an eighth) or drops it, whichever
+//! costs less per byte, and its cost is the false positives it adds per byte it frees,
+//! weighted by the share of lookups that reach the table (Monkey's rule, with each table's
+//! probes as the budget counts them). The files keep their whole filters: a table compaction
+//! rewrites is written anew, and at open each filter is read once its share is known
+//! ([`load_filters`]).
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
