@@ -289,19 +289,24 @@ impl Version {
         version
     }
 
-    /// The version after `edit`; `opened` holds the readers of the tables the edit adds.
+    /// The version after `edit`; `opened` holds the readers of the tables the edit adds. A
+    /// table the edit moves (removes and adds back) keeps the reader this version holds,
+    /// whose filter may have been shrunk since the move was picked.
     pub fn apply(&self, edit: &VersionEdit, opened: &HashMap<u64, Table>) -> Version {
         let mut levels = self.levels.clone();
+        let mut removed = HashMap::new();
         for (level, number) in &edit.removed {
             if let Some(tables) = levels.get_mut(*level as usize) {
-                tables.retain(|t| t.meta.number != *number);
+                if let Some(at) = tables.iter().position(|t| t.meta.number == *number) {
+                    removed.insert(*number, tables.remove(at).table.clone());
+                }
             }
         }
         for meta in &edit.added {
-            if let (Some(tables), Some(table)) = (
-                levels.get_mut(meta.level as usize),
-                opened.get(&meta.number),
-            ) {
+            let reader = removed
+                .get(&meta.number)
+                .or_else(|| opened.get(&meta.number));
+            if let (Some(tables), Some(table)) = (levels.get_mut(meta.level as usize), reader) {
                 tables.push(Arc::new(TableHandle {
                     meta: meta.clone(),
                     table: table.clone(),

@@ -36,16 +36,7 @@ impl Inner {
         edit: &VersionEdit,
         opened: &HashMap<u64, Table>,
     ) -> Arc<Version> {
-        let current = Arc::clone(&self.read_state().version);
-        // A move adds back a live table: it keeps the reader the current version holds, whose
-        // filter may have been shrunk since the move was picked.
-        let mut readers = opened.clone();
-        for live in current.tables() {
-            if let Some(reader) = readers.get_mut(&live.meta.number) {
-                *reader = live.table.clone();
-            }
-        }
-        let version = current.apply(edit, &readers);
+        let version = self.read_state().version.apply(edit, opened);
         Arc::new(fit_filters(version, self.options.filter_memory_limit))
     }
 }
@@ -108,13 +99,7 @@ struct Shape {
 
 impl Shape {
     fn of(table: &Table) -> Option<Shape> {
-        let residency = table.filter_residency();
-        if matches!(
-            residency,
-            FilterResidency::NoFilter | FilterResidency::Dropped
-        ) {
-            return None;
-        }
+        table.filter_residency().fold_factor()?;
         Some(Shape {
             words: table.whole_filter_words()?,
             keys: table.properties().distinct_keys,
@@ -160,10 +145,8 @@ impl<'v> Shrinking<'v> {
     /// The filter as the reader holds it, or will once loaded (whole).
     fn start(table: &'v Table, share: f64) -> Option<Shrinking<'v>> {
         let shape = Shape::of(table)?;
-        let factor = match table.filter_residency() {
-            FilterResidency::Folded(f) => f,
-            _ => 1,
-        };
+        // A deferred filter will be read whole.
+        let factor = table.filter_residency().fold_factor()?;
         Some(Shrinking {
             table,
             shape,

@@ -150,12 +150,9 @@ impl Inner {
                 summary.bytes += handle.meta.file_size;
                 summary.entries += handle.meta.entries;
                 let params = handle.table.filter_params();
-                if params.is_some() {
-                    filtered.push((
-                        handle.table.resident_false_positive_rate(),
-                        share,
-                        handle.meta.entries,
-                    ));
+                let resident_rate = params.map(|_| handle.table.resident_false_positive_rate());
+                if let Some(rate) = resident_rate {
+                    filtered.push((rate, share, handle.meta.entries));
                 }
                 let residency = handle.table.filter_residency();
                 summary.tables_filter_shrunk += usize::from(matches!(
@@ -177,8 +174,7 @@ impl Inner {
                     hashes: params.map(|p| p.hashes()),
                     predicted_false_positive_rate: params
                         .map(|p| p.predicted_false_positive_rate()),
-                    resident_false_positive_rate: params
-                        .map(|_| handle.table.resident_false_positive_rate()),
+                    resident_false_positive_rate: resident_rate,
                     filter_bytes,
                     filter_residency: residency,
                 });

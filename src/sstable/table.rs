@@ -71,11 +71,10 @@ pub struct Table {
     /// filter memory limit asked for less (a `Table` with a smaller filter is another value
     /// over the same file, index and caches; see [`Table::with_filter`]).
     filter: Option<Arc<BloomFilter>>,
+    /// `Whole` with no `filter`: the filter block was not read at open
+    /// ([`Table::open_deferring_filter`]), and [`Table::load_filter`] reads it. A store never
+    /// serves lookups through such a reader.
     residency: FilterResidency,
-    /// The filter block was not read at open ([`Table::open_deferring_filter`]): `residency`
-    /// says `Whole`, and [`Table::load_filter`] reads it. A store never serves lookups
-    /// through such a reader.
-    filter_deferred: bool,
 }
 
 /// How much of a table's filter is kept in memory for lookups.
@@ -90,6 +89,18 @@ pub enum FilterResidency {
     Folded(u32),
     /// None kept: every lookup within the table's key range reads a data block.
     Dropped,
+}
+
+impl FilterResidency {
+    /// The factor the filter held is folded by from the one written (1 for the whole one);
+    /// `None` when no filter is held.
+    pub fn fold_factor(self) -> Option<u32> {
+        match self {
+            FilterResidency::Whole => Some(1),
+            FilterResidency::Folded(f) => Some(f),
+            FilterResidency::NoFilter | FilterResidency::Dropped => None,
+        }
+    }
 }
 
 pub(crate) struct TableInner {
@@ -313,7 +324,6 @@ impl Table {
                 properties,
                 obsolete: AtomicBool::new(false),
             }),
-            filter_deferred: footer.filter.is_some() && filter.is_none(),
             filter: filter.map(Arc::new),
             residency,
         })
@@ -407,14 +417,11 @@ impl Table {
     /// whole filter of a table folded or dropped before is `InvalidArgument` (the bits are not
     /// kept), as is a factor its filter's size does not allow.
     pub fn with_filter(&self, residency: FilterResidency) -> Result<Table> {
-        if self.filter_deferred {
+        if self.filter_is_deferred() {
             return self.load_filter(residency);
         }
-        let now = match self.residency {
-            FilterResidency::Whole => 1,
-            FilterResidency::Folded(f) => f,
-            FilterResidency::NoFilter | FilterResidency::Dropped => 0,
-        };
+        // 0 when no filter is held, which nothing can be folded from.
+        let now = self.residency.fold_factor().unwrap_or(0);
         let filter = match (residency, &self.filter) {
             (FilterResidency::Dropped, Some(_)) => None,
             (FilterResidency::Folded(to), Some(f)) if now > 0 && to.is_multiple_of(now) => {
@@ -435,7 +442,6 @@ impl Table {
             inner: Arc::clone(&self.inner),
             filter,
             residency,
-            filter_deferred: false,
         })
     }
 
@@ -445,7 +451,7 @@ impl Table {
     /// gives [`with_filter`](Self::with_filter)'s answer.
     pub(crate) fn load_filter(&self, residency: FilterResidency) -> Result<Table> {
         let inner = &self.inner;
-        let (true, Some(handle)) = (self.filter_deferred, inner.filter_handle) else {
+        let (true, Some(handle)) = (self.filter_is_deferred(), inner.filter_handle) else {
             return self.with_filter(residency);
         };
         if residency == FilterResidency::Dropped {
@@ -453,7 +459,6 @@ impl Table {
                 inner: Arc::clone(inner),
                 filter: None,
                 residency,
-                filter_deferred: false,
             });
         }
         let filter = read_filter_block(inner.file()?.as_ref(), &inner.path, handle)?;
@@ -472,7 +477,6 @@ impl Table {
             inner: Arc::clone(inner),
             filter: Some(Arc::new(filter)),
             residency: FilterResidency::Whole,
-            filter_deferred: false,
         };
         whole.with_filter(residency)
     }
@@ -480,7 +484,7 @@ impl Table {
     /// Whether the table was opened without reading its filter, which
     /// [`load_filter`](Self::load_filter) reads.
     pub(crate) fn filter_is_deferred(&self) -> bool {
-        self.filter_deferred
+        self.residency == FilterResidency::Whole && self.filter.is_none()
     }
 
     /// The 64-bit words of the table's whole filter (as written; its memory is 8 bytes a
