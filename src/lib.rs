@@ -26,6 +26,7 @@ pub mod filter;
 pub mod fs;
 mod iter;
 pub mod manifest;
+pub mod memory;
 mod memtable;
 pub mod metrics;
 mod options;

@@ -53,8 +53,9 @@ pub struct Options {
     /// and a lookup that reaches the bottom reads a block there anyway. Lookups of absent keys
     /// then read a block at the bottom. Default false.
     pub no_filters_at_bottom: bool,
-    /// Bytes all the store's filters may take in memory, together. Default `None`: every
-    /// table keeps the filter the policy gives it. With a limit, the policy's filters are
+    /// Bytes all the store's filters may take in memory, together. Default `None`: the limit
+    /// is `filter_memory_share` of the memory the process may use. With a limit, the policy's
+    /// filters are
     /// spread over the tree within it: tables are written with no more bits per key than the
     /// limit leaves for every key stored, by Monkey's rule like a budget (and at most what the
     /// policy asks for), and when the filters held still exceed it (the store grew since
@@ -64,6 +65,16 @@ pub struct Options {
     /// files keep their whole filters. `Stats::filter_memory_bytes` is never above the limit
     /// once a flush, compaction or open returns.
     pub filter_memory_limit: Option<u64>,
+    /// Without a `filter_memory_limit`: the share of the memory this process may use that
+    /// the store's filters may take, made a limit when the store opens (`Stats` shows it).
+    /// The memory is [`crate::memory::available`]: the process's memory cgroup limit, as in a
+    /// container, else the machine's memory. Default 0.25: in a container of 256 MiB, a
+    /// store of 100M keys (125 MB of filters at the policy's rates) holds 64 MiB of them, and
+    /// completes a load that filters uncapped choke at about 60M keys, while a store whose
+    /// filters fit is not touched (`docs/design.md`, "Filter memory"). The share is per store:
+    /// a process that opens several stores should give each a limit. `None` with no limit
+    /// leaves filters uncapped.
+    pub filter_memory_share: Option<f64>,
     /// A memtable is frozen and flushed once it holds about this many bytes. Default 32 MiB:
     /// with 4 MiB memtables and an 8 MiB level 1, a 30M-key load wrote 10.4 bytes per byte
     /// loaded; with 32 MiB and 128 MiB (and dynamic level sizes), about 6 (docs/benchmarks.md,
@@ -163,6 +174,7 @@ impl Default for Options {
             filter_policy: FilterPolicy::BitsPerKeyBudget(10.0),
             no_filters_at_bottom: false,
             filter_memory_limit: None,
+            filter_memory_share: Some(0.25),
             memtable_size: 32 << 20,
             max_immutable_memtables: 2,
             table_size: 64 << 20,
@@ -196,6 +208,7 @@ impl std::fmt::Debug for Options {
             .field("filter_policy", &self.filter_policy)
             .field("no_filters_at_bottom", &self.no_filters_at_bottom)
             .field("filter_memory_limit", &self.filter_memory_limit)
+            .field("filter_memory_share", &self.filter_memory_share)
             .field("memtable_size", &self.memtable_size)
             .field("table_size", &self.table_size)
             .field("level1_size", &self.level1_size)
@@ -217,6 +230,32 @@ impl Options {
     /// Caps the memory of all the store's filters together (see the field).
     pub fn filter_memory_limit(mut self, bytes: u64) -> Self {
         self.filter_memory_limit = Some(bytes);
+        self
+    }
+
+    /// Caps the store's filters at this share of the memory the process may use, when no
+    /// `filter_memory_limit` is given (see the field).
+    pub fn filter_memory_share(mut self, share: f64) -> Self {
+        self.filter_memory_share = Some(share);
+        self
+    }
+
+    /// Leaves the store's filters uncapped: every table keeps the filter the policy gives it.
+    pub fn no_filter_memory_limit(mut self) -> Self {
+        self.filter_memory_limit = None;
+        self.filter_memory_share = None;
+        self
+    }
+
+    /// The options with `filter_memory_limit` made from `filter_memory_share` and the memory
+    /// the process may use now, when no limit was given.
+    pub(crate) fn with_filter_memory_limit_resolved(mut self) -> Self {
+        if self.filter_memory_limit.is_none() {
+            self.filter_memory_limit = self
+                .filter_memory_share
+                .zip(crate::memory::available())
+                .map(|(share, bytes)| (bytes as f64 * share) as u64);
+        }
         self
     }
 
@@ -424,6 +463,12 @@ impl Options {
         }
         if !(1..=64).contains(&self.compaction_threads) {
             return bad("compaction_threads must be 1..=64");
+        }
+        if self
+            .filter_memory_share
+            .is_some_and(|s| !(s > 0.0 && s <= 1.0))
+        {
+            return bad("filter_memory_share must be above 0 and at most 1");
         }
         if self.compaction_nice > 19 {
             return bad("compaction_nice must be 0..=19");

@@ -271,3 +271,65 @@ fn a_damaged_filter_fails_an_open_under_a_limit_naming_the_file() {
         }
     }
 }
+
+/// Without a limit, the store takes `filter_memory_share` of the memory the process may use
+/// as its limit; a share small enough binds as a limit of that size would.
+#[test]
+fn the_default_limit_is_a_share_of_the_memory_available() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = build_unlimited_with(dir.path(), options()).filter_memory_bytes;
+    let Some(available) = bloomkv::memory::available() else {
+        return; // No figure for the memory here: the store is uncapped, as the share says.
+    };
+
+    let db = Db::open(dir.path(), options()).unwrap();
+    let stats = db.stats();
+    assert_eq!(stats.filter_memory_limit, Some(available / 4));
+    assert_eq!(shrunk(&stats), 0, "{held} bytes of filters fit a quarter");
+    db.close().unwrap();
+
+    // A share that leaves room for half of the filters.
+    let share = (held / 2) as f64 / available as f64;
+    let db = Db::open(dir.path(), options().filter_memory_share(share)).unwrap();
+    let stats = db.stats();
+    let limit = stats.filter_memory_limit.unwrap();
+    assert!(
+        limit.abs_diff(held / 2) <= 1,
+        "{limit} against {}",
+        held / 2
+    );
+    assert!(stats.filter_memory_bytes <= limit);
+    assert!(shrunk(&stats) > 0);
+    assert_reads_back(&db, |_| true);
+    db.close().unwrap();
+
+    // An explicit limit wins over the share; no limit at all leaves every filter whole.
+    let db = Db::open(
+        dir.path(),
+        options()
+            .filter_memory_share(share)
+            .filter_memory_limit(held),
+    )
+    .unwrap();
+    assert_eq!(db.stats().filter_memory_limit, Some(held));
+    assert_eq!(shrunk(&db.stats()), 0);
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options().no_filter_memory_limit()).unwrap();
+    assert_eq!(db.stats().filter_memory_limit, None);
+    assert_eq!(db.stats().filter_memory_bytes, held);
+    db.close().unwrap();
+}
+
+#[test]
+fn a_share_outside_zero_to_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for share in [0.0, -0.5, 1.5, f64::NAN, f64::INFINITY] {
+        let err = Db::open(dir.path(), options().filter_memory_share(share)).unwrap_err();
+        assert!(
+            matches!(&err, bloomkv::Error::InvalidArgument(m) if m.contains("filter_memory_share")),
+            "{share}: {err}"
+        );
+    }
+    let db = Db::open(dir.path(), options().filter_memory_share(1.0)).unwrap();
+    db.close().unwrap();
+}

@@ -1098,6 +1098,25 @@ fn stats_shows_tables_filters_and_counters() {
     assert!(row.contains(&format!("{fpr:.6}")), "{row}");
     assert!(text.contains("filter probes"), "{text}");
     assert!(text.contains("data block reads"), "{text}");
+
+    // The filters' limit is the default share of the memory the process may use, and this
+    // small table's filter fits it whole.
+    if let Some(available) = bloomkv::memory::available() {
+        assert_eq!(stats["filter_memory_limit_bytes"], available / 4, "{stats}");
+        assert_eq!(stats["tables_filter_shrunk"], 0, "{stats}");
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("filter memory bytes"))
+            .unwrap_or_else(|| panic!("no filter memory line in\n{text}"));
+        assert!(
+            line.contains(&format!(
+                "{} of a limit of {} (0 tables' filters shrunk to fit)",
+                stats["filter_memory_bytes"],
+                available / 4
+            )),
+            "{line}"
+        );
+    }
 }
 
 /// `stats` is a read-only open, yet reports what the writers before it wrote: the totals live

@@ -130,7 +130,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
     pub level1_size: Option<u64>,
     /// With `--stores`: bloomkv's `Options::filter_memory_limit`, the memory all its filters
-    /// may take together (`64MiB`, ...; default: none).
+    /// may take together (`64MiB`, ...; default: the store's, a quarter of the memory the
+    /// process may use, which `--memory-limit` sets).
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
     pub filter_memory_limit: Option<u64>,
     /// bloomkv's table size (default: the store's), e.g. `64KiB`; with `--stores` too.

@@ -600,6 +600,8 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         "memtable_bytes": stats.memtable_bytes,
         "immutable_memtables": stats.immutable_memtables,
         "filter_memory_bytes": stats.filter_memory_bytes,
+        "filter_memory_limit_bytes": stats.filter_memory_limit,
+        "tables_filter_shrunk": tables_filter_shrunk(stats),
         "index_memory_bytes": stats.index_memory_bytes,
         "block_cache": {
             "capacity_bytes": stats.block_cache.capacity,
@@ -619,6 +621,22 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         },
         "last_sequence": stats.last_sequence,
     })
+}
+
+fn tables_filter_shrunk(stats: &Stats) -> usize {
+    stats.levels.iter().map(|l| l.tables_filter_shrunk).sum()
+}
+
+/// The filters' memory, with the limit they are held to and how many were shrunk to fit it.
+fn filter_memory_text(stats: &Stats) -> String {
+    match stats.filter_memory_limit {
+        None => format!("{} (no limit)", stats.filter_memory_bytes),
+        Some(limit) => format!(
+            "{} of a limit of {limit} ({} tables' filters shrunk to fit)",
+            stats.filter_memory_bytes,
+            tables_filter_shrunk(stats)
+        ),
+    }
 }
 
 fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
@@ -730,7 +748,7 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
     ];
     let now: [(&str, String); 7] = [
         ("memtable bytes", stats.memtable_bytes.to_string()),
-        ("filter memory bytes", stats.filter_memory_bytes.to_string()),
+        ("filter memory bytes", filter_memory_text(stats)),
         ("index memory bytes", stats.index_memory_bytes.to_string()),
         (
             "block cache bytes",
