@@ -163,7 +163,9 @@ pub struct Stats {
     pub manifest_rotations: u64,
     /// Bytes of all filters held in memory.
     pub filter_memory_bytes: u64,
-    /// `Options::filter_memory_limit`, which `filter_memory_bytes` stays within.
+    /// The limit `filter_memory_bytes` stays within: `Options::filter_memory_limit`, or the
+    /// one the store made from `Options::filter_memory_share` when it opened; `None` when the
+    /// filters are uncapped.
     pub filter_memory_limit: Option<u64>,
     /// Bytes of all table indexes held in memory.
     pub index_memory_bytes: u64,
