@@ -2033,7 +2033,7 @@ fn a_lookups_chart_names_the_workload_and_the_memory_limit_in_its_title() {
     let tmp = tempfile::tempdir().unwrap();
     let chart = tmp.path().join("chart.svg");
     let recorded =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks-100m-1gib-random-5c1f4d4.json");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/results/benchmarks-100m-1gib-random-5c1f4d4.json");
     run_with(
         &[
             "bench",
