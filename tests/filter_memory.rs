@@ -9,8 +9,9 @@ use bloomkv::{Db, FilterResidency, Options, Stats};
 
 const KEYS: u64 = 20_000;
 
+/// Small trees, with no filter limit but the one a test gives.
 fn options() -> Options {
-    common::small_tree_options()
+    common::small_tree_options().no_filter_memory_limit()
 }
 
 /// Puts the even keys of `from..to` (odd ones stay absent, inside the tables' ranges).
@@ -260,14 +261,19 @@ fn a_damaged_filter_fails_an_open_under_a_limit_naming_the_file() {
     let mut bytes = std::fs::read(damaged).unwrap();
     bytes[filter_at as usize + 40] ^= 0x10;
     std::fs::write(damaged, bytes).unwrap();
-    for limit in [held / 2, held * 2] {
-        let err = Db::open(dir.path(), options().filter_memory_limit(limit)).unwrap_err();
+    let opens = [
+        ("half the filters", options().filter_memory_limit(held / 2)),
+        ("twice the filters", options().filter_memory_limit(held * 2)),
+        ("no limit", options()),
+    ];
+    for (limit, options) in opens {
+        let err = Db::open(dir.path(), options).unwrap_err();
         match &err {
             bloomkv::Error::Corruption { file, offset, .. } => {
                 assert_eq!(file, damaged, "{err}");
                 assert_eq!(*offset, Some(filter_at), "{err}");
             }
-            other => panic!("limit {limit}: {other}"),
+            other => panic!("limit of {limit}: {other}"),
         }
     }
 }
@@ -282,7 +288,8 @@ fn the_default_limit_is_a_share_of_the_memory_available() {
         return; // No figure for the memory here: the store is uncapped, as the share says.
     };
 
-    let db = Db::open(dir.path(), options()).unwrap();
+    // The default options: a quarter.
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
     let stats = db.stats();
     assert_eq!(stats.filter_memory_limit, Some(available / 4));
     assert_eq!(shrunk(&stats), 0, "{held} bytes of filters fit a quarter");

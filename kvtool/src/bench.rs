@@ -646,7 +646,9 @@ fn run_setting(
     dir: &Path,
     workload: &Workload,
 ) -> Result<SettingResult, Failure> {
+    // Each setting's filters whole, as the setting gives them: the report compares settings.
     let mut options = Options::default()
+        .no_filter_memory_limit()
         .filter_policy(policy)
         .mmap_reads(workload.mmap_reads);
     if let Some(bytes) = workload.memtable_size {

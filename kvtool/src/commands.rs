@@ -216,9 +216,16 @@ fn wal_recovery_mode(wal: &WalRecovery) -> WalRecoveryMode {
     }
 }
 
+/// The options every command starts from: the defaults, with the filters uncapped. A cap
+/// made from kvtool's own memory would say nothing of the process that owns the store, and a
+/// `compact` from a small shell would rewrite every table's filter to fit it, for good.
+fn tool_options() -> Options {
+    Options::default().no_filter_memory_limit()
+}
+
 /// Options for a command that writes: its filter and WAL recovery mode.
 fn write_options(filter: &TableFilter, wal: &WalRecovery) -> Result<Options, Failure> {
-    Ok(Options::default()
+    Ok(tool_options()
         .filter_policy(filter_policy(filter)?)
         .wal_recovery_mode(wal_recovery_mode(wal)))
 }
@@ -237,7 +244,7 @@ fn open(dir: &Path, options: Options, create: bool) -> Result<Db, Failure> {
 /// Opens the store for a command that only reads: nothing on disk changes.
 fn open_read_only(dir: &Path, wal: &WalRecovery) -> Result<Db, Failure> {
     require_store(dir)?;
-    let options = Options::default().wal_recovery_mode(wal_recovery_mode(wal));
+    let options = tool_options().wal_recovery_mode(wal_recovery_mode(wal));
     let db = Db::open_read_only(dir, options)?;
     note_dropped_wal(&db);
     Ok(db)
@@ -269,7 +276,7 @@ fn describe_dropped(dropped: &bloomkv::DroppedWal) -> String {
 
 fn repair(dir: &Path) -> Result<(), Failure> {
     require_store_files(dir)?;
-    let report = bloomkv::repair(dir, Options::default())?;
+    let report = bloomkv::repair(dir, tool_options())?;
     let mut text = String::new();
     for (name, why) in &report.unusable_manifests {
         text += &format!("passed over {name}: {why}\n");
