@@ -11,6 +11,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// Everything that can go wrong in bloomkv.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// An operating-system I/O failure, with what was being done when it happened.
     Io { context: String, source: io::Error },
@@ -48,6 +49,14 @@ pub enum Error {
     SequenceExhausted { last: u64, count: u64, max: u64 },
     /// A Bloom filter operation failed (bad parameters, shape mismatch, corrupt serialized form).
     Filter(FilterError),
+    /// A conditional write was not made: `key` changed since the transaction read it (or was
+    /// written by another before it), or held something other than what a compare-and-swap
+    /// expected. `current` is what the key held when the condition was checked. Nothing of
+    /// the write is in the store; read again and retry.
+    Conflict {
+        key: Vec<u8>,
+        current: Option<Vec<u8>>,
+    },
 }
 
 impl Error {
@@ -112,6 +121,10 @@ impl Error {
                 max: *max,
             },
             Error::Filter(e) => Error::Filter(e.clone()),
+            Error::Conflict { key, current } => Error::Conflict {
+                key: key.clone(),
+                current: current.clone(),
+            },
         }
     }
 
@@ -169,6 +182,12 @@ impl fmt::Display for Error {
                 "background flush or compaction failed (retrying by itself): {reason}"
             ),
             Error::ReadOnly => write!(f, "the store was opened read-only"),
+            Error::Conflict { key, .. } => write!(
+                f,
+                "conflict on key {}: it changed since it was read, or held another value than \
+                 expected; nothing was written",
+                key.escape_ascii()
+            ),
             Error::SequenceExhausted { last, count, max } => write!(
                 f,
                 "sequence numbers exhausted: a write of {count} entries after {last} would pass \

@@ -56,6 +56,14 @@ impl WriteBatch {
         self.bytes
     }
 
+    /// Each operation's key, and its value (`None` for a delete), in order.
+    pub(crate) fn ops(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+        self.ops.iter().map(|(kind, key, value)| match kind {
+            ValueKind::Value => (key.as_slice(), Some(value.as_slice())),
+            ValueKind::Tombstone => (key.as_slice(), None),
+        })
+    }
+
     /// Checks every key and value against the store's limits.
     pub(crate) fn validate(&self) -> Result<()> {
         self.ops

@@ -38,6 +38,7 @@ mod read;
 mod recovery;
 mod snapshot;
 mod table_writer;
+mod transaction;
 mod write;
 mod write_group;
 mod write_rate;
@@ -45,6 +46,7 @@ mod write_rate;
 pub use checkpoint::Checkpoint;
 use recovery::recover;
 pub use snapshot::Snapshot;
+pub use transaction::Transaction;
 
 /// What recovery found in the WAL when the store was opened.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -33,7 +33,8 @@ impl Inner {
         Ok(self.get_entry(key, at)?.and_then(Entry::into_value))
     }
 
-    fn get_entry(&self, key: &[u8], at: Option<SeqNo>) -> Result<Option<Entry>> {
+    /// The newest version of `key` at `at` (now, without it), a tombstone included.
+    pub(super) fn get_entry(&self, key: &[u8], at: Option<SeqNo>) -> Result<Option<Entry>> {
         let (state, seq) = self.view(at);
         for mem in state.memtables() {
             if let Some(entry) = mem.get(key, seq) {

@@ -1,12 +1,13 @@
 //! The write path: the WAL, the memtable, freezing it for a flush, and starting a new log
 //! after the old one failed.
 
+use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::write_group::{Group, Turn};
+use super::write_group::{Condition, Group, Turn};
 use super::{lock, BackgroundState, Counters, Inner, Job, ReadState, WriterState};
 use crate::entry::next_seqs;
 use crate::error::{Error, Result};
@@ -48,8 +49,19 @@ impl Inner {
     /// Writes `batch` as a member of a group (see `write_group`): returns once a leader (this
     /// writer or another) has logged it, synced when `sync`, and made it visible.
     pub(super) fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        self.write_if(batch, sync, None)
+    }
+
+    /// Writes `batch` only if `condition` holds when its group is written (checked by the
+    /// leader under the writer lock); else nothing, and `Error::Conflict`.
+    pub(super) fn write_if(
+        &self,
+        batch: WriteBatch,
+        sync: bool,
+        condition: Option<Condition>,
+    ) -> Result<()> {
         let record = batch.encode(0);
-        let mut group = match self.write_queue.join(batch, record, sync) {
+        let mut group = match self.write_queue.join(batch, record, sync, condition) {
             Turn::Done(outcome) => return outcome,
             Turn::Lead(group) => group,
         };
@@ -62,10 +74,12 @@ impl Inner {
                 // one of these would share a number and recovery could not tell which is
                 // newer. And the log may end in part of a record: a new one is started before
                 // any write is taken (as after a failed append).
+                // A panic before the group was numbered (checking a condition, waiting for
+                // room) left nothing in the log: the WAL stays usable.
                 if let Some(last_seq) = group.last_seq {
                     self.visible_seq.fetch_max(last_seq, Ordering::AcqRel);
+                    self.fail_wal("the writer leading a group panicked".into());
                 }
-                self.fail_wal("the writer leading a group panicked".into());
                 // The members must not wait for ever for a leader that is gone.
                 self.write_queue.finish(&group, || {
                     Err(Error::WritesRefused {
@@ -79,7 +93,10 @@ impl Inner {
             Ok(()) => Ok(()),
             Err(e) => Err(e.duplicate()),
         });
-        outcome
+        match group.leader_refused() {
+            Some(refusal) => Err(refusal),
+            None => outcome,
+        }
     }
 
     /// The leader's work: numbers the group's records in queue order, appends them to the WAL
@@ -97,13 +114,17 @@ impl Inner {
         {
             self.freeze_memtable(&mut writer)?;
         }
-        let bytes = group.members.iter().map(|m| m.record.len() as u64).sum();
+        self.refuse_unmet_conditions(group);
+        if group.ops() == 0 {
+            return Ok(()); // Every member was refused: nothing to write.
+        }
+        let bytes = group.written().map(|m| m.record.len() as u64).sum();
         self.wait_for_room(&writer, bytes)?;
         let (first_seq, last_seq) =
             next_seqs(self.visible_seq.load(Ordering::Acquire), group.ops())?;
         group.last_seq = Some(last_seq);
         let mut seq = first_seq;
-        for member in &mut group.members {
+        for member in group.written_mut() {
             WriteBatch::set_first_seq(&mut member.record, seq);
             seq += member.batch.len() as u64;
         }
@@ -112,8 +133,7 @@ impl Inner {
         let wal = writer.wal()?;
         let wal_len_before = wal.len();
         let appended = group
-            .members
-            .iter()
+            .written()
             .try_for_each(|member| wal.add_record(&member.record));
         let wal_len_after = wal.len();
         let logged = appended.and_then(|()| match &frozen {
@@ -129,7 +149,7 @@ impl Inner {
         }
         let state = self.read_state();
         let (mut seq, mut user_bytes) = (first_seq, 0);
-        for member in &mut group.members {
+        for member in group.written_mut() {
             let batch = std::mem::take(&mut member.batch);
             let ops = batch.len() as u64;
             user_bytes += batch.payload_bytes() as u64;
@@ -139,12 +159,75 @@ impl Inner {
         self.visible_seq.store(last_seq, Ordering::Release);
         Counters::add(&self.counters.user_bytes, user_bytes);
         Counters::add_one(&self.counters.write_groups);
-        Counters::add(&self.counters.grouped_batches, group.members.len() as u64);
+        Counters::add(
+            &self.counters.grouped_batches,
+            group.written().count() as u64,
+        );
         if state.mem.approximate_bytes() >= self.options.memtable_size {
             // The group is logged (synced if asked) and visible: it succeeded, whatever
             // happens to the next log. A memtable that could not be frozen is frozen by a
             // later write.
             let _ = self.freeze_memtable(&mut writer);
+        }
+        Ok(())
+    }
+
+    /// Refuses each member whose condition does not hold, in queue order: checked against the
+    /// store (which the writer lock keeps as it is) and the writes of the members before it
+    /// that stay in the group, as if each member were written alone in turn.
+    fn refuse_unmet_conditions(&self, group: &mut Group) {
+        if group.members.iter().all(|m| m.condition.is_none()) {
+            return;
+        }
+        let mut earlier: HashMap<&[u8], Option<&[u8]>> = HashMap::new();
+        let refusals: Vec<Option<Error>> = (group.members.iter())
+            .map(|member| {
+                if let Some(condition) = &member.condition {
+                    if let Err(refusal) = self.check_condition(condition, &earlier) {
+                        return Some(refusal);
+                    }
+                }
+                earlier.extend(member.batch.ops());
+                None
+            })
+            .collect();
+        for (member, refusal) in group.members.iter_mut().zip(refusals) {
+            member.refused = refusal;
+        }
+    }
+
+    /// `Ok` when `condition` holds, given what earlier members of the group write; else the
+    /// conflict (or the error that stopped the check).
+    fn check_condition(
+        &self,
+        condition: &Condition,
+        earlier: &HashMap<&[u8], Option<&[u8]>>,
+    ) -> Result<()> {
+        let current = |key: &[u8]| match earlier.get(key) {
+            Some(value) => Ok(value.map(<[u8]>::to_vec)),
+            None => self.get(key, None),
+        };
+        let conflict = |key: &[u8]| -> Result<()> {
+            Err(Error::Conflict {
+                key: key.to_vec(),
+                current: current(key)?,
+            })
+        };
+        match condition {
+            Condition::Holds { key, expected } => {
+                if current(key)? != *expected {
+                    return conflict(key);
+                }
+            }
+            Condition::UnchangedSince { keys, seq } => {
+                for key in keys {
+                    let changed = earlier.contains_key(key.as_slice())
+                        || self.get_entry(key, None)?.is_some_and(|e| e.seq > *seq);
+                    if changed {
+                        return conflict(key);
+                    }
+                }
+            }
         }
         Ok(())
     }

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use super::lock;
 use crate::entry::SeqNo;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::write_batch::WriteBatch;
 
 /// A group holds at most this many bytes of records...
@@ -44,10 +44,26 @@ const SMALL_RECORD_ROOM: usize = 128 << 10;
 /// writers took on 2 cores.
 const YIELD_AT_MOST: Duration = Duration::from_micros(100);
 
+/// What must hold for a batch to be written: the leader checks it under the writer lock, so
+/// nothing changes between the check and the write.
+pub(super) enum Condition {
+    /// `key` holds `expected` (`None`: nothing). A compare-and-swap.
+    Holds {
+        key: Vec<u8>,
+        expected: Option<Vec<u8>>,
+    },
+    /// No version of any of `keys` is newer than `seq`. A transaction's commit.
+    UnchangedSince { keys: Vec<Vec<u8>>, seq: SeqNo },
+}
+
 /// A batch waiting to be written.
 pub(super) struct Pending {
     ticket: u64,
     pub(super) batch: WriteBatch,
+    pub(super) condition: Option<Condition>,
+    /// Set by the leader when the condition does not hold: the batch is left out of the
+    /// group's write, and this is its writer's outcome.
+    pub(super) refused: Option<Error>,
     /// The batch's WAL record, numbered from sequence 0 until the leader numbers it.
     pub(super) record: Vec<u8>,
     pub(super) sync: bool,
@@ -76,14 +92,30 @@ pub(super) struct Group {
 }
 
 impl Group {
-    /// True when any member asked for its write to be synced.
-    pub(super) fn needs_sync(&self) -> bool {
-        self.members.iter().any(|p| p.sync)
+    /// The members whose batches are written: all but those refused for their condition.
+    pub(super) fn written(&self) -> impl Iterator<Item = &Pending> {
+        self.members.iter().filter(|p| p.refused.is_none())
     }
 
-    /// Operations in the group.
+    /// As `written`, mutably.
+    pub(super) fn written_mut(&mut self) -> impl Iterator<Item = &mut Pending> {
+        self.members.iter_mut().filter(|p| p.refused.is_none())
+    }
+
+    /// True when any member written asked for its write to be synced.
+    pub(super) fn needs_sync(&self) -> bool {
+        self.written().any(|p| p.sync)
+    }
+
+    /// Operations the group writes.
     pub(super) fn ops(&self) -> usize {
-        self.members.iter().map(|p| p.batch.len()).sum()
+        self.written().map(|p| p.batch.len()).sum()
+    }
+
+    /// The leader's own outcome when its batch was refused for its condition.
+    pub(super) fn leader_refused(&self) -> Option<Error> {
+        let leader = self.members.first()?;
+        leader.refused.as_ref().map(Error::duplicate)
     }
 }
 
@@ -129,7 +161,13 @@ impl WriteQueue {
     }
 
     /// Queues a batch and waits for its turn: either its outcome, or the lead of a group.
-    pub(super) fn join(&self, batch: WriteBatch, record: Vec<u8>, sync: bool) -> Turn {
+    pub(super) fn join(
+        &self,
+        batch: WriteBatch,
+        record: Vec<u8>,
+        sync: bool,
+        condition: Option<Condition>,
+    ) -> Turn {
         let mut state = lock(&self.state);
         let ticket = state.next_ticket;
         state.next_ticket += 1;
@@ -137,6 +175,8 @@ impl WriteQueue {
         state.waiting.push_back(Pending {
             ticket,
             batch,
+            condition,
+            refused: None,
             record,
             sync,
             writer: thread::current().id(),
@@ -202,12 +242,17 @@ impl WriteQueue {
         state
     }
 
-    /// Hands every member but the leader (the first) its outcome, `outcome` for each, and
-    /// lets the next leader go: it is woken first, since the next sync waits on it.
+    /// Hands every member but the leader (the first) its outcome, `outcome` for each (its
+    /// refusal for one whose condition did not hold), and lets the next leader go: it is
+    /// woken first, since the next sync waits on it.
     pub(super) fn finish(&self, group: &Group, outcome: impl Fn() -> Result<()>) {
         let mut state = lock(&self.state);
         for member in group.members.iter().skip(1) {
-            state.finished.insert(member.ticket, outcome());
+            let result = match &member.refused {
+                Some(refusal) => Err(refusal.duplicate()),
+                None => outcome(),
+            };
+            state.finished.insert(member.ticket, result);
         }
         state.leading = false;
         if let Some(next) = state.waiting.front() {
@@ -252,6 +297,8 @@ mod tests {
         Pending {
             ticket,
             batch: WriteBatch::new(),
+            condition: None,
+            refused: None,
             record: vec![0; bytes],
             sync: false,
             writer: thread::current().id(),

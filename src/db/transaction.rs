@@ -1,0 +1,168 @@
+//! Optimistic transactions and compare-and-swap.
+//!
+//! A transaction reads through a snapshot and buffers its writes; nothing is locked while it
+//! runs. Its commit is one batch written only if none of the keys it read or wrote has a
+//! version newer than its snapshot. The check runs in the write group's leader, under the
+//! writer lock (`write::refuse_unmet_conditions`), so no write can come between the check
+//! and the batch: two transactions that read the same counter cannot both commit. The one
+//! that loses gets `Error::Conflict` and retries from a new transaction, as with RocksDB's
+//! `OptimisticTransactionDB` and fjall's optimistic transactions.
+//!
+//! The snapshot is what makes the check sound: while it lives, no compaction drops a version
+//! newer than it or zeroes its sequence number (`Compaction::merged_entries_in` zeroes only
+//! versions every snapshot sees), so a newer version is always found with its number.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::write_group::Condition;
+use super::{Db, Snapshot};
+use crate::entry::check_entry_len;
+use crate::error::Result;
+use crate::options::WriteOptions;
+use crate::write_batch::WriteBatch;
+
+/// An optimistic transaction: reads see the store as of [`Db::transaction`] and the
+/// transaction's own writes; [`Transaction::commit`] writes all of its writes atomically, or
+/// none of them and `Error::Conflict` when a key it read or wrote changed since it began.
+/// Dropping it without a commit discards its writes.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default()).unwrap();
+/// db.put("counter", 1u64.to_le_bytes()).unwrap();
+/// loop {
+///     let mut tx = db.transaction();
+///     let now = tx.get("counter").unwrap().map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()));
+///     tx.put("counter", (now + 1).to_le_bytes()).unwrap();
+///     match tx.commit() {
+///         Ok(()) => break,
+///         Err(bloomkv::Error::Conflict { .. }) => continue, // another writer came first
+///         Err(e) => panic!("{e}"),
+///     }
+/// }
+/// assert_eq!(db.get("counter").unwrap(), Some(2u64.to_le_bytes().to_vec()));
+/// ```
+pub struct Transaction<'db> {
+    db: &'db Db,
+    snapshot: Snapshot<'db>,
+    /// Buffered writes, the newest per key: a value, or `None` for a delete.
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Keys read from the snapshot (not those answered by the transaction's own writes).
+    reads: BTreeSet<Vec<u8>>,
+}
+
+impl<'db> Transaction<'db> {
+    pub(super) fn new(db: &'db Db) -> Transaction<'db> {
+        Transaction {
+            db,
+            snapshot: db.snapshot(),
+            writes: BTreeMap::new(),
+            reads: BTreeSet::new(),
+        }
+    }
+
+    /// The value of `key`: the transaction's own write of it if it made one, else the value
+    /// at its snapshot. The key joins those the commit checks.
+    pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        if let Some(written) = self.writes.get(key) {
+            return Ok(written.clone());
+        }
+        let value = self.snapshot.get(key)?;
+        self.reads.insert(key.to_vec());
+        Ok(value)
+    }
+
+    /// Sets `key` to `value` when the transaction commits.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        check_entry_len(key, value)?;
+        self.writes.insert(key.to_vec(), Some(value.to_vec()));
+        Ok(())
+    }
+
+    /// Deletes `key` when the transaction commits.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        let key = key.as_ref();
+        check_entry_len(key, &[])?;
+        self.writes.insert(key.to_vec(), None);
+        Ok(())
+    }
+
+    /// The sequence number of the snapshot the transaction reads.
+    pub fn sequence_number(&self) -> u64 {
+        self.snapshot.sequence_number()
+    }
+
+    /// Writes the transaction's writes atomically, unless a key it read or wrote has changed
+    /// since its snapshot: then nothing, and `Error::Conflict` naming the key. A transaction
+    /// that wrote nothing commits at once (its reads were of one consistent snapshot). Only
+    /// `Conflict` says for sure that nothing was written: after another error (a failed WAL
+    /// write), as after any failed write, the commit may or may not be in the store.
+    pub fn commit(self) -> Result<()> {
+        self.commit_opt(&WriteOptions::default())
+    }
+
+    /// [`Transaction::commit`] with write options (`WriteOptions::synced()` for a commit that
+    /// survives power loss once it returns).
+    pub fn commit_opt(self, options: &WriteOptions) -> Result<()> {
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::new();
+        for (key, value) in &self.writes {
+            match value {
+                Some(value) => batch.put(key, value),
+                None => batch.delete(key),
+            };
+        }
+        let mut keys = self.reads;
+        keys.extend(self.writes.into_keys());
+        let condition = Condition::UnchangedSince {
+            keys: keys.into_iter().collect(),
+            seq: self.snapshot.sequence_number(),
+        };
+        self.db.write_if(batch, options, condition)
+    }
+}
+
+impl Db {
+    /// Starts an optimistic transaction (see [`Transaction`]).
+    pub fn transaction(&self) -> Transaction<'_> {
+        Transaction::new(self)
+    }
+
+    /// Sets `key` to `new` (`None`: deletes it) only if it holds `expected` now (`None`: it is
+    /// absent), atomically with respect to every other write; else writes nothing and returns
+    /// `Error::Conflict` with what the key holds.
+    pub fn compare_and_swap(
+        &self,
+        key: impl AsRef<[u8]>,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<()> {
+        let key = key.as_ref();
+        let mut batch = WriteBatch::new();
+        match new {
+            Some(value) => batch.put(key, value),
+            None => batch.delete(key),
+        };
+        let condition = Condition::Holds {
+            key: key.to_vec(),
+            expected: expected.map(<[u8]>::to_vec),
+        };
+        self.write_if(batch, &WriteOptions::default(), condition)
+    }
+
+    /// Writes `batch` if `condition` holds when it is written.
+    fn write_if(
+        &self,
+        batch: WriteBatch,
+        options: &WriteOptions,
+        condition: Condition,
+    ) -> Result<()> {
+        self.refuse_if_read_only()?;
+        batch.validate()?;
+        self.inner.write_if(batch, options.sync, Some(condition))
+    }
+}
