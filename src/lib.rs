@@ -39,7 +39,9 @@ pub mod wal;
 mod write_batch;
 
 pub use cache::{BlockCache, BlockCacheStats, TableCacheStats};
-pub use db::{Checkpoint, Db, DropCause, DroppedWal, RecoveryReport, Snapshot, Transaction};
+pub use db::{
+    Checkpoint, Db, DropCause, DroppedWal, RecoveryReport, Snapshot, Transaction, TransactionRange,
+};
 pub use error::{Error, Result};
 pub use iter::DbIterator;
 pub use options::{Options, WalRecoveryMode, WriteOptions};

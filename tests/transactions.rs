@@ -255,3 +255,60 @@ fn refused_writes_stay_out_after_a_reopen() {
     assert_eq!(db.get("a").unwrap(), Some(b"2".to_vec()));
     assert_eq!(db.get("b").unwrap(), Some(b"kept".to_vec()));
 }
+
+/// A range in a transaction is its snapshot with its own writes laid over it, in key order.
+#[test]
+fn ranges_merge_the_snapshot_with_the_transactions_own_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    for i in 0..2_000u64 {
+        db.put(format!("k{i:05}"), format!("stored {i}")).unwrap();
+    }
+    db.flush().unwrap();
+    let mut tx = db.transaction();
+    db.put("k00001", "after the snapshot").unwrap();
+    db.put("k99999", "after the snapshot").unwrap();
+    tx.put("k00000", "mine").unwrap(); // over a stored key
+    tx.put("k00001x", "mine").unwrap(); // between two stored keys
+    tx.delete("k00002").unwrap(); // a stored key taken out
+    tx.delete("k00002a").unwrap(); // a delete of nothing
+    tx.put("a", "mine, first").unwrap(); // before every stored key
+    tx.put("z", "mine, last").unwrap(); // after every stored key
+
+    let mut model: std::collections::BTreeMap<String, String> = (0..2_000u64)
+        .map(|i| (format!("k{i:05}"), format!("stored {i}")))
+        .collect();
+    model.insert("k00000".into(), "mine".into());
+    model.insert("k00001x".into(), "mine".into());
+    model.remove("k00002");
+    model.insert("a".into(), "mine, first".into());
+    model.insert("z".into(), "mine, last".into());
+    let pairs = |it: bloomkv::TransactionRange<'_>| -> Vec<(String, String)> {
+        it.map(|r| {
+            let (k, v) = r.unwrap();
+            (String::from_utf8(k).unwrap(), String::from_utf8(v).unwrap())
+        })
+        .collect()
+    };
+    let all: Vec<_> = model.clone().into_iter().collect();
+    assert_eq!(pairs(tx.iter()), all);
+    let some: Vec<_> = model
+        .range("k00000".to_string().."k00003".to_string())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(pairs(tx.range("k00000".."k00003")), some);
+    assert_eq!(pairs(tx.range("k00001x"..="k00001x")).len(), 1);
+    assert!(
+        pairs(tx.range("z".."a")).is_empty(),
+        "a reversed range is empty"
+    );
+    assert!(pairs(tx.range("k00001".."k00001")).is_empty());
+    // The transaction's view; the store's own moved on.
+    assert_eq!(
+        db.get("k00001").unwrap(),
+        Some(b"after the snapshot".to_vec())
+    );
+    tx.commit().unwrap();
+    assert_eq!(db.get("k00002").unwrap(), None);
+    assert_eq!(db.get("z").unwrap(), Some(b"mine, last".to_vec()));
+}

@@ -46,7 +46,7 @@ mod write_rate;
 pub use checkpoint::Checkpoint;
 use recovery::recover;
 pub use snapshot::Snapshot;
-pub use transaction::Transaction;
+pub use transaction::{Transaction, TransactionRange};
 
 /// What recovery found in the WAL when the store was opened.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -12,12 +12,16 @@
 //! newer than it or zeroes its sequence number (`Compaction::merged_entries_in` zeroes only
 //! versions every snapshot sees), so a newer version is always found with its number.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Ordering;
+use std::collections::{btree_map, BTreeMap, BTreeSet};
+use std::iter::Peekable;
+use std::ops::{Bound, RangeBounds};
 
 use super::write_group::Condition;
-use super::{Db, Snapshot};
+use super::{byte_bounds, Db, Snapshot};
 use crate::entry::check_entry_len;
 use crate::error::Result;
+use crate::iter::DbIterator;
 use crate::options::WriteOptions;
 use crate::write_batch::WriteBatch;
 
@@ -87,6 +91,29 @@ impl<'db> Transaction<'db> {
         check_entry_len(key, &[])?;
         self.writes.insert(key.to_vec(), None);
         Ok(())
+    }
+
+    /// Every pair in key order, as the transaction sees them: its snapshot with its own writes
+    /// over it (see [`Transaction::range`]).
+    pub fn iter(&self) -> TransactionRange<'_> {
+        self.range::<&[u8], _>(..)
+    }
+
+    /// Pairs with keys in `range`, in key order, as the transaction sees them: its snapshot's,
+    /// with the transaction's own puts in place of or beside them and its deletes taken out.
+    /// Keys a range yields do not join those the commit checks (only `get` does): a commit
+    /// is not refused because a key was added to a range since the snapshot.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> TransactionRange<'_> {
+        let (start, end) = byte_bounds(&range);
+        let writes = if bounds_are_empty(start, end) {
+            None
+        } else {
+            Some(self.writes.range::<[u8], _>((start, end)).peekable())
+        };
+        TransactionRange {
+            writes,
+            stored: self.snapshot.range::<&[u8], _>((start, end)).peekable(),
+        }
     }
 
     /// The sequence number of the snapshot the transaction reads.
@@ -164,5 +191,52 @@ impl Db {
         self.refuse_if_read_only()?;
         batch.validate()?;
         self.inner.write_if(batch, options.sync, Some(condition))
+    }
+}
+
+/// True when no key lies between `start` and `end` (which `BTreeMap::range` refuses to take).
+fn bounds_are_empty(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+    match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
+        | (Bound::Excluded(s), Bound::Included(e)) => s >= e,
+        _ => false,
+    }
+}
+
+/// A transaction's buffered writes in a range: a value, or `None` for a delete.
+type BufferedWrites<'t> = Peekable<btree_map::Range<'t, Vec<u8>, Option<Vec<u8>>>>;
+
+/// The pairs of a range as a transaction sees them ([`Transaction::range`]): the snapshot's
+/// entries and the transaction's buffered writes, merged in key order.
+pub struct TransactionRange<'t> {
+    writes: Option<BufferedWrites<'t>>,
+    stored: Peekable<DbIterator>,
+}
+
+impl Iterator for TransactionRange<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let written = self.writes.as_mut().and_then(Peekable::peek);
+            let order = match (written, self.stored.peek()) {
+                (None, None) => return None,
+                (_, Some(Err(_))) | (None, Some(_)) => Ordering::Greater,
+                (Some(_), None) => Ordering::Less,
+                (Some((wrote, _)), Some(Ok((stored, _)))) => wrote.as_slice().cmp(stored),
+            };
+            match order {
+                Ordering::Greater => return self.stored.next(),
+                // The transaction's write of the key stands in for the stored value.
+                Ordering::Equal => drop(self.stored.next()),
+                Ordering::Less => {}
+            }
+            let (key, value) = self.writes.as_mut()?.next()?;
+            if let Some(value) = value {
+                return Some(Ok((key.clone(), value.clone())));
+            }
+            // A delete of its own: the key is gone for the transaction.
+        }
     }
 }
