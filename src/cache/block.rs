@@ -55,7 +55,7 @@ impl BlockCacheStats {
 /// passing the same `Arc<BlockCache>` to each store's `Options::block_cache`.
 pub struct BlockCache {
     cache:
-        Cache<BlockKey, Arc<Block>, BlockWeighter, quick_cache::DefaultHashBuilder, CountEvictions>,
+        Cache<BlockKey, Arc<Block>, BlockWeighter, super::hash::NumberHashBuilder, CountEvictions>,
     capacity: u64,
     /// The largest charge kept: the main queue's share of one shard.
     largest_block: u64,
@@ -96,7 +96,7 @@ impl BlockCache {
         let cache = Cache::with_options(
             options,
             BlockWeighter,
-            quick_cache::DefaultHashBuilder::default(),
+            super::hash::NumberHashBuilder::default(),
             CountEvictions(Arc::clone(&evictions)),
         );
         BlockCache {

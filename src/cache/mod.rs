@@ -11,6 +11,7 @@
 //! scan cannot flush the hot blocks. `docs/design.md`, "Caches", explains the choices.
 
 mod block;
+mod hash;
 mod table;
 
 use std::sync::atomic::{AtomicU64, Ordering};

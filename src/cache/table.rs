@@ -33,7 +33,7 @@ pub struct TableCacheStats {
 /// The open files of a store's tables, keyed by table reader id.
 pub struct TableCache {
     fs: SharedFs,
-    files: Cache<u64, OpenFile, UnitWeighter, quick_cache::DefaultHashBuilder, CountEvictions>,
+    files: Cache<u64, OpenFile, UnitWeighter, super::hash::NumberHashBuilder, CountEvictions>,
     capacity: u64,
     opens: AtomicU64,
     closes: Arc<AtomicU64>,
@@ -63,7 +63,7 @@ impl TableCache {
             files: Cache::with_options(
                 options,
                 UnitWeighter,
-                quick_cache::DefaultHashBuilder::default(),
+                super::hash::NumberHashBuilder::default(),
                 CountEvictions(Arc::clone(&closes)),
             ),
             capacity,
