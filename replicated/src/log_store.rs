@@ -87,6 +87,18 @@ fn logs_error(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError<NodeId
     storage_error(ErrorSubject::Logs, verb, e)
 }
 
+/// The log store's options: a small share of memory for its filters. A node runs this store
+/// beside its state machine's, and each store caps its filters at its own share of the
+/// process's memory (`Options::filter_memory_share`): at the default quarter each, the two
+/// together could take half. The log holds the entries Raft has not purged yet, read by
+/// index, so its filters matter little; the state machine's keep the default.
+fn log_options() -> Options {
+    Options::default().filter_memory_share(LOG_FILTER_MEMORY_SHARE)
+}
+
+/// The share of the process's memory the log store's filters may take.
+const LOG_FILTER_MEMORY_SHARE: f64 = 0.05;
+
 impl LogStore {
     /// Opens (or creates) the log store in `dir`, purging at once whatever Raft asks.
     pub fn open(dir: impl AsRef<Path>) -> Result<LogStore, bloomkv::Error> {
@@ -98,7 +110,7 @@ impl LogStore {
         dir: impl AsRef<Path>,
         durable: DurableIndex,
     ) -> Result<LogStore, bloomkv::Error> {
-        let db = Db::open(dir, Options::default())?;
+        let db = Db::open(dir, log_options())?;
         Ok(LogStore {
             db: Arc::new(db),
             durable,
@@ -279,5 +291,19 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             }
         }
         self.purge_when_durable()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_store_caps_its_filters_at_its_own_share_of_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LogStore::open(dir.path()).unwrap();
+        let expected = bloomkv::memory::available()
+            .map(|bytes| (bytes as f64 * LOG_FILTER_MEMORY_SHARE) as u64);
+        assert_eq!(store.db.stats().filter_memory_limit, expected);
     }
 }
