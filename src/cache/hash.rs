@@ -7,6 +7,8 @@
 
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::filter::splitmix64;
+
 /// Hashes the words written to it (`write_u64` per number of a key).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct NumberHasher(u64);
@@ -28,11 +30,7 @@ impl Hasher for NumberHasher {
     }
 
     fn finish(&self) -> u64 {
-        // SplitMix64's finalizer: every input bit reaches every output bit.
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        splitmix64(self.0)
     }
 }
 

@@ -197,34 +197,36 @@ impl Inner {
     }
 
     /// `Ok` when `condition` holds, given what earlier members of the group write; else the
-    /// conflict (or the error that stopped the check).
+    /// conflict (or the error that stopped the check). Each key is read once: the conflict
+    /// carries the value the check found.
     fn check_condition(
         &self,
         condition: &Condition,
         earlier: &HashMap<&[u8], Option<&[u8]>>,
     ) -> Result<()> {
-        let current = |key: &[u8]| match earlier.get(key) {
-            Some(value) => Ok(value.map(<[u8]>::to_vec)),
-            None => self.get(key, None),
-        };
-        let conflict = |key: &[u8]| -> Result<()> {
+        let conflict = |key: &[u8], current: Option<Vec<u8>>| {
             Err(Error::Conflict {
                 key: key.to_vec(),
-                current: current(key)?,
+                current,
             })
         };
         match condition {
             Condition::Holds { key, expected } => {
-                if current(key)? != *expected {
-                    return conflict(key);
+                let current = match earlier.get(key.as_slice()) {
+                    Some(value) => value.map(<[u8]>::to_vec),
+                    None => self.get(key, None)?,
+                };
+                if current != *expected {
+                    return conflict(key, current);
                 }
             }
             Condition::UnchangedSince { keys, seq } => {
                 for key in keys {
-                    let changed = earlier.contains_key(key.as_slice())
-                        || self.get_entry(key, None)?.is_some_and(|e| e.seq > *seq);
-                    if changed {
-                        return conflict(key);
+                    if let Some(value) = earlier.get(key.as_slice()) {
+                        return conflict(key, value.map(<[u8]>::to_vec));
+                    }
+                    if let Some(newer) = self.get_entry(key, None)?.filter(|e| e.seq > *seq) {
+                        return conflict(key, newer.into_value());
                     }
                 }
             }

@@ -138,9 +138,10 @@ pub(crate) fn reduce(x: u64, range: u64) -> u64 {
     ((x as u128 * range as u128) >> 64) as u64
 }
 
-/// The splitmix64 finaliser: a bijective mix, so `h2` looks independent of `h1`.
+/// The splitmix64 finaliser: a bijective mix in which every input bit reaches every output
+/// bit, so `h2` looks independent of `h1` (and the caches' hash spreads over their shards).
 #[inline]
-fn splitmix64(mut z: u64) -> u64 {
+pub(crate) fn splitmix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)

@@ -46,6 +46,7 @@ pub use budget::{
 };
 pub use counting::CountingBloomFilter;
 pub use error::{FilterError, Result};
+pub(crate) use hash::splitmix64;
 pub use hash::KeyHash;
 pub(crate) use params::textbook_rate;
 pub use params::{FilterParams, MAX_BITS_PER_KEY, MAX_HASHES};
