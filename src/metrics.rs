@@ -16,6 +16,9 @@ pub struct ReadCounters {
     pub data_block_reads: AtomicU64,
     /// Bytes of those data blocks, trailers included.
     pub bytes_read: AtomicU64,
+    /// Index partitions (of two-level indexes) that point lookups read from the file because
+    /// the index cache did not hold them.
+    pub index_block_reads: AtomicU64,
     /// Filter counts of a store's lookups, per level of the tree the probed table was in.
     pub levels: [LevelFilterCounters; MAX_LEVELS],
     /// Filter counts of lookups in a table on its own ([`ReadCounters::add`]), outside any
@@ -71,6 +74,7 @@ pub struct ReadCountersSnapshot {
     pub filter_true_positives: u64,
     pub data_block_reads: u64,
     pub bytes_read: u64,
+    pub index_block_reads: u64,
 }
 
 impl ReadCounters {
@@ -97,6 +101,7 @@ impl ReadCounters {
             filter_true_positives: true_positives,
             data_block_reads: get(&self.data_block_reads),
             bytes_read: get(&self.bytes_read),
+            index_block_reads: get(&self.index_block_reads),
         }
     }
 
@@ -112,6 +117,7 @@ impl ReadCounters {
         let pairs = [
             (&self.data_block_reads, tally.data_block_reads),
             (&self.bytes_read, tally.bytes_read),
+            (&self.index_block_reads, tally.index_block_reads),
         ];
         for (counter, by) in pairs {
             if by != 0 {
@@ -171,6 +177,7 @@ impl ReadCountersSnapshot {
                 .data_block_reads
                 .saturating_sub(earlier.data_block_reads),
             bytes_read: self.bytes_read.saturating_sub(earlier.bytes_read),
+            index_block_reads: (self.index_block_reads).saturating_sub(earlier.index_block_reads),
         }
     }
 

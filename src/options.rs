@@ -75,6 +75,24 @@ pub struct Options {
     /// a process that opens several stores should give each a limit. `None` with no limit
     /// leaves filters uncapped.
     pub filter_memory_share: Option<f64>,
+    /// Bytes of index partitions the store keeps in memory, in a cache of their own. A table
+    /// whose index outgrows `index_partition_size` is written with a two-level index: a small
+    /// top level that stays in memory, over index partitions that lookups read when they need
+    /// them and this cache keeps (format version 4). So the memory of indexes is bounded
+    /// however large the store grows, where whole indexes would take about 0.19 bytes per key
+    /// (190 MB for a billion 16-byte keys). Default `None`: `index_memory_share` of the memory
+    /// the process may use, made a size when the store opens (`Stats::index_cache` shows it).
+    pub index_cache_size: Option<u64>,
+    /// Without an `index_cache_size`: the share of the memory this process may use
+    /// ([`crate::memory::available`]) that index partitions may take. Default 0.125: 128 MiB
+    /// in 1 GiB, which holds every partition of a store of a few hundred million keys, so that
+    /// a lookup reads only its data block; in 256 MiB, 32 MiB.
+    pub index_memory_share: f64,
+    /// Bytes of index an index partition holds before the next one starts; a table whose whole
+    /// index is smaller is written with one index block, kept in memory for its life. Default
+    /// 4 KiB (about 600 data blocks, 2.4 MB of data, per partition), RocksDB's
+    /// `metadata_block_size`; 0 writes every index as one block.
+    pub index_partition_size: usize,
     /// A memtable is frozen and flushed once it holds about this many bytes. Default 32 MiB:
     /// with 4 MiB memtables and an 8 MiB level 1, a 30M-key load wrote 10.4 bytes per byte
     /// loaded; with 32 MiB and 128 MiB (and dynamic level sizes), about 6 (docs/benchmarks.md,
@@ -175,6 +193,9 @@ impl Default for Options {
             no_filters_at_bottom: false,
             filter_memory_limit: None,
             filter_memory_share: Some(0.25),
+            index_cache_size: None,
+            index_memory_share: 0.125,
+            index_partition_size: 4096,
             memtable_size: 32 << 20,
             max_immutable_memtables: 2,
             table_size: 64 << 20,
@@ -209,6 +230,9 @@ impl std::fmt::Debug for Options {
             .field("no_filters_at_bottom", &self.no_filters_at_bottom)
             .field("filter_memory_limit", &self.filter_memory_limit)
             .field("filter_memory_share", &self.filter_memory_share)
+            .field("index_cache_size", &self.index_cache_size)
+            .field("index_memory_share", &self.index_memory_share)
+            .field("index_partition_size", &self.index_partition_size)
             .field("memtable_size", &self.memtable_size)
             .field("table_size", &self.table_size)
             .field("level1_size", &self.level1_size)
@@ -247,14 +271,40 @@ impl Options {
         self
     }
 
-    /// The options with `filter_memory_limit` made from `filter_memory_share` and the memory
-    /// the process may use now, when no limit was given.
-    pub(crate) fn with_filter_memory_limit_resolved(mut self) -> Self {
+    /// Keeps at most `bytes` of index partitions in memory (see the field).
+    pub fn index_cache_size(mut self, bytes: u64) -> Self {
+        self.index_cache_size = Some(bytes);
+        self
+    }
+
+    /// Keeps index partitions within this share of the memory the process may use, when no
+    /// `index_cache_size` is given (see the field).
+    pub fn index_memory_share(mut self, share: f64) -> Self {
+        self.index_memory_share = share;
+        self
+    }
+
+    /// Sets the bytes of index per index partition; 0 writes every index as one block.
+    pub fn index_partition_size(mut self, bytes: usize) -> Self {
+        self.index_partition_size = bytes;
+        self
+    }
+
+    /// The options with `filter_memory_limit` made from `filter_memory_share`, and
+    /// `index_cache_size` from `index_memory_share`, and the memory the process may use now,
+    /// where they were not given.
+    pub(crate) fn with_memory_shares_resolved(mut self) -> Self {
+        let available = crate::memory::available();
         if self.filter_memory_limit.is_none() {
             self.filter_memory_limit = self
                 .filter_memory_share
-                .zip(crate::memory::available())
+                .zip(available)
                 .map(|(share, bytes)| (bytes as f64 * share) as u64);
+        }
+        if self.index_cache_size.is_none() {
+            // Without a figure for memory (not Linux), the size of the block cache's default.
+            let bytes = available.map_or(32 << 20, |b| (b as f64 * self.index_memory_share) as u64);
+            self.index_cache_size = Some(bytes);
         }
         self
     }
@@ -469,6 +519,9 @@ impl Options {
             .is_some_and(|s| !(s > 0.0 && s <= 1.0))
         {
             return bad("filter_memory_share must be above 0 and at most 1");
+        }
+        if !(self.index_memory_share > 0.0 && self.index_memory_share <= 1.0) {
+            return bad("index_memory_share must be above 0 and at most 1");
         }
         if self.compaction_nice > 19 {
             return bad("compaction_nice must be 0..=19");

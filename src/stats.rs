@@ -167,8 +167,16 @@ pub struct Stats {
     /// one the store made from `Options::filter_memory_share` when it opened; `None` when the
     /// filters are uncapped.
     pub filter_memory_limit: Option<u64>,
-    /// Bytes of all table indexes held in memory.
+    /// Bytes of table indexes held in memory for the tables' lives: whole index blocks, and
+    /// the top levels of two-level indexes (whose partitions are in `index_cache`).
     pub index_memory_bytes: u64,
+    /// The cache of index partitions (`Options::index_cache_size`; zeros when it is off): its
+    /// bytes are the partitions held, its misses the partitions read from files, scans and
+    /// lookups together.
+    pub index_cache: BlockCacheStats,
+    /// Index partitions point lookups read from table files because the index cache did not
+    /// hold them: besides `data_block_reads`, what a lookup's index cost in reads.
+    pub index_block_reads: u64,
     /// The block cache (zeros when it is off; all its users' figures when it is shared).
     pub block_cache: BlockCacheStats,
     /// The table cache: open table files.

@@ -116,9 +116,11 @@ fn measure_index_of_a_million_random_keys() {
     let absent: Vec<[u8; 16]> = (0..1_000_000).map(|_| rng.gen()).collect();
     for round in 0..3 {
         let mut sum = 0usize;
-        let present_ns = nanos_per(&probes, |k| sum += table.block_for(k, u64::MAX).unwrap());
+        let present_ns = nanos_per(&probes, |k| {
+            sum += table.block_for(k, u64::MAX).unwrap().unwrap()
+        });
         let absent_ns = nanos_per(&absent, |k| {
-            sum += table.block_for(k, u64::MAX).unwrap_or(0)
+            sum += table.block_for(k, u64::MAX).unwrap().unwrap_or(0)
         });
         let get_ns = nanos_per(&probes[..200_000], |k| {
             assert!(table.get(k, &KeyHash::of(k)).unwrap().is_some());

@@ -1,4 +1,6 @@
-//! The block cache: decoded data blocks keyed by (table id, block offset), bounded in bytes.
+//! The block cache: decoded blocks keyed by (table id, block offset), bounded in bytes. A
+//! store keeps two: one of data blocks, and one of index partitions (two-level indexes), so
+//! that a scan's data blocks never push out the index that every lookup needs first.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -7,23 +9,41 @@ use quick_cache::sync::Cache;
 use quick_cache::{OptionsBuilder, Weighter};
 
 use super::CountEvictions;
-use crate::sstable::Block;
+use crate::sstable::{Block, BlockIndex};
 
 /// Which block: the reader's unique table id and the block's offset in the file.
 type BlockKey = (u64, u64);
 
+/// What a cache can hold: a decoded block that knows the memory it takes.
+pub trait CachedBlock: Send + Sync + 'static {
+    /// Bytes of memory the block holds.
+    fn memory_bytes(&self) -> usize;
+}
+
+impl CachedBlock for Block {
+    fn memory_bytes(&self) -> usize {
+        Block::memory_bytes(self)
+    }
+}
+
+impl CachedBlock for BlockIndex {
+    fn memory_bytes(&self) -> usize {
+        BlockIndex::memory_bytes(self)
+    }
+}
+
 /// Bytes a cached block is charged: its contents plus the bookkeeping around it (key, `Arc`
 /// header, the cache's slot), so that a cache of many small blocks still respects its bound.
-fn charge(block: &Block) -> u64 {
+fn charge<V: CachedBlock>(block: &V) -> u64 {
     block.memory_bytes() as u64 + 64
 }
 
 #[derive(Clone, Copy)]
 struct BlockWeighter;
 
-impl Weighter<BlockKey, Arc<Block>> for BlockWeighter {
-    fn weight(&self, _key: &BlockKey, block: &Arc<Block>) -> u64 {
-        charge(block)
+impl<V: CachedBlock> Weighter<BlockKey, Arc<V>> for BlockWeighter {
+    fn weight(&self, _key: &BlockKey, block: &Arc<V>) -> u64 {
+        charge(block.as_ref())
     }
 }
 
@@ -53,9 +73,8 @@ impl BlockCacheStats {
 
 /// A sharded cache of decoded data blocks, bounded in bytes. Share one between stores by
 /// passing the same `Arc<BlockCache>` to each store's `Options::block_cache`.
-pub struct BlockCache {
-    cache:
-        Cache<BlockKey, Arc<Block>, BlockWeighter, super::hash::NumberHashBuilder, CountEvictions>,
+pub struct BlockCache<V: CachedBlock = Block> {
+    cache: Cache<BlockKey, Arc<V>, BlockWeighter, super::hash::NumberHashBuilder, CountEvictions>,
     capacity: u64,
     /// The largest charge kept: the main queue's share of one shard.
     largest_block: u64,
@@ -65,7 +84,10 @@ pub struct BlockCache {
     evictions: Arc<AtomicU64>,
 }
 
-impl std::fmt::Debug for BlockCache {
+/// The cache of index partitions.
+pub(crate) type IndexCache = BlockCache<BlockIndex>;
+
+impl<V: CachedBlock> std::fmt::Debug for BlockCache<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockCache")
             .field("capacity", &self.capacity)
@@ -75,10 +97,17 @@ impl std::fmt::Debug for BlockCache {
 }
 
 impl BlockCache {
+    /// A cache holding at most `capacity_bytes` of data blocks.
+    pub fn new(capacity_bytes: u64) -> BlockCache {
+        BlockCache::with_capacity(capacity_bytes)
+    }
+}
+
+impl<V: CachedBlock> BlockCache<V> {
     /// A cache holding at most `capacity_bytes` of blocks. Shards: enough that readers on
     /// different cores rarely meet on one lock (quick_cache halves them while a shard would hold
     /// fewer than 32 blocks).
-    pub fn new(capacity_bytes: u64) -> BlockCache {
+    pub(crate) fn with_capacity(capacity_bytes: u64) -> BlockCache<V> {
         let evictions = Arc::new(AtomicU64::new(0));
         // 4 KiB blocks are the default; the estimate only sizes the hash tables up front.
         let estimated_blocks = (capacity_bytes / 4096).clamp(16, 1 << 24) as usize;
@@ -111,7 +140,7 @@ impl BlockCache {
     }
 
     /// The block at `offset` of table `table_id`, if cached.
-    pub fn get(&self, table_id: u64, offset: u64) -> Option<Arc<Block>> {
+    pub fn get(&self, table_id: u64, offset: u64) -> Option<Arc<V>> {
         let found = self.cache.get(&(table_id, offset));
         let counter = if found.is_some() {
             &self.hits
@@ -130,8 +159,8 @@ impl BlockCache {
 
     /// Caches a block just read and verified. A block too big for one shard's share of the
     /// cache is not kept (nor counted): it would only push out everything else.
-    pub fn insert(&self, table_id: u64, offset: u64, block: Arc<Block>) {
-        if charge(&block) > self.largest_block {
+    pub fn insert(&self, table_id: u64, offset: u64, block: Arc<V>) {
+        if charge(block.as_ref()) > self.largest_block {
             return;
         }
         self.inserts.fetch_add(1, Ordering::Relaxed);

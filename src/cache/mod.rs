@@ -17,6 +17,7 @@ mod table;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub(crate) use block::IndexCache;
 pub use block::{BlockCache, BlockCacheStats};
 pub use table::{TableCache, TableCacheStats};
 

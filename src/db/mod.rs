@@ -400,7 +400,7 @@ impl Db {
     /// process or another, fails with `Error::Locked`.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
-        let options = options.with_filter_memory_limit_resolved();
+        let options = options.with_memory_shares_resolved();
         let dir = path.as_ref().to_path_buf();
         let fs = Arc::clone(&options.file_system);
         let current = dir.join(filename::CURRENT);
@@ -442,7 +442,7 @@ impl Db {
     /// opens may share a store. Writes, `flush` and `compact` return `Error::ReadOnly`.
     pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
-        let options = options.with_filter_memory_limit_resolved();
+        let options = options.with_memory_shares_resolved();
         let dir = path.as_ref().to_path_buf();
         let fs = Arc::clone(&options.file_system);
         let lock = fs.lock_shared(&dir.join(filename::LOCK))?;

@@ -195,7 +195,7 @@ fn read_blocks<'v, K: AsRef<[u8]>>(
             let key_bytes = keys[key.slot].as_ref();
             while key.next < key.end {
                 let table = probed.table_to_read(key);
-                match table.table.block_for(key_bytes, seq) {
+                match (table.table).block_for_counted(key_bytes, seq, tally.level(table))? {
                     Some(block) => {
                         wanted.push((table.meta.number, block, p));
                         break;

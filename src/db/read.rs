@@ -226,6 +226,11 @@ impl Inner {
                 .as_ref()
                 .map(|c| c.stats())
                 .unwrap_or_default(),
+            index_cache: (self.table_env.index_cache)
+                .as_ref()
+                .map(|c| c.stats())
+                .unwrap_or_default(),
+            index_block_reads: counters.index_block_reads,
             table_cache: self.table_env.table_cache.stats(),
         }
     }

@@ -12,7 +12,7 @@ use super::{
     write_group, write_rate, BackgroundState, Counters, DropCause, DroppedWal, Inner, ReadState,
     RecoveryReport, ShapeState, WriterState,
 };
-use crate::cache::{BlockCache, TableCache};
+use crate::cache::{BlockCache, IndexCache, TableCache};
 use crate::entry::{Entry, SeqNo, MAX_SEQ};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
@@ -335,10 +335,14 @@ pub(super) fn table_env(fs: &SharedFs, options: &Options) -> TableEnv {
     room.set_make_room(Box::new(move || {
         cache.upgrade().is_some_and(|cache| cache.make_room())
     }));
+    let index_cache = (options.index_cache_size)
+        .filter(|&bytes| bytes > 0)
+        .map(|bytes| Arc::new(IndexCache::with_capacity(bytes)));
     TableEnv {
         fs,
         counters: Arc::new(ReadCounters::default()),
         block_cache,
+        index_cache,
         table_cache,
         store_open: Arc::new(std::sync::atomic::AtomicBool::new(true)),
     }

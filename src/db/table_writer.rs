@@ -241,6 +241,7 @@ impl<'a> TableWriter<'a> {
             block_size: self.options.block_size,
             filter_policy: filters.for_table(number),
             compression: self.options.compression,
+            index_partition_size: self.options.index_partition_size,
             ..TableOptions::default()
         };
         let builder = TableBuilder::new(

@@ -129,19 +129,26 @@ fn salvage_one(
         };
         let mut builder = TableBuilder::new(Arc::clone(fs), &path, builder_options, meta.entries)?;
         let mut last: Option<(Vec<u8>, u64)> = None;
-        for separator in table.inner.index.entries_from(0) {
-            match intact_entries(&table, separator.handle, last.as_ref()) {
-                Some(entries) => {
-                    for entry in &entries {
-                        builder.add(entry)?;
+        for p in 0..table.inner.index.partitions() {
+            // A damaged index partition loses the blocks it indexes; the others are kept.
+            let Ok(separators) = table.inner.index_partition_entries(p) else {
+                outcome.blocks_dropped += table.inner.index_partition_blocks(p) as u64;
+                continue;
+            };
+            for separator in separators {
+                match intact_entries(&table, separator.handle, last.as_ref()) {
+                    Some(entries) => {
+                        for entry in &entries {
+                            builder.add(entry)?;
+                        }
+                        if let Some(e) = entries.last() {
+                            last = Some((e.key.clone(), e.seq));
+                        }
+                        outcome.blocks_kept += 1;
+                        outcome.entries_kept += entries.len() as u64;
                     }
-                    if let Some(e) = entries.last() {
-                        last = Some((e.key.clone(), e.seq));
-                    }
-                    outcome.blocks_kept += 1;
-                    outcome.entries_kept += entries.len() as u64;
+                    None => outcome.blocks_dropped += 1,
                 }
-                None => outcome.blocks_dropped += 1,
             }
         }
         if outcome.entries_kept > 0 {

@@ -10,12 +10,14 @@ use super::block_builder::BlockBuilder;
 use super::compression::{self, Compression, CompressionProbe};
 use super::filter_block;
 use super::format::{
-    block_trailer, BlockHandle, BlockKind, Footer, FOOTER_LEN, FORMAT_VERSION, TRAILER_LEN,
+    block_trailer, BlockHandle, BlockKind, Footer, FOOTER_LEN, SINGLE_INDEX_VERSION, TRAILER_LEN,
+    TWO_LEVEL_INDEX_VERSION,
 };
 use super::index_builder::IndexBuilder;
 use super::options::TableOptions;
 use super::properties::TableProperties;
 use super::separator::block_separator;
+use super::top_index::TopIndexBuilder;
 use crate::entry::{check_entry_len, entry_order, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::{FilterParams, KeyHash};
@@ -31,6 +33,33 @@ pub fn temp_path(path: &Path) -> PathBuf {
 /// The index block must stay addressable by 32-bit restart offsets.
 const MAX_INDEX_BLOCK: usize = u32::MAX as usize / 2;
 
+/// The index partition being filled: its data blocks so far and the last one's separator.
+#[derive(Default)]
+struct OpenPartition {
+    separator: Vec<u8>,
+    seq: SeqNo,
+    blocks: u64,
+    data_bytes: u64,
+}
+
+impl OpenPartition {
+    fn add(&mut self, separator: Vec<u8>, seq: SeqNo, handle: BlockHandle) {
+        self.separator = separator;
+        self.seq = seq;
+        self.blocks += 1;
+        self.data_bytes += handle.size_with_trailer();
+    }
+}
+
+/// An index partition complete but not yet written: the index blocks follow the properties.
+struct ClosedPartition {
+    contents: Vec<u8>,
+    separator: Vec<u8>,
+    seq: SeqNo,
+    blocks: u64,
+    data_bytes: u64,
+}
+
 /// Builds one table file from entries added in entry order.
 pub struct TableBuilder {
     fs: SharedFs,
@@ -40,7 +69,15 @@ pub struct TableBuilder {
     options: TableOptions,
     filter_params: Option<FilterParams>,
     data_block: BlockBuilder,
+    /// The index of the data blocks since the last index partition closed (of all of them,
+    /// while none has).
     index_block: IndexBuilder,
+    /// The open index partition's blocks so far.
+    partition: OpenPartition,
+    /// Index partitions closed, to be written after the properties block.
+    closed_partitions: Vec<ClosedPartition>,
+    /// Their bytes together.
+    closed_index_bytes: usize,
     /// The handle of the data block written last, whose index entry waits for the next
     /// block's first key: its separator only has to sort before that key.
     pending_index_entry: Option<BlockHandle>,
@@ -79,13 +116,16 @@ impl TableBuilder {
             filter_params,
             data_block: BlockBuilder::new(options.restart_interval),
             index_block: IndexBuilder::new(),
+            partition: OpenPartition::default(),
+            closed_partitions: Vec::new(),
+            closed_index_bytes: 0,
             pending_index_entry: None,
             options,
             key_hashes: Vec::with_capacity(if filter_params.is_some() { hint } else { 0 }),
             last_key: Vec::new(),
             last_seq: 0,
             props: TableProperties {
-                format_version: FORMAT_VERSION,
+                format_version: SINGLE_INDEX_VERSION,
                 entries: 0,
                 tombstones: 0,
                 distinct_keys: 0,
@@ -188,6 +228,7 @@ impl TableBuilder {
             + self.data_block.estimated_size() as u64
             + TRAILER_LEN as u64
             + self.index_block.estimated_size() as u64
+            + self.closed_index_bytes as u64
             + 32
             + TRAILER_LEN as u64
             + filter
@@ -276,12 +317,59 @@ impl TableBuilder {
         };
         let (separator, seq) = block_separator(&self.last_key, self.last_seq, next_first_key);
         self.index_block.add(&separator, seq, handle);
-        if self.index_block.estimated_size() > MAX_INDEX_BLOCK {
+        self.partition.add(separator, seq, handle);
+        let size = self.index_block.estimated_size();
+        if size > MAX_INDEX_BLOCK {
             let reason = "index block grew past its 2 GiB limit".to_string();
             self.failed = Some(reason.clone());
             return Err(Error::InvalidArgument(reason));
         }
+        let limit = self.options.index_partition_size;
+        if limit > 0 && size >= limit {
+            self.close_index_partition();
+        }
         Ok(())
+    }
+
+    /// Ends the open index partition; the next data block starts another.
+    fn close_index_partition(&mut self) {
+        let contents = std::mem::take(&mut self.index_block).finish();
+        let open = std::mem::take(&mut self.partition);
+        self.closed_index_bytes += contents.len();
+        self.closed_partitions.push(ClosedPartition {
+            contents,
+            separator: open.separator,
+            seq: open.seq,
+            blocks: open.blocks,
+            data_bytes: open.data_bytes,
+        });
+    }
+
+    /// Writes the index after the properties block: one index block when it fits in one
+    /// partition (format version 3), else its partitions and the top level over them (version
+    /// 4). Returns the handle the footer names, the version, and the index's bytes.
+    fn write_index(&mut self) -> Result<(BlockHandle, u32, u64)> {
+        if self.partition.blocks > 0 && !self.closed_partitions.is_empty() {
+            self.close_index_partition();
+        }
+        let start = self.offset;
+        let mut partitions = std::mem::take(&mut self.closed_partitions);
+        if partitions.len() <= 1 {
+            let index = match partitions.pop() {
+                Some(only) => only.contents,
+                None => std::mem::take(&mut self.index_block).finish(),
+            };
+            let handle = self.write_block(&index, BlockKind::Index)?;
+            return Ok((handle, SINGLE_INDEX_VERSION, self.offset - start));
+        }
+        let mut top = TopIndexBuilder::default();
+        for p in &partitions {
+            let handle = self.write_block(&p.contents, BlockKind::Index)?;
+            top.add(&p.separator, p.seq, handle.size, p.blocks, p.data_bytes);
+        }
+        partitions.clear();
+        let handle = self.write_block(&top.finish(), BlockKind::TopIndex)?;
+        Ok((handle, TWO_LEVEL_INDEX_VERSION, self.offset - start))
     }
 
     /// Completes the table: the last data block, the filter, properties and index blocks
@@ -310,14 +398,13 @@ impl TableBuilder {
         let properties = self.props.encode();
         let properties_handle = self.write_block(&properties, BlockKind::Properties)?;
 
-        let index = std::mem::take(&mut self.index_block).finish();
-        let index_handle = self.write_block(&index, BlockKind::Index)?;
+        let (index_handle, version, index_size) = self.write_index()?;
 
         let footer = Footer {
             index: index_handle,
             filter: filter_handle,
             properties: properties_handle,
-            version: FORMAT_VERSION,
+            version,
         };
         self.append(&footer.encode())?;
 
@@ -343,7 +430,8 @@ impl TableBuilder {
         let mut props = self.props.clone();
         props.filter_size_bytes = filter_handle.map_or(0, |h| h.size_with_trailer());
         props.properties_size = properties_handle.size_with_trailer();
-        props.index_size = index_handle.size_with_trailer();
+        props.index_size = index_size;
+        props.format_version = version;
         props.file_size = self.offset;
         Ok(props)
     }

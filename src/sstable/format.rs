@@ -8,12 +8,21 @@ use byteorder::{ByteOrder, LittleEndian};
 use super::compression::{self, Compression};
 use crate::error::Error;
 
-/// Format version written in the footer. Version 3 shortened the index block's separators
-/// and prefix-compressed its entries (`docs/format.md`, "Index block"); version 2 added
-/// per-block compression (in the high bits of the trailer's type byte). Versions 1 and 2 are
-/// read by the same code, their index through its older layout. Readers refuse any other
-/// version.
-pub const FORMAT_VERSION: u32 = 3;
+/// The newest format version, written in the footer of a table whose index is split into
+/// partitions under a top-level index (`docs/format.md`, "Two-level index"); a table whose
+/// index fits one partition is written as version 3. Version 3 shortened the index block's
+/// separators and prefix-compressed its entries (`docs/format.md`, "Index block"); version 2
+/// added per-block compression (in the high bits of the trailer's type byte). Versions 1 and
+/// 2 are read by the same code, their index through its older layout. Readers refuse any
+/// other version.
+pub const FORMAT_VERSION: u32 = 4;
+
+/// The version of a table whose index is one block: what every table was before version 4,
+/// and what a small table still is.
+pub const SINGLE_INDEX_VERSION: u32 = 3;
+
+/// The first format version whose footer may name a top-level index over index partitions.
+pub const TWO_LEVEL_INDEX_VERSION: u32 = 4;
 
 /// The first format version whose index block holds shortened separators in the version 3
 /// layout; older versions hold each data block's last entry in the data block layout.
@@ -41,6 +50,8 @@ pub enum BlockKind {
     Filter = 2,
     Properties = 3,
     Index = 4,
+    /// The top level of a two-level index: one entry per index partition.
+    TopIndex = 5,
 }
 
 impl BlockKind {
@@ -56,6 +67,7 @@ impl BlockKind {
             BlockKind::Filter => "filter",
             BlockKind::Properties => "properties",
             BlockKind::Index => "index",
+            BlockKind::TopIndex => "top-level index",
         }
     }
 }
@@ -291,7 +303,7 @@ fn max_contents_len(kind: BlockKind) -> usize {
     match kind {
         BlockKind::Data => super::options::MAX_BLOCK_SIZE + MAX_KEY_LEN + MAX_VALUE_LEN + 64,
         BlockKind::Index => u32::MAX as usize / 2,
-        BlockKind::Filter | BlockKind::Properties => 0, // never compressed
+        BlockKind::Filter | BlockKind::Properties | BlockKind::TopIndex => 0, // never compressed
     }
 }
 

@@ -22,14 +22,21 @@ use crate::entry::SeqNo;
 /// Decodes and checks a table's index block, written in format version `version`.
 pub fn decode(contents: Vec<u8>, version: u32) -> Result<BlockIndex, Malformed> {
     if version >= SHORT_SEPARATORS_VERSION {
-        BlockIndex::from_encoded(contents, false)
+        BlockIndex::from_encoded(contents, false, 0)
     } else {
         index_v2::decode(contents)
     }
 }
 
+/// Decodes and checks one partition of a two-level index (format version 4): an index block
+/// of the version 3 layout whose first data block starts at `start`.
+pub fn decode_partition(contents: Vec<u8>, start: u64) -> Result<BlockIndex, Malformed> {
+    BlockIndex::from_encoded(contents, false, start)
+}
+
 /// The index, checked: its entries decode, its separators rise, and its handles tile the
-/// data area from offset 0 (so every accessor below finds what it decodes well formed).
+/// data area from offset 0, or from a partition's first block (so every accessor below finds
+/// what it decodes well formed).
 #[derive(Debug)]
 pub struct BlockIndex {
     /// Entries, restart array and restart count, as `IndexBuilder::finish` writes them.
@@ -206,9 +213,14 @@ impl KeyVsTarget {
 }
 
 impl BlockIndex {
-    /// Checks an index in the version 3 encoding and keeps it. `exact` says whether its
-    /// separators are the blocks' last entries (an older index re-encoded).
-    pub(super) fn from_encoded(mut bytes: Vec<u8>, exact: bool) -> Result<BlockIndex, Malformed> {
+    /// Checks an index in the version 3 encoding, whose first block starts at `start`, and
+    /// keeps it. `exact` says whether its separators are the blocks' last entries (an older
+    /// index re-encoded).
+    pub(super) fn from_encoded(
+        mut bytes: Vec<u8>,
+        exact: bool,
+        start: u64,
+    ) -> Result<BlockIndex, Malformed> {
         let (restarts_start, num_restarts) = restart_array(&bytes)?;
         bytes.shrink_to_fit();
         let mut index = BlockIndex {
@@ -219,7 +231,7 @@ impl BlockIndex {
             data_end: 0,
             exact,
         };
-        (index.len, index.data_end) = index.check_entries()?;
+        (index.len, index.data_end) = index.check_entries(start)?;
         Ok(index)
     }
 
@@ -234,14 +246,14 @@ impl BlockIndex {
     }
 
     /// Decodes every entry once: restart points where the restart array says, every
-    /// separator after the one before it, every offset where the blocks before end. Returns
-    /// the number of blocks and where the last ends.
-    fn check_entries(&self) -> Result<(usize, u64), Malformed> {
+    /// separator after the one before it, every offset where the blocks before end (the first
+    /// at `start`). Returns the number of blocks and where the last ends.
+    fn check_entries(&self, start: u64) -> Result<(usize, u64), Malformed> {
         let entries = self.entries();
         let (mut pos, mut block) = (0usize, 0usize);
         let mut key: Vec<u8> = Vec::new();
         let mut prev_seq = 0;
-        let mut end = 0u64;
+        let mut end = start;
         while pos < entries.len() {
             let at_restart = block.is_multiple_of(INDEX_RESTART_INTERVAL);
             let restart = block / INDEX_RESTART_INTERVAL;
@@ -325,11 +337,13 @@ impl BlockIndex {
 
     /// The first block that can hold `(key, seq)` or the first entry after it: the first whose
     /// separator is at or after the target. `len()` when the target is past the last.
+    #[cfg(test)]
     pub fn find_block(&self, key: &[u8], seq: SeqNo) -> usize {
         self.locate(key, seq).map_or(self.len, |(block, _)| block)
     }
 
-    /// [`find_block`](Self::find_block) with the block's handle; `None` past the last.
+    /// The first block whose separator is at or after `(key, seq)`, with its handle; `None`
+    /// past the last.
     ///
     /// The restart points' separators, stored whole, are binary-searched for the first at or
     /// after the target; the target's block is then that one or one of the fifteen before it,
@@ -467,7 +481,7 @@ mod tests {
             b.add(key, *seq, handle);
             offset = handle.end();
         }
-        BlockIndex::from_encoded(b.finish(), false).unwrap()
+        BlockIndex::from_encoded(b.finish(), false, 0).unwrap()
     }
 
     fn numbered(n: usize) -> Vec<(Vec<u8>, SeqNo)> {
@@ -574,7 +588,7 @@ mod tests {
         ]
         .concat();
         assert_eq!(contents, want);
-        let index = BlockIndex::from_encoded(contents, false).unwrap();
+        let index = BlockIndex::from_encoded(contents, false, 0).unwrap();
         assert_eq!(
             index.handle(2),
             Some(BlockHandle {
@@ -586,7 +600,7 @@ mod tests {
     }
 
     fn damaged(bytes: &[u8]) -> String {
-        BlockIndex::from_encoded(bytes.to_vec(), false)
+        BlockIndex::from_encoded(bytes.to_vec(), false, 0)
             .unwrap_err()
             .reason
     }
@@ -605,7 +619,7 @@ mod tests {
             );
         }
         let good = b.finish();
-        BlockIndex::from_encoded(good.clone(), false).unwrap();
+        BlockIndex::from_encoded(good.clone(), false, 0).unwrap();
         // Entry 0: shared 0, unshared 1 << 1, offset 0, size 100, "a". Entry 1 ("ab"):
         // shared 1, unshared 1 << 1, size 100, "b". Entry 2 ("b"): shared 0, the same.
         let want: Vec<u8> = [
@@ -699,7 +713,7 @@ mod tests {
     fn any_damage_gives_an_error_or_a_consistent_index_never_a_panic() {
         let index_bytes = sample_index_bytes();
         exercise(
-            &BlockIndex::from_encoded(index_bytes.clone(), false).unwrap(),
+            &BlockIndex::from_encoded(index_bytes.clone(), false, 0).unwrap(),
             b"key00100",
             5,
         );
@@ -707,13 +721,13 @@ mod tests {
             for flip in [0x01u8, 0x80, 0xff] {
                 let mut bad = index_bytes.clone();
                 bad[at] ^= flip;
-                if let Ok(index) = BlockIndex::from_encoded(bad, false) {
+                if let Ok(index) = BlockIndex::from_encoded(bad, false, 0) {
                     exercise(&index, b"key00100", 5);
                 }
             }
         }
         for cut in 0..index_bytes.len() {
-            if let Ok(index) = BlockIndex::from_encoded(index_bytes[..cut].to_vec(), false) {
+            if let Ok(index) = BlockIndex::from_encoded(index_bytes[..cut].to_vec(), false, 0) {
                 exercise(&index, b"key00100", 5);
             }
         }
@@ -753,7 +767,7 @@ mod tests {
                 mutated[at % n] = byte;
             }
             for bytes in [mutated, random] {
-                if let Ok(index) = BlockIndex::from_encoded(bytes, false) {
+                if let Ok(index) = BlockIndex::from_encoded(bytes, false, 0) {
                     exercise(&index, &key, seq);
                 }
             }

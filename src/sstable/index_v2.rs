@@ -38,5 +38,5 @@ pub fn decode(contents: Vec<u8>) -> Result<BlockIndex, Malformed> {
         out.add(&e.key, e.seq, handle);
         block += 1;
     }
-    BlockIndex::from_encoded(out.finish(), true)
+    BlockIndex::from_encoded(out.finish(), true, 0)
 }

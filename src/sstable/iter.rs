@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use super::block::BlockIter;
 use super::format::BlockKind;
-use super::index::BlockCursor;
 use super::readahead::ReadAhead;
 use super::table::{BlockReads, TableInner};
+use super::table_index::IndexCursor;
 use crate::entry::{Entry, SeqNo};
 use crate::error::Result;
 
@@ -15,7 +15,9 @@ use crate::error::Result;
 pub struct TableIterator {
     table: Arc<TableInner>,
     /// The next data block to load, as a place in the index: each step takes the next handle.
-    next_block: BlockCursor,
+    /// `None` after a seek, until the first step finds the block (which may read an index
+    /// partition).
+    next_block: Option<IndexCursor>,
     block: Option<(BlockIter, u64)>,
     reads: BlockReads,
     readahead: ReadAhead,
@@ -27,7 +29,7 @@ pub struct TableIterator {
 impl TableIterator {
     pub(crate) fn new(table: Arc<TableInner>, reads: BlockReads) -> TableIterator {
         TableIterator {
-            next_block: table.index.cursor(0),
+            next_block: Some(IndexCursor::at(0)),
             table,
             block: None,
             reads,
@@ -39,7 +41,7 @@ impl TableIterator {
 
     /// Back to the first entry.
     pub fn seek_to_first(&mut self) {
-        self.next_block = self.table.index.cursor(0);
+        self.next_block = Some(IndexCursor::at(0));
         self.block = None;
         self.seek_target = None;
         self.failed = false;
@@ -52,8 +54,7 @@ impl TableIterator {
 
     /// Positions at the first entry at or after `(key, seq)` in entry order.
     pub fn seek_entry(&mut self, key: &[u8], seq: SeqNo) {
-        let index = &self.table.index;
-        self.next_block = index.cursor(index.find_block(key, seq));
+        self.next_block = None;
         self.block = None;
         self.seek_target = Some((key.to_vec(), seq));
         self.failed = false;
@@ -69,7 +70,18 @@ impl TableIterator {
                     Err(m) => return Err(m.in_block(&self.table.path, BlockKind::Data, offset)),
                 }
             }
-            let Some(handle) = self.table.index.next_handle(&mut self.next_block) else {
+            let cursor = match &mut self.next_block {
+                Some(cursor) => cursor,
+                None => {
+                    let (key, seq) = self
+                        .seek_target
+                        .as_ref()
+                        .map_or((&[][..], SeqNo::MAX), |(k, s)| (k.as_slice(), *s));
+                    let block = self.table.find_block(key, seq, self.reads)?;
+                    self.next_block.insert(IndexCursor::at(block))
+                }
+            };
+            let Some(handle) = self.table.next_block_handle(cursor, self.reads)? else {
                 return Ok(None);
             };
             let mut it = self

@@ -25,6 +25,8 @@ mod properties;
 mod readahead;
 mod separator;
 mod table;
+mod table_index;
+mod top_index;
 mod verify;
 
 pub use block::Block;
@@ -33,6 +35,7 @@ pub use compression::Compression;
 pub use filter_block::FOLD_LIMIT as FILTER_FOLD_LIMIT;
 pub(crate) use format::BlockHandle;
 pub use format::{FOOTER_LEN, FORMAT_VERSION, MAGIC, TRAILER_LEN};
+pub(crate) use index::BlockIndex;
 pub use iter::TableIterator;
 pub use options::{FilterPolicy, TableOptions, MAX_BLOCK_SIZE};
 pub use properties::TableProperties;

@@ -96,6 +96,9 @@ pub struct TableOptions {
     /// How data and index blocks are compressed (each one stored raw when compression does not
     /// save at least 1/8 of it).
     pub compression: Compression,
+    /// Bytes of index per index partition: an index that grows past one is written as
+    /// partitions under a top-level index (format version 4). 0 writes one index block.
+    pub index_partition_size: usize,
 }
 
 impl Default for TableOptions {
@@ -105,6 +108,7 @@ impl Default for TableOptions {
             restart_interval: 16,
             filter_policy: FilterPolicy::default(),
             compression: Compression::default(),
+            index_partition_size: 4096,
         }
     }
 }

@@ -9,12 +9,16 @@ use std::sync::Arc;
 
 use super::block::{Block, BlockIter};
 use super::filter_block;
-use super::format::{check_block, BlockHandle, BlockKind, Footer, Malformed, FOOTER_LEN};
-use super::index::{self, BlockIndex};
+use super::format::{
+    check_block, BlockHandle, BlockKind, Footer, Malformed, FOOTER_LEN, TWO_LEVEL_INDEX_VERSION,
+};
+use super::index;
 use super::iter::TableIterator;
 use super::properties::TableProperties;
 use super::readahead::ReadAhead;
-use crate::cache::{next_table_id, BlockCache, TableCache};
+use super::table_index::TableIndex;
+use super::top_index::TopIndex;
+use crate::cache::{next_table_id, BlockCache, IndexCache, TableCache};
 use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::{BloomFilter, FilterParams, FirstBits, KeyHash};
@@ -28,6 +32,9 @@ pub struct TableEnv {
     pub counters: Arc<ReadCounters>,
     /// `None` turns block caching off: every data block is read from the file.
     pub block_cache: Option<Arc<BlockCache>>,
+    /// Partitions of two-level indexes already read. `None`: every partition a lookup needs
+    /// is read from the file (tools reading one table).
+    pub(crate) index_cache: Option<Arc<IndexCache>>,
     pub table_cache: Arc<TableCache>,
     /// True while the store that owns the tables is open. Files are opened and deleted by path
     /// only then: a reader that outlives its store (an iterator kept after `Db` was dropped)
@@ -45,6 +52,7 @@ impl TableEnv {
             fs,
             counters,
             block_cache: None,
+            index_cache: None,
             store_open: Arc::new(AtomicBool::new(true)),
         }
     }
@@ -105,10 +113,10 @@ impl FilterResidency {
 
 pub(crate) struct TableInner {
     /// Unique among every table reader of the process: the caches' key.
-    id: u64,
+    pub(super) id: u64,
     pub(crate) path: PathBuf,
-    env: TableEnv,
-    pub(crate) index: BlockIndex,
+    pub(super) env: TableEnv,
+    pub(crate) index: TableIndex,
     /// Where the data blocks end (the filter, or properties, block starts).
     data_end: u64,
     pub(crate) filter_handle: Option<BlockHandle>,
@@ -133,14 +141,14 @@ impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Table")
             .field("path", &self.inner.path)
-            .field("data_blocks", &self.inner.index.len())
+            .field("data_blocks", &self.inner.index.blocks())
             .field("filter", &self.residency)
             .finish()
     }
 }
 
 /// Reads one block (contents and trailer) and checks its trailer.
-fn read_block(
+pub(super) fn read_block(
     file: &dyn RandomAccessFile,
     path: &Path,
     handle: BlockHandle,
@@ -199,22 +207,14 @@ impl Table {
         )?;
 
         // The blocks after the data must tile the file exactly:
-        // [data blocks][filter][properties][index][footer].
+        // [data blocks][filter][properties][index][footer], where a two-level index is its
+        // partitions followed by its top level.
         if footer.index.end() != footer_offset {
             return Err(corrupt(
                 footer_offset,
                 format!(
                     "index block handle ({}, {}) does not end at the footer ({footer_offset})",
                     footer.index.offset, footer.index.size
-                ),
-            ));
-        }
-        if footer.properties.end() != footer.index.offset {
-            return Err(corrupt(
-                footer_offset,
-                format!(
-                    "properties block handle ({}, {}) does not end where the index block starts",
-                    footer.properties.offset, footer.properties.size
                 ),
             ));
         }
@@ -231,10 +231,21 @@ impl Table {
             Some(f) => f.offset,
             None => footer.properties.offset,
         };
-
-        let index_contents = read_block(file.as_ref(), path, footer.index, BlockKind::Index)?;
-        let index = index::decode(index_contents, footer.version)
-            .map_err(|m| m.in_block(path, BlockKind::Index, footer.index.offset))?;
+        let index = read_index(file.as_ref(), path, &footer)?;
+        let index_start = match &index {
+            TableIndex::Single(_) => footer.index.offset,
+            TableIndex::TwoLevel(top) => top.partition(0).offset,
+        };
+        if footer.properties.end() != index_start {
+            return Err(corrupt(
+                footer_offset,
+                format!(
+                    "properties block handle ({}, {}) does not end where the index starts \
+                     ({index_start})",
+                    footer.properties.offset, footer.properties.size
+                ),
+            ));
+        }
         // The index checked that its blocks tile the file from offset 0; they must end where
         // the next block starts.
         if index.data_end() != data_end {
@@ -265,7 +276,7 @@ impl Table {
         properties.format_version = footer.version;
         properties.filter_size_bytes = footer.filter.map_or(0, |h| h.size_with_trailer());
         properties.properties_size = footer.properties.size_with_trailer();
-        properties.index_size = footer.index.size_with_trailer();
+        properties.index_size = footer_offset - index_start;
         properties.file_size = size;
 
         // The properties must describe the blocks actually present.
@@ -279,16 +290,16 @@ impl Table {
                 ),
             )
         };
-        if properties.data_blocks != index.len() as u64 || properties.data_size != data_end {
+        if properties.data_blocks != index.blocks() as u64 || properties.data_size != data_end {
             return Err(props_corrupt(format!(
                 "{} data blocks of {} bytes recorded, {} blocks of {data_end} bytes indexed",
                 properties.data_blocks,
                 properties.data_size,
-                index.len()
+                index.blocks()
             )));
         }
-        if let Some(last) = index.last_entry() {
-            if !last_separator_fits(&index, &last.key, &properties.largest_key) {
+        if let Some(last) = index.last_separator_key() {
+            if !last_separator_fits(&index, &last, &properties.largest_key) {
                 return Err(props_corrupt(
                     "largest key does not fit the last index entry".to_string(),
                 ));
@@ -384,7 +395,8 @@ impl Table {
         if !self.filter_admits(hash, tally) {
             return Ok(None);
         }
-        let Some((_, handle)) = self.inner.index.locate(key, snapshot) else {
+        let located = (self.inner).locate_block(key, snapshot, BlockReads::Cached, Some(tally))?;
+        let Some((_, handle)) = located else {
             return Ok(None);
         };
         let data = self.read_block(handle, tally)?;
@@ -515,17 +527,27 @@ impl Table {
     }
 
     /// The data block that would hold `key` at `snapshot`, from the index alone; `None` when
-    /// the key lies past the table's last block.
-    pub fn block_for(&self, key: &[u8], snapshot: SeqNo) -> Option<usize> {
-        let i = self.inner.index.find_block(key, snapshot);
-        (i < self.inner.index.len()).then_some(i)
+    /// the key lies past the table's last block. An index partition may have to be read.
+    pub fn block_for(&self, key: &[u8], snapshot: SeqNo) -> Result<Option<usize>> {
+        self.block_for_counted(key, snapshot, &mut ReadCountersSnapshot::default())
+    }
+
+    /// [`block_for`](Self::block_for), counting an index partition read into `tally`.
+    pub(crate) fn block_for_counted(
+        &self,
+        key: &[u8],
+        snapshot: SeqNo,
+        tally: &mut ReadCountersSnapshot,
+    ) -> Result<Option<usize>> {
+        let located = (self.inner).locate_block(key, snapshot, BlockReads::Cached, Some(tally))?;
+        Ok(located.map(|(block, _)| block))
     }
 
     /// Announces that data block `block` will be read soon, unless the block cache holds it:
     /// the operating system starts reading it meanwhile. A hint; failures are ignored.
     pub fn will_read_block(&self, block: usize) {
         let inner = &self.inner;
-        let Some(handle) = inner.index.handle(block) else {
+        let Ok(Some(handle)) = inner.block_handle(block, None) else {
             return;
         };
         let cached =
@@ -547,7 +569,7 @@ impl Table {
         snapshot: SeqNo,
         tally: &mut ReadCountersSnapshot,
     ) -> Result<Vec<Option<Entry>>> {
-        let handle = self.inner.handle(block)?;
+        let handle = self.inner.handle(block, tally)?;
         let data = self.read_block(handle, tally)?;
         keys.iter()
             .map(|key| {
@@ -664,7 +686,7 @@ impl Table {
 
     /// Number of data blocks.
     pub fn data_blocks(&self) -> usize {
-        self.inner.index.len()
+        self.inner.index.blocks()
     }
 
     /// Bytes of memory the table keeps: filter bits and index entries.
@@ -679,15 +701,14 @@ impl Table {
 
     /// Bytes of the index held in memory.
     pub fn index_memory_bytes(&self) -> usize {
-        self.inner.index.memory_bytes()
+        self.inner.index.resident_bytes()
     }
 }
 
 impl TableInner {
     /// Data block `i`'s handle; `InvalidArgument` when the table has no such block.
-    fn handle(&self, i: usize) -> Result<BlockHandle> {
-        self.index
-            .handle(i)
+    fn handle(&self, i: usize, tally: &mut ReadCountersSnapshot) -> Result<BlockHandle> {
+        self.block_handle(i, Some(tally))?
             .ok_or_else(|| Error::InvalidArgument(format!("no data block {i}")))
     }
 
@@ -751,6 +772,33 @@ impl TableInner {
     }
 }
 
+/// Reads and checks the index the footer names: one index block, or (format version 4) a
+/// top-level index, whose partitions are read when lookups need them.
+fn read_index(file: &dyn RandomAccessFile, path: &Path, footer: &Footer) -> Result<TableIndex> {
+    let handle = footer.index;
+    if footer.version < TWO_LEVEL_INDEX_VERSION {
+        let contents = read_block(file, path, handle, BlockKind::Index)?;
+        let index = index::decode(contents, footer.version)
+            .map_err(|m| m.in_block(path, BlockKind::Index, handle.offset))?;
+        return Ok(TableIndex::Single(Arc::new(index)));
+    }
+    let contents = read_block(file, path, handle, BlockKind::TopIndex)?;
+    let in_top = |m: Malformed| m.in_block(path, BlockKind::TopIndex, handle.offset);
+    let top = TopIndex::decode(&contents, footer.properties.end()).map_err(in_top)?;
+    if top.partitions_end() != handle.offset {
+        return Err(Error::corruption(
+            path,
+            Some(handle.offset),
+            format!(
+                "top-level index block at offset {}: its partitions end at {}",
+                handle.offset,
+                top.partitions_end()
+            ),
+        ));
+    }
+    Ok(TableIndex::TwoLevel(top))
+}
+
 /// Reads, checks and decodes the filter block at `handle`.
 fn read_filter_block(
     file: &dyn RandomAccessFile,
@@ -776,7 +824,7 @@ fn filter_agrees(
 
 /// Whether the last separator agrees with the largest key the properties record: it is that
 /// key in an index of exact separators, and at or after it in a shortened one.
-fn last_separator_fits(index: &BlockIndex, separator: &[u8], largest_key: &[u8]) -> bool {
+fn last_separator_fits(index: &TableIndex, separator: &[u8], largest_key: &[u8]) -> bool {
     if index.separators_are_exact() {
         separator == largest_key
     } else {

@@ -6,9 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::format::BlockKind;
-use super::index::{BlockIndex, IndexEntry};
+use super::index::IndexEntry;
 use super::properties::TableProperties;
 use super::table::Table;
+use super::table_index::TableIndex;
 use crate::entry::{entry_order, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::KeyHash;
@@ -31,7 +32,13 @@ pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
     // The separator of the block before, until the next block's first entry is checked to
     // sort after it.
     let mut prev_separator: Option<IndexEntry> = None;
-    for (i, separator) in inner.index.entries_from(0).enumerate() {
+    let partitions = inner.index.partitions();
+    let separators = (0..partitions).map(|p| inner.index_partition_entries(p));
+    let separators = separators
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .flatten();
+    for (i, separator) in separators.enumerate() {
         let offset = separator.handle.offset;
         let bad = |reason: String| {
             Error::corruption(
@@ -145,7 +152,7 @@ pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
 /// Whether a block's last entry `(key, seq)` agrees with its separator: it is the separator
 /// in an index of exact separators (format versions 1 and 2), and at or before it in a
 /// shortened one.
-fn separator_fits(index: &BlockIndex, key: &[u8], seq: SeqNo, separator: &IndexEntry) -> bool {
+fn separator_fits(index: &TableIndex, key: &[u8], seq: SeqNo, separator: &IndexEntry) -> bool {
     let order = entry_order(key, seq, &separator.key, separator.seq);
     if index.separators_are_exact() {
         order.is_eq()
