@@ -432,3 +432,28 @@ fn whole_and_partitioned_indexes_mix_in_one_store() {
     assert!(report.problems.is_empty(), "{report:?}");
     db.close().unwrap();
 }
+
+#[test]
+fn a_table_deleted_by_compaction_leaves_no_partition_in_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), store_options().index_cache_size(1 << 20)).unwrap();
+    let mut rng = SmallRng::seed_from_u64(3);
+    for i in 0..3000 {
+        db.put(key(i), random_value(&mut rng, "v")).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    // Lookups bring the partitions of the tables they search into the cache.
+    for i in 0..3000 {
+        assert!(db.get(key(i)).unwrap().is_some());
+    }
+    let cached = db.stats().index_cache.blocks;
+    assert!(cached > 0);
+    // Rewriting every table drops the old readers, and with them their partitions; the new
+    // tables' partitions are read only when a lookup needs them.
+    db.compact().unwrap();
+    db.wait_for_background_work().unwrap();
+    assert_eq!(db.stats().index_cache.blocks, 0, "{cached} before");
+    assert_eq!(db.get(key(5)).unwrap().map(|v| v.len()), Some(41));
+    assert!(db.stats().index_cache.blocks > 0);
+}

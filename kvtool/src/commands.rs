@@ -610,6 +610,14 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         "filter_memory_limit_bytes": stats.filter_memory_limit,
         "tables_filter_shrunk": tables_filter_shrunk(stats),
         "index_memory_bytes": stats.index_memory_bytes,
+        "index_cache": {
+            "capacity_bytes": stats.index_cache.capacity,
+            "bytes": stats.index_cache.bytes,
+            "hits": stats.index_cache.hits,
+            "misses": stats.index_cache.misses,
+            "evictions": stats.index_cache.evictions,
+        },
+        "index_partition_reads": stats.index_block_reads,
         "block_cache": {
             "capacity_bytes": stats.block_cache.capacity,
             "bytes": stats.block_cache.bytes,
@@ -735,7 +743,7 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ),
         ("write amplification", amplification),
     ];
-    let this_open: [(&str, String); 13] = [
+    let this_open: [(&str, String); 15] = [
         ("filter probes", stats.filter_probes.to_string()),
         ("filter negatives", stats.filter_negatives.to_string()),
         ("filter positives", stats.filter_positives.to_string()),
@@ -751,12 +759,21 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("block cache misses", cache.misses.to_string()),
         ("block cache inserts", cache.inserts.to_string()),
         ("block cache evictions", cache.evictions.to_string()),
+        ("index partition reads", stats.index_block_reads.to_string()),
+        ("index cache hits", stats.index_cache.hits.to_string()),
         ("table file opens", stats.table_cache.opens.to_string()),
     ];
-    let now: [(&str, String); 7] = [
+    let now: [(&str, String); 8] = [
         ("memtable bytes", stats.memtable_bytes.to_string()),
         ("filter memory bytes", filter_memory_text(stats)),
         ("index memory bytes", stats.index_memory_bytes.to_string()),
+        (
+            "index cache bytes",
+            format!(
+                "{} of {}",
+                stats.index_cache.bytes, stats.index_cache.capacity
+            ),
+        ),
         (
             "block cache bytes",
             format!("{} of {}", cache.bytes, cache.capacity),

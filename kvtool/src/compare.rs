@@ -309,6 +309,8 @@ fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Valu
             .map(|l| l.predicted_false_positive_rate)
             .collect::<Vec<_>>(),
         "index_memory_bytes": after.index_memory_bytes,
+        "index_cache_bytes": after.index_cache.bytes,
+        "index_cache_capacity_bytes": after.index_cache.capacity,
         "block_cache_bytes": after.block_cache.bytes,
         "open_files": after.table_cache.open_files,
         "tables_per_level": tables_per_level(&after),
@@ -364,6 +366,7 @@ fn with_store_counts(timing: Timing, earlier: &Stats, later: &Stats) -> Value {
     figures["filters_per_get"] = json!(per_get(|s| s.filter_probes));
     figures["blocks_per_get"] = json!(per_get(|s| s.data_block_reads));
     figures["block_cache_misses_per_get"] = json!(per_get(|s| s.block_cache.misses));
+    figures["index_partition_reads_per_get"] = json!(per_get(|s| s.index_block_reads));
     figures["file_opens_per_get"] = json!(per_get(|s| s.table_cache.opens));
     figures
 }
@@ -495,15 +498,16 @@ fn print_overview(stores: &[&Value]) {
     );
 }
 
-/// A store's filter or index bytes: bloomkv's in memory, RocksDB's blocks summed over its
-/// tables (held in memory whole by its default options).
+/// A store's filter or index bytes: bloomkv's in memory (an index's resident part and the
+/// partitions its index cache holds), RocksDB's blocks summed over its tables (held in memory
+/// whole by its default options).
 fn metadata_bytes(s: &Value, what: &str) -> Value {
     let ours = &s[format!("{what}_memory_bytes")];
     if ours.is_null() {
-        s[format!("{what}_bytes")].clone()
-    } else {
-        ours.clone()
+        return s[format!("{what}_bytes")].clone();
     }
+    let cached = s[format!("{what}_cache_bytes")].as_u64().unwrap_or(0);
+    json!(ours.as_u64().map(|bytes| bytes + cached))
 }
 
 fn table_files(s: &Value) -> String {

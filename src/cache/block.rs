@@ -109,8 +109,10 @@ impl<V: CachedBlock> BlockCache<V> {
     /// fewer than 32 blocks).
     pub(crate) fn with_capacity(capacity_bytes: u64) -> BlockCache<V> {
         let evictions = Arc::new(AtomicU64::new(0));
-        // 4 KiB blocks are the default; the estimate only sizes the hash tables up front.
-        let estimated_blocks = (capacity_bytes / 4096).clamp(16, 1 << 24) as usize;
+        // 4 KiB blocks are the default; the estimate only sizes the hash tables up front, which
+        // grow past it, so it stays small: a large cache that fills slowly (the index cache is
+        // an eighth of the machine by default) must not take its tables' memory at open.
+        let estimated_blocks = (capacity_bytes / 4096).clamp(16, 1 << 14) as usize;
         let shards = (std::thread::available_parallelism().map_or(4, |n| n.get()) * 4).max(4);
         let options = OptionsBuilder::new()
             .estimated_items_capacity(estimated_blocks)
@@ -165,6 +167,11 @@ impl<V: CachedBlock> BlockCache<V> {
         }
         self.inserts.fetch_add(1, Ordering::Relaxed);
         self.cache.insert((table_id, offset), block);
+    }
+
+    /// Drops the block at `offset` of table `table_id`, if cached.
+    pub(crate) fn remove(&self, table_id: u64, offset: u64) {
+        self.cache.remove(&(table_id, offset));
     }
 
     /// Drops every block (benchmarks measure cold reads this way).

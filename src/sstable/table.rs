@@ -130,6 +130,13 @@ pub(crate) struct TableInner {
 impl Drop for TableInner {
     fn drop(&mut self) {
         self.env.table_cache.forget(self.id);
+        // No reader of this table is left to hit its index partitions: the index cache, sized
+        // as a share of the machine, would otherwise keep them until evicted.
+        if let (TableIndex::TwoLevel(top), Some(cache)) = (&self.index, &self.env.index_cache) {
+            for p in 0..top.len() {
+                cache.remove(self.id, top.partition(p).offset);
+            }
+        }
         if self.obsolete.load(Ordering::Acquire) && self.env.store_open.load(Ordering::Acquire) {
             // A file left behind is found and removed at the next open.
             let _ = self.env.fs.remove(&self.path);

@@ -312,6 +312,21 @@ mod tests {
         assert_eq!(owners, want);
     }
 
+    /// The worked example of `docs/format.md`, "Two-level index (version 4)", byte by byte.
+    #[test]
+    fn the_documented_example_has_the_documented_bytes() {
+        let bytes = top(&[(b"key0007", 0, 57, 8, 32000), (b"l", 0, 30, 3, 12100)]);
+        let documented = [
+            0x02, 0x00, 0x07, 0x00, 0x39, 0x08, 0x80, 0xfa, 0x01, b'k', b'e', b'y', b'0', b'0',
+            b'0', b'7', 0x00, 0x01, 0x00, 0x1e, 0x03, 0xc4, 0x5e, b'l',
+        ];
+        assert_eq!(bytes, documented);
+        let t = TopIndex::decode(&bytes, 9000).unwrap();
+        assert_eq!(t.partition(1).offset, 9062);
+        assert_eq!(t.partitions_end(), 9097);
+        assert_eq!((t.data_start(1), t.data_end()), (32000, 44100));
+    }
+
     #[test]
     fn rejects_damage() {
         let good = top(&[(b"a", 0, 100, 3, 3000), (b"b", 0, 50, 2, 2000)]);
