@@ -167,7 +167,7 @@ pub struct Options {
     /// Default `None`: the store makes a cache of its own of `block_cache_size` bytes.
     pub block_cache: Option<Arc<BlockCache>>,
     /// Table files kept open at once; more are opened on demand and the least used closed.
-    /// Filters and indexes stay in memory regardless. Default 512, within the usual limit of
+    /// Filters and indexes (their top levels) stay in memory regardless. Default 512, within the usual limit of
     /// 1,024 open files per process with room for logs and the caller's own files. Under a
     /// lower limit (`RLIMIT_NOFILE`; macOS starts processes at 256) the store keeps fewer: what
     /// the limit leaves after 12 descriptors and an eighth of the limit for its other files and

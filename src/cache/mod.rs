@@ -1,12 +1,15 @@
-//! The two caches of the read path, both bounded and both shared by every table of a store:
+//! The caches of the read path, all bounded and all shared by every table of a store:
 //!
 //! - [`BlockCache`]: data blocks already read, checksum-verified, decompressed and parsed,
 //!   bounded in bytes. A hit costs a hash-table probe: no read, no copy, no crc.
+//! - The index cache: the same cache over index partitions of two-level indexes, bounded by
+//!   `Options::index_cache_size`, apart from data blocks so that scans never push them out.
 //! - [`TableCache`]: open table files, bounded in number (`Options::max_open_files`). Filters
-//!   and indexes of live tables stay in memory whatever this cache holds; only the file
-//!   descriptor (or memory map) of a table is opened on demand and closed when least used.
+//!   and indexes (their top levels) of live tables stay in memory whatever this cache holds;
+//!   only the file descriptor (or memory map) of a table is opened on demand and closed when
+//!   least used.
 //!
-//! Both are built on `quick_cache`, a sharded cache whose eviction (a Clock-PRO / S3-FIFO
+//! All are built on `quick_cache`, a sharded cache whose eviction (a Clock-PRO / S3-FIFO
 //! variant) keeps entries that were hit more than once ahead of entries seen once, so a long
 //! scan cannot flush the hot blocks. `docs/design.md`, "Caches", explains the choices.
 

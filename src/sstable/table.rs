@@ -330,7 +330,7 @@ impl Table {
             None => FilterResidency::NoFilter,
             Some(_) => FilterResidency::Whole,
         };
-        Ok(Table {
+        let table = Table {
             inner: Arc::new(TableInner {
                 id,
                 path: path.to_path_buf(),
@@ -344,7 +344,9 @@ impl Table {
             }),
             filter: filter.map(Arc::new),
             residency,
-        })
+        };
+        table.inner.warm_index_cache()?;
+        Ok(table)
     }
 
     /// The newest entry (value or tombstone) for `key` in this table. `hash` must be

@@ -189,6 +189,29 @@ impl TableInner {
         Ok(Some((index, at)))
     }
 
+    /// Reads every index partition into the index cache, when the cache has room for all of
+    /// them beside what it holds. A store opens every table so, those it writes included: as
+    /// long as its indexes fit the cache, lookups find each partition in memory, as they
+    /// would a whole index, and no lookup pays a partition's first read; once they outgrow
+    /// it, partitions are read when lookups need them and the cache keeps those they touch.
+    pub(crate) fn warm_index_cache(&self) -> Result<()> {
+        let (TableIndex::TwoLevel(top), Some(cache)) =
+            (&self.index, self.env.index_cache.as_deref())
+        else {
+            return Ok(());
+        };
+        let held = cache.stats();
+        // Partitions are stored raw or compressed; in memory they take at least as much.
+        let needed: u64 = (0..top.len()).map(|p| top.partition(p).size).sum();
+        if held.bytes.saturating_add(needed) > held.capacity {
+            return Ok(());
+        }
+        for p in 0..top.len() {
+            self.index_partition(top, p, BlockReads::Cached, None)?;
+        }
+        Ok(())
+    }
+
     /// Number of data blocks index block `p` covers (of [`TableIndex::partitions`]).
     pub(crate) fn index_partition_blocks(&self, p: usize) -> usize {
         match &self.index {
