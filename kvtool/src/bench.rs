@@ -134,6 +134,11 @@ pub struct BenchArgs {
     /// process may use, which `--memory-limit` sets).
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
     pub filter_memory_limit: Option<u64>,
+    /// With `--stores`: bloomkv's `Options::index_cache_size`, the memory its index partitions
+    /// may take (`4MiB`, ...; default: the store's, an eighth of the memory the process may
+    /// use).
+    #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
+    pub index_cache_size: Option<u64>,
     /// bloomkv's table size (default: the store's), e.g. `64KiB`; with `--stores` too.
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
     pub table_size: Option<u64>,

@@ -172,6 +172,7 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
             ("--memtable-size", args.memtable_size),
             ("--level1-size", args.level1_size),
             ("--filter-memory-limit", args.filter_memory_limit),
+            ("--index-cache-size", args.index_cache_size),
         ] {
             if let Some(bytes) = size {
                 v.extend([flag.into(), bytes.to_string()]);
@@ -252,6 +253,9 @@ pub fn bloomkv_options(args: &BenchArgs) -> Result<Options, Failure> {
     }
     if let Some(bytes) = args.filter_memory_limit {
         options = options.filter_memory_limit(bytes);
+    }
+    if let Some(bytes) = args.index_cache_size {
+        options = options.index_cache_size(bytes);
     }
     if let Some(setting) = &args.filter {
         match crate::bench::parse_settings(setting)?.as_slice() {
