@@ -130,6 +130,14 @@ fn every_key_and_version_is_found_across_partition_boundaries() {
     }
     assert_eq!(table.block_for(b"zzz", u64::MAX).unwrap(), None);
 
+    // A seek at an older snapshot of the key whose versions run across partitions starts at
+    // that version.
+    for seq in 1..=60 {
+        let mut it = table.iter();
+        it.seek_entry(&hot, seq);
+        let first = it.next().unwrap().unwrap();
+        assert_eq!((first.key.as_slice(), first.seq), (hot.as_slice(), seq));
+    }
     // A scan reads every entry in order, and a seek to each key starts there.
     let scanned: Vec<Entry> = table.iter().map(|e| e.unwrap()).collect();
     assert!(scanned == entries);
@@ -140,6 +148,76 @@ fn every_key_and_version_is_found_across_partition_boundaries() {
         assert_eq!(first, entries[want], "seek to entry {i}");
     }
     assert!(table.iter_from(b"zzz").next().is_none());
+}
+
+/// Tables of 1 to 40 data blocks with partitions of about three blocks: one index block while
+/// the writer closes at most one partition, with the last block; partitions after that. Every
+/// key is found and every table passes a full check.
+#[test]
+fn every_table_size_around_the_first_partitions_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = TableOptions {
+        block_size: 64,
+        index_partition_size: 24,
+        ..TableOptions::default()
+    };
+    let mut versions = Vec::new();
+    for n in 1..=40 {
+        // Entries of about 70 bytes: one per data block.
+        let entries: Vec<Entry> = (0..n)
+            .map(|i| Entry::value(key(i), 1, vec![b'v'; 56]))
+            .collect();
+        let path = dir.path().join(format!("t{n}.sst"));
+        build(&path, options, &entries);
+        let table = open(&path);
+        assert_eq!(table.data_blocks(), n, "{n} entries");
+        for e in &entries {
+            let got = table.get(&e.key, &KeyHash::of(&e.key)).unwrap();
+            assert_eq!(got.as_ref(), Some(e), "{n} blocks");
+        }
+        let scanned: Vec<Entry> = table.iter().map(|e| e.unwrap()).collect();
+        assert!(scanned == entries, "{n} blocks");
+        verify_table(os_fs(), &path).unwrap();
+        versions.push(version_of(&path));
+    }
+    // Small tables keep one index block, larger ones are partitioned, and once partitioned
+    // a table stays so as it grows.
+    assert_eq!(versions[0], 3);
+    let first_partitioned = versions.iter().position(|&v| v == 4).unwrap();
+    assert!(first_partitioned > 1);
+    assert!(versions[first_partitioned..].iter().all(|&v| v == 4));
+}
+
+/// With the default partitions of 4 KiB, a table of 200,000 random keys keeps a top level of
+/// under a twentieth of its whole index in memory (a fiftieth when measured).
+#[test]
+fn the_top_level_is_a_small_part_of_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SmallRng::seed_from_u64(9);
+    let mut keys: Vec<Vec<u8>> = (0..200_000)
+        .map(|_| rng.gen::<u128>().to_be_bytes().to_vec())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let entries: Vec<Entry> = keys
+        .into_iter()
+        .map(|k| Entry::value(k, 1, vec![7u8; 100]))
+        .collect();
+    let (parted, whole) = (dir.path().join("p.sst"), dir.path().join("w.sst"));
+    build(&parted, TableOptions::default(), &entries);
+    let one_block = TableOptions {
+        index_partition_size: 0,
+        ..TableOptions::default()
+    };
+    build(&whole, one_block, &entries);
+    assert_eq!(version_of(&parted), 4);
+    let (parted, whole) = (open(&parted), open(&whole));
+    assert!(
+        parted.index_memory_bytes() * 20 < whole.index_memory_bytes(),
+        "top level {} bytes, whole index {}",
+        parted.index_memory_bytes(),
+        whole.index_memory_bytes()
+    );
 }
 
 #[test]
@@ -344,7 +422,7 @@ fn assert_matches(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, keys: usize) {
 #[test]
 fn a_store_with_an_index_cache_of_one_partition_matches_a_model() {
     let dir = tempfile::tempdir().unwrap();
-    // Room for about one partition: every lookup that needs another reads it.
+    // Room for a few partitions of the many: most lookups read the one they need.
     let options = store_options().index_cache_size(800);
     let db = Db::open(dir.path(), options).unwrap();
     let mut model = BTreeMap::new();
@@ -471,4 +549,73 @@ fn the_index_cache_holds_the_partitions_of_live_tables_only() {
     // A store opened again reads them at open, as it read whole indexes.
     let db = Db::open(dir.path(), options()).unwrap();
     assert_eq!(db.stats().index_cache.blocks, live_partitions(dir.path()));
+}
+
+/// Damages one index partition of a store's table: (the table's path, the partition's
+/// offset, the keys of the store).
+fn store_with_a_damaged_partition(dir: &Path) -> (PathBuf, u64, BTreeMap<Vec<u8>, Vec<u8>>) {
+    let db = Db::open(dir, store_options()).unwrap();
+    let mut rng = SmallRng::seed_from_u64(5);
+    let mut model = BTreeMap::new();
+    for i in 0..3000 {
+        let v = random_value(&mut rng, "v");
+        db.put(key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    db.compact().unwrap();
+    db.wait_for_background_work().unwrap();
+    db.close().unwrap();
+    let table = (sst_files(dir).into_iter())
+        .find(|p| version_of(p) == 4)
+        .expect("a partitioned table");
+    let parts = partitions(&std::fs::read(&table).unwrap());
+    let (offset, size) = parts[1];
+    corrupt_byte(&table, offset + size / 2);
+    (table, offset, model)
+}
+
+#[test]
+fn a_store_with_a_damaged_partition_opens_and_reports_it_where_a_get_needs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, offset, model) = store_with_a_damaged_partition(dir.path());
+    let db = Db::open(dir.path(), store_options()).unwrap();
+    let (mut found, mut damaged) = (0, 0);
+    for (k, v) in &model {
+        match db.get(k) {
+            Ok(got) => {
+                assert_eq!(got.as_ref(), Some(v));
+                found += 1;
+            }
+            Err(Error::Corruption {
+                file, offset: at, ..
+            }) => {
+                assert_eq!((file, at), (table.clone(), Some(offset)));
+                damaged += 1;
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert!(found > 0 && damaged > 0, "{found} found, {damaged} damaged");
+}
+
+#[test]
+fn repair_keeps_the_blocks_of_every_intact_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, _, model) = store_with_a_damaged_partition(dir.path());
+    let name = table.file_name().unwrap().to_str().unwrap().to_string();
+    let report = bloomkv::repair(dir.path(), store_options()).unwrap();
+    let salvaged: Vec<_> = report.salvaged.iter().filter(|s| s.file == name).collect();
+    assert_eq!(salvaged.len(), 1, "{report:?}");
+    let s = salvaged[0];
+    assert!(s.blocks_kept > 0 && s.blocks_dropped > 0, "{s:?}");
+    assert!(s.entries_lost > 0 && s.entries_kept > 0, "{s:?}");
+    let db = Db::open(dir.path(), store_options()).unwrap();
+    let mut readable = 0u64;
+    for (k, v) in &model {
+        if let Some(got) = db.get(k).unwrap() {
+            assert_eq!(&got, v);
+            readable += 1;
+        }
+    }
+    assert_eq!(readable, model.len() as u64 - s.entries_lost);
 }

@@ -99,20 +99,28 @@ impl<V: CachedBlock> std::fmt::Debug for BlockCache<V> {
 impl BlockCache {
     /// A cache holding at most `capacity_bytes` of data blocks.
     pub fn new(capacity_bytes: u64) -> BlockCache {
-        BlockCache::with_capacity(capacity_bytes)
+        // 4 KiB blocks are the default.
+        BlockCache::with_capacity(capacity_bytes, capacity_bytes / 4096)
+    }
+}
+
+impl BlockCache<BlockIndex> {
+    /// A cache holding at most `capacity_bytes` of index partitions. The estimate of how many
+    /// it will hold, which sizes the eviction's memory of blocks it let go, stays small: the
+    /// cache is a share of the machine's memory and holds a few thousand partitions of 4 KiB
+    /// at 100M keys.
+    pub(crate) fn for_index(capacity_bytes: u64) -> IndexCache {
+        BlockCache::with_capacity(capacity_bytes, (capacity_bytes / 4096).min(1 << 14))
     }
 }
 
 impl<V: CachedBlock> BlockCache<V> {
-    /// A cache holding at most `capacity_bytes` of blocks. Shards: enough that readers on
-    /// different cores rarely meet on one lock (quick_cache halves them while a shard would hold
-    /// fewer than 32 blocks).
-    pub(crate) fn with_capacity(capacity_bytes: u64) -> BlockCache<V> {
+    /// A cache holding at most `capacity_bytes` of blocks, about `estimated_blocks` of them.
+    /// Shards: enough that readers on different cores rarely meet on one lock (quick_cache
+    /// halves them while a shard would hold fewer than 32 blocks).
+    fn with_capacity(capacity_bytes: u64, estimated_blocks: u64) -> BlockCache<V> {
         let evictions = Arc::new(AtomicU64::new(0));
-        // 4 KiB blocks are the default; the estimate only sizes the hash tables up front, which
-        // grow past it, so it stays small: a large cache that fills slowly (the index cache is
-        // an eighth of the machine by default) must not take its tables' memory at open.
-        let estimated_blocks = (capacity_bytes / 4096).clamp(16, 1 << 14) as usize;
+        let estimated_blocks = estimated_blocks.clamp(16, 1 << 24) as usize;
         let shards = (std::thread::available_parallelism().map_or(4, |n| n.get()) * 4).max(4);
         let options = OptionsBuilder::new()
             .estimated_items_capacity(estimated_blocks)

@@ -337,7 +337,7 @@ pub(super) fn table_env(fs: &SharedFs, options: &Options) -> TableEnv {
     }));
     let index_cache = (options.index_cache_size)
         .filter(|&bytes| bytes > 0)
-        .map(|bytes| Arc::new(IndexCache::with_capacity(bytes)));
+        .map(|bytes| Arc::new(IndexCache::for_index(bytes)));
     TableEnv {
         fs,
         counters: Arc::new(ReadCounters::default()),

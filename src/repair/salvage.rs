@@ -125,15 +125,20 @@ fn salvage_one(
             block_size: options.block_size,
             filter_policy: policy_like(table.inner.properties.filter),
             compression: options.compression,
+            index_partition_size: options.index_partition_size,
             ..TableOptions::default()
         };
         let mut builder = TableBuilder::new(Arc::clone(fs), &path, builder_options, meta.entries)?;
         let mut last: Option<(Vec<u8>, u64)> = None;
         for p in 0..table.inner.index.partitions() {
             // A damaged index partition loses the blocks it indexes; the others are kept.
-            let Ok(separators) = table.inner.index_partition_entries(p) else {
-                outcome.blocks_dropped += table.inner.index_partition_blocks(p) as u64;
-                continue;
+            let separators = match table.inner.index_partition_entries(p) {
+                Ok(separators) => separators,
+                Err(e) if e.is_corruption() => {
+                    outcome.blocks_dropped += table.inner.index_partition_blocks(p) as u64;
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
             for separator in separators {
                 match intact_entries(&table, separator.handle, last.as_ref()) {

@@ -345,7 +345,7 @@ impl Table {
             filter: filter.map(Arc::new),
             residency,
         };
-        table.inner.warm_index_cache()?;
+        table.inner.warm_index_cache();
         Ok(table)
     }
 
@@ -578,7 +578,8 @@ impl Table {
         snapshot: SeqNo,
         tally: &mut ReadCountersSnapshot,
     ) -> Result<Vec<Option<Entry>>> {
-        let handle = self.inner.handle(block, tally)?;
+        // The partition that names the block was counted when the block was found.
+        let handle = self.inner.handle(block)?;
         let data = self.read_block(handle, tally)?;
         keys.iter()
             .map(|key| {
@@ -716,8 +717,8 @@ impl Table {
 
 impl TableInner {
     /// Data block `i`'s handle; `InvalidArgument` when the table has no such block.
-    fn handle(&self, i: usize, tally: &mut ReadCountersSnapshot) -> Result<BlockHandle> {
-        self.block_handle(i, Some(tally))?
+    fn handle(&self, i: usize) -> Result<BlockHandle> {
+        self.block_handle(i, None)?
             .ok_or_else(|| Error::InvalidArgument(format!("no data block {i}")))
     }
 

@@ -189,27 +189,32 @@ impl TableInner {
         Ok(Some((index, at)))
     }
 
-    /// Reads every index partition into the index cache, when the cache has room for all of
-    /// them beside what it holds. A store opens every table so, those it writes included: as
-    /// long as its indexes fit the cache, lookups find each partition in memory, as they
-    /// would a whole index, and no lookup pays a partition's first read; once they outgrow
-    /// it, partitions are read when lookups need them and the cache keeps those they touch.
-    pub(crate) fn warm_index_cache(&self) -> Result<()> {
+    /// Reads the index partitions into the index cache, while the cache has room for them
+    /// beside what it holds. A store opens every table so, those it writes included: as long
+    /// as its indexes fit the cache, lookups find each partition in memory, as they would a
+    /// whole index, and no lookup pays a partition's first read; once they outgrow it,
+    /// partitions are read when lookups need them and the cache keeps those they touch. A
+    /// partition that cannot be read is left for the lookup that needs it to report, as a
+    /// damaged data block is: the rest of the table, and of the store, stays readable.
+    pub(crate) fn warm_index_cache(&self) {
         let (TableIndex::TwoLevel(top), Some(cache)) =
             (&self.index, self.env.index_cache.as_deref())
         else {
-            return Ok(());
+            return;
         };
-        let held = cache.stats();
-        // Partitions are stored raw or compressed; in memory they take at least as much.
-        let needed: u64 = (0..top.len()).map(|p| top.partition(p).size).sum();
-        if held.bytes.saturating_add(needed) > held.capacity {
-            return Ok(());
-        }
         for p in 0..top.len() {
-            self.index_partition(top, p, BlockReads::Cached, None)?;
+            // A partition takes at least its stored size in memory (more when compressed).
+            let held = cache.stats();
+            if held.bytes.saturating_add(top.partition(p).size) > held.capacity {
+                return;
+            }
+            if self
+                .index_partition(top, p, BlockReads::Cached, None)
+                .is_err()
+            {
+                return;
+            }
         }
-        Ok(())
     }
 
     /// Number of data blocks index block `p` covers (of [`TableIndex::partitions`]).

@@ -103,7 +103,8 @@ impl TopIndex {
             let blocks = d.varint_len("data blocks", usize::MAX)?;
             let data_bytes = d.varint("data bytes")?;
             let delta = d.bytes(unshared, "separator key")?;
-            if size < 4 || blocks == 0 || data_bytes < blocks as u64 * TRAILER_LEN as u64 {
+            let least_bytes = (blocks as u64).checked_mul(TRAILER_LEN as u64);
+            if size < 4 || blocks == 0 || least_bytes.is_none_or(|least| data_bytes < least) {
                 return Err(Malformed::new(
                     at,
                     format!(
@@ -208,7 +209,8 @@ impl TopIndex {
     }
 
     /// Checks that `index`, read as partition `p`, is the one this level describes: as many
-    /// blocks, tiling the same bytes, ending at the same separator.
+    /// blocks, tiling the same bytes, ending at the same separator, and starting after the
+    /// partition before it ends (so partitions never overlap in keys).
     pub fn check_partition(&self, p: usize, index: &BlockIndex) -> Result<(), String> {
         let (_, blocks) = self.blocks_of(p);
         if index.len() != blocks || index.data_end() != self.data_starts[p + 1] {
@@ -223,6 +225,14 @@ impl TopIndex {
         let (key, seq) = self.separator(p);
         if last.is_none_or(|e| e.key != key || e.seq != seq) {
             return Err("its last separator is not the top level's".to_string());
+        }
+        if let (Some(before), Some(first)) = (p.checked_sub(1), index.entries_from(0).next()) {
+            let (key, seq) = self.separator(before);
+            if entry_order(&first.key, first.seq, key, seq) != Ordering::Greater {
+                return Err(format!(
+                    "its first separator does not sort after partition {before}'s last"
+                ));
+            }
         }
         Ok(())
     }
@@ -343,6 +353,18 @@ mod tests {
         for cut in 0..good.len() {
             assert!(TopIndex::decode(&good[..cut], 0).is_err(), "cut at {cut}");
         }
+        // Any byte changed decodes to an error or to another well-formed level, never a panic.
+        for at in 0..good.len() {
+            for bit in 0..8 {
+                let mut bad = good.clone();
+                bad[at] ^= 1 << bit;
+                let _ = TopIndex::decode(&bad, 0);
+            }
+        }
+        let mut huge = TopIndexBuilder::default();
+        huge.add(b"a", 0, 100, usize::MAX as u64 / 2, 3000);
+        huge.add(b"b", 0, 100, 1, 3000);
+        assert!(TopIndex::decode(&huge.finish(), 0).is_err());
         assert!(TopIndex::decode(&good, u64::MAX - 10).is_err());
     }
 }
