@@ -354,7 +354,7 @@ impl TableBuilder {
         }
         let start = self.offset;
         let mut partitions = std::mem::take(&mut self.closed_partitions);
-        if partitions.len() <= 1 {
+        if partitions.len() < 2 {
             let index = match partitions.pop() {
                 Some(only) => only.contents,
                 None => std::mem::take(&mut self.index_block).finish(),
@@ -367,7 +367,6 @@ impl TableBuilder {
             let handle = self.write_block(&p.contents, BlockKind::Index)?;
             top.add(&p.separator, p.seq, handle.size, p.blocks, p.data_bytes);
         }
-        partitions.clear();
         let handle = self.write_block(&top.finish(), BlockKind::TopIndex)?;
         Ok((handle, TWO_LEVEL_INDEX_VERSION, self.offset - start))
     }
