@@ -9,20 +9,22 @@
 //! and data block layout, LZ4 with its 4-byte length prefix), so these tests check the bytes
 //! on disk and not only that the library agrees with itself.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bloomkv::entry::{Entry, ValueKind};
 use bloomkv::filter::KeyHash;
-use bloomkv::fs::{OsFileSystem, SharedFs};
 use bloomkv::metrics::ReadCounters;
 use bloomkv::sstable::{
-    verify_table, Compression, Table, TableBuilder, TableOptions, FOOTER_LEN, FORMAT_VERSION,
-    MAGIC, TRAILER_LEN,
+    verify_table, Compression, Table, TableOptions, FOOTER_LEN, FORMAT_VERSION, MAGIC, TRAILER_LEN,
 };
 use bloomkv::{Db, Error, Options, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+
+use common::{build_table, open_table, os_fs};
 
 // ---------------------------------------------------------------------------------------
 // An independent reader of the format.
@@ -301,10 +303,6 @@ fn fix_crc(file: &mut [u8], h: Handle) {
 // ---------------------------------------------------------------------------------------
 // Helpers.
 
-fn os_fs() -> SharedFs {
-    Arc::new(OsFileSystem)
-}
-
 fn repeat_to(s: &str, n: usize) -> Vec<u8> {
     s.repeat(n / s.len() + 1).into_bytes()[..n].to_vec()
 }
@@ -314,24 +312,12 @@ fn build(path: &Path, compression: Compression, entries: &[Entry]) {
         compression,
         ..TableOptions::default()
     };
-    build_with(path, options, entries);
-}
-
-fn build_with(path: &Path, options: TableOptions, entries: &[Entry]) {
-    let mut b = TableBuilder::new(os_fs(), path, options, entries.len() as u64).unwrap();
-    for e in entries {
-        b.add(e).unwrap();
-    }
-    b.finish().unwrap();
-}
-
-fn open(path: &Path) -> Table {
-    Table::open(os_fs(), path, Arc::new(ReadCounters::new())).unwrap()
+    build_table(path, options, entries);
 }
 
 /// Checks the table answers every entry: a full scan and a lookup of each key's newest entry.
 fn assert_reads_back(path: &Path, entries: &[Entry]) {
-    let table = open(path);
+    let table = open_table(path);
     let all: Vec<Entry> = table.iter().collect::<Result<_>>().unwrap();
     assert!(all == entries, "{}: scan differs", path.display());
     for (i, e) in entries.iter().enumerate() {
@@ -383,7 +369,7 @@ fn lz4_tables_are_smaller_read_back_and_mark_their_blocks() {
         // An index of one block: version 3.
         assert_eq!(props.format_version, 3);
         assert_eq!(props.entries, entries.len() as u64);
-        assert_eq!(open(path).properties().format_version, 3);
+        assert_eq!(open_table(path).properties().format_version, 3);
         // The raw bytes decode, with our own decoder, to exactly the entries written.
         let file = std::fs::read(path).unwrap();
         assert!(raw_entries(&file) == entries);
@@ -508,7 +494,7 @@ fn check_damaged_block(name: &str, target: usize, damage: impl Fn(&mut [u8], Han
     std::fs::write(&path, &file).unwrap();
 
     // The index, filter and properties are intact: the table opens.
-    let table = open(&path);
+    let table = open_table(&path);
     let mut reason = String::new();
     for e in &in_target {
         match table.get(&e.key, &KeyHash::of(&e.key)) {
@@ -642,7 +628,7 @@ fn version_1_table_reads_every_entry() {
         "fixture differs from its generator"
     );
     assert_reads_back(&path, &entries);
-    let table = open(&path);
+    let table = open_table(&path);
     assert_eq!(table.properties().format_version, 1);
     assert_eq!(table.properties().entries, 1_852);
     // Older versions through a snapshot.
@@ -890,7 +876,7 @@ fn version_2_table_reads_every_entry() {
     );
 
     assert_reads_back(&path, &entries);
-    let table = open(&path);
+    let table = open_table(&path);
     assert_eq!(table.properties().format_version, 2);
     assert_eq!(table.properties().entries, 681);
     assert_eq!(table.data_blocks(), 50);
@@ -914,7 +900,7 @@ fn version_1_and_2_tables_rewritten_as_version_3_answer_alike() {
         (v1_dir().join("table.sst"), 1),
         (v2_dir().join("table.sst"), 2),
     ] {
-        let old = open(&old_path);
+        let old = open_table(&old_path);
         assert_eq!(old.properties().format_version, old_version);
         let entries: Vec<Entry> = old.iter().collect::<Result<_>>().unwrap();
         let new_path = dir.path().join(format!("from-v{old_version}.sst"));
@@ -922,8 +908,8 @@ fn version_1_and_2_tables_rewritten_as_version_3_answer_alike() {
             block_size: 512,
             ..TableOptions::default()
         };
-        build_with(&new_path, options, &entries);
-        let new = open(&new_path);
+        build_table(&new_path, options, &entries);
+        let new = open_table(&new_path);
         assert_eq!(new.properties().format_version, 3);
         assert_eq!(footer(&std::fs::read(&new_path).unwrap()).version, 3);
         assert_reads_back(&new_path, &entries);
@@ -976,7 +962,7 @@ fn version_3_index_holds_short_separators_and_sequence_numbers_only_for_split_ve
         compression: Compression::None,
         ..TableOptions::default()
     };
-    build_with(&path, options, &entries);
+    build_table(&path, options, &entries);
     let file = std::fs::read(&path).unwrap();
     let l = layout(&file);
     assert_eq!((l.version, l.index), (3, 0x04));
@@ -1036,7 +1022,7 @@ fn version_3_index_holds_short_separators_and_sequence_numbers_only_for_split_ve
     assert_eq!(index.last().unwrap().key, b"\xff\xff\xff");
 
     assert_reads_back(&path, &entries);
-    let table = open(&path);
+    let table = open_table(&path);
     assert_every_version_reads(&table, &entries);
     for key in v2_absent_keys() {
         assert_eq!(
@@ -1059,7 +1045,7 @@ fn version_3_index_keeps_the_real_largest_key_in_the_properties() {
     let last = index(&file).pop().unwrap();
     // `key000299`'s shortest successor is `l`.
     assert_eq!((last.key.as_slice(), last.seq), (&b"l"[..], 0));
-    let table = open(&path);
+    let table = open_table(&path);
     assert_eq!(table.properties().largest_key, b"key000299");
     // Keys after the largest and up to the last separator map to the last block, and are
     // not found there; keys past it map to no block.
@@ -1121,7 +1107,7 @@ fn check_damaged_index(name: &str, expected: &str, damage: impl Fn(&mut Vec<u8>,
         compression: Compression::None,
         ..TableOptions::default()
     };
-    build_with(&path, options, &text_entries(200));
+    build_table(&path, options, &text_entries(200));
     let mut file = std::fs::read(&path).unwrap();
     let f = footer(&file);
     assert_eq!(f.version, 3);

@@ -10,24 +10,21 @@
 
 mod common;
 
+use common::{build_table, open_table, os_fs};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bloomkv::entry::Entry;
 use bloomkv::filter::KeyHash;
-use bloomkv::fs::{OsFileSystem, SharedFs};
 use bloomkv::metrics::ReadCounters;
 use bloomkv::sstable::{
-    verify_table, Table, TableBuilder, TableOptions, FOOTER_LEN, FORMAT_VERSION, TRAILER_LEN,
+    verify_table, Table, TableOptions, FOOTER_LEN, FORMAT_VERSION, TRAILER_LEN,
 };
 use bloomkv::{Db, Error, Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-
-fn os_fs() -> SharedFs {
-    Arc::new(OsFileSystem)
-}
 
 fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
@@ -74,31 +71,19 @@ fn entries() -> Vec<Entry> {
     out
 }
 
-fn build(path: &Path, options: TableOptions, entries: &[Entry]) {
-    let mut b = TableBuilder::new(os_fs(), path, options, entries.len() as u64).unwrap();
-    for e in entries {
-        b.add(e).unwrap();
-    }
-    b.finish().unwrap();
-}
-
-fn open(path: &Path) -> Table {
-    Table::open(os_fs(), path, Arc::new(ReadCounters::new())).unwrap()
-}
-
 #[test]
 fn every_key_and_version_is_found_across_partition_boundaries() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.sst");
     let entries = entries();
-    build(&path, small_partitions(), &entries);
+    build_table(&path, small_partitions(), &entries);
     assert_eq!(version_of(&path), FORMAT_VERSION);
     assert_eq!(FORMAT_VERSION, 4);
     let props = verify_table(os_fs(), &path).unwrap();
     assert_eq!(props.format_version, 4);
     assert_eq!(props.entries, entries.len() as u64);
 
-    let table = open(&path);
+    let table = open_table(&path);
     assert!(table.data_blocks() > 40, "{} blocks", table.data_blocks());
     // The resident top level is far smaller than the whole index.
     let whole = dir.path().join("whole.sst");
@@ -106,9 +91,9 @@ fn every_key_and_version_is_found_across_partition_boundaries() {
         index_partition_size: 0,
         ..small_partitions()
     };
-    build(&whole, one_block, &entries);
+    build_table(&whole, one_block, &entries);
     assert_eq!(version_of(&whole), 3);
-    assert_eq!(open(&whole).data_blocks(), table.data_blocks());
+    assert_eq!(open_table(&whole).data_blocks(), table.data_blocks());
 
     // Every key, at every version: each partition's first and last blocks, and each key that
     // is a partition's last separator (short keys make most separators whole keys).
@@ -168,8 +153,8 @@ fn every_table_size_around_the_first_partitions_reads_back() {
             .map(|i| Entry::value(key(i), 1, vec![b'v'; 56]))
             .collect();
         let path = dir.path().join(format!("t{n}.sst"));
-        build(&path, options, &entries);
-        let table = open(&path);
+        build_table(&path, options, &entries);
+        let table = open_table(&path);
         assert_eq!(table.data_blocks(), n, "{n} entries");
         for e in &entries {
             let got = table.get(&e.key, &KeyHash::of(&e.key)).unwrap();
@@ -204,14 +189,14 @@ fn the_top_level_is_a_small_part_of_the_index() {
         .map(|k| Entry::value(k, 1, vec![7u8; 100]))
         .collect();
     let (parted, whole) = (dir.path().join("p.sst"), dir.path().join("w.sst"));
-    build(&parted, TableOptions::default(), &entries);
+    build_table(&parted, TableOptions::default(), &entries);
     let one_block = TableOptions {
         index_partition_size: 0,
         ..TableOptions::default()
     };
-    build(&whole, one_block, &entries);
+    build_table(&whole, one_block, &entries);
     assert_eq!(version_of(&parted), 4);
-    let (parted, whole) = (open(&parted), open(&whole));
+    let (parted, whole) = (open_table(&parted), open_table(&whole));
     assert!(
         parted.index_memory_bytes() * 20 < whole.index_memory_bytes(),
         "top level {} bytes, whole index {}",
@@ -226,9 +211,9 @@ fn a_small_table_keeps_one_index_block() {
     for n in [0usize, 1, 2] {
         let path = dir.path().join(format!("t{n}.sst"));
         let entries: Vec<Entry> = (0..n).map(|i| Entry::value(key(i), 1, "v")).collect();
-        build(&path, small_partitions(), &entries);
+        build_table(&path, small_partitions(), &entries);
         assert_eq!(version_of(&path), 3, "{n} keys");
-        let table = open(&path);
+        let table = open_table(&path);
         for e in &entries {
             assert!(table.get(&e.key, &KeyHash::of(&e.key)).unwrap().is_some());
         }
@@ -284,7 +269,7 @@ fn partitions(file: &[u8]) -> Vec<(u64, u64)> {
 fn partitions_tile_the_file_and_are_index_blocks() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.sst");
-    build(&path, small_partitions(), &entries());
+    build_table(&path, small_partitions(), &entries());
     let file = std::fs::read(&path).unwrap();
     let parts = partitions(&file);
     assert!(parts.len() >= 5, "{} partitions", parts.len());
@@ -305,13 +290,13 @@ fn a_damaged_partition_is_corruption_naming_file_and_offset() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.sst");
     let entries = entries();
-    build(&path, small_partitions(), &entries);
+    build_table(&path, small_partitions(), &entries);
     let parts = partitions(&std::fs::read(&path).unwrap());
     let (offset, size) = parts[2];
     corrupt_byte(&path, offset + size / 2);
 
     // The open reads the top level only; the damage shows when a lookup needs the partition.
-    let table = open(&path);
+    let table = open_table(&path);
     let mut errors = 0;
     for e in &entries {
         match table.get_at(&e.key, e.seq, &KeyHash::of(&e.key)) {
@@ -340,7 +325,7 @@ fn a_damaged_partition_is_corruption_naming_file_and_offset() {
 fn a_damaged_top_level_fails_the_open_naming_file_and_offset() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.sst");
-    build(&path, small_partitions(), &entries());
+    build_table(&path, small_partitions(), &entries());
     let (top_offset, top_size, _, _) = footer(&std::fs::read(&path).unwrap());
     for at in [top_offset, top_offset + top_size / 2, top_offset + top_size] {
         let copy = dir.path().join(format!("bad-{at}.sst"));
@@ -364,7 +349,7 @@ fn a_damaged_top_level_fails_the_open_naming_file_and_offset() {
 fn a_partition_from_elsewhere_is_caught_by_the_top_level() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.sst");
-    build(&path, small_partitions(), &entries());
+    build_table(&path, small_partitions(), &entries());
     let mut file = std::fs::read(&path).unwrap();
     let parts = partitions(&file);
     let same_size = (1..parts.len()).find(|&i| parts[i].1 == parts[0].1);
@@ -375,7 +360,7 @@ fn a_partition_from_elsewhere_is_caught_by_the_top_level() {
     file.copy_within(b..b + len, a);
     file[b..b + len].copy_from_slice(&first);
     std::fs::write(&path, &file).unwrap();
-    let table = open(&path);
+    let table = open_table(&path);
     let e = table.get(&key(0), &KeyHash::of(&key(0))).unwrap_err();
     assert!(
         matches!(e, Error::Corruption { offset: Some(o), .. } if o == parts[0].0),
@@ -406,6 +391,22 @@ fn random_value(rng: &mut SmallRng, tag: &str) -> Vec<u8> {
     let mut v = tag.as_bytes().to_vec();
     v.extend((0..40).map(|_| rng.gen_range(b'a'..=b'z')));
     v
+}
+
+/// Puts keys `keys` with values that do not compress, each `tag` then 40 random letters, into
+/// the store and the model.
+fn put_random(
+    db: &Db,
+    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+    rng: &mut SmallRng,
+    keys: impl Iterator<Item = usize>,
+    tag: &str,
+) {
+    for i in keys {
+        let v = random_value(rng, tag);
+        db.put(key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
 }
 
 /// Checks every key of `model` and a full scan against the store.
@@ -472,11 +473,7 @@ fn whole_and_partitioned_indexes_mix_in_one_store() {
     let mut rng = SmallRng::seed_from_u64(11);
     // First written with whole indexes only (version 3)...
     let db = Db::open(dir.path(), store_options().index_partition_size(0)).unwrap();
-    for i in 0..2000 {
-        let v = random_value(&mut rng, "first-");
-        db.put(key(i), &v).unwrap();
-        model.insert(key(i), v);
-    }
+    put_random(&db, &mut model, &mut rng, 0..2000, "first-");
     db.flush().unwrap();
     db.wait_for_background_work().unwrap();
     db.close().unwrap();
@@ -485,11 +482,7 @@ fn whole_and_partitioned_indexes_mix_in_one_store() {
 
     // ...then opened with partitions: new tables are version 4, old ones still read.
     let db = Db::open(dir.path(), store_options()).unwrap();
-    for i in (0..3000).step_by(2) {
-        let v = random_value(&mut rng, "second-");
-        db.put(key(i), &v).unwrap();
-        model.insert(key(i), v);
-    }
+    put_random(&db, &mut model, &mut rng, (0..3000).step_by(2), "second-");
     db.flush().unwrap();
     let versions: Vec<u32> = sst_files(dir.path())
         .iter()
@@ -557,11 +550,7 @@ fn store_with_a_damaged_partition(dir: &Path) -> (PathBuf, u64, BTreeMap<Vec<u8>
     let db = Db::open(dir, store_options()).unwrap();
     let mut rng = SmallRng::seed_from_u64(5);
     let mut model = BTreeMap::new();
-    for i in 0..3000 {
-        let v = random_value(&mut rng, "v");
-        db.put(key(i), &v).unwrap();
-        model.insert(key(i), v);
-    }
+    put_random(&db, &mut model, &mut rng, 0..3000, "v");
     db.compact().unwrap();
     db.wait_for_background_work().unwrap();
     db.close().unwrap();

@@ -424,12 +424,7 @@ fn print_report(doc: &Value) {
         doc["values"].as_str().unwrap_or("?"),
         doc["lookups"],
         doc["lookups"],
-        doc["memory_limit_bytes"]
-            .as_u64()
-            .map_or("not limited".to_string(), |b| format!(
-                "held to {} MiB (process and page cache)",
-                b >> 20
-            )),
+        memory_limit_text(doc),
     );
     let empty = Vec::new();
     let stores = doc["stores"].as_array().unwrap_or(&empty);
@@ -754,6 +749,15 @@ fn chart_svg(docs: &[Value]) -> String {
 
 /// The chart's title: each run's workload (keys, value size and kind) and the memory it was
 /// held to, so that a chart read on its own says what was measured.
+/// The memory a run's stores were held to, as its report's first line says it.
+pub fn memory_limit_text(doc: &Value) -> String {
+    doc["memory_limit_bytes"]
+        .as_u64()
+        .map_or("not limited".to_string(), |b| {
+            format!("held to {} MiB (process and page cache)", b >> 20)
+        })
+}
+
 fn memory_limits_title(docs: &[Value]) -> String {
     let runs: Vec<String> = docs.iter().map(workload_title).collect();
     format!(

@@ -530,12 +530,7 @@ fn print_report(doc: &Value) {
         doc["keys"],
         doc["value_size"],
         doc["values"].as_str().unwrap_or("?"),
-        doc["memory_limit_bytes"]
-            .as_u64()
-            .map_or("not limited".to_string(), |b| format!(
-                "held to {} MiB (process and page cache)",
-                b >> 20
-            )),
+        crate::compare::memory_limit_text(doc),
     );
     let empty = Vec::new();
     let stores = doc["stores"].as_array().unwrap_or(&empty);

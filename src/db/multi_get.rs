@@ -19,6 +19,7 @@ use crate::entry::SeqNo;
 use crate::error::Result;
 use crate::filter::KeyHash;
 use crate::metrics::ReadCountersSnapshot;
+use crate::sstable::BlockHandle;
 use crate::version::{TableHandle, Version};
 
 use super::{check_key_len, Inner};
@@ -189,15 +190,16 @@ fn read_blocks<'v, K: AsRef<[u8]>>(
     tally: &mut LevelTallies,
 ) -> Result<()> {
     loop {
-        // (table number, block, index into `pending`) for each key with a table left.
-        let mut wanted: Vec<(u64, usize, usize)> = Vec::new();
+        // (table number, block, index into `pending`, the block's handle) for each key with a
+        // table left: the index is searched once per key, and the block read by its handle.
+        let mut wanted: Vec<(u64, usize, usize, BlockHandle)> = Vec::new();
         for (p, key) in pending.iter_mut().enumerate() {
             let key_bytes = keys[key.slot].as_ref();
             while key.next < key.end {
                 let table = probed.table_to_read(key);
-                match (table.table).block_for_counted(key_bytes, seq, tally.level(table))? {
-                    Some(block) => {
-                        wanted.push((table.meta.number, block, p));
+                match (table.table).locate_counted(key_bytes, seq, tally.level(table))? {
+                    Some((block, handle)) => {
+                        wanted.push((table.meta.number, block, p, handle));
                         break;
                     }
                     None => key.next += 1,
@@ -207,8 +209,8 @@ fn read_blocks<'v, K: AsRef<[u8]>>(
         if wanted.is_empty() {
             return Ok(());
         }
-        wanted.sort_unstable();
-        let groups: Vec<&[(u64, usize, usize)]> =
+        wanted.sort_unstable_by_key(|&(table, block, p, _)| (table, block, p));
+        let groups: Vec<&[(u64, usize, usize, BlockHandle)]> =
             wanted.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)).collect();
         let announce = groups.len() > 1 && block_reads.slow();
         if announce {
@@ -218,7 +220,7 @@ fn read_blocks<'v, K: AsRef<[u8]>>(
                 probed
                     .table_to_read(&pending[group[0].2])
                     .table
-                    .will_read_block(group[0].1);
+                    .will_read(group[0].3);
             }
         }
         let started = Instant::now();
@@ -227,11 +229,11 @@ fn read_blocks<'v, K: AsRef<[u8]>>(
             let table = probed.table_to_read(&pending[group[0].2]);
             let group_keys: Vec<&[u8]> = group
                 .iter()
-                .map(|&(_, _, p)| keys[pending[p].slot].as_ref())
+                .map(|&(_, _, p, _)| keys[pending[p].slot].as_ref())
                 .collect();
             let found =
-                (table.table).lookup_in_block(group[0].1, &group_keys, seq, tally.level(table))?;
-            for (&(_, _, p), entry) in group.iter().zip(found) {
+                (table.table).lookup_at(group[0].3, &group_keys, seq, tally.level(table))?;
+            for (&(_, _, p, _), entry) in group.iter().zip(found) {
                 let key = &mut pending[p];
                 match entry {
                     Some(entry) => {

@@ -33,16 +33,17 @@ pub fn temp_path(path: &Path) -> PathBuf {
 /// The index block must stay addressable by 32-bit restart offsets.
 const MAX_INDEX_BLOCK: usize = u32::MAX as usize / 2;
 
-/// The index partition being filled: its data blocks so far and the last one's separator.
+/// An index partition's run of data blocks: how many, their bytes, and the last one's
+/// separator (the partition's, in the top level).
 #[derive(Default)]
-struct OpenPartition {
+struct PartitionRun {
     separator: Vec<u8>,
     seq: SeqNo,
     blocks: u64,
     data_bytes: u64,
 }
 
-impl OpenPartition {
+impl PartitionRun {
     fn add(&mut self, separator: Vec<u8>, seq: SeqNo, handle: BlockHandle) {
         self.separator = separator;
         self.seq = seq;
@@ -54,10 +55,7 @@ impl OpenPartition {
 /// An index partition complete but not yet written: the index blocks follow the properties.
 struct ClosedPartition {
     contents: Vec<u8>,
-    separator: Vec<u8>,
-    seq: SeqNo,
-    blocks: u64,
-    data_bytes: u64,
+    run: PartitionRun,
 }
 
 /// Builds one table file from entries added in entry order.
@@ -73,7 +71,7 @@ pub struct TableBuilder {
     /// while none has).
     index_block: IndexBuilder,
     /// The open index partition's blocks so far.
-    partition: OpenPartition,
+    partition: PartitionRun,
     /// Index partitions closed, to be written after the properties block.
     closed_partitions: Vec<ClosedPartition>,
     /// Their bytes together.
@@ -116,7 +114,7 @@ impl TableBuilder {
             filter_params,
             data_block: BlockBuilder::new(options.restart_interval),
             index_block: IndexBuilder::new(),
-            partition: OpenPartition::default(),
+            partition: PartitionRun::default(),
             closed_partitions: Vec::new(),
             closed_index_bytes: 0,
             pending_index_entry: None,
@@ -334,15 +332,10 @@ impl TableBuilder {
     /// Ends the open index partition; the next data block starts another.
     fn close_index_partition(&mut self) {
         let contents = std::mem::take(&mut self.index_block).finish();
-        let open = std::mem::take(&mut self.partition);
+        let run = std::mem::take(&mut self.partition);
         self.closed_index_bytes += contents.len();
-        self.closed_partitions.push(ClosedPartition {
-            contents,
-            separator: open.separator,
-            seq: open.seq,
-            blocks: open.blocks,
-            data_bytes: open.data_bytes,
-        });
+        self.closed_partitions
+            .push(ClosedPartition { contents, run });
     }
 
     /// Writes the index after the properties block: one index block when it fits in one
@@ -365,7 +358,14 @@ impl TableBuilder {
         let mut top = TopIndexBuilder::default();
         for p in &partitions {
             let handle = self.write_block(&p.contents, BlockKind::Index)?;
-            top.add(&p.separator, p.seq, handle.size, p.blocks, p.data_bytes);
+            let run = &p.run;
+            top.add(
+                &run.separator,
+                run.seq,
+                handle.size,
+                run.blocks,
+                run.data_bytes,
+            );
         }
         let handle = self.write_block(&top.finish(), BlockKind::TopIndex)?;
         Ok((handle, TWO_LEVEL_INDEX_VERSION, self.offset - start))

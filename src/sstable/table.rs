@@ -538,27 +538,33 @@ impl Table {
     /// The data block that would hold `key` at `snapshot`, from the index alone; `None` when
     /// the key lies past the table's last block. An index partition may have to be read.
     pub fn block_for(&self, key: &[u8], snapshot: SeqNo) -> Result<Option<usize>> {
-        self.block_for_counted(key, snapshot, &mut ReadCountersSnapshot::default())
+        let located = (self.inner).locate_block(key, snapshot, BlockReads::Cached, None)?;
+        Ok(located.map(|(block, _)| block))
     }
 
-    /// [`block_for`](Self::block_for), counting an index partition read into `tally`.
-    pub(crate) fn block_for_counted(
+    /// [`block_for`](Self::block_for) with the block's handle, counting an index partition
+    /// read into `tally`: a batched lookup finds each key's block once, then announces and
+    /// reads it by its handle.
+    pub(crate) fn locate_counted(
         &self,
         key: &[u8],
         snapshot: SeqNo,
         tally: &mut ReadCountersSnapshot,
-    ) -> Result<Option<usize>> {
-        let located = (self.inner).locate_block(key, snapshot, BlockReads::Cached, Some(tally))?;
-        Ok(located.map(|(block, _)| block))
+    ) -> Result<Option<(usize, BlockHandle)>> {
+        (self.inner).locate_block(key, snapshot, BlockReads::Cached, Some(tally))
     }
 
     /// Announces that data block `block` will be read soon, unless the block cache holds it:
     /// the operating system starts reading it meanwhile. A hint; failures are ignored.
     pub fn will_read_block(&self, block: usize) {
+        if let Ok(Some(handle)) = self.inner.block_handle(block, None) {
+            self.will_read(handle);
+        }
+    }
+
+    /// [`will_read_block`](Self::will_read_block) for the block at `handle`.
+    pub(crate) fn will_read(&self, handle: BlockHandle) {
         let inner = &self.inner;
-        let Ok(Some(handle)) = inner.block_handle(block, None) else {
-            return;
-        };
         let cached =
             (inner.env.block_cache.as_deref()).is_some_and(|c| c.contains(inner.id, handle.offset));
         if cached {
@@ -578,8 +584,19 @@ impl Table {
         snapshot: SeqNo,
         tally: &mut ReadCountersSnapshot,
     ) -> Result<Vec<Option<Entry>>> {
-        // The partition that names the block was counted when the block was found.
-        let handle = self.inner.handle(block)?;
+        let handle = (self.inner.block_handle(block, Some(&mut *tally))?)
+            .ok_or_else(|| Error::InvalidArgument(format!("no data block {block}")))?;
+        self.lookup_at(handle, keys, snapshot, tally)
+    }
+
+    /// [`lookup_in_block`](Self::lookup_in_block) for the block at `handle`.
+    pub(crate) fn lookup_at(
+        &self,
+        handle: BlockHandle,
+        keys: &[&[u8]],
+        snapshot: SeqNo,
+        tally: &mut ReadCountersSnapshot,
+    ) -> Result<Vec<Option<Entry>>> {
         let data = self.read_block(handle, tally)?;
         keys.iter()
             .map(|key| {
@@ -716,12 +733,6 @@ impl Table {
 }
 
 impl TableInner {
-    /// Data block `i`'s handle; `InvalidArgument` when the table has no such block.
-    fn handle(&self, i: usize) -> Result<BlockHandle> {
-        self.block_handle(i, None)?
-            .ok_or_else(|| Error::InvalidArgument(format!("no data block {i}")))
-    }
-
     /// The table's open file, from the table cache (opened again if it was closed).
     /// Once the store is closed, only a file the cache still holds is used (see
     /// [`TableEnv::store_open`]).

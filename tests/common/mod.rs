@@ -1,7 +1,33 @@
 #![allow(dead_code)]
 //! Helpers shared by the store's integration tests.
 
+use std::path::Path;
+use std::sync::Arc;
+
+use bloomkv::entry::Entry;
+use bloomkv::fs::{OsFileSystem, SharedFs};
+use bloomkv::metrics::ReadCounters;
+use bloomkv::sstable::{Table, TableBuilder, TableOptions};
 use bloomkv::{FilterPolicy, Options};
+
+/// The operating system's file system, as the store's layers take it.
+pub fn os_fs() -> SharedFs {
+    Arc::new(OsFileSystem)
+}
+
+/// Writes `entries` (in entry order) as a table at `path`.
+pub fn build_table(path: &Path, options: TableOptions, entries: &[Entry]) {
+    let mut b = TableBuilder::new(os_fs(), path, options, entries.len() as u64).unwrap();
+    for e in entries {
+        b.add(e).unwrap();
+    }
+    b.finish().unwrap();
+}
+
+/// Opens the table at `path` on its own.
+pub fn open_table(path: &Path) -> Table {
+    Table::open(os_fs(), path, Arc::new(ReadCounters::new())).unwrap()
+}
 
 /// Options that make a small store flush and compact often, so a few thousand writes build a
 /// tree with several levels.
