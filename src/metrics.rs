@@ -19,6 +19,9 @@ pub struct ReadCounters {
     /// Index partitions (of two-level indexes) that point lookups read from the file because
     /// the index cache did not hold them.
     pub index_block_reads: AtomicU64,
+    /// Point lookups of a store that reached its tables (the memtables did not answer them):
+    /// what a table's count of lookups it was asked is a share of.
+    pub table_lookups: AtomicU64,
     /// Filter counts of a store's lookups, per level of the tree the probed table was in.
     pub levels: [LevelFilterCounters; MAX_LEVELS],
     /// Filter counts of lookups in a table on its own ([`ReadCounters::add`]), outside any

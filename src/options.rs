@@ -75,6 +75,17 @@ pub struct Options {
     /// a process that opens several stores should give each a limit. `None` with no limit
     /// leaves filters uncapped.
     pub filter_memory_share: Option<f64>,
+    /// Under a filter memory limit: spend it where lookups go, as counted, rather than where
+    /// keys are. Default `true`. Tables written while the limit binds get filters of up to
+    /// four times the bits per key their level's share of the limit pays for (hashes as for
+    /// that share, so a filter folded back to the share is what the share alone would have
+    /// written); which to keep whole and which to fold or drop then follows each table's
+    /// count of lookups that asked its filter for a key it does not hold, and a background
+    /// thread reads a filter back from its file when its table turns busy. Under a lookup
+    /// skew (a few key ranges taking most lookups), the busy tables keep their whole filters
+    /// and the quiet ones pay. `false` spends the limit as if lookups were drawn like the
+    /// stored keys (`docs/design.md`, "Filter memory").
+    pub filter_memory_follows_lookups: bool,
     /// Bytes of index partitions the store keeps in memory, in a cache of their own. A table
     /// whose index outgrows `index_partition_size` is written with a two-level index: a small
     /// top level that stays in memory, over index partitions that lookups read when they need
@@ -193,6 +204,7 @@ impl Default for Options {
             no_filters_at_bottom: false,
             filter_memory_limit: None,
             filter_memory_share: Some(0.25),
+            filter_memory_follows_lookups: true,
             index_cache_size: None,
             index_memory_share: 0.125,
             index_partition_size: 4096,
@@ -230,6 +242,10 @@ impl std::fmt::Debug for Options {
             .field("no_filters_at_bottom", &self.no_filters_at_bottom)
             .field("filter_memory_limit", &self.filter_memory_limit)
             .field("filter_memory_share", &self.filter_memory_share)
+            .field(
+                "filter_memory_follows_lookups",
+                &self.filter_memory_follows_lookups,
+            )
             .field("index_cache_size", &self.index_cache_size)
             .field("index_memory_share", &self.index_memory_share)
             .field("index_partition_size", &self.index_partition_size)
@@ -268,6 +284,13 @@ impl Options {
     pub fn no_filter_memory_limit(mut self) -> Self {
         self.filter_memory_limit = None;
         self.filter_memory_share = None;
+        self
+    }
+
+    /// Spends a filter memory limit where lookups go (`true`, the default) or where keys are
+    /// (see the field).
+    pub fn filter_memory_follows_lookups(mut self, follows: bool) -> Self {
+        self.filter_memory_follows_lookups = follows;
         self
     }
 

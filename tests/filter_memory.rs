@@ -340,3 +340,103 @@ fn a_share_outside_zero_to_one_is_refused() {
     let db = Db::open(dir.path(), options().filter_memory_share(1.0)).unwrap();
     db.close().unwrap();
 }
+
+/// A store of `KEYS` even keys written with `options`, settled; and a table of the last
+/// level whose filter is not held whole (the first in key order), with the absent keys in
+/// its range.
+fn build_limited(dir: &Path, options: Options) -> (Db, u64, Vec<Vec<u8>>) {
+    let db = Db::open(dir, options).unwrap();
+    put_even(&db, 0, KEYS);
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let stats = db.stats();
+    let bottom = stats.tables.iter().map(|t| t.level).max().unwrap();
+    let table = (stats.tables.iter())
+        .filter(|t| t.level == bottom && t.filter_residency != FilterResidency::Whole)
+        .min_by(|a, b| a.smallest_key.cmp(&b.smallest_key))
+        .expect("a filter shrunk to fit");
+    let absent = (0..KEYS)
+        .map(|i| common::key(2 * i + 1))
+        .filter(|k| table.smallest_key <= *k && *k <= table.largest_key)
+        .collect();
+    (db, table.number, absent)
+}
+
+fn residency_of(db: &Db, table: u64) -> FilterResidency {
+    (db.stats().tables.iter())
+        .find(|t| t.number == table)
+        .expect("the table is live")
+        .filter_residency
+}
+
+/// Looks up `rounds` times each of `keys` (absent); returns the data blocks read.
+fn absent_lookups(db: &Db, keys: &[Vec<u8>], rounds: u64) -> u64 {
+    let before = db.stats().data_block_reads;
+    for _ in 0..rounds {
+        for key in keys {
+            assert_eq!(db.get(key).unwrap(), None);
+        }
+    }
+    db.stats().data_block_reads - before
+}
+
+/// Waits (up to ten seconds) for the background thread to read `table`'s filter back whole.
+fn wait_until_whole(db: &Db, table: u64) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if residency_of(db, table) == FilterResidency::Whole {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
+}
+
+/// Rounds of lookups of one table's keys that outweigh the prediction many times over.
+fn rounds_to_outweigh(keys: &[Vec<u8>]) -> u64 {
+    40_000 / keys.len().max(1) as u64 + 1
+}
+
+#[test]
+fn filter_memory_follows_skewed_lookups_to_the_busy_tables() {
+    let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
+    let limit = unlimited / 3;
+    let dir = tempfile::tempdir().unwrap();
+    let (db, busy, keys) = build_limited(dir.path(), options().filter_memory_limit(limit));
+    let shrunk_reads = absent_lookups(&db, &keys, 5);
+
+    // Lookups of one table's keys only: its filter is read back whole, others pay for it,
+    // and the limit holds.
+    absent_lookups(&db, &keys, rounds_to_outweigh(&keys));
+    assert!(wait_until_whole(&db, busy), "{:?}", db.stats().tables);
+    let stats = db.stats();
+    assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
+    let whole_reads = absent_lookups(&db, &keys, 5);
+    assert!(
+        whole_reads * 4 < shrunk_reads.max(4),
+        "{whole_reads} blocks read with the whole filter, {shrunk_reads} shrunk"
+    );
+    assert_reads_back(&db, |_| true);
+
+    // Reopened, the store starts from the prediction again, and every key reads back.
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options().filter_memory_limit(limit)).unwrap();
+    assert!(db.stats().filter_memory_bytes <= limit);
+    assert_reads_back(&db, |_| true);
+}
+
+#[test]
+fn filter_memory_spent_by_key_counts_ignores_the_lookups() {
+    let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
+    let limit = unlimited / 3;
+    let dir = tempfile::tempdir().unwrap();
+    let options = options()
+        .filter_memory_limit(limit)
+        .filter_memory_follows_lookups(false);
+    let (db, busy, keys) = build_limited(dir.path(), options);
+    let held = residency_of(&db, busy);
+    absent_lookups(&db, &keys, rounds_to_outweigh(&keys));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(residency_of(&db, busy), held);
+    assert!(db.stats().filter_memory_bytes <= limit);
+}

@@ -17,9 +17,10 @@ use bloomkv::{Db, FilterPolicy, Options, Stats, WriteBatch};
 use clap::{Args, ValueEnum};
 use indicatif::ProgressBar;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use serde_json::json;
 
+use crate::lookup_keys::{Distribution, LookupKeys};
 use crate::{progress, Failure};
 
 #[derive(Args, Debug)]
@@ -134,6 +135,10 @@ pub struct BenchArgs {
     /// process may use, which `--memory-limit` sets).
     #[arg(long, value_name = "SIZE", value_parser = crate::memlimit::parse_size)]
     pub filter_memory_limit: Option<u64>,
+    /// With `--stores`: spend bloomkv's filter memory limit where keys are, not where the
+    /// lookups counted go (`Options::filter_memory_follows_lookups(false)`).
+    #[arg(long)]
+    pub filter_memory_by_keys: bool,
     /// With `--stores`: bloomkv's `Options::index_cache_size`, the memory its index partitions
     /// may take (`4MiB`, ...; default: the store's, an eighth of the memory the process may
     /// use).
@@ -155,6 +160,10 @@ pub struct BenchArgs {
     /// Seed for the lookups.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// How lookups pick their keys: `uniform`, or `zipf:S`, a Zipf law of exponent S over
+    /// the keys in key order (`zipf:0.99`: a few key ranges take most lookups).
+    #[arg(long, value_name = "LAW", default_value = "uniform", value_parser = Distribution::parse)]
+    pub distribution: Distribution,
 }
 
 /// What the values of a bench load hold.
@@ -329,11 +338,8 @@ pub struct Workload {
 impl Workload {
     pub fn new(args: &BenchArgs) -> Workload {
         let mut rng = SmallRng::seed_from_u64(args.seed ^ 0x5eed);
-        let mut pick = |n: u64, present: bool| -> Vec<[u8; 16]> {
-            (0..n)
-                .map(|_| bench_key(rng.gen_range(0..args.keys), present))
-                .collect()
-        };
+        let keys = LookupKeys::new(args.keys, args.distribution, &mut rng);
+        let mut pick = |n: u64, present: bool| keys.pick(n, present, &mut rng);
         Workload {
             cold_present: pick(args.cold_lookups, true),
             cold_absent: pick(args.cold_lookups, false),
@@ -1112,6 +1118,7 @@ fn results_json(args: &BenchArgs, results: &[SettingResult]) -> serde_json::Valu
     json!({
         "keys": args.keys, "key_size": 16, "value_size": args.value_size, "values": args.values.name(),
         "lookups": args.lookups, "cold_lookups": args.cold_lookups, "seed": args.seed,
+        "distribution": args.distribution.name(),
         "memtable_size": args.memtable_size, "level1_size": args.level1_size,
         "table_size": args.table_size, "level0_tables": args.level0_tables,
         "settings": settings,

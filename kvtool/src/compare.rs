@@ -44,6 +44,7 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     let doc = json!({
         "keys": args.keys, "key_size": 16, "value_size": args.value_size,
         "values": args.values.name(), "lookups": args.lookups, "seed": args.seed,
+        "distribution": args.distribution.name(),
         "memory_limit_bytes": args.memory_limit, "stores": runs,
     });
     print_report(&doc);
@@ -150,6 +151,8 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
         args.values.name(),
         "--seed",
         &args.seed.to_string(),
+        "--distribution",
+        &args.distribution.name(),
         "--child-store",
         store,
         "--child-out",
@@ -177,6 +180,9 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
             if let Some(bytes) = size {
                 v.extend([flag.into(), bytes.to_string()]);
             }
+        }
+        if args.filter_memory_by_keys {
+            v.push("--filter-memory-by-keys".into());
         }
         if let Some(filter) = &args.filter {
             v.extend([
@@ -256,6 +262,9 @@ pub fn bloomkv_options(args: &BenchArgs) -> Result<Options, Failure> {
     }
     if let Some(bytes) = args.index_cache_size {
         options = options.index_cache_size(bytes);
+    }
+    if args.filter_memory_by_keys {
+        options = options.filter_memory_follows_lookups(false);
     }
     if let Some(setting) = &args.filter {
         match crate::bench::parse_settings(setting)?.as_slice() {
@@ -766,8 +775,8 @@ fn memory_limits_title(docs: &[Value]) -> String {
     )
 }
 
-/// A run's keys, values and memory limit, as a chart's title names them: "100000000 keys,
-/// 100-byte random values, held to 1024 MiB".
+/// A run's keys, values, lookups (when not uniform) and memory limit, as a chart's title
+/// names them: "100000000 keys, 100-byte random values, held to 1024 MiB".
 pub fn workload_title(doc: &Value) -> String {
     let limit = doc["memory_limit_bytes"]
         .as_u64()
@@ -778,7 +787,11 @@ pub fn workload_title(doc: &Value) -> String {
         (Some(size), Some(kind)) => format!(", {size}-byte {kind} values"),
         _ => String::new(),
     };
-    format!("{} keys{values}, {limit}", doc["keys"])
+    let lookups = match doc["distribution"].as_str() {
+        Some(law) if law != "uniform" => format!(", lookups by {law}"),
+        _ => String::new(),
+    };
+    format!("{} keys{values}{lookups}, {limit}", doc["keys"])
 }
 
 /// The color of a store's line on every chart (`--stores` names and the names the stores

@@ -11,6 +11,7 @@ mod codec;
 mod commands;
 mod compare;
 mod lines;
+mod lookup_keys;
 #[allow(dead_code)]
 mod memlimit;
 #[cfg(feature = "peers")]

@@ -35,6 +35,14 @@ enum FlushWork {
     Flush,
 }
 
+/// What a compaction thread does next.
+enum CompactionTurn {
+    /// Look for a compaction to run; `jobs_ended` is the count of ended jobs now.
+    Compact { jobs_ended: u64 },
+    /// Spend the filter memory again by the lookups counted (`Inner::refit_filters`).
+    RefitFilters,
+}
+
 /// Held by `Db::check` (see [`Inner::hold_background`]): no job starts until it is dropped.
 pub(super) struct HeldBackground<'a> {
     inner: &'a Inner,
@@ -86,7 +94,16 @@ impl Inner {
         // The count of ended jobs when this thread began a turn in which it found nothing it
         // could take: until another job ends, nothing has freed a table for it.
         let mut found_nothing_at = None;
-        while let Some(turn_began_at) = self.next_compaction_turn(found_nothing_at) {
+        while let Some(turn) = self.next_compaction_turn(found_nothing_at) {
+            let turn_began_at = match turn {
+                CompactionTurn::Compact { jobs_ended } => jobs_ended,
+                CompactionTurn::RefitFilters => {
+                    self.refit_filters();
+                    release_freed_memory();
+                    self.end_idle_turn();
+                    continue;
+                }
+            };
             let outcome = match caught(Job::Compaction, || self.compact_once()) {
                 Ok(true) => Ok(()),
                 Ok(false) => {
@@ -115,14 +132,21 @@ impl Inner {
         })
     }
 
-    /// Waits until a compaction may be due; returns the count of ended jobs at that moment,
-    /// `None` at shutdown.
-    fn next_compaction_turn(&self, found_nothing_at: Option<u64>) -> Option<u64> {
+    /// Waits until a compaction may be due, or the filter memory is to be spent again by the
+    /// lookups counted; `None` at shutdown.
+    fn next_compaction_turn(&self, found_nothing_at: Option<u64>) -> Option<CompactionTurn> {
         self.next_job(Job::Compaction, |inner, background| {
             let may_start = background.manual_waiting == 0
                 && found_nothing_at != Some(background.jobs_ended)
                 && compaction::needs_compaction(&inner.read_state().version, &inner.options);
-            may_start.then_some(background.jobs_ended)
+            match may_start {
+                true => Some(CompactionTurn::Compact {
+                    jobs_ended: background.jobs_ended,
+                }),
+                false => inner
+                    .claim_filter_refit()
+                    .then_some(CompactionTurn::RefitFilters),
+            }
         })
     }
 

@@ -1,26 +1,31 @@
-//! Keeps the filters a version holds within `Options::filter_memory_limit`.
+//! Keeps the filters a version holds within `Options::filter_memory_limit`, and spends that
+//! memory where lookups go.
 //!
-//! Tables are written within the limit's share of bits per key (`TableWriter::filters_for`),
-//! but a store outgrows the filters it wrote when it was smaller, and may be opened with a
-//! smaller limit than it was written under. When the filters held exceed the limit, filters
-//! are shrunk in memory, one step at a time, where a step costs lookups least: each step
-//! halves one table's filter (`BloomFilter::fold`, down to an eighth) or drops it, whichever
-//! costs less per byte, and its cost is the false positives it adds per byte it frees,
-//! weighted by the share of lookups that reach the table (Monkey's rule, with each table's
-//! probes as the budget counts them). The files keep their whole filters: a table compaction
-//! rewrites is written anew, and at open each filter is read once its share is known
-//! ([`load_filters`]).
+//! Tables are written within the limit's share of bits per key (`TableWriter::filters_for`;
+//! while the limit binds, four times that share's bits, to leave room here), but a store
+//! outgrows the filters it wrote when it was smaller, and may be opened with a smaller limit
+//! than it was written under. When the filters held exceed the limit, filters are shrunk in
+//! memory, one step at a time, where a step costs lookups least: each step halves one
+//! table's filter (`BloomFilter::fold`, down to an eighth) or drops it, whichever costs less
+//! per byte, and its cost is the false positives it adds per byte it frees, weighted by the
+//! share of lookups that reach the table (Monkey's rule, with each table's probes as the
+//! budget counts them, or as counted: [`lookup_shares`]). The files keep their whole
+//! filters: a table compaction rewrites is written anew, at open each filter is read once
+//! its share is known ([`load_filters`]), and as lookups move, filters are read back from
+//! their files ([`Inner::refit_filters`]).
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
+use std::sync::atomic::Ordering as Atomic;
 use std::sync::Arc;
 
 use super::lookup_shape::table_shares;
-use super::{Inner, ShapeState};
-use crate::error::Result;
+use super::{lock, Inner, ReadState, ShapeState};
+use crate::error::{Error, Result};
 use crate::filter::textbook_rate;
 use crate::manifest::VersionEdit;
+use crate::options::Options;
 use crate::sstable::{FilterResidency, Table, FILTER_FOLD_LIMIT};
 use crate::version::Version;
 
@@ -37,56 +42,180 @@ impl Inner {
         opened: &HashMap<u64, Table>,
     ) -> Arc<Version> {
         let version = self.read_state().version.apply(edit, opened);
-        Arc::new(fit_filters(version, self.options.filter_memory_limit))
+        Arc::new(fit_filters(version, &self.options))
+    }
+
+    /// Spends the filter memory again by the lookups counted since the last time, when the
+    /// store has a limit that follows lookups and enough lookups came to tell: filters of
+    /// tables grown busy are read back from their files (whole, or less folded), those of
+    /// tables grown quiet are folded or dropped to make room. The filters are read without
+    /// any lock held; the new version is installed only if no flush or compaction installed
+    /// another meanwhile (the next turn plans again). Returns whether it installed one.
+    pub(super) fn refit_filters(&self) -> bool {
+        let Some(limit) = self.options.filter_memory_limit else {
+            return false;
+        };
+        let version = Arc::clone(&self.read_state().version);
+        let shares = lookup_shares(&version, true);
+        let now = plan_cost(&version, &shares, |t| t.table.filter_residency());
+        let plan = fit_plan(&version, limit, &shares, Start::Whole);
+        let planned = plan_cost(&version, &shares, |t| {
+            plan.get(&t.meta.number)
+                .map_or(t.table.filter_residency(), |(_, r)| *r)
+        });
+        // A plan within a twentieth of what is held is not worth the reads.
+        if planned >= now * REFIT_GAIN {
+            return false;
+        }
+        // The new filters are made beside the old ones, which the readers of the old version
+        // hold until they let go.
+        let mut replaced = HashMap::new();
+        for (number, (table, residency)) in plan {
+            match table.refit_filter(residency) {
+                Ok(reader) => {
+                    replaced.insert(number, reader);
+                }
+                // A filter that cannot be read back stays as it is held (the plan then holds
+                // less than the limit); the lookup or check that reads the table reports it.
+                Err(_) => continue,
+            }
+        }
+        let shape = lock(&self.shape);
+        if !Arc::ptr_eq(&self.read_state().version, &version) {
+            return false;
+        }
+        let refitted = Arc::new(version.with_readers(&replaced));
+        self.replace_read_state(|old| ReadState {
+            mem: Arc::clone(&old.mem),
+            immutable: old.immutable.clone(),
+            version: refitted,
+        });
+        drop(shape);
+        true
+    }
+
+    /// Counts `n` point lookups that reached the tables, and wakes the background threads
+    /// when enough came since the last refit for another.
+    pub(super) fn count_table_lookups(&self, n: u64) {
+        let before = (self.table_env.counters.table_lookups).fetch_add(n, Atomic::Relaxed);
+        let crossed = (before + n) / REFIT_EVERY != before / REFIT_EVERY;
+        if crossed && self.options.filter_memory_follows_lookups {
+            self.background_cv.notify_all();
+        }
+    }
+
+    /// Whether enough lookups came since the filters were last spent by them to spend them
+    /// again; claims the turn (one thread refits at a time, the others see it taken).
+    pub(super) fn claim_filter_refit(&self) -> bool {
+        if !self.options.filter_memory_follows_lookups || self.options.filter_memory_limit.is_none()
+        {
+            return false;
+        }
+        let lookups = self.table_env.counters.table_lookups.load(Atomic::Relaxed);
+        let last = self.filters_refit_at.load(Atomic::Relaxed);
+        lookups.saturating_sub(last) >= REFIT_EVERY
+            && (self.filters_refit_at)
+                .compare_exchange(last, lookups, Atomic::Relaxed, Atomic::Relaxed)
+                .is_ok()
     }
 }
 
-/// `version`, with filters folded or dropped until all of them fit `limit` bytes (as it is
-/// when they fit, or without a limit). Every reader of `version` holds its filter (none is
-/// deferred: only [`load_filters`] takes such readers).
-pub(super) fn fit_filters(version: Version, limit: Option<u64>) -> Version {
-    let Some(limit) = limit else {
-        return version;
-    };
-    let held: u64 = (version.tables())
-        .map(|t| t.table.filter_memory_bytes() as u64)
-        .sum();
-    if held <= limit {
-        return version;
+/// Lookups between two refits: enough for the counts to move the shares (each table's
+/// predicted share counts for `PREDICTED_SHARE_WEIGHT`), few enough that a store serving
+/// tens of thousands of lookups a second follows a new skew within a second.
+const REFIT_EVERY: u64 = 8192;
+
+/// A plan must cut the false positives per lookup below this share of what the filters held
+/// give before filters are read back for it.
+const REFIT_GAIN: f64 = 0.95;
+
+/// How many lookups a table's share as the tree's shape predicts it (lookups drawn like the
+/// stored keys) counts for beside those counted since the table was opened: a new table
+/// starts at the predicted share and moves to the counted one as lookups come.
+const PREDICTED_SHARE_WEIGHT: f64 = 2000.0;
+
+/// Each table's share of the lookups, in the order of `version.tables()`: as the tree's
+/// shape predicts it, or (`follows_lookups`) as counted since each table was opened, the
+/// prediction counting for `PREDICTED_SHARE_WEIGHT` lookups. A lookup counts for a table
+/// when it asked the table for a key, found there or not, as the prediction counts the
+/// lookups whose key falls in the table's range: lookups of present keys show where the
+/// busy key ranges are as well as lookups of absent ones, which a busy range draws too.
+fn lookup_shares(version: &Version, follows_lookups: bool) -> Vec<f64> {
+    let predicted = table_shares(version.tables().map(|t| &t.meta));
+    if !follows_lookups {
+        return predicted;
     }
-    let replaced: HashMap<u64, Table> = shrink_plan(&version, limit)
-        .into_iter()
-        .map(|(number, (table, residency))| {
-            // Only folds the filter's size allows are planned; should one fail all the same,
-            // the filter is dropped, which frees more than planned.
-            let reader = table.with_filter(residency).unwrap_or_else(|_| {
-                (table.with_filter(FilterResidency::Dropped)).expect("any filter can be dropped")
-            });
-            (number, reader)
+    (version.tables().zip(predicted))
+        .map(|(t, predicted)| {
+            let (asked, lookups) = t.table.lookups_counted();
+            (asked as f64 + PREDICTED_SHARE_WEIGHT * predicted)
+                / (lookups as f64 + PREDICTED_SHARE_WEIGHT)
         })
-        .collect();
-    version.with_readers(&replaced)
+        .collect()
+}
+
+/// False positives per lookup of `version`'s filters, each table's kept as `residency` says.
+fn plan_cost(
+    version: &Version,
+    shares: &[f64],
+    residency: impl Fn(&crate::version::TableHandle) -> FilterResidency,
+) -> f64 {
+    (version.tables().zip(shares))
+        .filter_map(|(t, share)| {
+            let shape = Shape::of_written(&t.table)?;
+            let rate = residency(t).fold_factor().map_or(1.0, |f| shape.rate(f));
+            Some(share * rate)
+        })
+        .sum()
+}
+
+/// `version`, with filters folded or dropped until all of them fit the limit (as it is when
+/// they fit, or without a limit), and the filters of readers opened without them (a flush's
+/// or compaction's new tables, under a limit) read and kept as the plan says. A filter that
+/// cannot be read (or should a planned fold fail all the same) is dropped, which frees more
+/// than planned: the lookup or check that reads the table reports what is wrong with it.
+pub(super) fn fit_filters(version: Version, options: &Options) -> Version {
+    let dropped = |table: &Table, _| table.with_filter(FilterResidency::Dropped);
+    apply_plan(version, options, dropped).expect("any filter can be dropped")
 }
 
 /// `version`, whose readers were opened without their filters
-/// ([`Table::open_deferring_filter`]), with each filter read and kept as the plan for `limit`
-/// says: read one at a time and folded at once, so that the whole filters are never all in
-/// memory together.
-pub(super) fn load_filters(version: Version, limit: Option<u64>) -> Result<Version> {
-    let mut plan = match limit {
-        Some(limit) => shrink_plan(&version, limit),
+/// ([`Table::open_deferring_filter`]), with each filter read and kept as the plan for the
+/// limit says: read one at a time and folded at once, so that the whole filters are never
+/// all in memory together. A filter that cannot be read fails it.
+pub(super) fn load_filters(version: Version, options: &Options) -> Result<Version> {
+    apply_plan(version, options, |_, e| Err(e))
+}
+
+/// `version` with each filter kept as the plan for the store's limit says, and each reader
+/// opened without its filter given it; `failed` answers for a reader whose filter could not
+/// be read or folded.
+fn apply_plan(
+    version: Version,
+    options: &Options,
+    failed: impl Fn(&Table, Error) -> Result<Table>,
+) -> Result<Version> {
+    let mut plan = match options.filter_memory_limit {
+        Some(limit) => {
+            let shares = lookup_shares(&version, options.filter_memory_follows_lookups);
+            fit_plan(&version, limit, &shares, Start::AsHeld)
+        }
         None => HashMap::new(),
     };
-    let mut loaded = HashMap::new();
+    let mut replaced = HashMap::new();
     for t in version.tables() {
         let residency = match plan.remove(&t.meta.number) {
             Some((_, residency)) => residency,
             None if t.table.filter_is_deferred() => FilterResidency::Whole,
             None => continue,
         };
-        loaded.insert(t.meta.number, t.table.load_filter(residency)?);
+        let reader = match t.table.load_filter(residency) {
+            Ok(reader) => reader,
+            Err(e) => failed(&t.table, e)?,
+        };
+        replaced.insert(t.meta.number, reader);
     }
-    Ok(version.with_readers(&loaded))
+    Ok(version.with_readers(&replaced))
 }
 
 /// A table's whole filter as written, known without reading it.
@@ -98,8 +227,14 @@ struct Shape {
 }
 
 impl Shape {
+    /// The shape of a filter the table holds (whole or folded).
     fn of(table: &Table) -> Option<Shape> {
         table.filter_residency().fold_factor()?;
+        Shape::of_written(table)
+    }
+
+    /// The shape of the table's filter as written, held or not.
+    fn of_written(table: &Table) -> Option<Shape> {
         Some(Shape {
             words: table.whole_filter_words()?,
             keys: table.properties().distinct_keys,
@@ -142,11 +277,14 @@ struct Shrinking<'v> {
 }
 
 impl<'v> Shrinking<'v> {
-    /// The filter as the reader holds it, or will once loaded (whole).
-    fn start(table: &'v Table, share: f64) -> Option<Shrinking<'v>> {
-        let shape = Shape::of(table)?;
-        // A deferred filter will be read whole.
-        let factor = table.filter_residency().fold_factor()?;
+    /// The filter as the reader holds it, or will once loaded (whole); or (`Start::Whole`)
+    /// whole, as written, whatever is held.
+    fn start(table: &'v Table, share: f64, from: Start) -> Option<Shrinking<'v>> {
+        let (shape, factor) = match from {
+            // A deferred filter will be read whole.
+            Start::AsHeld => (Shape::of(table)?, table.filter_residency().fold_factor()?),
+            Start::Whole => (Shape::of_written(table)?, 1),
+        };
         Some(Shrinking {
             table,
             shape,
@@ -236,15 +374,28 @@ impl Ord for Step {
     }
 }
 
-/// For each table whose filter must shrink for all of them to fit `limit` bytes, by file
-/// number: the reader and how to keep its filter. Empty when they fit.
-fn shrink_plan(version: &Version, limit: u64) -> HashMap<u64, (Table, FilterResidency)> {
-    let shares = table_shares(version.tables().map(|t| &t.meta));
+/// Where a plan starts from: the filters as held (it can only shrink them), or every filter
+/// whole (it may grow back some held folded or dropped, which are then read from the file).
+#[derive(Clone, Copy, PartialEq)]
+enum Start {
+    AsHeld,
+    Whole,
+}
+
+/// For each table whose filter is to be kept otherwise than it is held for all of them to
+/// fit `limit` bytes, by file number: the reader and how to keep its filter. `shares` are
+/// the tables' shares of lookups, in the order of `version.tables()`. Empty when they fit.
+fn fit_plan(
+    version: &Version,
+    limit: u64,
+    shares: &[f64],
+    from: Start,
+) -> HashMap<u64, (Table, FilterResidency)> {
     let mut tables: Vec<(u64, Shrinking)> = (version.tables().zip(shares))
-        .filter_map(|(t, share)| Some((t.meta.number, Shrinking::start(&t.table, share)?)))
+        .filter_map(|(t, &share)| Some((t.meta.number, Shrinking::start(&t.table, share, from)?)))
         .collect();
     let mut held: u64 = tables.iter().map(|(_, t)| t.bytes).sum();
-    if held <= limit {
+    if held <= limit && from == Start::AsHeld {
         return HashMap::new();
     }
     let step = |at: usize, t: &Shrinking| Step {

@@ -357,6 +357,9 @@ struct Inner {
     snapshots: Mutex<snapshot::SnapshotList>,
     /// How long `multi_get`'s block reads take lately.
     batch_block_reads: multi_get::BlockReadTimes,
+    /// `ReadCounters::table_lookups` when the filter memory was last spent by the lookups
+    /// counted (`filter_memory`).
+    filters_refit_at: std::sync::atomic::AtomicU64,
     next_file_number: AtomicU64,
     background: Mutex<BackgroundState>,
     /// Signalled when there is background work, and when background work finished.

@@ -94,6 +94,7 @@ impl Inner {
             }
         }
         let mut tally = LevelTallies::default();
+        self.count_table_lookups(unanswered.len() as u64);
         let (probed, mut pending) = probe_filters(&state.version, keys, &unanswered, &mut tally);
         let read = read_blocks(
             &self.batch_block_reads,
@@ -146,6 +147,9 @@ fn probe_filters<'v, K: AsRef<[u8]>>(
             let first = probed.candidates.len();
             version.push_candidates(key, &mut probed.candidates);
             for table in &probed.candidates[first..] {
+                // Also the tables after the one that answers the key, which a `get` would not
+                // ask: a table's count of lookups is an estimate of where lookups go.
+                table.table.count_lookup();
                 first_bits.push(table.table.prefetch_filter(&hash));
             }
             hashes.push(hash);

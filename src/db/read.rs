@@ -42,6 +42,7 @@ impl Inner {
             }
         }
         let hash = KeyHash::of(key);
+        self.count_table_lookups(1);
         state.version.get(key, seq, &hash, &self.table_env.counters)
     }
 
@@ -53,6 +54,7 @@ impl Inner {
         let kind = match state.memtables().find_map(|mem| mem.kind_of(key, seq)) {
             Some(kind) => Some(kind),
             None => {
+                self.count_table_lookups(1);
                 (state.version).kind_of(key, seq, &KeyHash::of(key), &self.table_env.counters)?
             }
         };

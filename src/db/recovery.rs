@@ -184,7 +184,7 @@ pub(super) fn recover(
     };
     let version = load_filters(
         Version::empty(options.num_levels).apply(&snapshot, &opened),
-        options.filter_memory_limit,
+        &options,
     )?;
     let manifest = ManifestWriter::create(fs.as_ref(), &dir, manifest_number, &snapshot)?;
 
@@ -241,7 +241,7 @@ pub(super) fn open_read_only(
     };
     let version = load_filters(
         Version::empty(options.num_levels).apply(&snapshot, &on_disk.opened),
-        options.filter_memory_limit,
+        &options,
     )?;
     let parts = Parts {
         dir,
@@ -302,6 +302,7 @@ impl Parts {
             visible_seq: AtomicU64::new(self.last_seq),
             snapshots: Mutex::new(Default::default()),
             batch_block_reads: Default::default(),
+            filters_refit_at: Default::default(),
             next_file_number: AtomicU64::new(self.next_file),
             background: Mutex::new(BackgroundState::default()),
             background_cv: Condvar::new(),

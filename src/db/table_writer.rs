@@ -143,29 +143,44 @@ impl<'a> TableWriter<'a> {
         as_compaction_keeps_up(&mut groups[0], self.options.l0_compaction_trigger);
         let limit = bits_per_key_within_limit(&groups, self.options.filter_memory_limit);
         // The budget was checked when the store was opened.
-        let allocated = match self.options.filter_policy {
-            FilterPolicy::BitsPerKeyBudget(bits) => {
-                allocate_blended(&groups, limit.map_or(bits, |most| bits.min(most)))
-            }
+        let (allocated, limit_binds) = match self.options.filter_policy {
+            FilterPolicy::BitsPerKeyBudget(bits) => match limit {
+                Some(most) if most < bits => (allocate_blended(&groups, most), true),
+                _ => (allocate_blended(&groups, bits), false),
+            },
             FilterPolicy::WastedReadsTarget(reads) => {
                 match (allocate_for_false_positives(&groups, reads), limit) {
-                    (Ok((bits, _)), Some(most)) if bits > most => allocate_blended(&groups, most),
-                    (allocated, _) => allocated
-                        .map(|(_, params)| params.into_iter().map(GroupFilters::of).collect()),
+                    (Ok((bits, _)), Some(most)) if bits > most => {
+                        (allocate_blended(&groups, most), true)
+                    }
+                    (allocated, _) => (
+                        allocated
+                            .map(|(_, params)| params.into_iter().map(GroupFilters::of).collect()),
+                        false,
+                    ),
                 }
             }
             other => {
                 let asked = other.params().ok().flatten().map(|p| p.bits_per_key());
                 match (asked, limit) {
                     (Some(bits), Some(most)) if f64::from(bits) > most => {
-                        allocate_blended(&groups, most)
+                        (allocate_blended(&groups, most), true)
                     }
                     _ => return LevelFilters::Policy(other),
                 }
             }
         };
+        // Written wider than the limit's share, a filter leaves the memory plan room to keep
+        // it whole where lookups go and fold it where they do not (`filter_memory`).
+        let widen = match limit_binds && self.options.filter_memory_follows_lookups {
+            true => FILTER_HEADROOM,
+            false => 1,
+        };
         match allocated {
-            Ok(groups) => LevelFilters::Budget(groups[at]),
+            Ok(groups) => LevelFilters::Budget {
+                group: groups[at],
+                widen,
+            },
             Err(_) => LevelFilters::Policy(FilterPolicy::Disabled),
         }
     }
@@ -262,7 +277,15 @@ impl<'a> TableWriter<'a> {
     ) -> Result<()> {
         let props = builder.finish()?;
         let path = self.dir.join(filename::table_file_name(number));
-        let table = Table::open_in(&path, self.env).inspect_err(|_| {
+        // Under a filter memory limit the filter is read once the new version's plan says how
+        // to keep it (`filter_memory::fit_filters`): read whole here, the filters of all of a
+        // compaction's outputs would be in memory together, at up to `FILTER_HEADROOM` times
+        // what the limit pays for.
+        let open = match self.options.filter_memory_limit {
+            Some(_) => Table::open_deferring_filter,
+            None => Table::open_in,
+        };
+        let table = open(&path, self.env).inspect_err(|_| {
             let _ = self.env.fs.remove(&path);
         })?;
         out.added.push(TableMeta::of_table(number, level, props));
@@ -295,13 +318,20 @@ fn bits_per_key_within_limit(groups: &[FilterGroup], limit: Option<u64>) -> Opti
     (keys > 0).then(|| (limit as f64 * 8.0 / keys as f64).min(f64::from(MAX_BITS_PER_KEY)))
 }
 
+/// How many times the bits per key a limit's share pays for a table's filter is written
+/// with, when the limit binds and its memory follows lookups: the memory plan may then keep
+/// a busy table's filter whole, at a fraction of its share's rate, and fold a quiet one by
+/// up to the same factor back to its share (`FILTER_FOLD_LIMIT` allows an eighth).
+pub(super) const FILTER_HEADROOM: u32 = 4;
+
 /// The filters of the new tables of one level.
 pub(super) enum LevelFilters {
     /// The store's policy, as it is.
     Policy(FilterPolicy),
     /// The level's share of a budget: the lower of two rows for most tables, the upper for
-    /// a share of them.
-    Budget(GroupFilters),
+    /// a share of them; each written with `widen` times the row's bits per key and the row's
+    /// hashes.
+    Budget { group: GroupFilters, widen: u32 },
 }
 
 impl LevelFilters {
@@ -311,17 +341,18 @@ impl LevelFilters {
     fn for_table(&self, number: u64) -> FilterPolicy {
         match self {
             LevelFilters::Policy(policy) => *policy,
-            LevelFilters::Budget(group) => {
+            LevelFilters::Budget { group, widen } => {
                 let hash = xxhash_rust::xxh3::xxh3_64(&number.to_le_bytes());
                 let draw = (hash >> 11) as f64 / (1u64 << 53) as f64;
-                group
-                    .pick(draw)
-                    .map_or(FilterPolicy::Disabled, FilterPolicy::Params)
+                group.pick(draw).map_or(FilterPolicy::Disabled, |p| {
+                    FilterPolicy::Params(widened(p, *widen))
+                })
             }
         }
     }
 
-    /// Bits per key, on average over the level's new tables; `None` for no filter.
+    /// Bits per key, on average over the level's new tables, as the limit or budget pays for
+    /// them (a widened filter is held at that once folded); `None` for no filter.
     pub(super) fn bits_per_key(&self) -> Option<f64> {
         match self {
             LevelFilters::Policy(policy) => policy
@@ -329,7 +360,7 @@ impl LevelFilters {
                 .ok()
                 .flatten()
                 .map(|p| f64::from(p.bits_per_key())),
-            LevelFilters::Budget(group) => {
+            LevelFilters::Budget { group, .. } => {
                 (group.lower().is_some() || group.upper_share() > 0.0).then(|| group.bits_per_key())
             }
         }
@@ -342,9 +373,20 @@ impl LevelFilters {
                 policy.params().ok().flatten().map(|p| p.bits_per_key())
                     == params.map(|p| p.bits_per_key())
             }
-            LevelFilters::Budget(group) => group.includes(params),
+            LevelFilters::Budget { group, widen } => match *widen {
+                1 => group.includes(params),
+                widen => [group.lower(), group.upper()]
+                    .into_iter()
+                    .any(|row| row.map(|r| widened(r, widen)) == params),
+            },
         }
     }
+}
+
+/// `params` with `widen` times the bits per key (at most `MAX_BITS_PER_KEY`), same hashes.
+fn widened(params: FilterParams, widen: u32) -> FilterParams {
+    let bits = (params.bits_per_key() * widen).min(MAX_BITS_PER_KEY);
+    FilterParams::new(bits, params.hashes()).unwrap_or(params)
 }
 
 /// Where a writer ends one table and starts the next.
@@ -482,7 +524,10 @@ mod tests {
         groups[6].keys = 89_000_000;
         let last = allocate_blended(&groups, 10.0).unwrap()[6];
         assert!((0.1..0.9).contains(&last.upper_share()), "{last:?}");
-        let filters = LevelFilters::Budget(last);
+        let filters = LevelFilters::Budget {
+            group: last,
+            widen: 1,
+        };
         let tables = 20_000;
         let upper = (1..=tables)
             .filter(|&n| match filters.for_table(n) {

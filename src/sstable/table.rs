@@ -4,7 +4,7 @@
 //! cache, which may close it between reads.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::block::{Block, BlockIter};
@@ -125,6 +125,12 @@ pub(crate) struct TableInner {
     /// Set when the store no longer needs the table: the file is deleted once the last reader
     /// (a version, an iterator) lets go of it, so no reader ever finds its file gone.
     obsolete: AtomicBool,
+    /// Point lookups that asked the table (its filter, or without one its index) for a key:
+    /// how often lookups come to its key range. Every reader of the table counts here
+    /// (`with_filter` shares it).
+    lookups: AtomicU64,
+    /// `ReadCounters::table_lookups` when the table was opened.
+    lookups_at_open: u64,
 }
 
 impl Drop for TableInner {
@@ -341,6 +347,8 @@ impl Table {
                 filter_params,
                 properties,
                 obsolete: AtomicBool::new(false),
+                lookups: AtomicU64::new(0),
+                lookups_at_open: env.counters.table_lookups.load(Ordering::Relaxed),
             }),
             filter: filter.map(Arc::new),
             residency,
@@ -471,8 +479,34 @@ impl Table {
     /// file, checked, and kept as `residency` says. A table whose filter is held already
     /// gives [`with_filter`](Self::with_filter)'s answer.
     pub(crate) fn load_filter(&self, residency: FilterResidency) -> Result<Table> {
+        match self.filter_is_deferred() {
+            true => self.read_filter(residency),
+            false => self.with_filter(residency),
+        }
+    }
+
+    /// A reader of this table with its filter kept as `residency` says: folded from the
+    /// filter held where it can be, else read from the file again (a filter folded or
+    /// dropped earlier, grown back).
+    pub(crate) fn refit_filter(&self, residency: FilterResidency) -> Result<Table> {
+        let now = self.residency.fold_factor();
+        let folds_from_held = match (residency.fold_factor(), now) {
+            _ if self.filter_is_deferred() => false,
+            _ if residency == self.residency || residency == FilterResidency::Dropped => true,
+            (Some(to), Some(now)) => to.is_multiple_of(now),
+            _ => false,
+        };
+        match folds_from_held {
+            true => self.with_filter(residency),
+            false => self.read_filter(residency),
+        }
+    }
+
+    /// A reader of this table with its filter read from the file, checked, and kept as
+    /// `residency` says.
+    fn read_filter(&self, residency: FilterResidency) -> Result<Table> {
         let inner = &self.inner;
-        let (true, Some(handle)) = (self.filter_is_deferred(), inner.filter_handle) else {
+        let Some(handle) = inner.filter_handle else {
             return self.with_filter(residency);
         };
         if residency == FilterResidency::Dropped {
@@ -513,6 +547,24 @@ impl Table {
     pub(crate) fn whole_filter_words(&self) -> Option<u64> {
         let handle = self.inner.filter_handle?;
         BloomFilter::words_in_serialized(handle.size)
+    }
+
+    /// Counts a point lookup that asked the table for a key.
+    pub(crate) fn count_lookup(&self) {
+        self.inner.lookups.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The point lookups that asked the table for a key since it was opened, and those that
+    /// reached the store's tables meanwhile (`ReadCounters::table_lookups`).
+    pub(crate) fn lookups_counted(&self) -> (u64, u64) {
+        let now = self
+            .inner
+            .env
+            .counters
+            .table_lookups
+            .load(Ordering::Relaxed);
+        let asked = self.inner.lookups.load(Ordering::Relaxed);
+        (asked, now.saturating_sub(self.inner.lookups_at_open))
     }
 
     /// The filter's answer alone, counted nowhere: `true` without a filter.
