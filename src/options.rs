@@ -80,8 +80,9 @@ pub struct Options {
     /// four times the bits per key their level's share of the limit pays for (hashes as for
     /// that share, so a filter folded back to the share is what the share alone would have
     /// written); which to keep whole and which to fold or drop then follows each table's
-    /// count of lookups that asked its filter for a key it does not hold, and a background
-    /// thread reads a filter back from its file when its table turns busy. Under a lookup
+    /// count of the lookups that asked it for a key, and a background thread reads a filter
+    /// back from its file when its table turns busy. A store opened later without a limit
+    /// holds such filters whole, at up to four times the share. Under a lookup
     /// skew (a few key ranges taking most lookups), the busy tables keep their whole filters
     /// and the quiet ones pay. `false` spends the limit as if lookups were drawn like the
     /// stored keys (`docs/design.md`, "Filter memory").

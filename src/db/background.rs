@@ -98,7 +98,8 @@ impl Inner {
             let turn_began_at = match turn {
                 CompactionTurn::Compact { jobs_ended } => jobs_ended,
                 CompactionTurn::RefitFilters => {
-                    self.refit_filters();
+                    // A panic must not end the thread with its turn still counted as running.
+                    let _ = caught(Job::Compaction, || Ok(self.refit_filters()));
                     release_freed_memory();
                     self.end_idle_turn();
                     continue;

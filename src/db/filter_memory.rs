@@ -75,14 +75,21 @@ impl Inner {
                 Ok(reader) => {
                     replaced.insert(number, reader);
                 }
-                // A filter that cannot be read back stays as it is held (the plan then holds
-                // less than the limit); the lookup or check that reads the table reports it.
-                Err(_) => continue,
+                // The plan's folds made room for this filter: without it they would cost
+                // lookups for nothing. The lookup or check that reads the table reports what
+                // is wrong with it.
+                Err(_) => return false,
             }
         }
         let shape = lock(&self.shape);
         if !Arc::ptr_eq(&self.read_state().version, &version) {
+            // A flush or compaction came first: the next idle turn plans again.
+            self.filters_refit_at
+                .fetch_sub(REFIT_EVERY, Atomic::Relaxed);
             return false;
+        }
+        for t in version.tables() {
+            t.table.age_lookup_counts();
         }
         let refitted = Arc::new(version.with_readers(&replaced));
         self.replace_read_state(|old| ReadState {
@@ -97,9 +104,12 @@ impl Inner {
     /// Counts `n` point lookups that reached the tables, and wakes the background threads
     /// when enough came since the last refit for another.
     pub(super) fn count_table_lookups(&self, n: u64) {
+        if !self.table_env.count_lookups {
+            return;
+        }
         let before = (self.table_env.counters.table_lookups).fetch_add(n, Atomic::Relaxed);
         let crossed = (before + n) / REFIT_EVERY != before / REFIT_EVERY;
-        if crossed && self.options.filter_memory_follows_lookups {
+        if crossed {
             self.background_cv.notify_all();
         }
     }
@@ -113,7 +123,7 @@ impl Inner {
         }
         let lookups = self.table_env.counters.table_lookups.load(Atomic::Relaxed);
         let last = self.filters_refit_at.load(Atomic::Relaxed);
-        lookups.saturating_sub(last) >= REFIT_EVERY
+        lookups / REFIT_EVERY > last / REFIT_EVERY
             && (self.filters_refit_at)
                 .compare_exchange(last, lookups, Atomic::Relaxed, Atomic::Relaxed)
                 .is_ok()
@@ -122,7 +132,8 @@ impl Inner {
 
 /// Lookups between two refits: enough for the counts to move the shares (each table's
 /// predicted share counts for `PREDICTED_SHARE_WEIGHT`), few enough that a store serving
-/// tens of thousands of lookups a second follows a new skew within a second.
+/// tens of thousands of lookups a second follows a new skew within a second or two (each
+/// refit that installs a plan halves the counts, so old lookups fade).
 const REFIT_EVERY: u64 = 8192;
 
 /// A plan must cut the false positives per lookup below this share of what the filters held

@@ -346,6 +346,8 @@ pub(super) fn table_env(fs: &SharedFs, options: &Options) -> TableEnv {
         index_cache,
         table_cache,
         store_open: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+        count_lookups: options.filter_memory_follows_lookups
+            && options.filter_memory_limit.is_some(),
     }
 }
 

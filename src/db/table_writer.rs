@@ -375,9 +375,12 @@ impl LevelFilters {
             }
             LevelFilters::Budget { group, widen } => match *widen {
                 1 => group.includes(params),
-                widen => [group.lower(), group.upper()]
-                    .into_iter()
-                    .any(|row| row.map(|r| widened(r, widen)) == params),
+                widen => {
+                    let upper = (group.upper_share() > 0.0).then(|| group.upper()).flatten();
+                    [group.lower(), upper]
+                        .into_iter()
+                        .any(|row| row.map(|r| widened(r, widen)) == params)
+                }
             },
         }
     }

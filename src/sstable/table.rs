@@ -42,6 +42,10 @@ pub struct TableEnv {
     /// have made under the same name. Such a reader can still use the files the table cache
     /// holds open, and gets an error past them; recovery removes obsolete files left behind.
     pub store_open: Arc<AtomicBool>,
+    /// Whether lookups are counted per table, for a filter memory limit that follows them
+    /// (`Options::filter_memory_follows_lookups`): off, a lookup touches no shared counter
+    /// for it.
+    pub(crate) count_lookups: bool,
 }
 
 impl TableEnv {
@@ -54,6 +58,7 @@ impl TableEnv {
             block_cache: None,
             index_cache: None,
             store_open: Arc::new(AtomicBool::new(true)),
+            count_lookups: false,
         }
     }
 }
@@ -129,8 +134,9 @@ pub(crate) struct TableInner {
     /// how often lookups come to its key range. Every reader of the table counts here
     /// (`with_filter` shares it).
     lookups: AtomicU64,
-    /// `ReadCounters::table_lookups` when the table was opened.
-    lookups_at_open: u64,
+    /// `ReadCounters::table_lookups` when the counting began: when the table was opened,
+    /// moved later as the counts age (`age_lookup_counts`).
+    counted_since: AtomicU64,
 }
 
 impl Drop for TableInner {
@@ -348,7 +354,7 @@ impl Table {
                 properties,
                 obsolete: AtomicBool::new(false),
                 lookups: AtomicU64::new(0),
-                lookups_at_open: env.counters.table_lookups.load(Ordering::Relaxed),
+                counted_since: AtomicU64::new(env.counters.table_lookups.load(Ordering::Relaxed)),
             }),
             filter: filter.map(Arc::new),
             residency,
@@ -549,9 +555,29 @@ impl Table {
         BloomFilter::words_in_serialized(handle.size)
     }
 
-    /// Counts a point lookup that asked the table for a key.
+    /// Counts a point lookup that asked the table for a key, when its store counts them
+    /// (`TableEnv::count_lookups`).
     pub(crate) fn count_lookup(&self) {
-        self.inner.lookups.fetch_add(1, Ordering::Relaxed);
+        if self.inner.env.count_lookups {
+            self.inner.lookups.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Halves the lookups counted and the span they were counted over, so that old lookups
+    /// weigh half as much as those to come. The two halvings race with lookups counted
+    /// meanwhile, which may be lost: the counts are an estimate.
+    pub(crate) fn age_lookup_counts(&self) {
+        let now = self
+            .inner
+            .env
+            .counters
+            .table_lookups
+            .load(Ordering::Relaxed);
+        let since = self.inner.counted_since.load(Ordering::Relaxed);
+        let asked = self.inner.lookups.load(Ordering::Relaxed);
+        self.inner.lookups.store(asked / 2, Ordering::Relaxed);
+        let since = now - now.saturating_sub(since) / 2;
+        self.inner.counted_since.store(since, Ordering::Relaxed);
     }
 
     /// The point lookups that asked the table for a key since it was opened, and those that
@@ -564,7 +590,8 @@ impl Table {
             .table_lookups
             .load(Ordering::Relaxed);
         let asked = self.inner.lookups.load(Ordering::Relaxed);
-        (asked, now.saturating_sub(self.inner.lookups_at_open))
+        let since = self.inner.counted_since.load(Ordering::Relaxed);
+        (asked, now.saturating_sub(since))
     }
 
     /// The filter's answer alone, counted nowhere: `true` without a filter.
