@@ -567,17 +567,9 @@ impl Table {
     /// weigh half as much as those to come. The two halvings race with lookups counted
     /// meanwhile, which may be lost: the counts are an estimate.
     pub(crate) fn age_lookup_counts(&self) {
-        let now = self
-            .inner
-            .env
-            .counters
-            .table_lookups
-            .load(Ordering::Relaxed);
-        let since = self.inner.counted_since.load(Ordering::Relaxed);
-        let asked = self.inner.lookups.load(Ordering::Relaxed);
+        let (asked, span) = self.lookups_counted();
         self.inner.lookups.store(asked / 2, Ordering::Relaxed);
-        let since = now - now.saturating_sub(since) / 2;
-        self.inner.counted_since.store(since, Ordering::Relaxed);
+        (self.inner.counted_since).fetch_add(span - span / 2, Ordering::Relaxed);
     }
 
     /// The point lookups that asked the table for a key since it was opened, and those that
