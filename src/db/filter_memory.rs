@@ -117,8 +117,7 @@ impl Inner {
     /// Whether enough lookups came since the filters were last spent by them to spend them
     /// again; claims the turn (one thread refits at a time, the others see it taken).
     pub(super) fn claim_filter_refit(&self) -> bool {
-        if !self.options.filter_memory_follows_lookups || self.options.filter_memory_limit.is_none()
-        {
+        if !self.table_env.count_lookups {
             return false;
         }
         let lookups = self.table_env.counters.table_lookups.load(Atomic::Relaxed);

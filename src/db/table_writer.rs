@@ -226,7 +226,7 @@ impl<'a> TableWriter<'a> {
             });
             if cut {
                 let (number, builder) = current.take().expect("a table is open");
-                self.finish_table(number, builder, level, out)?;
+                self.finish_table(number, builder, level, &filters, out)?;
             }
             let (_, builder) = match &mut current {
                 Some(open) => open,
@@ -240,7 +240,7 @@ impl<'a> TableWriter<'a> {
             last_key.extend_from_slice(&entry.key);
         }
         if let Some((number, builder)) = current {
-            self.finish_table(number, builder, level, out)?;
+            self.finish_table(number, builder, level, &filters, out)?;
         }
         Ok(())
     }
@@ -273,17 +273,18 @@ impl<'a> TableWriter<'a> {
         number: u64,
         builder: TableBuilder,
         level: u32,
+        filters: &LevelFilters,
         out: &mut NewTables,
     ) -> Result<()> {
         let props = builder.finish()?;
         let path = self.dir.join(filename::table_file_name(number));
-        // Under a filter memory limit the filter is read once the new version's plan says how
-        // to keep it (`filter_memory::fit_filters`): read whole here, the filters of all of a
-        // compaction's outputs would be in memory together, at up to `FILTER_HEADROOM` times
-        // what the limit pays for.
-        let open = match self.options.filter_memory_limit {
-            Some(_) => Table::open_deferring_filter,
-            None => Table::open_in,
+        // A widened filter is read once the new version's plan says how to keep it
+        // (`filter_memory::fit_filters`): read whole here, the filters of all of a
+        // compaction's outputs would be in memory together, at `FILTER_HEADROOM` times what
+        // the limit pays for. Others are read here, outside the shape lock.
+        let open = match filters.widens() {
+            true => Table::open_deferring_filter,
+            false => Table::open_in,
         };
         let table = open(&path, self.env).inspect_err(|_| {
             let _ = self.env.fs.remove(&path);
@@ -373,16 +374,18 @@ impl LevelFilters {
                 policy.params().ok().flatten().map(|p| p.bits_per_key())
                     == params.map(|p| p.bits_per_key())
             }
-            LevelFilters::Budget { group, widen } => match *widen {
-                1 => group.includes(params),
-                widen => {
-                    let upper = (group.upper_share() > 0.0).then(|| group.upper()).flatten();
-                    [group.lower(), upper]
-                        .into_iter()
-                        .any(|row| row.map(|r| widened(r, widen)) == params)
-                }
-            },
+            LevelFilters::Budget { group, widen } => {
+                let upper = (group.upper_share() > 0.0).then(|| group.upper()).flatten();
+                [group.lower(), upper]
+                    .into_iter()
+                    .any(|row| row.map(|r| widened(r, *widen)) == params)
+            }
         }
+    }
+
+    /// Whether the new tables' filters are written wider than the limit pays for.
+    fn widens(&self) -> bool {
+        matches!(self, LevelFilters::Budget { widen, .. } if *widen > 1)
     }
 }
 
