@@ -15,6 +15,7 @@
 //! or from the file the table cache keeps open) -> block. The [`filter`] module is a
 //! standalone Bloom filter library and knows nothing of tables.
 
+mod allocator;
 pub mod cache;
 pub mod check;
 mod compaction;

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{lock, BackgroundState, Counters, Inner, Job, ShapeState, StepFailure};
+use crate::allocator;
 use crate::compaction;
 use crate::error::{Error, Result};
 use crate::manifest::{ManifestWriter, VersionEdit};
@@ -77,6 +78,14 @@ impl Inner {
         !state.immutable.is_empty() || compaction::needs_compaction(&state.version, &self.options)
     }
 
+    /// Hands what a flush or compaction freed back to the system, unless the store leaves
+    /// the allocator alone (`Options::tune_allocator`; `crate::allocator` says why).
+    pub(super) fn release_freed_memory(&self) {
+        if self.options.tune_allocator {
+            allocator::release_freed_memory();
+        }
+    }
+
     /// The flush thread.
     pub(super) fn flush_loop(&self) {
         while let Some(work) = self.next_flush_work() {
@@ -100,7 +109,7 @@ impl Inner {
                 CompactionTurn::RefitFilters => {
                     // A panic must not end the thread with its turn still counted as running.
                     let _ = caught(Job::Compaction, || Ok(self.refit_filters()));
-                    release_freed_memory();
+                    self.release_freed_memory();
                     self.end_idle_turn();
                     continue;
                 }
@@ -114,7 +123,7 @@ impl Inner {
                 }
                 Err(e) => Err(e),
             };
-            release_freed_memory();
+            self.release_freed_memory();
             self.record_outcome(Job::Compaction, outcome);
             found_nothing_at = None;
         }
@@ -405,21 +414,4 @@ fn run_below_foreground(nice: u8) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = nice;
-}
-
-/// Hands what a finished flush or compaction freed back to the operating system. A flush
-/// frees a whole memtable, a compaction its tables' builders, tens of MiB at a time, and
-/// glibc's allocator keeps freed memory in the arena of the thread that allocated it, for
-/// reuse. After a 10M-key load in 1 GiB with 32 MiB memtables the process held 139 MiB
-/// without the trim after flushes and 124 MiB with it; with the trim after flushes only, at
-/// 5M keys and 64 MiB tables, 136 MiB lay free in the arenas against 45 MiB in use, and
-/// resident memory fell from 133 to 98 MiB once compactions trimmed too (docs/benchmarks.md).
-/// Under another allocator this finds glibc's heap nearly empty and costs next to nothing.
-pub(super) fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free memory of glibc's own arenas to the system; it
-    // touches no memory in use.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }

@@ -5,7 +5,6 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::background::release_freed_memory;
 use super::table_writer::{Cuts, NewTables};
 use super::{lock, Counters, Inner, ReadState};
 use crate::error::Result;
@@ -76,7 +75,7 @@ impl Inner {
         drop(shape);
         self.remove_obsolete_logs(live_log);
         drop(mem);
-        release_freed_memory();
+        self.release_freed_memory();
         Ok(())
     }
 

@@ -13,6 +13,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use crate::allocator;
 use crate::entry::check_key_len;
 use crate::error::{Error, Result};
 use crate::filename;
@@ -418,6 +419,9 @@ impl Db {
             create_store_dir(fs.as_ref(), &dir)?;
         }
         let lock = fs.lock(&dir.join(filename::LOCK))?;
+        if options.tune_allocator {
+            allocator::hold_thresholds();
+        }
         let inner = Arc::new(recover(dir, fs, options, lock)?);
         let mut db = Db {
             inner: Arc::clone(&inner),
