@@ -135,6 +135,14 @@ pub struct Stats {
     pub write_stalls: u64,
     /// Time writes spent delayed or stalled, in microseconds.
     pub stall_micros: u64,
+    /// Write groups stopped (not only delayed) since the store was opened, by what they
+    /// waited for: a flush, because `max_immutable_memtables` memtables waited for theirs,
+    /// or compactions, because level 0 held `l0_stop_trigger` tables.
+    pub write_stops_for_flush: u64,
+    pub write_stops_for_level0: u64,
+    /// The longest one write group waited since the store was opened, delay and stop
+    /// together, in microseconds: while it waited, no write completed.
+    pub longest_stall_micros: u64,
     /// The bytes per second writes are held to while level 0 is past its slowdown trigger
     /// (`Options::delayed_write_rate`), as the last write found it; `None` when it found
     /// writes need no slowing.

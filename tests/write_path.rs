@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bloomkv::filename::{self, FileKind};
 use bloomkv::fs::{CrashMode, FaultFs, OsFileSystem};
@@ -697,11 +697,61 @@ fn writers_slow_down_while_level_0_is_behind_and_never_stop() {
         "delayed {delayed:?} for {written} bytes"
     );
     assert!(stats.write_stalls > before.write_stalls);
+    assert_eq!(
+        (stats.write_stops_for_flush, stats.write_stops_for_level0),
+        (before.write_stops_for_flush, before.write_stops_for_level0),
+        "delayed, never stopped"
+    );
+    assert!(stats.longest_stall_micros > 0);
+    assert!(stats.longest_stall_micros <= stats.stall_micros - before.stall_micros);
     fs.release_reads();
     db.wait_for_background_work().unwrap();
     db.put(b"after", b"compaction").unwrap();
     assert_eq!(db.stats().delayed_write_rate, None, "level 0 caught up");
     assert_eq!(db.iter().count(), 2_501);
+}
+
+/// With level 0 at its stop trigger behind a held compaction, a write waits, and is counted
+/// as a stop for level 0, until the compaction goes on; then it completes, and the longest
+/// stall covers its wait.
+#[test]
+fn a_write_at_the_level_0_stop_waits_for_compaction_and_is_counted() {
+    let fs = FaultFs::new();
+    let options = held_options(&fs).l0_write_triggers(3, 3);
+    let db = Arc::new(Db::open(DIR, options).unwrap());
+    fill_range(&db, 0, 500);
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    fs.hold_reads_of(fault_fs_tables(&fs));
+    let release = ReleaseOnDrop(fs.clone());
+    fill_range(&db, 0, 500);
+    db.flush().unwrap();
+    wait_for_held_read(&fs);
+    let before = db.stats();
+    // Flushes go on while the compaction is held, so level 0 reaches its stop.
+    let writer = Arc::clone(&db);
+    let blocked = std::thread::spawn(move || fill_range(&writer, 1_000, 3_000));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while db.stats().write_stops_for_level0 == before.write_stops_for_level0 {
+        assert!(Instant::now() < deadline, "no write stopped at level 0");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(db.stats().levels[0].tables >= 3);
+    assert!(
+        !blocked.is_finished(),
+        "the writer waits for the compaction"
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    drop(release);
+    blocked.join().unwrap();
+    db.wait_for_background_work().unwrap();
+    let stats = db.stats();
+    assert!(
+        stats.longest_stall_micros >= 50_000,
+        "the stopped write waited at least 50 ms: {}",
+        stats.longest_stall_micros
+    );
+    assert_eq!(db.iter().count(), 2_500);
 }
 
 /// The same with a manual `compact` held: flushes and writes go on, and the compaction ends

@@ -594,6 +594,9 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
             "trivial_moves": stats.trivial_moves,
             "split_compactions": stats.split_compactions,
             "write_stalls": stats.write_stalls,
+            "write_stops_for_flush": stats.write_stops_for_flush,
+            "write_stops_for_level0": stats.write_stops_for_level0,
+            "longest_stall_seconds": stats.longest_stall_micros as f64 / 1e6,
         },
         "writes": {
             "user_bytes": stats.user_bytes_written,
@@ -743,7 +746,7 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ),
         ("write amplification", amplification),
     ];
-    let this_open: [(&str, String); 15] = [
+    let this_open: [(&str, String); 18] = [
         ("filter probes", stats.filter_probes.to_string()),
         ("filter negatives", stats.filter_negatives.to_string()),
         ("filter positives", stats.filter_positives.to_string()),
@@ -755,6 +758,18 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("data block reads", stats.data_block_reads.to_string()),
         ("bytes read", stats.bytes_read.to_string()),
         ("split compactions", stats.split_compactions.to_string()),
+        (
+            "write stops for flush",
+            stats.write_stops_for_flush.to_string(),
+        ),
+        (
+            "write stops for level 0",
+            stats.write_stops_for_level0.to_string(),
+        ),
+        (
+            "longest stall seconds",
+            format!("{:.3}", stats.longest_stall_micros as f64 / 1e6),
+        ),
         ("block cache hits", cache.hits.to_string()),
         ("block cache misses", cache.misses.to_string()),
         ("block cache inserts", cache.inserts.to_string()),

@@ -250,6 +250,11 @@ struct Counters {
     write_stalls: AtomicU64,
     /// Time writers spent delayed or stalled.
     stall_micros: AtomicU64,
+    /// Groups stopped, by what they waited for, and the longest wait of one group (since
+    /// open).
+    stops_for_flush: AtomicU64,
+    stops_for_level0: AtomicU64,
+    longest_stall_micros: AtomicU64,
     /// Bytes of keys and values in acknowledged writes.
     user_bytes: AtomicU64,
     /// Bytes appended to WAL files (records and their headers).

@@ -247,6 +247,9 @@ impl Inner {
             Counters::add_one(&self.counters.write_stalls);
             let waited = started.elapsed().as_micros() as u64;
             Counters::add(&self.counters.stall_micros, waited);
+            self.counters
+                .longest_stall_micros
+                .fetch_max(waited, Ordering::Relaxed);
         }
         result
     }
@@ -280,6 +283,7 @@ impl Inner {
     /// Waits while too many memtables wait for their flush or level 0 reached its stop
     /// trigger. The delayed rate keeps the second rare: it is the bound, not the brake.
     fn wait_for_room_until_done(&self, delayed: &mut bool) -> Result<()> {
+        let mut stopped = false;
         loop {
             let state = self.read_state();
             let level0 = state.version.level(0).len();
@@ -288,6 +292,14 @@ impl Inner {
                 return Ok(());
             }
             *delayed = true;
+            if !stopped {
+                stopped = true;
+                let cause = match too_many_frozen {
+                    true => &self.counters.stops_for_flush,
+                    false => &self.counters.stops_for_level0,
+                };
+                Counters::add_one(cause);
+            }
             let background = lock(&self.background);
             // A failed WAL needs the flush thread to take the writer lock, which this leader
             // holds: give it up rather than wait.
