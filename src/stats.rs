@@ -137,7 +137,8 @@ pub struct Stats {
     pub stall_micros: u64,
     /// Write groups stopped (not only delayed) since the store was opened, by what they
     /// waited for: a flush, because `max_immutable_memtables` memtables waited for theirs,
-    /// or compactions, because level 0 held `l0_stop_trigger` tables.
+    /// or compactions, because level 0 held `l0_stop_trigger` tables. A group that waited
+    /// for both is counted in both.
     pub write_stops_for_flush: u64,
     pub write_stops_for_level0: u64,
     /// The longest one write group waited since the store was opened, delay and stop

@@ -724,19 +724,30 @@ fn a_write_at_the_level_0_stop_waits_for_compaction_and_is_counted() {
     db.wait_for_background_work().unwrap();
     fs.hold_reads_of(fault_fs_tables(&fs));
     let release = ReleaseOnDrop(fs.clone());
-    fill_range(&db, 0, 500);
-    db.flush().unwrap();
-    wait_for_held_read(&fs);
     let before = db.stats();
-    // Flushes go on while the compaction is held, so level 0 reaches its stop.
+    // The next compaction takes held tables and waits; flushes go on, so level 0 reaches its
+    // stop and the writer waits there. (Every write is in this thread: one made by the test
+    // itself would wait there too.)
     let writer = Arc::clone(&db);
-    let blocked = std::thread::spawn(move || fill_range(&writer, 1_000, 3_000));
+    let blocked = std::thread::spawn(move || {
+        fill_range(&writer, 0, 500);
+        fill_range(&writer, 1_000, 3_000);
+    });
     let deadline = Instant::now() + Duration::from_secs(60);
     while db.stats().write_stops_for_level0 == before.write_stops_for_level0 {
-        assert!(Instant::now() < deadline, "no write stopped at level 0");
+        let s = db.stats();
+        assert!(
+            Instant::now() < deadline,
+            "no write stopped at level 0: level 0 {}, stops for flush {}, held {}, done {}",
+            s.levels[0].tables,
+            s.write_stops_for_flush,
+            fs.held_reads_waiting(),
+            blocked.is_finished()
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(db.stats().levels[0].tables >= 3);
+    assert!(fs.held_reads_waiting() > 0, "the compaction is held");
     assert!(
         !blocked.is_finished(),
         "the writer waits for the compaction"

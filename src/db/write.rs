@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -283,23 +283,26 @@ impl Inner {
     /// Waits while too many memtables wait for their flush or level 0 reached its stop
     /// trigger. The delayed rate keeps the second rare: it is the bound, not the brake.
     fn wait_for_room_until_done(&self, delayed: &mut bool) -> Result<()> {
-        let mut stopped = false;
+        // Whether this group was counted as stopped for a flush, and for level 0: once each.
+        let (mut counted_flush, mut counted_level0) = (false, false);
         loop {
             let state = self.read_state();
-            let level0 = state.version.level(0).len();
+            let level0_full = state.version.level(0).len() >= self.options.l0_stop_trigger;
             let too_many_frozen = state.immutable.len() >= self.options.max_immutable_memtables;
-            if !too_many_frozen && level0 < self.options.l0_stop_trigger {
+            if !too_many_frozen && !level0_full {
                 return Ok(());
             }
             *delayed = true;
-            if !stopped {
-                stopped = true;
-                let cause = match too_many_frozen {
-                    true => &self.counters.stops_for_flush,
-                    false => &self.counters.stops_for_level0,
-                };
-                Counters::add_one(cause);
-            }
+            count_once(
+                too_many_frozen,
+                &mut counted_flush,
+                &self.counters.stops_for_flush,
+            );
+            count_once(
+                level0_full,
+                &mut counted_level0,
+                &self.counters.stops_for_level0,
+            );
             let background = lock(&self.background);
             // A failed WAL needs the flush thread to take the writer lock, which this leader
             // holds: give it up rather than wait.
@@ -529,5 +532,13 @@ impl Inner {
         }
         drop(background);
         self.background_cv.notify_all();
+    }
+}
+
+/// Adds one to `counter` when `happened`, unless `counted` says it was added already.
+fn count_once(happened: bool, counted: &mut bool, counter: &AtomicU64) {
+    if happened && !*counted {
+        *counted = true;
+        Counters::add_one(counter);
     }
 }
