@@ -139,8 +139,13 @@ pub struct Options {
     /// Level-0 table count that starts a compaction into the base level. Default 4.
     pub l0_compaction_trigger: usize,
     /// Level-0 table count from which writes are slowed to `delayed_write_rate` (lower still
-    /// while level 0 keeps growing), so that it rarely reaches the stop trigger. Default 20,
-    /// as RocksDB's.
+    /// while level 0 keeps growing), so that it rarely reaches the stop trigger. Every
+    /// level-0 table is one more filter each lookup asks (their key ranges all overlap), so
+    /// this bounds what an absent-key get costs while compaction is behind. Default 8, twice
+    /// the compaction trigger: at 20 (RocksDB's), a 30M-key load of one put per write ended
+    /// with 4 to 19 level-0 tables, by where its last compaction stood, and absent gets right
+    /// after it asked up to 21 filters each; at 8, at most 10 tables, for a load about a fifth
+    /// longer (docs/benchmarks.md, "Level 0 under one put per write").
     pub l0_slowdown_trigger: usize,
     /// Level-0 table count at which writes wait for compaction. Default 36, as RocksDB's.
     pub l0_stop_trigger: usize,
@@ -226,7 +231,7 @@ impl Default for Options {
             num_levels: 7,
             dynamic_level_sizes: true,
             l0_compaction_trigger: 4,
-            l0_slowdown_trigger: 20,
+            l0_slowdown_trigger: 8,
             l0_stop_trigger: 36,
             delayed_write_rate: 16 << 20,
             compaction_threads: 2,

@@ -157,6 +157,12 @@ pub struct BenchArgs {
     /// with `--stores`.
     #[arg(long, value_name = "N", default_value_t = 0, conflicts_with = "stores")]
     level0_tables: u64,
+    /// Puts per write while loading: 1 writes each key with a `put` of its own, as most
+    /// applications write; more groups that many into one atomic batch. The same for every
+    /// store of a `--stores` run.
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub load_batch: u64,
     /// Seed for the lookups.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -309,9 +315,6 @@ impl LookupFigures {
     }
 }
 
-/// Writes go in batches of this many keys, for every store.
-pub const BATCH: u64 = 1000;
-
 /// The keys loaded and looked up: the same for every setting and every peer store. Keys and
 /// values are made on the fly from their index, so a load of 100M keys holds nothing in
 /// memory but the lookup keys.
@@ -333,6 +336,8 @@ pub struct Workload {
     /// its own (`--level0-tables`).
     pub level0_tables: u64,
     pub level0_keys_each: u64,
+    /// Puts per write while loading (`--load-batch`).
+    pub load_batch: u64,
 }
 
 impl Workload {
@@ -354,6 +359,7 @@ impl Workload {
             table_size: args.table_size,
             level0_tables: args.level0_tables,
             level0_keys_each: memtable_keys(args),
+            load_batch: args.load_batch,
         }
     }
 
@@ -373,6 +379,7 @@ impl Workload {
             table_size: None,
             level0_tables: 0,
             level0_keys_each: 0,
+            load_batch: 1,
         }
     }
 
@@ -394,21 +401,22 @@ impl Workload {
         value
     }
 
-    /// The load, in batches of [`BATCH`] (key, value) pairs, keys in random order.
+    /// The load, in batches of `load_batch` (key, value) pairs, keys in random order.
     #[cfg(feature = "peers")]
     pub fn batches(&self) -> impl Iterator<Item = Vec<([u8; 16], Vec<u8>)>> + '_ {
         self.batches_of(0..self.keys)
     }
 
-    /// The keys loaded `indexes`-th, in batches of [`BATCH`].
+    /// The keys loaded `indexes`-th, in batches of `load_batch`.
     fn batches_of(
         &self,
         indexes: std::ops::Range<u64>,
     ) -> impl Iterator<Item = Vec<([u8; 16], Vec<u8>)>> + '_ {
-        let batches = (indexes.end - indexes.start).div_ceil(BATCH);
+        let size = self.load_batch.max(1);
+        let batches = (indexes.end - indexes.start).div_ceil(size);
         (0..batches).map(move |b| {
-            let from = indexes.start + b * BATCH;
-            (from..(from + BATCH).min(indexes.end))
+            let from = indexes.start + b * size;
+            (from..(from + size).min(indexes.end))
                 .map(|i| (bench_key(i, true), self.value(i)))
                 .collect()
         })
@@ -763,7 +771,33 @@ pub struct LoadFigures {
     pub seconds: f64,
     /// The longest single batch write: while it waited, no write completed.
     pub longest_write: Duration,
+    /// Where the store stood each second of the load.
+    pub timeline: Vec<LoadSample>,
 }
+
+/// The store once during a load: how far the load had come and how far level 0 lagged.
+pub struct LoadSample {
+    pub seconds: f64,
+    pub keys_written: u64,
+    pub level0_tables: usize,
+    /// Bytes in each level.
+    pub level_bytes: Vec<u64>,
+    /// The rate delayed writes were held to, when they were.
+    pub delayed_write_rate: Option<u64>,
+}
+
+impl LoadSample {
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "seconds": self.seconds, "keys_written": self.keys_written,
+            "level0_tables": self.level0_tables, "level_bytes": self.level_bytes,
+            "delayed_write_rate": self.delayed_write_rate,
+        })
+    }
+}
+
+/// How often a load's timeline is sampled.
+const LOAD_SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 /// Writes the workload's keys `indexes` into `db` with a progress bar, then flushes.
 pub fn load(
@@ -774,13 +808,46 @@ pub fn load(
 ) -> Result<LoadFigures, Failure> {
     let bar = progress::bar(indexes.end - indexes.start, &format!("load ({label})"));
     let started = Instant::now();
-    let longest_write = load_bloomkv(db, workload, indexes, &bar)?;
+    let (longest_write, timeline) = std::thread::scope(|scope| {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let bar = &bar;
+        let sampler = scope.spawn(move || sample_load(db, bar, started, stopped));
+        let longest_write = load_bloomkv(db, workload, indexes, bar);
+        drop(stop);
+        let timeline = sampler.join().expect("the sampler does not panic");
+        (longest_write, timeline)
+    });
+    let longest_write = longest_write?;
     let seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
     Ok(LoadFigures {
         seconds,
         longest_write,
+        timeline,
     })
+}
+
+/// Samples `db` every [`LOAD_SAMPLE_EVERY`] until `stopped` closes.
+fn sample_load(
+    db: &Db,
+    bar: &ProgressBar,
+    started: Instant,
+    stopped: std::sync::mpsc::Receiver<()>,
+) -> Vec<LoadSample> {
+    let mut samples = Vec::new();
+    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+        stopped.recv_timeout(LOAD_SAMPLE_EVERY)
+    {
+        let stats = db.stats();
+        samples.push(LoadSample {
+            seconds: started.elapsed().as_secs_f64(),
+            keys_written: bar.position(),
+            level0_tables: stats.levels.first().map_or(0, |l| l.tables),
+            level_bytes: stats.levels.iter().map(|l| l.bytes).collect(),
+            delayed_write_rate: stats.delayed_write_rate,
+        });
+    }
+    samples
 }
 
 /// Waits for `db`'s compactions to end; the seconds it took.
@@ -803,12 +870,16 @@ fn load_bloomkv(
 ) -> Result<Duration, Failure> {
     let mut longest = Duration::ZERO;
     for pairs in workload.batches_of(indexes) {
-        let mut batch = WriteBatch::new();
-        for (key, value) in &pairs {
-            batch.put(key, value);
-        }
         let started = Instant::now();
-        db.write(batch)?;
+        if let [(key, value)] = pairs.as_slice() {
+            db.put(key, value)?;
+        } else {
+            let mut batch = WriteBatch::new();
+            for (key, value) in &pairs {
+                batch.put(key, value);
+            }
+            db.write(batch)?;
+        }
         longest = longest.max(started.elapsed());
         bar.inc(pairs.len() as u64);
     }

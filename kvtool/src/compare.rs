@@ -44,7 +44,7 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     let doc = json!({
         "keys": args.keys, "key_size": 16, "value_size": args.value_size,
         "values": args.values.name(), "lookups": args.lookups, "seed": args.seed,
-        "distribution": args.distribution.name(),
+        "distribution": args.distribution.name(), "load_batch": args.load_batch,
         "memory_limit_bytes": args.memory_limit, "stores": runs,
     });
     print_report(&doc);
@@ -153,6 +153,8 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
         &args.seed.to_string(),
         "--distribution",
         &args.distribution.name(),
+        "--load-batch",
+        &args.load_batch.to_string(),
         "--child-store",
         store,
         "--child-out",
@@ -313,6 +315,7 @@ fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Valu
         "write_stops_for_flush": at_load_end.write_stops_for_flush,
         "write_stops_for_level0": at_load_end.write_stops_for_level0,
         "tables_per_level_after_load": tables_per_level(&at_load_end),
+        "load_timeline": load.timeline.iter().map(|s| s.to_json()).collect::<Vec<_>>(),
         "fresh_present": fresh.present, "fresh_absent": fresh.absent,
         "present": settled.present, "absent": settled.absent,
         "resident_bytes": resident_bytes, "peak_resident_bytes": peak_resident_bytes,
@@ -430,10 +433,11 @@ pub fn number(v: &Value, digits: usize) -> String {
 
 fn print_report(doc: &Value) {
     println!(
-        "store comparison: {} keys of 16 bytes, {}-byte {} values; {} present and {} absent gets each; memory {}",
+        "store comparison: {} keys of 16 bytes, {}-byte {} values, loaded {}; {} present and {} absent gets each; memory {}",
         doc["keys"],
         doc["value_size"],
         doc["values"].as_str().unwrap_or("?"),
+        load_text(doc),
         doc["lookups"],
         doc["lookups"],
         memory_limit_text(doc),
@@ -778,6 +782,15 @@ fn memory_limits_title(docs: &[Value]) -> String {
     )
 }
 
+/// How a run's load wrote its keys: "one put per write" or "in batches of 1000 puts" (runs
+/// recorded before `--load-batch` wrote batches of 1,000).
+fn load_text(doc: &Value) -> String {
+    match doc["load_batch"].as_u64().unwrap_or(1000) {
+        1 => "one put per write".to_string(),
+        n => format!("in batches of {n} puts"),
+    }
+}
+
 /// A run's keys, values, lookups (when not uniform) and memory limit, as a chart's title
 /// names them: "100000000 keys, 100-byte random values, held to 1024 MiB".
 pub fn workload_title(doc: &Value) -> String {
@@ -794,7 +807,11 @@ pub fn workload_title(doc: &Value) -> String {
         Some(law) if law != "uniform" => format!(", lookups by {law}"),
         _ => String::new(),
     };
-    format!("{} keys{values}{lookups}, {limit}", doc["keys"])
+    let load = match doc["load_batch"].as_u64() {
+        Some(1) => ", one put per write",
+        _ => "",
+    };
+    format!("{} keys{values}{load}{lookups}, {limit}", doc["keys"])
 }
 
 /// The color of a store's line on every chart (`--stores` names and the names the stores

@@ -277,12 +277,16 @@ pub fn run_rocksdb(
     let started = Instant::now();
     let mut longest_write = Duration::ZERO;
     for pairs in workload.batches() {
-        let mut batch = WriteBatch::default();
-        for (key, value) in &pairs {
-            batch.put(key, value);
-        }
         let write_started = Instant::now();
-        db.write(batch).map_err(|e| e.to_string())?;
+        if let [(key, value)] = pairs.as_slice() {
+            db.put(key, value).map_err(|e| e.to_string())?;
+        } else {
+            let mut batch = WriteBatch::default();
+            for (key, value) in &pairs {
+                batch.put(key, value);
+            }
+            db.write(batch).map_err(|e| e.to_string())?;
+        }
         longest_write = longest_write.max(write_started.elapsed());
         bar.inc(pairs.len() as u64);
     }
@@ -345,12 +349,18 @@ pub fn run_fjall(workload: &Workload, dir: &Path) -> Result<PeerResult, Failure>
     let started = Instant::now();
     let mut longest_write = Duration::ZERO;
     for pairs in workload.batches() {
-        let mut batch = db.batch();
-        for (key, value) in pairs.iter() {
-            batch.insert(&items, key.to_vec(), value.clone());
-        }
         let write_started = Instant::now();
-        batch.commit().map_err(|e| e.to_string())?;
+        if let [(key, value)] = pairs.as_slice() {
+            items
+                .insert(key.to_vec(), value.clone())
+                .map_err(|e| e.to_string())?;
+        } else {
+            let mut batch = db.batch();
+            for (key, value) in pairs.iter() {
+                batch.insert(&items, key.to_vec(), value.clone());
+            }
+            batch.commit().map_err(|e| e.to_string())?;
+        }
         longest_write = longest_write.max(write_started.elapsed());
         bar.inc(pairs.len() as u64);
     }
