@@ -136,16 +136,18 @@ pub struct Options {
     /// False: level 1 is `level1_size`, each deeper level
     /// `level_size_ratio` times larger, and level 0 is compacted into level 1.
     pub dynamic_level_sizes: bool,
-    /// Level-0 table count that starts a compaction into the base level. Default 4.
+    /// Level-0 table count that starts a compaction into the base level. Default 4. It may
+    /// not exceed `l0_slowdown_trigger` (8 by default): raise both together
+    /// (`l0_write_triggers`) to let level 0 grow further.
     pub l0_compaction_trigger: usize,
     /// Level-0 table count from which writes are slowed to `delayed_write_rate` (lower still
     /// while level 0 keeps growing), so that it rarely reaches the stop trigger. Every
     /// level-0 table is one more filter each lookup asks (their key ranges all overlap), so
     /// this bounds what an absent-key get costs while compaction is behind. Default 8, twice
-    /// the compaction trigger: at 20 (RocksDB's), a 30M-key load of one put per write ended
-    /// with 4 to 19 level-0 tables, by where its last compaction stood, and absent gets right
-    /// after it asked up to 21 filters each; at 8, at most 10 tables, for a load about a fifth
-    /// longer (docs/benchmarks.md, "Level 0 under one put per write").
+    /// the compaction trigger: at 20 (RocksDB's), level 0 held up to 22 tables during a
+    /// 30M-key load of one put per write, and absent gets right after it asked up to 21
+    /// filters each, by where the last compaction stood; at 8, at most 10 tables, for a load
+    /// about a fifth longer (docs/benchmarks.md, "Level 0 under one put per write").
     pub l0_slowdown_trigger: usize,
     /// Level-0 table count at which writes wait for compaction. Default 36, as RocksDB's.
     pub l0_stop_trigger: usize,

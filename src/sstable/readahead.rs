@@ -1,8 +1,9 @@
 //! Large sequential reads for iterators. Table files are opened with a hint that their reads
 //! are random (point lookups must not make the kernel read around every block), which also
 //! turns off the kernel's read-ahead for scans and compaction. They read ahead here instead:
-//! the first read is just the block asked for; each read after it that continues where the
-//! last one ended doubles the window, up to [`MAX_WINDOW`]. Once reads run in sequence, each
+//! the first read is just the block asked for; each read after it that continues the last one
+//! (it starts inside the window, or where it ended) doubles the window, up to [`MAX_WINDOW`].
+//! The part of a block already in the window is kept, not read again. Once reads run in sequence, each
 //! also asks the kernel to start fetching the window after it, so the device works while the
 //! reader decodes (a compaction would otherwise wait on every window in turn).
 
@@ -48,7 +49,16 @@ impl ReadAhead {
         };
         let available = usize::try_from(limit.saturating_sub(offset)).unwrap_or(usize::MAX);
         let want = self.window.min(available).max(len);
-        self.buf = file.read_at(offset, want)?;
+        // The start of a block that straddles the window's end is in memory already.
+        let held: &[u8] = match sequential {
+            true => &self.buf[(offset - self.start) as usize..],
+            false => &[],
+        };
+        let rest = file.read_at(offset + held.len() as u64, want - held.len())?;
+        self.buf = match held.is_empty() {
+            true => rest,
+            false => [held, &rest].concat(),
+        };
         self.start = offset;
         if sequential {
             self.announce_next(file, limit);
@@ -94,6 +104,8 @@ mod tests {
     struct Counted {
         data: Vec<u8>,
         reads: AtomicUsize,
+        /// Bytes read, over all reads.
+        bytes: AtomicUsize,
         /// Every range announced with `will_need`, in order.
         announced: std::sync::Mutex<Vec<(u64, usize)>>,
     }
@@ -103,6 +115,7 @@ mod tests {
             Counted {
                 data,
                 reads: AtomicUsize::new(0),
+                bytes: AtomicUsize::new(0),
                 announced: std::sync::Mutex::new(Vec::new()),
             }
         }
@@ -115,6 +128,7 @@ mod tests {
     impl RandomAccessFile for Counted {
         fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
             self.reads.fetch_add(1, Ordering::Relaxed);
+            self.bytes.fetch_add(len, Ordering::Relaxed);
             let at = offset as usize;
             Ok(self.data[at..at + len].to_vec())
         }
@@ -165,6 +179,11 @@ mod tests {
             offset += block as u64;
             blocks += 1;
         }
+        // Windows follow one another without overlap: every byte up to the last window's end
+        // was read once, none of a straddling block twice.
+        let window_end = ahead.start + ahead.buf.len() as u64;
+        assert_eq!(file.bytes.load(Ordering::Relaxed) as u64, window_end);
+        assert!(window_end <= limit);
         let reads = file.reads.load(Ordering::Relaxed) as u64;
         // About 15 windows of 256 KiB after a ramp of a few reads, not one read or two a block.
         let least = limit / MAX_WINDOW as u64;
