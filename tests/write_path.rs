@@ -711,6 +711,51 @@ fn writers_slow_down_while_level_0_is_behind_and_never_stop() {
     assert_eq!(db.iter().count(), 2_501);
 }
 
+/// By default writes are slowed from 8 level-0 tables (`Options::l0_slowdown_trigger`), not
+/// RocksDB's 20: each level-0 table is one more filter every lookup asks. Level 0 grows one
+/// flushed table at a time behind a held compaction; a write is delayed exactly once it
+/// finds eight there.
+#[test]
+fn by_default_writes_slow_down_from_eight_level_0_tables() {
+    let fs = FaultFs::new();
+    let slowdown = Options::default().l0_slowdown_trigger;
+    assert_eq!(slowdown, 8);
+    let options = held_options(&fs).l0_write_triggers(slowdown, 64);
+    let db = Db::open(DIR, options).unwrap();
+    fill_range(&db, 0, 500);
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    fs.hold_reads_of(fault_fs_tables(&fs));
+    let _release = ReleaseOnDrop(fs.clone());
+    // Keys among those already in the tables, so that the compaction out of level 0 merges
+    // with (and waits on) them rather than moving its tables down.
+    let mut next = 0;
+    let mut put_and_flush = |db: &Db| {
+        db.put(common::key(next), common::value(next, 1)).unwrap();
+        db.flush().unwrap();
+        next += 1;
+    };
+    put_and_flush(&db);
+    put_and_flush(&db);
+    wait_for_held_read(&fs);
+    loop {
+        let level0 = db.stats().levels[0].tables;
+        db.put(b"probe", b"write").unwrap();
+        let delayed = db.stats().delayed_write_rate;
+        if level0 < slowdown {
+            assert_eq!(delayed, None, "delayed with {level0} level-0 tables");
+        } else {
+            assert!(
+                delayed.is_some(),
+                "not delayed with {level0} level-0 tables"
+            );
+            assert_eq!(level0, slowdown, "level 0 grows one table at a time");
+            break;
+        }
+        put_and_flush(&db);
+    }
+}
+
 /// With level 0 at its stop trigger behind a held compaction, a write waits, and is counted
 /// as a stop for level 0, until the compaction goes on; then it completes, and the longest
 /// stall covers its wait.

@@ -3,9 +3,9 @@
 //! turns off the kernel's read-ahead for scans and compaction. They read ahead here instead:
 //! the first read is just the block asked for; each read after it that continues the last one
 //! (it starts inside the window, or where it ended) doubles the window, up to [`MAX_WINDOW`].
-//! The part of a block already in the window is kept, not read again. Once reads run in sequence, each
-//! also asks the kernel to start fetching the window after it, so the device works while the
-//! reader decodes (a compaction would otherwise wait on every window in turn).
+//! The part of a block already in the window is kept, not read again. Once reads run in
+//! sequence, each also asks the kernel to start fetching the window after it, so the device
+//! works while the reader decodes (a compaction would otherwise wait on every window in turn).
 
 use crate::error::Result;
 use crate::fs::RandomAccessFile;
@@ -50,15 +50,16 @@ impl ReadAhead {
         let available = usize::try_from(limit.saturating_sub(offset)).unwrap_or(usize::MAX);
         let want = self.window.min(available).max(len);
         // The start of a block that straddles the window's end is in memory already.
-        let held: &[u8] = match sequential {
-            true => &self.buf[(offset - self.start) as usize..],
-            false => &[],
+        let held = if sequential {
+            &self.buf[(offset - self.start) as usize..]
+        } else {
+            &[]
         };
-        let rest = file.read_at(offset + held.len() as u64, want - held.len())?;
-        self.buf = match held.is_empty() {
-            true => rest,
-            false => [held, &rest].concat(),
-        };
+        let mut window = file.read_at(offset + held.len() as u64, want - held.len())?;
+        if !held.is_empty() {
+            window.splice(0..0, held.iter().copied());
+        }
+        self.buf = window;
         self.start = offset;
         if sequential {
             self.announce_next(file, limit);
@@ -85,8 +86,7 @@ impl ReadAhead {
     /// read its inputs a block or two at a time (a 30M-key load made reads of 6 KiB on
     /// average, 40,000 a second, until this took it for what it is).
     fn continues(&self, offset: u64) -> bool {
-        let end = self.start + self.buf.len() as u64;
-        !self.buf.is_empty() && self.start < offset && offset <= end
+        self.start < offset && offset <= self.start + self.buf.len() as u64
     }
 
     fn cached(&self, offset: u64, len: usize) -> Option<&[u8]> {
