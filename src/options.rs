@@ -105,6 +105,16 @@ pub struct Options {
     /// 4 KiB (about 600 data blocks, 2.4 MB of data, per partition), RocksDB's
     /// `metadata_block_size`; 0 writes every index as one block.
     pub index_partition_size: usize,
+    /// Bytes of filter a filter partition holds, as written. While a filter memory limit
+    /// binds and follows lookups (the tables' filters are then written wider than their
+    /// share), a table's filter of at least two partitions is written as partitions of about
+    /// this size under a small top level (`docs/format.md`, "Partitioned filter"), and the
+    /// limit is spent partition by partition: a busy key range keeps its partitions whole,
+    /// where a whole filter would cost its table's every key. Every partition stays in
+    /// memory (folded or not), so no lookup reads a filter from the disk. Default 16 KiB:
+    /// about 4 KiB once folded to the limit's share, the size of an index partition. 0
+    /// writes every filter whole.
+    pub filter_partition_size: usize,
     /// A memtable is frozen and flushed once it holds about this many bytes. Default 32 MiB:
     /// with 4 MiB memtables and an 8 MiB level 1, a 30M-key load wrote 10.4 bytes per byte
     /// loaded; with 32 MiB and 128 MiB (and dynamic level sizes), about 6 (docs/benchmarks.md,
@@ -224,6 +234,7 @@ impl Default for Options {
             index_cache_size: None,
             index_memory_share: 0.125,
             index_partition_size: 4096,
+            filter_partition_size: 16 * 1024,
             memtable_size: 32 << 20,
             max_immutable_memtables: 2,
             table_size: 64 << 20,
@@ -266,6 +277,7 @@ impl std::fmt::Debug for Options {
             .field("index_cache_size", &self.index_cache_size)
             .field("index_memory_share", &self.index_memory_share)
             .field("index_partition_size", &self.index_partition_size)
+            .field("filter_partition_size", &self.filter_partition_size)
             .field("memtable_size", &self.memtable_size)
             .field("table_size", &self.table_size)
             .field("level1_size", &self.level1_size)
@@ -328,6 +340,13 @@ impl Options {
     /// Sets the bytes of index per index partition; 0 writes every index as one block.
     pub fn index_partition_size(mut self, bytes: usize) -> Self {
         self.index_partition_size = bytes;
+        self
+    }
+
+    /// Sets the bytes of filter per filter partition, for tables written while a filter
+    /// memory limit binds; 0 writes every filter whole.
+    pub fn filter_partition_size(mut self, bytes: usize) -> Self {
+        self.filter_partition_size = bytes;
         self
     }
 

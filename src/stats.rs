@@ -24,8 +24,12 @@ pub struct TableStats {
     /// Bytes of filter held in memory (less than written when folded, 0 when dropped).
     pub filter_bytes: u64,
     /// Whether lookups probe the whole filter, a folded one, or none, kept so to stay
-    /// within `Options::filter_memory_limit`.
+    /// within `Options::filter_memory_limit`. For a partitioned filter: `Whole` or `Dropped`
+    /// when every partition is, else `Folded` by about what all of them are together.
     pub filter_residency: FilterResidency,
+    /// For a partitioned filter, how each partition is kept, in key order; empty for a whole
+    /// filter.
+    pub filter_partitions: Vec<FilterResidency>,
 }
 
 /// One level as `Stats` reports it: its shape now, and the I/O of flushes and compactions at

@@ -170,7 +170,6 @@ impl Version {
         let mut tally = ReadCountersSnapshot::default();
         let mut found = Ok(None);
         for handle in self.candidate_tables(key) {
-            handle.table.count_lookup();
             let before = tally;
             let answer = find(&handle.table, &mut tally);
             counters.add_level(handle.meta.level as usize, &before, &tally);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bloomkv::entry::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use bloomkv::filename::CURRENT;
 use bloomkv::fs::OsFileSystem;
-use bloomkv::{Db, FilterPolicy, Options, Stats, WalRecoveryMode, WriteBatch};
+use bloomkv::{Db, FilterPolicy, FilterResidency, Options, Stats, WalRecoveryMode, WriteBatch};
 use indicatif::ProgressBar;
 use serde_json::json;
 
@@ -612,6 +612,7 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         "filter_memory_bytes": stats.filter_memory_bytes,
         "filter_memory_limit_bytes": stats.filter_memory_limit,
         "tables_filter_shrunk": tables_filter_shrunk(stats),
+        "filter_partitions": filter_partitions_json(stats),
         "index_memory_bytes": stats.index_memory_bytes,
         "index_cache": {
             "capacity_bytes": stats.index_cache.capacity,
@@ -645,14 +646,67 @@ fn tables_filter_shrunk(stats: &Stats) -> usize {
     stats.levels.iter().map(|l| l.tables_filter_shrunk).sum()
 }
 
+/// Partitioned filters: how many tables have one, and how their partitions are held.
+struct PartitionCounts {
+    tables: usize,
+    partitions: usize,
+    whole: usize,
+    folded: usize,
+    dropped: usize,
+}
+
+fn partition_counts(stats: &Stats) -> PartitionCounts {
+    let mut c = PartitionCounts {
+        tables: 0,
+        partitions: 0,
+        whole: 0,
+        folded: 0,
+        dropped: 0,
+    };
+    for t in stats
+        .tables
+        .iter()
+        .filter(|t| !t.filter_partitions.is_empty())
+    {
+        c.tables += 1;
+        for p in &t.filter_partitions {
+            c.partitions += 1;
+            match p {
+                FilterResidency::Whole => c.whole += 1,
+                FilterResidency::Folded(_) => c.folded += 1,
+                _ => c.dropped += 1,
+            }
+        }
+    }
+    c
+}
+
+pub(crate) fn filter_partitions_json(stats: &Stats) -> serde_json::Value {
+    let c = partition_counts(stats);
+    json!({
+        "tables": c.tables,
+        "partitions": c.partitions,
+        "whole": c.whole,
+        "folded": c.folded,
+        "dropped": c.dropped,
+    })
+}
+
 /// The filters' memory, with the limit they are held to and how many were shrunk to fit it.
 fn filter_memory_text(stats: &Stats) -> String {
     match stats.filter_memory_limit {
         None => format!("{} (no limit)", stats.filter_memory_bytes),
         Some(limit) => format!(
-            "{} of a limit of {limit} ({} tables' filters shrunk to fit)",
+            "{} of a limit of {limit} ({} tables' filters shrunk to fit){}",
             stats.filter_memory_bytes,
-            tables_filter_shrunk(stats)
+            tables_filter_shrunk(stats),
+            match partition_counts(stats) {
+                c if c.tables == 0 => String::new(),
+                c => format!(
+                    "; {} tables in {} filter partitions: {} whole, {} folded, {} dropped",
+                    c.tables, c.partitions, c.whole, c.folded, c.dropped
+                ),
+            }
         ),
     }
 }

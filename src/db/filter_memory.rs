@@ -57,11 +57,11 @@ impl Inner {
         };
         let version = Arc::clone(&self.read_state().version);
         let shares = lookup_shares(&version, true);
-        let now = plan_cost(&version, &shares, |t| t.table.filter_residency());
+        let now = plan_cost(&version, &shares, |t| t.table.filter_units_residency());
         let plan = fit_plan(&version, limit, &shares, Start::Whole);
-        let planned = plan_cost(&version, &shares, |t| {
-            plan.get(&t.meta.number)
-                .map_or(t.table.filter_residency(), |(_, r)| *r)
+        let planned = plan_cost(&version, &shares, |t| match plan.get(&t.meta.number) {
+            Some((_, r)) => r.clone(),
+            None => t.table.filter_units_residency(),
         });
         // A plan within a twentieth of what is held is not worth the reads.
         if planned >= now * REFIT_GAIN {
@@ -71,7 +71,7 @@ impl Inner {
         // hold until they let go.
         let mut replaced = HashMap::new();
         for (number, (table, residency)) in plan {
-            match table.refit_filter(residency) {
+            match table.refit_filters(&residency) {
                 Ok(reader) => {
                     replaced.insert(number, reader);
                 }
@@ -144,39 +144,58 @@ const REFIT_GAIN: f64 = 0.95;
 /// starts at the predicted share and moves to the counted one as lookups come.
 const PREDICTED_SHARE_WEIGHT: f64 = 2000.0;
 
-/// Each table's share of the lookups, in the order of `version.tables()`: as the tree's
-/// shape predicts it, or (`follows_lookups`) as counted since each table was opened, the
-/// prediction counting for `PREDICTED_SHARE_WEIGHT` lookups. A lookup counts for a table
-/// when it asked the table for a key, found there or not, as the prediction counts the
-/// lookups whose key falls in the table's range: lookups of present keys show where the
-/// busy key ranges are as well as lookups of absent ones, which a busy range draws too.
-fn lookup_shares(version: &Version, follows_lookups: bool) -> Vec<f64> {
+/// Each filter unit's share of the lookups (a whole filter is one unit, a partitioned one
+/// a unit per partition), by table in the order of `version.tables()`: as the tree's shape
+/// predicts it (a table's share, spread over its partitions by their keys), or
+/// (`follows_lookups`) as counted since each table was opened, the prediction counting for
+/// `PREDICTED_SHARE_WEIGHT` lookups. A lookup counts for a unit when it asked the unit for
+/// a key, found there or not, as the prediction counts the lookups whose key falls in the
+/// table's range: lookups of present keys show where the busy key ranges are as well as
+/// lookups of absent ones, which a busy range draws too.
+fn lookup_shares(version: &Version, follows_lookups: bool) -> Vec<Vec<f64>> {
     let predicted = table_shares(version.tables().map(|t| &t.meta));
-    if !follows_lookups {
-        return predicted;
-    }
     (version.tables().zip(predicted))
         .map(|(t, predicted)| {
-            let (asked, lookups) = t.table.lookups_counted();
-            (asked as f64 + PREDICTED_SHARE_WEIGHT * predicted)
-                / (lookups as f64 + PREDICTED_SHARE_WEIGHT)
+            let table = &t.table;
+            let keys: u64 = (0..table.filter_units())
+                .filter_map(|u| table.filter_unit_shape(u))
+                .map(|(_, keys)| keys)
+                .sum();
+            (0..table.filter_units())
+                .map(|u| {
+                    let unit_keys = table.filter_unit_shape(u).map_or(0, |(_, k)| k);
+                    let predicted = match keys {
+                        0 => predicted / table.filter_units() as f64,
+                        _ => predicted * unit_keys as f64 / keys as f64,
+                    };
+                    if !follows_lookups {
+                        return predicted;
+                    }
+                    let (asked, lookups) = table.lookups_counted(u);
+                    (asked as f64 + PREDICTED_SHARE_WEIGHT * predicted)
+                        / (lookups as f64 + PREDICTED_SHARE_WEIGHT)
+                })
+                .collect()
         })
         .collect()
 }
 
-/// False positives per lookup of `version`'s filters, each table's kept as `residency` says.
+/// False positives per lookup of `version`'s filters, each table's units kept as
+/// `residency` says.
 fn plan_cost(
     version: &Version,
-    shares: &[f64],
-    residency: impl Fn(&crate::version::TableHandle) -> FilterResidency,
+    shares: &[Vec<f64>],
+    residency: impl Fn(&crate::version::TableHandle) -> Vec<FilterResidency>,
 ) -> f64 {
-    (version.tables().zip(shares))
-        .filter_map(|(t, share)| {
-            let shape = Shape::of_written(&t.table)?;
-            let rate = residency(t).fold_factor().map_or(1.0, |f| shape.rate(f));
-            Some(share * rate)
-        })
-        .sum()
+    let mut cost = 0.0;
+    for (t, shares) in version.tables().zip(shares) {
+        for ((u, share), kept) in shares.iter().enumerate().zip(residency(t)) {
+            if let Some(shape) = Shape::of_written(&t.table, u) {
+                cost += share * kept.fold_factor().map_or(1.0, |f| shape.rate(f));
+            }
+        }
+    }
+    cost
 }
 
 /// `version`, with filters folded or dropped until all of them fit the limit (as it is when
@@ -216,10 +235,12 @@ fn apply_plan(
     for t in version.tables() {
         let residency = match plan.remove(&t.meta.number) {
             Some((_, residency)) => residency,
-            None if t.table.filter_is_deferred() => FilterResidency::Whole,
+            None if t.table.filter_is_deferred() => {
+                vec![FilterResidency::Whole; t.table.filter_units()]
+            }
             None => continue,
         };
-        let reader = match t.table.load_filter(residency) {
+        let reader = match t.table.load_filters(&residency) {
             Ok(reader) => reader,
             Err(e) => failed(&t.table, e)?,
         };
@@ -228,7 +249,8 @@ fn apply_plan(
     Ok(version.with_readers(&replaced))
 }
 
-/// A table's whole filter as written, known without reading it.
+/// One unit of a table's filter (the whole filter, or a partition) as written, known
+/// without reading it.
 #[derive(Clone, Copy)]
 struct Shape {
     words: u64,
@@ -237,17 +259,12 @@ struct Shape {
 }
 
 impl Shape {
-    /// The shape of a filter the table holds (whole or folded).
-    fn of(table: &Table) -> Option<Shape> {
-        table.filter_residency().fold_factor()?;
-        Shape::of_written(table)
-    }
-
-    /// The shape of the table's filter as written, held or not.
-    fn of_written(table: &Table) -> Option<Shape> {
+    /// The shape of unit `unit` of the table's filter as written, held or not.
+    fn of_written(table: &Table, unit: usize) -> Option<Shape> {
+        let (words, keys) = table.filter_unit_shape(unit)?;
         Some(Shape {
-            words: table.whole_filter_words()?,
-            keys: table.properties().distinct_keys,
+            words,
+            keys,
             hashes: table.filter_params()?.hashes(),
         })
     }
@@ -273,10 +290,11 @@ impl Shape {
     }
 }
 
-/// One table's filter as the plan goes.
+/// One unit of a table's filter as the plan goes.
 #[derive(Clone, Copy)]
 struct Shrinking<'v> {
     table: &'v Table,
+    unit: usize,
     shape: Shape,
     /// The fold from the filter as written (1: whole); `None` once dropped.
     factor: Option<u32>,
@@ -287,16 +305,25 @@ struct Shrinking<'v> {
 }
 
 impl<'v> Shrinking<'v> {
-    /// The filter as the reader holds it, or will once loaded (whole); or (`Start::Whole`)
-    /// whole, as written, whatever is held.
-    fn start(table: &'v Table, share: f64, from: Start) -> Option<Shrinking<'v>> {
-        let (shape, factor) = match from {
+    /// The unit as the reader holds it, or will once loaded (whole); or (`Start::Whole`)
+    /// whole, as written, whatever is held. `None` for a unit not held (dropped) when the
+    /// plan starts from what is held.
+    fn start(
+        table: &'v Table,
+        unit: usize,
+        held: FilterResidency,
+        share: f64,
+        from: Start,
+    ) -> Option<Shrinking<'v>> {
+        let shape = Shape::of_written(table, unit)?;
+        let factor = match from {
             // A deferred filter will be read whole.
-            Start::AsHeld => (Shape::of(table)?, table.filter_residency().fold_factor()?),
-            Start::Whole => (Shape::of_written(table)?, 1),
+            Start::AsHeld => held.fold_factor()?,
+            Start::Whole => 1,
         };
         Some(Shrinking {
             table,
+            unit,
             shape,
             factor: Some(factor),
             bytes: shape.bytes(factor),
@@ -359,7 +386,7 @@ impl<'v> Shrinking<'v> {
     }
 }
 
-/// A step the plan may take: table `at`'s next fold (or drop), at `cost` false positives per
+/// A step the plan may take: unit `at`'s next fold (or drop), at `cost` false positives per
 /// lookup added per byte freed.
 struct Step {
     cost: f64,
@@ -378,7 +405,7 @@ impl PartialOrd for Step {
     }
 }
 impl Ord for Step {
-    /// The heap's top is the cheapest step (ties: the later table, so the order is total).
+    /// The heap's top is the cheapest step (ties: the later unit, so the order is total).
     fn cmp(&self, other: &Step) -> Ordering {
         (other.cost.total_cmp(&self.cost)).then(self.at.cmp(&other.at))
     }
@@ -393,17 +420,29 @@ enum Start {
 }
 
 /// For each table whose filter is to be kept otherwise than it is held for all of them to
-/// fit `limit` bytes, by file number: the reader and how to keep its filter. `shares` are
-/// the tables' shares of lookups, in the order of `version.tables()`. Empty when they fit.
+/// fit `limit` bytes, by file number: the reader and how to keep each unit of its filter.
+/// `shares` are the units' shares of lookups, by table in the order of `version.tables()`.
+/// Empty when they fit.
 fn fit_plan(
     version: &Version,
     limit: u64,
-    shares: &[f64],
+    shares: &[Vec<f64>],
     from: Start,
-) -> HashMap<u64, (Table, FilterResidency)> {
-    let mut tables: Vec<(u64, Shrinking)> = (version.tables().zip(shares))
-        .filter_map(|(t, &share)| Some((t.meta.number, Shrinking::start(&t.table, share, from)?)))
-        .collect();
+) -> HashMap<u64, (Table, Vec<FilterResidency>)> {
+    let mut tables: Vec<(u64, Shrinking)> = Vec::new();
+    for (t, shares) in version.tables().zip(shares) {
+        let held = t.table.filter_units_residency();
+        for (unit, (&share, &held)) in shares.iter().zip(&held).enumerate() {
+            if let Some(s) = Shrinking::start(&t.table, unit, held, share, from) {
+                tables.push((t.meta.number, s));
+            }
+        }
+    }
+    // Partitioned filters' top levels stay whatever the plan does with the partitions.
+    let tops: u64 = (version.tables())
+        .map(|t| t.table.filter_top_bytes() as u64)
+        .sum();
+    let limit = limit.saturating_sub(tops);
     let mut held: u64 = tables.iter().map(|(_, t)| t.bytes).sum();
     if held <= limit && from == Start::AsHeld {
         return HashMap::new();
@@ -450,9 +489,16 @@ fn fit_plan(
             steps.push(step(at, t));
         }
     }
-    tables
-        .into_iter()
-        .filter(|(_, t)| t.residency() != t.table.filter_residency())
-        .map(|(number, t)| (number, (t.table.clone(), t.residency())))
-        .collect()
+    let mut plan: HashMap<u64, (Table, Vec<FilterResidency>)> = HashMap::new();
+    for (number, t) in tables {
+        let held = t.table.filter_units_residency();
+        if t.residency() == held[t.unit] {
+            continue;
+        }
+        let (_, kept) = plan
+            .entry(number)
+            .or_insert_with(|| (t.table.clone(), held));
+        kept[t.unit] = t.residency();
+    }
+    plan
 }

@@ -60,12 +60,12 @@ impl<'v> Probed<'v> {
     /// phase counts every candidate, as most keys of a batch are answered by their last or by
     /// none. Which of those later probes passed, `admitted` says, without asking the filters
     /// again.
-    fn uncount_after(&self, key: &Pending, tally: &mut LevelTallies) {
+    fn uncount_after(&self, key: &Pending, user_key: &[u8], tally: &mut LevelTallies) {
         let answered = self.admitted[key.next];
         let passed_later = &self.admitted[key.next + 1..key.end];
         for c in answered + 1..self.range_of(key.key).end {
             let table = self.candidates[c];
-            if table.table.has_filter() {
+            if table.table.has_filter_for(user_key) {
                 let passed = passed_later.binary_search(&c).is_ok();
                 tally.level(table).take_back_probe(passed);
             }
@@ -149,8 +149,11 @@ fn probe_filters<'v, K: AsRef<[u8]>>(
             for table in &probed.candidates[first..] {
                 // Also the tables after the one that answers the key, which a `get` would not
                 // ask: a table's count of lookups is an estimate of where lookups go.
-                table.table.count_lookup();
-                first_bits.push(table.table.prefetch_filter(&hash));
+                let probe = table.table.prefetch_filter(key, &hash);
+                if let Some(unit) = probe.unit() {
+                    table.table.count_lookup_in(unit);
+                }
+                first_bits.push(probe);
             }
             hashes.push(hash);
             probed.ends.push(probed.candidates.len());
@@ -159,13 +162,11 @@ fn probe_filters<'v, K: AsRef<[u8]>>(
             let start = probed.admitted.len();
             for c in probed.range_of(i) {
                 let table = probed.candidates[c];
-                let passed = match &first_bits[c - chunk_start] {
-                    Some(bits) => {
-                        let passed = table.table.may_contain_prefetched(hash, bits);
-                        tally.level(table).count_probe(passed)
-                    }
-                    None => true,
-                };
+                let probe = &first_bits[c - chunk_start];
+                let passed = table.table.may_contain_prefetched(hash, probe);
+                if probe.asks_filter() {
+                    tally.level(table).count_probe(passed);
+                }
                 if passed {
                     probed.admitted.push(c);
                 }
@@ -242,7 +243,7 @@ fn read_blocks<'v, K: AsRef<[u8]>>(
                 match entry {
                     Some(entry) => {
                         values[key.slot] = entry.into_value();
-                        probed.uncount_after(key, tally);
+                        probed.uncount_after(key, keys[key.slot].as_ref(), tally);
                         key.next = key.end;
                     }
                     None => key.next += 1,

@@ -8,9 +8,9 @@ use super::lookup_shape::table_shares;
 use super::{lock, Inner, ReadState};
 use crate::entry::{check_key_len, Entry, SeqNo, ValueKind};
 use crate::error::Result;
-use crate::filter::{FirstBits, KeyHash};
+use crate::filter::KeyHash;
 use crate::iter::{DbIterator, EntryStream};
-use crate::sstable::FilterResidency;
+use crate::sstable::{FilterProbe, FilterResidency};
 use crate::stats::{LevelStats, Stats, TableStats};
 use crate::version::TableHandle;
 
@@ -74,14 +74,13 @@ impl Inner {
         // overlap instead of coming one after another; past 8 candidates (many level-0
         // tables), the rest are asked as they come.
         let mut candidates = state.version.candidate_tables(key);
-        let mut first: [Option<(&TableHandle, Option<FirstBits>)>; 8] = [None; 8];
+        let mut first: [Option<(&TableHandle, FilterProbe)>; 8] = [None; 8];
         for (slot, table) in first.iter_mut().zip(&mut candidates) {
-            *slot = Some((table, table.table.prefetch_filter(&hash)));
+            *slot = Some((table, table.table.prefetch_filter(key, &hash)));
         }
-        let maybe = (first.iter().map_while(|t| t.as_ref())).any(|(table, bits)| {
-            // No first bits: the table has no filter, and may hold anything.
-            (bits.as_ref()).is_none_or(|bits| table.table.may_contain_prefetched(&hash, bits))
-        }) || candidates.any(|table| table.table.may_contain(&hash));
+        let maybe = (first.iter().map_while(|t| t.as_ref()))
+            .any(|(table, probe)| table.table.may_contain_prefetched(&hash, probe))
+            || candidates.any(|table| table.table.may_contain(key, &hash));
         maybe
     }
 
@@ -180,6 +179,10 @@ impl Inner {
                     resident_false_positive_rate: resident_rate,
                     filter_bytes,
                     filter_residency: residency,
+                    filter_partitions: match handle.table.is_partitioned() {
+                        true => handle.table.filter_units_residency(),
+                        false => Vec::new(),
+                    },
                 });
             }
             summary.predicted_false_positive_rate = level_rate(&filtered);

@@ -257,6 +257,13 @@ impl<'a> TableWriter<'a> {
             filter_policy: filters.for_table(number),
             compression: self.options.compression,
             index_partition_size: self.options.index_partition_size,
+            // Partitions let the limit keep a busy key range's filter whole; without a
+            // binding limit every filter is held whole, and a search of a top level would
+            // only cost lookups.
+            filter_partition_size: match filters.widens() {
+                true => self.options.filter_partition_size,
+                false => 0,
+            },
             ..TableOptions::default()
         };
         let builder = TableBuilder::new(

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::block_builder::BlockBuilder;
 use super::compression::{self, Compression, CompressionProbe};
 use super::filter_block;
+use super::filter_partitions;
 use super::format::{
     block_trailer, BlockHandle, BlockKind, Footer, FOOTER_LEN, SINGLE_INDEX_VERSION, TRAILER_LEN,
     TWO_LEVEL_INDEX_VERSION,
@@ -81,6 +82,10 @@ pub struct TableBuilder {
     pending_index_entry: Option<BlockHandle>,
     /// Hash of each distinct user key, in order; the filter is built from them at `finish`.
     key_hashes: Vec<KeyHash>,
+    /// Keys per filter partition, when the filter is to be partitioned.
+    partition_keys: Option<u64>,
+    /// The last user key of each full run of `partition_keys` keys so far.
+    partition_last_keys: Vec<Vec<u8>>,
     last_key: Vec<u8>,
     last_seq: SeqNo,
     props: TableProperties,
@@ -120,6 +125,13 @@ impl TableBuilder {
             pending_index_entry: None,
             options,
             key_hashes: Vec::with_capacity(if filter_params.is_some() { hint } else { 0 }),
+            partition_keys: filter_params.and_then(|p| {
+                filter_partitions::keys_per_partition(
+                    options.filter_partition_size,
+                    p.bits_per_key(),
+                )
+            }),
+            partition_last_keys: Vec::new(),
             last_key: Vec::new(),
             last_seq: 0,
             props: TableProperties {
@@ -186,6 +198,10 @@ impl TableBuilder {
             self.props.distinct_keys += 1;
             if self.filter_params.is_some() {
                 self.key_hashes.push(KeyHash::of(key));
+                let n = self.key_hashes.len() as u64;
+                if self.partition_keys.is_some_and(|p| n.is_multiple_of(p)) {
+                    self.partition_last_keys.push(key.to_vec());
+                }
             }
         }
         if first {
@@ -371,6 +387,30 @@ impl TableBuilder {
         Ok((handle, TWO_LEVEL_INDEX_VERSION, self.offset - start))
     }
 
+    /// The filter block's contents: one filter over every key, or partitions of
+    /// `partition_keys` keys each (a last run of fewer than half that joins the one before)
+    /// when there are at least two.
+    fn filter_contents(&mut self) -> Option<Vec<u8>> {
+        let params = self.filter_params?;
+        let keys = self.key_hashes.len();
+        let per = self.partition_keys.unwrap_or(u64::MAX) as usize;
+        let mut last_keys = std::mem::take(&mut self.partition_last_keys);
+        let mut ends: Vec<usize> = (1..=last_keys.len()).map(|i| i * per).collect();
+        let rest = keys - ends.last().copied().unwrap_or(0);
+        if rest > 0 {
+            if rest < per / 2 && !last_keys.is_empty() {
+                last_keys.pop();
+                ends.pop();
+            }
+            last_keys.push(self.last_key.clone());
+            ends.push(keys);
+        }
+        Some(match ends.len() {
+            0 | 1 => filter_block::build(params, &self.key_hashes).to_bytes(),
+            _ => filter_partitions::encode(params, &self.key_hashes, &last_keys, &ends),
+        })
+    }
+
     /// Completes the table: the last data block, the filter, properties and index blocks
     /// and the footer; syncs the file, renames it into place and syncs the directory.
     pub fn finish(mut self) -> Result<TableProperties> {
@@ -378,11 +418,8 @@ impl TableBuilder {
         self.flush_data_block()?;
         self.add_pending_index_entry(None)?;
 
-        let filter = self
-            .filter_params
-            .map(|params| filter_block::build(params, &self.key_hashes));
-        let filter_handle = match &filter {
-            Some(f) => Some(self.write_block(&f.to_bytes(), BlockKind::Filter)?),
+        let filter_handle = match self.filter_contents() {
+            Some(contents) => Some(self.write_block(&contents, BlockKind::Filter)?),
             None => None,
         };
 

@@ -99,6 +99,11 @@ pub struct TableOptions {
     /// Bytes of index per index partition: an index that grows past one is written as
     /// partitions under a top-level index (format version 4). 0 writes one index block.
     pub index_partition_size: usize,
+    /// Bytes of filter per filter partition: a filter that would be at least two is written
+    /// as partitions of about this size under a top level (`docs/format.md`, "Partitioned
+    /// filter"), which a store's filter memory keeps apart. 0 (the default) writes one
+    /// filter.
+    pub filter_partition_size: usize,
 }
 
 impl Default for TableOptions {
@@ -109,6 +114,7 @@ impl Default for TableOptions {
             filter_policy: FilterPolicy::default(),
             compression: Compression::default(),
             index_partition_size: 4096,
+            filter_partition_size: 0,
         }
     }
 }

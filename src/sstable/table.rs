@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::block::{Block, BlockIter};
-use super::filter_block;
+use super::filter_partitions::FilterLayout;
 use super::format::{
     check_block, BlockHandle, BlockKind, Footer, Malformed, FOOTER_LEN, TWO_LEVEL_INDEX_VERSION,
 };
@@ -16,12 +16,15 @@ use super::index;
 use super::iter::TableIterator;
 use super::properties::TableProperties;
 use super::readahead::ReadAhead;
+use super::table_filter::{
+    filter_agrees, layout_agrees, read_filter_block, read_filter_layout, HeldUnit,
+};
 use super::table_index::TableIndex;
 use super::top_index::TopIndex;
 use crate::cache::{next_table_id, BlockCache, IndexCache, TableCache};
 use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
-use crate::filter::{BloomFilter, FilterParams, FirstBits, KeyHash};
+use crate::filter::{FilterParams, KeyHash};
 use crate::fs::{RandomAccessFile, SharedFs};
 use crate::metrics::{ReadCounters, ReadCountersSnapshot};
 
@@ -80,40 +83,16 @@ pub enum BlockReads {
 #[derive(Clone)]
 pub struct Table {
     pub(crate) inner: Arc<TableInner>,
-    /// The filter lookups probe: the table's whole filter, or a folded one where the store's
-    /// filter memory limit asked for less (a `Table` with a smaller filter is another value
-    /// over the same file, index and caches; see [`Table::with_filter`]).
-    filter: Option<Arc<BloomFilter>>,
-    /// `Whole` with no `filter`: the filter block was not read at open
-    /// ([`Table::open_deferring_filter`]), and [`Table::load_filter`] reads it. A store never
+    /// The filters lookups probe, one per unit of the table's filter (one for a whole
+    /// filter, one per partition of a partitioned one): as written, or folded or dropped
+    /// where the store's filter memory limit asked for less (a `Table` with smaller filters
+    /// is another value over the same file, index and caches; see [`Table::with_filters`]).
+    /// Empty for a table written without a filter.
+    pub(super) units: Arc<[HeldUnit]>,
+    /// The filter block was not read at open ([`Table::open_deferring_filter`]): every unit
+    /// is `Whole` with no filter, and [`Table::load_filters`] reads them. A store never
     /// serves lookups through such a reader.
-    residency: FilterResidency,
-}
-
-/// How much of a table's filter is kept in memory for lookups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FilterResidency {
-    /// The table was written without a filter.
-    NoFilter,
-    /// The whole filter, as written.
-    Whole,
-    /// Folded to `1 / factor` of its bits ([`BloomFilter::fold`]): every key it holds still
-    /// passes, at the rate of a filter with `1 / factor` the bits per key.
-    Folded(u32),
-    /// None kept: every lookup within the table's key range reads a data block.
-    Dropped,
-}
-
-impl FilterResidency {
-    /// The factor the filter held is folded by from the one written (1 for the whole one);
-    /// `None` when no filter is held.
-    pub fn fold_factor(self) -> Option<u32> {
-        match self {
-            FilterResidency::Whole => Some(1),
-            FilterResidency::Folded(f) => Some(f),
-            FilterResidency::NoFilter | FilterResidency::Dropped => None,
-        }
-    }
+    pub(super) deferred: bool,
 }
 
 pub(crate) struct TableInner {
@@ -125,18 +104,21 @@ pub(crate) struct TableInner {
     /// Where the data blocks end (the filter, or properties, block starts).
     data_end: u64,
     pub(crate) filter_handle: Option<BlockHandle>,
-    filter_params: Option<FilterParams>,
+    pub(super) filter_params: Option<FilterParams>,
+    /// The filter's units: one for a whole filter, the partitions under their top level for
+    /// a partitioned one; `None` without a filter.
+    pub(crate) filter_layout: Option<FilterLayout>,
     pub(crate) properties: TableProperties,
     /// Set when the store no longer needs the table: the file is deleted once the last reader
     /// (a version, an iterator) lets go of it, so no reader ever finds its file gone.
     obsolete: AtomicBool,
-    /// Point lookups that asked the table (its filter, or without one its index) for a key:
-    /// how often lookups come to its key range. Every reader of the table counts here
-    /// (`with_filter` shares it).
-    lookups: AtomicU64,
+    /// Point lookups that asked each unit of the table's filter for a key: how often lookups
+    /// come to its key range. Every reader of the table counts here (`with_filters` shares
+    /// it).
+    pub(super) lookups: Box<[AtomicU64]>,
     /// `ReadCounters::table_lookups` when the counting began: when the table was opened,
     /// moved later as the counts age (`age_lookup_counts`).
-    counted_since: AtomicU64,
+    pub(super) counted_since: AtomicU64,
 }
 
 impl Drop for TableInner {
@@ -161,7 +143,7 @@ impl std::fmt::Debug for Table {
         f.debug_struct("Table")
             .field("path", &self.inner.path)
             .field("data_blocks", &self.inner.index.blocks())
-            .field("filter", &self.residency)
+            .field("filter", &self.filter_residency())
             .finish()
     }
 }
@@ -279,9 +261,13 @@ impl Table {
             ));
         }
 
-        let filter = match footer.filter {
-            Some(h) if read_filter => Some(read_filter_block(file.as_ref(), path, h)?),
-            _ => None,
+        let (mut filter_layout, filters) = match footer.filter {
+            Some(h) if read_filter => {
+                let (layout, filters) = read_filter_block(file.as_ref(), path, h)?;
+                (Some(layout), Some(filters))
+            }
+            Some(h) => (Some(read_filter_layout(file.as_ref(), path, h)?), None),
+            None => (None, None),
         };
 
         let props_contents = read_block(
@@ -324,11 +310,18 @@ impl Table {
                 ));
             }
         }
+        if let Some(layout) = &mut filter_layout {
+            layout.set_whole_keys(properties.distinct_keys);
+        }
         let filter_params = properties.filter_params();
-        let agrees = match (&footer.filter, &filter) {
+        let agrees = match (&filter_layout, &filters) {
             (None, _) => filter_params.is_none(),
-            (Some(_), None) => filter_params.is_some(),
-            (Some(_), Some(f)) => filter_agrees(f, filter_params, &properties),
+            (Some(layout), None) => layout_agrees(layout, filter_params, &properties),
+            (Some(layout), Some(fs)) => {
+                layout_agrees(layout, filter_params, &properties)
+                    && (layout.units().iter().zip(fs))
+                        .all(|(u, f)| filter_agrees(f, filter_params, u.keys))
+            }
         };
         if !agrees {
             return Err(props_corrupt(
@@ -338,10 +331,13 @@ impl Table {
 
         let id = next_table_id();
         env.table_cache.adopt(id, file);
-        let residency = match footer.filter {
-            None => FilterResidency::NoFilter,
-            Some(_) => FilterResidency::Whole,
+        let deferred = filters.is_none() && filter_layout.is_some();
+        let units: Arc<[HeldUnit]> = match (&filter_layout, filters) {
+            (_, Some(fs)) => fs.into_iter().map(HeldUnit::whole).collect(),
+            (Some(layout), None) => vec![HeldUnit::deferred(); layout.len()].into(),
+            (None, None) => Arc::new([]),
         };
+        let counted_units = filter_layout.as_ref().map_or(1, |l| l.len());
         let table = Table {
             inner: Arc::new(TableInner {
                 id,
@@ -351,13 +347,14 @@ impl Table {
                 data_end,
                 filter_handle: footer.filter,
                 filter_params,
+                filter_layout,
                 properties,
                 obsolete: AtomicBool::new(false),
-                lookups: AtomicU64::new(0),
+                lookups: (0..counted_units).map(|_| AtomicU64::new(0)).collect(),
                 counted_since: AtomicU64::new(env.counters.table_lookups.load(Ordering::Relaxed)),
             }),
-            filter: filter.map(Arc::new),
-            residency,
+            units,
+            deferred,
         };
         table.inner.warm_index_cache();
         Ok(table)
@@ -415,7 +412,7 @@ impl Table {
         tally: &mut ReadCountersSnapshot,
         read: impl Fn(&mut BlockIter) -> std::result::Result<Option<T>, Malformed>,
     ) -> Result<Option<T>> {
-        if !self.filter_admits(hash, tally) {
+        if !self.filter_admits(key, hash, tally) {
             return Ok(None);
         }
         let located = (self.inner).locate_block(key, snapshot, BlockReads::Cached, Some(tally))?;
@@ -424,186 +421,6 @@ impl Table {
         };
         let data = self.read_block(handle, tally)?;
         self.find_in(data, handle, key, snapshot, tally, &read)
-    }
-
-    /// Asks the filter whether the table may hold the key of `hash`, counting the probe (a
-    /// table without a filter may hold anything).
-    pub fn filter_admits(&self, hash: &KeyHash, tally: &mut ReadCountersSnapshot) -> bool {
-        let Some(filter) = &self.filter else {
-            return true;
-        };
-        tally.count_probe(filter.contains_hash(hash))
-    }
-
-    /// Whether lookups have a filter to probe (the table was written with one, and it was
-    /// not dropped to keep the store's filters within their memory limit).
-    pub fn has_filter(&self) -> bool {
-        self.filter.is_some()
-    }
-
-    /// How much of the table's filter lookups probe.
-    pub fn filter_residency(&self) -> FilterResidency {
-        self.residency
-    }
-
-    /// This table with its filter kept as `residency` says, relative to the filter as written:
-    /// folded by a factor, or dropped. The result shares the file, index and caches; lookups
-    /// through it probe the smaller filter, and readers of `self` keep theirs. Asking for the
-    /// whole filter of a table folded or dropped before is `InvalidArgument` (the bits are not
-    /// kept), as is a factor its filter's size does not allow.
-    pub fn with_filter(&self, residency: FilterResidency) -> Result<Table> {
-        if self.filter_is_deferred() {
-            return self.load_filter(residency);
-        }
-        // 0 when no filter is held, which nothing can be folded from.
-        let now = self.residency.fold_factor().unwrap_or(0);
-        let filter = match (residency, &self.filter) {
-            (FilterResidency::Dropped, Some(_)) => None,
-            (FilterResidency::Folded(to), Some(f)) if now > 0 && to.is_multiple_of(now) => {
-                Some(Arc::new(f.fold(to / now).map_err(|e| {
-                    Error::InvalidArgument(format!("{}: {e}", self.path().display()))
-                })?))
-            }
-            (same, _) if same == self.residency => self.filter.clone(),
-            (asked, _) => {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: a filter kept as {:?} cannot be kept as {asked:?}",
-                    self.path().display(),
-                    self.residency
-                )))
-            }
-        };
-        Ok(Table {
-            inner: Arc::clone(&self.inner),
-            filter,
-            residency,
-        })
-    }
-
-    /// A reader of this table (one opened with
-    /// [`open_deferring_filter`](Self::open_deferring_filter)) with its filter read from the
-    /// file, checked, and kept as `residency` says. A table whose filter is held already
-    /// gives [`with_filter`](Self::with_filter)'s answer.
-    pub(crate) fn load_filter(&self, residency: FilterResidency) -> Result<Table> {
-        match self.filter_is_deferred() {
-            true => self.read_filter(residency),
-            false => self.with_filter(residency),
-        }
-    }
-
-    /// A reader of this table with its filter kept as `residency` says: folded from the
-    /// filter held where it can be, else read from the file again (a filter folded or
-    /// dropped earlier, grown back).
-    pub(crate) fn refit_filter(&self, residency: FilterResidency) -> Result<Table> {
-        let now = self.residency.fold_factor();
-        let folds_from_held = match (residency.fold_factor(), now) {
-            _ if self.filter_is_deferred() => false,
-            _ if residency == self.residency || residency == FilterResidency::Dropped => true,
-            (Some(to), Some(now)) => to.is_multiple_of(now),
-            _ => false,
-        };
-        match folds_from_held {
-            true => self.with_filter(residency),
-            false => self.read_filter(residency),
-        }
-    }
-
-    /// A reader of this table with its filter read from the file, checked, and kept as
-    /// `residency` says.
-    fn read_filter(&self, residency: FilterResidency) -> Result<Table> {
-        let inner = &self.inner;
-        let Some(handle) = inner.filter_handle else {
-            return self.with_filter(residency);
-        };
-        if residency == FilterResidency::Dropped {
-            return Ok(Table {
-                inner: Arc::clone(inner),
-                filter: None,
-                residency,
-            });
-        }
-        let filter = read_filter_block(inner.file()?.as_ref(), &inner.path, handle)?;
-        if !filter_agrees(&filter, inner.filter_params, &inner.properties) {
-            let at = inner.data_end + inner.properties.filter_size_bytes;
-            return Err(Error::corruption(
-                &inner.path,
-                Some(at),
-                format!(
-                    "properties block at offset {at} disagrees with the table: filter \
-                     parameters or key count differ from the filter block"
-                ),
-            ));
-        }
-        let whole = Table {
-            inner: Arc::clone(inner),
-            filter: Some(Arc::new(filter)),
-            residency: FilterResidency::Whole,
-        };
-        whole.with_filter(residency)
-    }
-
-    /// Whether the table was opened without reading its filter, which
-    /// [`load_filter`](Self::load_filter) reads.
-    pub(crate) fn filter_is_deferred(&self) -> bool {
-        self.residency == FilterResidency::Whole && self.filter.is_none()
-    }
-
-    /// The 64-bit words of the table's whole filter (as written; its memory is 8 bytes a
-    /// word), known from the footer without reading the filter.
-    pub(crate) fn whole_filter_words(&self) -> Option<u64> {
-        let handle = self.inner.filter_handle?;
-        BloomFilter::words_in_serialized(handle.size)
-    }
-
-    /// Counts a point lookup that asked the table for a key, when its store counts them
-    /// (`TableEnv::count_lookups`).
-    pub(crate) fn count_lookup(&self) {
-        if self.inner.env.count_lookups {
-            self.inner.lookups.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Halves the lookups counted and the span they were counted over, so that old lookups
-    /// weigh half as much as those to come. The two halvings race with lookups counted
-    /// meanwhile, which may be lost: the counts are an estimate.
-    pub(crate) fn age_lookup_counts(&self) {
-        let (asked, span) = self.lookups_counted();
-        self.inner.lookups.store(asked / 2, Ordering::Relaxed);
-        (self.inner.counted_since).fetch_add(span - span / 2, Ordering::Relaxed);
-    }
-
-    /// The point lookups that asked the table for a key since it was opened, and those that
-    /// reached the store's tables meanwhile (`ReadCounters::table_lookups`).
-    pub(crate) fn lookups_counted(&self) -> (u64, u64) {
-        let now = self
-            .inner
-            .env
-            .counters
-            .table_lookups
-            .load(Ordering::Relaxed);
-        let asked = self.inner.lookups.load(Ordering::Relaxed);
-        let since = self.inner.counted_since.load(Ordering::Relaxed);
-        (asked, now.saturating_sub(since))
-    }
-
-    /// The filter's answer alone, counted nowhere: `true` without a filter.
-    pub fn may_contain(&self, hash: &KeyHash) -> bool {
-        self.filter.as_ref().is_none_or(|f| f.contains_hash(hash))
-    }
-
-    /// Brings the filter's words for `hash` towards the CPU cache, ahead of a probe, and
-    /// returns the bits the probe tests first (`None` without a filter).
-    pub(crate) fn prefetch_filter(&self, hash: &KeyHash) -> Option<FirstBits> {
-        self.filter
-            .as_ref()
-            .map(|filter| filter.prefetch_first_bits(hash))
-    }
-
-    /// The filter's answer for the key of `hash`, whose first bits `first` are those
-    /// [`prefetch_filter`](Self::prefetch_filter) returned: most absent keys are ruled out by
-    /// those alone, tested without a branch. Counted nowhere.
-    pub(crate) fn may_contain_prefetched(&self, hash: &KeyHash, first: &FirstBits) -> bool {
-        (self.filter.as_ref()).is_none_or(|f| f.first_bits_set(first) && f.contains_hash(hash))
     }
 
     /// The data block that would hold `key` at `snapshot`, from the index alone; `None` when
@@ -715,7 +532,7 @@ impl Table {
             Some((k, _)) if k == key => read(&mut it).map_err(in_block)?,
             _ => None,
         };
-        if answer.is_some() && self.filter.is_some() {
+        if answer.is_some() && self.has_filter_for(key) {
             tally.filter_true_positives += 1;
         }
         Ok(answer)
@@ -754,30 +571,6 @@ impl Table {
         self.inner.file()?.drop_cache()
     }
 
-    /// The Bloom filter lookups probe (folded where [`filter_residency`](Self::filter_residency)
-    /// says so), when there is one.
-    pub fn filter(&self) -> Option<&BloomFilter> {
-        self.filter.as_deref()
-    }
-
-    /// The filter's parameters as the table was written with them.
-    pub fn filter_params(&self) -> Option<FilterParams> {
-        self.inner.filter_params
-    }
-
-    /// The false-positive rate lookups of absent keys meet in this table: its filter's, as
-    /// written or folded; 1 when it has none (every lookup in its range reads).
-    pub fn resident_false_positive_rate(&self) -> f64 {
-        match (self.residency, &self.filter) {
-            (FilterResidency::Whole, _) => self
-                .inner
-                .filter_params
-                .map_or(1.0, |p| p.predicted_false_positive_rate()),
-            (_, Some(f)) => f.expected_false_positive_rate(),
-            (_, None) => 1.0,
-        }
-    }
-
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
@@ -790,11 +583,6 @@ impl Table {
     /// Bytes of memory the table keeps: filter bits and index entries.
     pub fn memory_bytes(&self) -> usize {
         self.filter_memory_bytes() + self.index_memory_bytes()
-    }
-
-    /// Bytes of the filter held in memory.
-    pub fn filter_memory_bytes(&self) -> usize {
-        self.filter.as_ref().map_or(0, |f| f.memory_bytes())
     }
 
     /// Bytes of the index held in memory.
@@ -889,29 +677,6 @@ fn read_index(file: &dyn RandomAccessFile, path: &Path, footer: &Footer) -> Resu
         ));
     }
     Ok(TableIndex::TwoLevel(top))
-}
-
-/// Reads, checks and decodes the filter block at `handle`.
-fn read_filter_block(
-    file: &dyn RandomAccessFile,
-    path: &Path,
-    handle: BlockHandle,
-) -> Result<BloomFilter> {
-    let contents = read_block(file, path, handle, BlockKind::Filter)?;
-    filter_block::decode(path, handle, &contents)
-}
-
-/// Whether a table's filter is the one its properties describe: parameters and key count.
-fn filter_agrees(
-    filter: &BloomFilter,
-    params: Option<FilterParams>,
-    properties: &TableProperties,
-) -> bool {
-    params.is_some_and(|p| {
-        filter.bits_per_key() == p.bits_per_key()
-            && filter.hashes() == p.hashes()
-            && filter.len() == properties.distinct_keys
-    })
 }
 
 /// Whether the last separator agrees with the largest key the properties record: it is that

@@ -72,17 +72,15 @@ pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
             };
             if new_key {
                 distinct += 1;
-                if let Some(f) = table.filter() {
-                    if !f.contains_hash(&KeyHash::of(&e.key)) {
-                        let at = inner.filter_handle.map_or(offset, |h| h.offset);
-                        return Err(Error::corruption(
-                            path,
-                            Some(at),
-                            format!(
-                                "filter block at offset {at} does not hold a key of data block {i}"
-                            ),
-                        ));
-                    }
+                if table.filter_units() > 0 && !table.may_contain(&e.key, &KeyHash::of(&e.key)) {
+                    let at = inner.filter_handle.map_or(offset, |h| h.offset);
+                    return Err(Error::corruption(
+                        path,
+                        Some(at),
+                        format!(
+                            "filter block at offset {at} does not hold a key of data block {i}"
+                        ),
+                    ));
                 }
             }
             if smallest_key.is_none() {

@@ -1,0 +1,372 @@
+//! A table's filter as units the store's filter memory can keep apart: one unit for a whole
+//! filter, or (a partitioned filter block) one Bloom filter per run of consecutive user keys,
+//! under a top level that names each partition's last key, size and key count.
+//!
+//! Under a filter memory limit the store folds or drops filters where lookups go least
+//! (`docs/design.md`, "Filter memory"). A whole filter is one unit: a table with one busy key
+//! range among half a million keys buys its whole filter or none. Cut into partitions of
+//! `TableOptions::filter_partition_size` bytes each, the filter is kept partition by
+//! partition, every partition still in memory (folded or not), so no lookup ever reads a
+//! filter from the disk; the top level stays resident and costs a binary search per probe.
+//!
+//! `docs/format.md`, "Partitioned filter", has the bytes.
+
+use byteorder::{ByteOrder, LittleEndian};
+
+use super::filter_block::FOLD_LIMIT;
+use super::format::{put_varint, BlockHandle, Decoder, Malformed};
+use crate::filter::{BloomFilter, FilterParams, KeyHash};
+
+/// The first four bytes of a partitioned filter block; a whole filter's are "BKBF".
+pub const PARTITIONED_MAGIC: &[u8; 4] = b"BKFP";
+const VERSION: u16 = 1;
+/// Magic, version, reserved, partition count, top-level length.
+const HEADER_LEN: usize = 16;
+const CHECKSUM_LEN: usize = 4;
+/// A serialized filter's header and checksum around its words (`filter/codec.rs`).
+const SERIALIZED_OVERHEAD: u64 = 36;
+/// At most this many partitions: a top level of more is damage, not a table.
+const MAX_PARTITIONS: usize = 1 << 24;
+
+/// One unit of a table's filter: where its serialized filter starts in the file, its words
+/// and the keys it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilterUnit {
+    pub offset: u64,
+    pub words: u64,
+    pub keys: u64,
+}
+
+impl FilterUnit {
+    /// Bytes of its serialized form.
+    pub fn serialized_len(&self) -> u64 {
+        SERIALIZED_OVERHEAD + self.words * 8
+    }
+}
+
+/// The resident description of a table's filter units: for a partitioned filter, the top
+/// level (each partition's last user key, searched by its first eight bytes first).
+#[derive(Debug)]
+pub struct FilterLayout {
+    units: Vec<FilterUnit>,
+    /// Each partition's last user key's first eight bytes, big-endian (zero-padded); empty
+    /// for a whole filter.
+    prefixes: Vec<u64>,
+    /// The last keys, one after another, and where each one ends.
+    keys: Vec<u8>,
+    key_ends: Vec<u32>,
+}
+
+impl FilterLayout {
+    /// A whole filter: one unit, the block at `handle`, of the table's keys
+    /// ([`set_whole_keys`](Self::set_whole_keys) gives them).
+    pub fn whole(handle: BlockHandle) -> Option<FilterLayout> {
+        let words = BloomFilter::words_in_serialized(handle.size)?;
+        Some(FilterLayout {
+            units: vec![FilterUnit {
+                offset: handle.offset,
+                words,
+                keys: 0,
+            }],
+            prefixes: Vec::new(),
+            keys: Vec::new(),
+            key_ends: Vec::new(),
+        })
+    }
+
+    /// A whole filter holds each of the table's `keys` distinct keys.
+    pub fn set_whole_keys(&mut self, keys: u64) {
+        if !self.is_partitioned() {
+            self.units[0].keys = keys;
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.units.len()
+    }
+
+    pub fn unit(&self, i: usize) -> FilterUnit {
+        self.units[i]
+    }
+
+    pub fn units(&self) -> &[FilterUnit] {
+        &self.units
+    }
+
+    pub fn is_partitioned(&self) -> bool {
+        !self.prefixes.is_empty()
+    }
+
+    /// Every unit's words together: the memory of the whole filter as written.
+    pub fn words(&self) -> u64 {
+        self.units.iter().map(|u| u.words).sum()
+    }
+
+    /// The unit that holds `key` if the table does: the first partition whose last key is
+    /// at or after it (0 for a whole filter). `None` for a key past the last partition's.
+    pub fn unit_for(&self, key: &[u8]) -> Option<usize> {
+        if self.prefixes.is_empty() {
+            return Some(0);
+        }
+        let p = key_prefix(key);
+        // Prefixes order keys when they differ; among equal ones, the keys decide.
+        let mut lo = self.prefixes.partition_point(|&q| q < p);
+        let mut hi = lo + self.prefixes[lo..].partition_point(|&q| q == p);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.last_key(mid) < key {
+                true => lo = mid + 1,
+                false => hi = mid,
+            }
+        }
+        (lo < self.units.len()).then_some(lo)
+    }
+
+    /// Partition `i`'s last user key.
+    pub fn last_key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 {
+            0
+        } else {
+            self.key_ends[i - 1] as usize
+        };
+        &self.keys[start..self.key_ends[i] as usize]
+    }
+
+    /// Memory the layout itself keeps.
+    pub fn resident_bytes(&self) -> usize {
+        self.units.len() * std::mem::size_of::<FilterUnit>()
+            + self.prefixes.len() * 8
+            + self.keys.len()
+            + self.key_ends.len() * 4
+    }
+
+    /// The top level's length from the first `HEADER_LEN` bytes of a partitioned filter
+    /// block (`None`: they are not a partitioned filter's).
+    pub fn top_len(header: &[u8]) -> Option<usize> {
+        if header.len() < HEADER_LEN || &header[..4] != PARTITIONED_MAGIC {
+            return None;
+        }
+        usize::try_from(LittleEndian::read_u32(&header[12..16])).ok()
+    }
+
+    /// Decodes the top level at the start of a partitioned filter block's `contents` (at
+    /// least its top level; the block is `handle`), checking that the partitions it names
+    /// fill the block exactly.
+    pub fn decode_top(contents: &[u8], handle: BlockHandle) -> Result<FilterLayout, Malformed> {
+        if contents.len() < HEADER_LEN + CHECKSUM_LEN || &contents[..4] != PARTITIONED_MAGIC {
+            return Err(Malformed::new(0, "not a partitioned filter's top level"));
+        }
+        let version = LittleEndian::read_u16(&contents[4..6]);
+        if version != VERSION {
+            return Err(Malformed::new(4, format!("unknown version {version}")));
+        }
+        let count = LittleEndian::read_u32(&contents[8..12]) as usize;
+        if !(2..=MAX_PARTITIONS).contains(&count) {
+            return Err(Malformed::new(8, format!("{count} partitions")));
+        }
+        let top_len = LittleEndian::read_u32(&contents[12..16]) as usize;
+        if top_len < HEADER_LEN + CHECKSUM_LEN || top_len > contents.len() {
+            return Err(Malformed::new(
+                12,
+                format!("top level of {top_len} bytes in {} bytes", contents.len()),
+            ));
+        }
+        let body_end = top_len - CHECKSUM_LEN;
+        let stored = LittleEndian::read_u32(&contents[body_end..top_len]);
+        if crc32fast::hash(&contents[..body_end]) != stored {
+            return Err(Malformed::new(body_end, "top level checksum mismatch"));
+        }
+        let mut d = Decoder::new(&contents[..body_end], HEADER_LEN);
+        let mut layout = FilterLayout {
+            units: Vec::with_capacity(count),
+            prefixes: Vec::with_capacity(count),
+            keys: Vec::new(),
+            key_ends: Vec::with_capacity(count),
+        };
+        let mut at = handle.offset + top_len as u64;
+        for _ in 0..count {
+            let key = d.length_prefixed("partition's last key")?;
+            if let Some(prev) = layout.key_ends.len().checked_sub(1) {
+                if layout.last_key(prev) >= key {
+                    return Err(Malformed::new(
+                        d.pos(),
+                        "partitions' last keys out of order",
+                    ));
+                }
+            }
+            let words = d.varint("partition words")?;
+            let keys = d.varint("partition keys")?;
+            if words == 0 || words > handle.size / 8 {
+                return Err(Malformed::new(
+                    d.pos(),
+                    format!("partition of {words} words"),
+                ));
+            }
+            layout.prefixes.push(key_prefix(key));
+            layout.keys.extend_from_slice(key);
+            let end = u32::try_from(layout.keys.len())
+                .map_err(|_| Malformed::new(d.pos(), "partition keys too long"))?;
+            layout.key_ends.push(end);
+            let unit = FilterUnit {
+                offset: at,
+                words,
+                keys,
+            };
+            at += unit.serialized_len();
+            layout.units.push(unit);
+        }
+        if !d.is_empty() {
+            return Err(Malformed::new(
+                d.pos(),
+                "bytes after the last partition entry",
+            ));
+        }
+        let contents_end = handle.offset + handle.size;
+        if at != contents_end {
+            return Err(Malformed::new(
+                body_end,
+                format!("partitions end at {at}, the filter block's contents at {contents_end}"),
+            ));
+        }
+        Ok(layout)
+    }
+}
+
+/// The first eight bytes of `key`, big-endian, zero-padded: ordered as the keys are where
+/// they differ.
+fn key_prefix(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = key.len().min(8);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(bytes)
+}
+
+/// The keys each partition of a filter of `keys` keys at `bits_per_key` holds, for
+/// partitions of about `partition_size` bytes; `None` when it would be one partition.
+pub fn keys_per_partition(partition_size: usize, bits_per_key: u32) -> Option<u64> {
+    if partition_size == 0 {
+        return None;
+    }
+    Some((partition_size as u64 * 8 / u64::from(bits_per_key.max(1))).max(64))
+}
+
+/// A partitioned filter block's contents: the top level, then each partition's filter over
+/// its run of `hashes`; `last_keys[i]` is partition `i`'s last user key and `ends[i]` where
+/// its run of hashes ends.
+pub fn encode(
+    params: FilterParams,
+    hashes: &[KeyHash],
+    last_keys: &[Vec<u8>],
+    ends: &[usize],
+) -> Vec<u8> {
+    let filters: Vec<BloomFilter> = (0..ends.len())
+        .map(|i| {
+            let start = if i == 0 { 0 } else { ends[i - 1] };
+            let run = &hashes[start..ends[i]];
+            // Every partition folds by up to `FOLD_LIMIT`, whatever its size: the memory
+            // plan folds partitions one by one.
+            let mut filter = BloomFilter::new_foldable(params, run.len() as u64, FOLD_LIMIT);
+            for h in run {
+                filter.insert_hash(h);
+            }
+            filter
+        })
+        .collect();
+    let mut out = vec![0u8; HEADER_LEN];
+    out[..4].copy_from_slice(PARTITIONED_MAGIC);
+    LittleEndian::write_u16(&mut out[4..6], VERSION);
+    LittleEndian::write_u32(&mut out[8..12], filters.len() as u32);
+    for (key, f) in last_keys.iter().zip(&filters) {
+        put_varint(&mut out, key.len() as u64);
+        out.extend_from_slice(key);
+        put_varint(&mut out, f.bit_count() / 64);
+        put_varint(&mut out, f.len());
+    }
+    let top_len = out.len() + CHECKSUM_LEN;
+    LittleEndian::write_u32(&mut out[12..16], top_len as u32);
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    for f in &filters {
+        out.extend_from_slice(&f.to_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::FilterParams;
+
+    fn layout_of(keys: &[&[u8]]) -> (Vec<u8>, FilterLayout) {
+        let hashes: Vec<KeyHash> = keys.iter().map(|k| KeyHash::of(k)).collect();
+        // Runs of two keys each.
+        let ends: Vec<usize> = (1..=keys.len() / 2).map(|i| i * 2).collect();
+        let last: Vec<Vec<u8>> = ends.iter().map(|&e| keys[e - 1].to_vec()).collect();
+        let params = FilterParams::new(10, 7).unwrap();
+        let contents = encode(params, &hashes, &last, &ends);
+        let handle = BlockHandle {
+            offset: 1000,
+            size: contents.len() as u64,
+        };
+        let layout = FilterLayout::decode_top(&contents, handle).unwrap();
+        (contents, layout)
+    }
+
+    #[test]
+    fn keys_sharing_their_first_eight_bytes_find_their_partition_by_the_whole_key() {
+        let keys: [&[u8]; 8] = [
+            b"a",
+            b"abcdefgh",
+            b"abcdefgh\x00",
+            b"abcdefgh1",
+            b"abcdefgh2",
+            b"abcdefgh9",
+            b"b",
+            b"c\xff",
+        ];
+        let (contents, layout) = layout_of(&keys);
+        assert_eq!(layout.len(), 4);
+        for (i, key) in keys.iter().enumerate() {
+            assert_eq!(layout.unit_for(key), Some(i / 2), "{key:?}");
+        }
+        assert_eq!(layout.unit_for(b""), Some(0));
+        assert_eq!(layout.unit_for(b"abcdefgh0"), Some(1));
+        assert_eq!(layout.unit_for(b"abcdefgh3"), Some(2));
+        assert_eq!(layout.unit_for(b"abcdefgh99"), Some(3));
+        assert_eq!(layout.unit_for(b"c\xff\x00"), None);
+        let top = FilterLayout::top_len(&contents).unwrap() as u64;
+        assert_eq!(layout.unit(0).offset, 1000 + top);
+        assert_eq!(
+            layout.unit(1).offset,
+            layout.unit(0).offset + layout.unit(0).serialized_len()
+        );
+    }
+
+    #[test]
+    fn a_damaged_or_cut_top_level_is_malformed_never_a_panic() {
+        let keys: [&[u8]; 6] = [b"k1", b"k2", b"k3", b"k4", b"k5", b"k6"];
+        let (contents, _) = layout_of(&keys);
+        let top = FilterLayout::top_len(&contents).unwrap();
+        let handle = BlockHandle {
+            offset: 0,
+            size: contents.len() as u64,
+        };
+        for at in 0..top {
+            let mut bad = contents.clone();
+            bad[at] ^= 0x21;
+            assert!(FilterLayout::decode_top(&bad, handle).is_err(), "byte {at}");
+        }
+        for len in 0..top {
+            assert!(
+                FilterLayout::decode_top(&contents[..len], handle).is_err(),
+                "{len}"
+            );
+        }
+        // A block handle that does not end where the partitions do.
+        let longer = BlockHandle {
+            offset: 0,
+            size: handle.size + 8,
+        };
+        assert!(FilterLayout::decode_top(&contents, longer).is_err());
+    }
+}

@@ -1,0 +1,604 @@
+//! A table's filter as a reader holds it: its units (the whole filter, or each partition of a
+//! partitioned one, `filter_partitions.rs`), each kept whole, folded or dropped as the store's
+//! filter memory plan says (`db/filter_memory.rs`); the probes lookups make; the lookups each
+//! unit counts; and reading units from the file, all at once or one at a time.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::filter_block;
+use super::filter_partitions::{FilterLayout, FilterUnit};
+use super::format::{BlockHandle, BlockKind};
+use super::properties::TableProperties;
+use super::table::{read_block, Table};
+use crate::error::{Error, Result};
+use crate::filter::{BloomFilter, FilterParams, FirstBits, KeyHash};
+use crate::fs::RandomAccessFile;
+use crate::metrics::ReadCountersSnapshot;
+
+/// How much of a table's filter is kept in memory for lookups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterResidency {
+    /// The table was written without a filter.
+    NoFilter,
+    /// The whole filter, as written.
+    Whole,
+    /// Folded to `1 / factor` of its bits ([`BloomFilter::fold`]): every key it holds still
+    /// passes, at the rate of a filter with `1 / factor` the bits per key.
+    Folded(u32),
+    /// None kept: every lookup within the table's key range reads a data block.
+    Dropped,
+}
+
+impl FilterResidency {
+    /// The factor the filter held is folded by from the one written (1 for the whole one);
+    /// `None` when no filter is held.
+    pub fn fold_factor(self) -> Option<u32> {
+        match self {
+            FilterResidency::Whole => Some(1),
+            FilterResidency::Folded(f) => Some(f),
+            FilterResidency::NoFilter | FilterResidency::Dropped => None,
+        }
+    }
+}
+
+/// What a table's filter says of one key before its bits are tested: which unit answers,
+/// with the first bits its probe tests already fetched towards the CPU cache
+/// ([`Table::prefetch_filter`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum FilterProbe {
+    /// The table has no filter: it may hold the key.
+    Admit,
+    /// Unit `unit` answers for the key, but its filter was dropped: the table may hold it.
+    Unheld { unit: u32 },
+    /// The key lies past the last partition: the table cannot hold it.
+    Reject,
+    /// Unit `unit`'s filter answers; `bits` are the first its probe tests.
+    Probe { unit: u32, bits: FirstBits },
+}
+
+impl FilterProbe {
+    /// Whether a filter was asked (and its answer counts as a probe).
+    pub(crate) fn asks_filter(&self) -> bool {
+        matches!(self, FilterProbe::Reject | FilterProbe::Probe { .. })
+    }
+
+    /// The unit of the filter that answers for the key, if any.
+    pub(crate) fn unit(&self) -> Option<usize> {
+        match *self {
+            FilterProbe::Unheld { unit } | FilterProbe::Probe { unit, .. } => Some(unit as usize),
+            FilterProbe::Admit | FilterProbe::Reject => None,
+        }
+    }
+}
+
+/// One unit of a table's filter as a reader holds it.
+#[derive(Clone)]
+pub(super) struct HeldUnit {
+    filter: Option<Arc<BloomFilter>>,
+    residency: FilterResidency,
+}
+
+impl HeldUnit {
+    /// A unit read whole.
+    pub(super) fn whole(filter: BloomFilter) -> HeldUnit {
+        HeldUnit {
+            filter: Some(Arc::new(filter)),
+            residency: FilterResidency::Whole,
+        }
+    }
+
+    /// A unit not read yet.
+    pub(super) fn deferred() -> HeldUnit {
+        HeldUnit {
+            filter: None,
+            residency: FilterResidency::Whole,
+        }
+    }
+}
+
+/// Which unit of a table's filter answers for a key.
+enum UnitFor {
+    /// The table has no filter.
+    NoFilter,
+    /// Past the last partition: the table cannot hold the key.
+    PastEnd,
+    Unit(usize),
+}
+
+impl Table {
+    /// Asks the filter whether the table may hold `key` (of `hash`), counting the probe (a
+    /// table without a filter may hold anything) and, where the store counts them, the
+    /// lookup for the unit of the filter that answers.
+    pub fn filter_admits(
+        &self,
+        key: &[u8],
+        hash: &KeyHash,
+        tally: &mut ReadCountersSnapshot,
+    ) -> bool {
+        match self.unit_for(key) {
+            UnitFor::NoFilter => true,
+            UnitFor::PastEnd => tally.count_probe(false),
+            UnitFor::Unit(u) => {
+                self.count_lookup_in(u);
+                match &self.units[u].filter {
+                    Some(filter) => tally.count_probe(filter.contains_hash(hash)),
+                    None => true,
+                }
+            }
+        }
+    }
+
+    /// Which unit of the filter answers for `key`.
+    fn unit_for(&self, key: &[u8]) -> UnitFor {
+        match &self.inner.filter_layout {
+            None => UnitFor::NoFilter,
+            Some(layout) => layout.unit_for(key).map_or(UnitFor::PastEnd, UnitFor::Unit),
+        }
+    }
+
+    /// Whether a lookup of `key` has a filter to probe (the table was written with one, and
+    /// the unit that answers for the key was not dropped to keep the store's filters within
+    /// their memory limit).
+    pub fn has_filter_for(&self, key: &[u8]) -> bool {
+        match self.unit_for(key) {
+            UnitFor::NoFilter => false,
+            UnitFor::PastEnd => true,
+            UnitFor::Unit(u) => self.units[u].filter.is_some(),
+        }
+    }
+
+    /// How much of the table's filter lookups probe: for a partitioned filter, `Whole` or
+    /// `Dropped` when every partition is, else `Folded` by the ratio of the filter's bytes
+    /// as written to those held (rounded up to a power of two);
+    /// [`filter_units_residency`](Self::filter_units_residency) says it unit by unit.
+    pub fn filter_residency(&self) -> FilterResidency {
+        match &*self.units {
+            [] => FilterResidency::NoFilter,
+            [one] => one.residency,
+            units if units.iter().all(|u| u.residency == FilterResidency::Whole) => {
+                FilterResidency::Whole
+            }
+            units
+                if units
+                    .iter()
+                    .all(|u| u.residency == FilterResidency::Dropped) =>
+            {
+                FilterResidency::Dropped
+            }
+            _ => {
+                let written = self.whole_filter_words().unwrap_or(0) * 8;
+                let held = self.held_filter_bytes().max(1) as u64;
+                FilterResidency::Folded(written.div_ceil(held).next_power_of_two() as u32)
+            }
+        }
+    }
+
+    /// How each unit of the table's filter is held (empty without a filter).
+    pub fn filter_units_residency(&self) -> Vec<FilterResidency> {
+        self.units.iter().map(|u| u.residency).collect()
+    }
+
+    /// How many units the table's filter has: 1 for a whole filter, its partitions' count
+    /// for a partitioned one, 0 without a filter.
+    pub fn filter_units(&self) -> usize {
+        self.units.len()
+    }
+
+    /// The words and keys of unit `unit` of the filter as written, known without reading it.
+    pub(crate) fn filter_unit_shape(&self, unit: usize) -> Option<(u64, u64)> {
+        let u = self.inner.filter_layout.as_ref()?.units().get(unit)?;
+        Some((u.words, u.keys))
+    }
+
+    /// This table with every unit of its filter kept as `residency` says (see
+    /// [`with_filters`](Self::with_filters)).
+    pub fn with_filter(&self, residency: FilterResidency) -> Result<Table> {
+        self.with_filters(&vec![residency; self.units.len()])
+    }
+
+    /// This table with each unit of its filter kept as `residency` says, relative to the
+    /// filter as written: whole, folded by a factor, or dropped. The result shares the file,
+    /// index and caches; lookups through it probe the smaller filters, and readers of `self`
+    /// keep theirs. Asking for more of a unit than is held (the bits are not kept), or for a
+    /// factor its size does not allow, is `InvalidArgument`.
+    pub fn with_filters(&self, residency: &[FilterResidency]) -> Result<Table> {
+        if self.deferred {
+            return self.read_filters(residency);
+        }
+        self.check_units(residency)?;
+        let units = (self.units.iter().zip(residency))
+            .map(|(held, &to)| self.kept(held, to))
+            .collect::<Result<_>>()?;
+        Ok(Table {
+            inner: Arc::clone(&self.inner),
+            units,
+            deferred: false,
+        })
+    }
+
+    fn check_units(&self, residency: &[FilterResidency]) -> Result<()> {
+        match residency.len() == self.units.len() {
+            true => Ok(()),
+            false => Err(Error::InvalidArgument(format!(
+                "{}: {} filter units asked for, the table has {}",
+                self.path().display(),
+                residency.len(),
+                self.units.len()
+            ))),
+        }
+    }
+
+    /// `held` kept as `to`: the same, folded further, or dropped.
+    fn kept(&self, held: &HeldUnit, to: FilterResidency) -> Result<HeldUnit> {
+        // 0 when no filter is held, which nothing can be folded from.
+        let now = held.residency.fold_factor().unwrap_or(0);
+        let filter = match (to, &held.filter) {
+            (FilterResidency::Dropped, Some(_)) => None,
+            (FilterResidency::Folded(f), Some(filter)) if now > 0 && f.is_multiple_of(now) => {
+                Some(Arc::new(filter.fold(f / now).map_err(|e| {
+                    Error::InvalidArgument(format!("{}: {e}", self.path().display()))
+                })?))
+            }
+            (same, _) if same == held.residency => held.filter.clone(),
+            (asked, _) => {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: a filter kept as {:?} cannot be kept as {asked:?}",
+                    self.path().display(),
+                    held.residency
+                )))
+            }
+        };
+        Ok(HeldUnit {
+            filter,
+            residency: to,
+        })
+    }
+
+    /// A reader of this table (one opened with
+    /// [`open_deferring_filter`](Self::open_deferring_filter)) with its filters read from
+    /// the file, checked, and kept as `residency` says, unit by unit. A table whose filters
+    /// are held already gives [`with_filters`](Self::with_filters)'s answer.
+    pub(crate) fn load_filters(&self, residency: &[FilterResidency]) -> Result<Table> {
+        match self.deferred {
+            true => self.read_filters(residency),
+            false => self.with_filters(residency),
+        }
+    }
+
+    /// A reader of this table with each unit of its filter kept as `residency` says: folded
+    /// from the filter held where it can be, else read from the file again (a unit folded
+    /// or dropped earlier, grown back).
+    pub(crate) fn refit_filters(&self, residency: &[FilterResidency]) -> Result<Table> {
+        self.check_units(residency)?;
+        let units = (self.units.iter().enumerate().zip(residency))
+            .map(|((u, held), &to)| {
+                let folds_from_held = match (to.fold_factor(), held.residency.fold_factor()) {
+                    _ if self.deferred => false,
+                    _ if to == held.residency || to == FilterResidency::Dropped => true,
+                    (Some(to), Some(now)) => to.is_multiple_of(now),
+                    _ => false,
+                };
+                match folds_from_held {
+                    true => self.kept(held, to),
+                    false => self.read_unit(u, to),
+                }
+            })
+            .collect::<Result<_>>()?;
+        Ok(Table {
+            inner: Arc::clone(&self.inner),
+            units,
+            deferred: false,
+        })
+    }
+
+    /// A reader of this table with its filters read from the file, unit by unit, checked,
+    /// and each kept as `residency` says (so the whole filter is never in memory at once).
+    fn read_filters(&self, residency: &[FilterResidency]) -> Result<Table> {
+        self.check_units(residency)?;
+        let units = (residency.iter().enumerate())
+            .map(|(u, &to)| self.read_unit(u, to))
+            .collect::<Result<_>>()?;
+        Ok(Table {
+            inner: Arc::clone(&self.inner),
+            units,
+            deferred: false,
+        })
+    }
+
+    /// Unit `unit` of the filter read from the file, checked, and kept as `to` says.
+    fn read_unit(&self, unit: usize, to: FilterResidency) -> Result<HeldUnit> {
+        if matches!(to, FilterResidency::Dropped | FilterResidency::NoFilter) {
+            return Ok(HeldUnit {
+                filter: None,
+                residency: to,
+            });
+        }
+        let inner = &self.inner;
+        let (Some(layout), Some(handle)) = (&inner.filter_layout, inner.filter_handle) else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: the table has no filter",
+                inner.path.display()
+            )));
+        };
+        let file = inner.file()?;
+        let u = layout.unit(unit);
+        let filter = match layout.is_partitioned() {
+            false => read_filter_block(file.as_ref(), &inner.path, handle)?
+                .1
+                .remove(0),
+            true => read_partition(file.as_ref(), &inner.path, u)?,
+        };
+        if !filter_agrees(&filter, inner.filter_params, u.keys) {
+            return Err(Error::corruption(
+                &inner.path,
+                Some(u.offset),
+                format!(
+                    "filter at offset {}: its parameters or key count differ from the \
+                     table's properties",
+                    u.offset
+                ),
+            ));
+        }
+        let whole = HeldUnit {
+            filter: Some(Arc::new(filter)),
+            residency: FilterResidency::Whole,
+        };
+        self.kept(&whole, to)
+    }
+
+    /// Whether the table was opened without reading its filter, which
+    /// [`load_filters`](Self::load_filters) reads.
+    pub(crate) fn filter_is_deferred(&self) -> bool {
+        self.deferred
+    }
+
+    /// The 64-bit words of the table's whole filter (as written; its memory is 8 bytes a
+    /// word), known without reading the filter.
+    pub(crate) fn whole_filter_words(&self) -> Option<u64> {
+        Some(self.inner.filter_layout.as_ref()?.words())
+    }
+
+    /// Counts a point lookup that asked unit `unit` of the table's filter for a key, when
+    /// its store counts them (`TableEnv::count_lookups`).
+    pub(crate) fn count_lookup_in(&self, unit: usize) {
+        if self.inner.env.count_lookups {
+            if let Some(count) = self.inner.lookups.get(unit) {
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Halves the lookups counted and the span they were counted over, so that old lookups
+    /// weigh half as much as those to come. The halvings race with lookups counted
+    /// meanwhile, which may be lost: the counts are an estimate.
+    pub(crate) fn age_lookup_counts(&self) {
+        let span = self.lookups_counted_span();
+        for count in self.inner.lookups.iter() {
+            count.store(count.load(Ordering::Relaxed) / 2, Ordering::Relaxed);
+        }
+        (self.inner.counted_since).fetch_add(span - span / 2, Ordering::Relaxed);
+    }
+
+    /// The point lookups that asked unit `unit` of the table's filter for a key since the
+    /// table was opened, and those that reached the store's tables meanwhile
+    /// (`ReadCounters::table_lookups`).
+    pub(crate) fn lookups_counted(&self, unit: usize) -> (u64, u64) {
+        let asked = (self.inner.lookups.get(unit)).map_or(0, |c| c.load(Ordering::Relaxed));
+        (asked, self.lookups_counted_span())
+    }
+
+    fn lookups_counted_span(&self) -> u64 {
+        let now = (self.inner.env.counters.table_lookups).load(Ordering::Relaxed);
+        let since = self.inner.counted_since.load(Ordering::Relaxed);
+        now.saturating_sub(since)
+    }
+
+    /// The filter's answer alone for `key` (of `hash`), counted nowhere: `true` without a
+    /// filter.
+    pub fn may_contain(&self, key: &[u8], hash: &KeyHash) -> bool {
+        match self.unit_for(key) {
+            UnitFor::NoFilter => true,
+            UnitFor::PastEnd => false,
+            UnitFor::Unit(u) => {
+                (self.units[u].filter.as_ref()).is_none_or(|f| f.contains_hash(hash))
+            }
+        }
+    }
+
+    /// Finds the unit of the filter that answers for `key` and brings its words for `hash`
+    /// towards the CPU cache, ahead of a probe.
+    pub(crate) fn prefetch_filter(&self, key: &[u8], hash: &KeyHash) -> FilterProbe {
+        match self.unit_for(key) {
+            UnitFor::NoFilter => FilterProbe::Admit,
+            UnitFor::PastEnd => FilterProbe::Reject,
+            UnitFor::Unit(u) => match &self.units[u].filter {
+                Some(filter) => FilterProbe::Probe {
+                    unit: u as u32,
+                    bits: filter.prefetch_first_bits(hash),
+                },
+                None => FilterProbe::Unheld { unit: u as u32 },
+            },
+        }
+    }
+
+    /// The filter's answer for the key of `hash`, whose probe `probe` is what
+    /// [`prefetch_filter`](Self::prefetch_filter) returned: most absent keys are ruled out
+    /// by the first bits alone, tested without a branch. Counted nowhere.
+    pub(crate) fn may_contain_prefetched(&self, hash: &KeyHash, probe: &FilterProbe) -> bool {
+        match probe {
+            FilterProbe::Admit | FilterProbe::Unheld { .. } => true,
+            FilterProbe::Reject => false,
+            FilterProbe::Probe { unit, bits } => (self.units[*unit as usize].filter.as_ref())
+                .is_none_or(|f| f.first_bits_set(bits) && f.contains_hash(hash)),
+        }
+    }
+
+    /// The Bloom filter lookups probe (folded where [`filter_residency`](Self::filter_residency)
+    /// says so), when there is one and it is whole, not partitioned.
+    pub fn filter(&self) -> Option<&BloomFilter> {
+        match &*self.units {
+            [one] if !self.is_partitioned() => one.filter.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Unit `unit` of the filter as held (a partition, or the whole filter for unit 0 of an
+    /// unpartitioned one), when held.
+    pub fn filter_unit(&self, unit: usize) -> Option<&BloomFilter> {
+        self.units.get(unit)?.filter.as_deref()
+    }
+
+    /// Whether the table's filter is written as partitions.
+    pub fn is_partitioned(&self) -> bool {
+        (self.inner.filter_layout.as_ref()).is_some_and(|l| l.is_partitioned())
+    }
+
+    /// The filter's parameters as the table was written with them.
+    pub fn filter_params(&self) -> Option<FilterParams> {
+        self.inner.filter_params
+    }
+
+    /// The false-positive rate lookups of absent keys meet in this table: its filter's, as
+    /// written or folded; 1 when it has none (every lookup in its range reads).
+    /// For a partitioned filter, the mean over its partitions, each weighed by its keys.
+    pub fn resident_false_positive_rate(&self) -> f64 {
+        let Some(layout) = &self.inner.filter_layout else {
+            return 1.0;
+        };
+        let rate = |held: &HeldUnit| match (held.residency, &held.filter) {
+            (FilterResidency::Whole, _) => self
+                .inner
+                .filter_params
+                .map_or(1.0, |p| p.predicted_false_positive_rate()),
+            (_, Some(f)) => f.expected_false_positive_rate(),
+            (_, None) => 1.0,
+        };
+        let keys: u64 = layout.units().iter().map(|u| u.keys).sum();
+        if keys == 0 || self.units.len() == 1 {
+            return self.units.first().map_or(1.0, rate);
+        }
+        (layout.units().iter().zip(self.units.iter()))
+            .map(|(u, held)| u.keys as f64 * rate(held))
+            .sum::<f64>()
+            / keys as f64
+    }
+
+    /// Bytes of the filter held in memory.
+    /// Bytes of the filter held in memory: its units, and a partitioned filter's top level.
+    pub fn filter_memory_bytes(&self) -> usize {
+        self.held_filter_bytes() + self.filter_top_bytes()
+    }
+
+    /// Bytes a partitioned filter's top level keeps in memory (0 for a whole filter), held
+    /// whatever becomes of the partitions.
+    pub fn filter_top_bytes(&self) -> usize {
+        (self.inner.filter_layout.as_ref())
+            .filter(|l| l.is_partitioned())
+            .map_or(0, |l| l.resident_bytes())
+    }
+
+    fn held_filter_bytes(&self) -> usize {
+        (self.units.iter())
+            .filter_map(|u| u.filter.as_ref())
+            .map(|f| f.memory_bytes())
+            .sum()
+    }
+}
+
+/// Reads, checks and decodes the filter block at `handle`: its layout, and its units' filters
+/// (one for a whole filter, one per partition).
+pub(super) fn read_filter_block(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    handle: BlockHandle,
+) -> Result<(FilterLayout, Vec<BloomFilter>)> {
+    let contents = read_block(file, path, handle, BlockKind::Filter)?;
+    if FilterLayout::top_len(&contents).is_none() {
+        let filter = filter_block::decode(path, handle, &contents)?;
+        let layout = FilterLayout::whole(handle)
+            .ok_or_else(|| filter_corrupt(path, handle.offset, "bad size".to_string()))?;
+        return Ok((layout, vec![filter]));
+    }
+    let layout = FilterLayout::decode_top(&contents, handle)
+        .map_err(|m| m.in_block(path, BlockKind::Filter, handle.offset))?;
+    let filters = (layout.units().iter())
+        .map(|u| {
+            let start = (u.offset - handle.offset) as usize;
+            let bytes = &contents[start..start + u.serialized_len() as usize];
+            BloomFilter::from_bytes(bytes)
+                .map_err(|e| filter_corrupt(path, u.offset, e.to_string()))
+        })
+        .collect::<Result<_>>()?;
+    Ok((layout, filters))
+}
+
+/// The layout of the filter block at `handle`, without reading its filters: the header and
+/// top level of a partitioned one (each checked by its own checksum), or nothing at all for a
+/// whole one, whose size the handle gives.
+pub(super) fn read_filter_layout(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    handle: BlockHandle,
+) -> Result<FilterLayout> {
+    let bad = |reason: String| filter_corrupt(path, handle.offset, reason);
+    let head_len = handle.size.min(16) as usize;
+    let head = file.read_at(handle.offset, head_len)?;
+    let Some(top_len) = FilterLayout::top_len(&head) else {
+        // The whole filter's keys are the table's (`FilterLayout::set_whole_keys`); they are
+        // checked once the filter is read.
+        return FilterLayout::whole(handle).ok_or_else(|| bad("bad size".to_string()));
+    };
+    if top_len as u64 > handle.size {
+        return Err(bad(format!(
+            "top level of {top_len} bytes in a block of {}",
+            handle.size
+        )));
+    }
+    let top = file.read_at(handle.offset, top_len)?;
+    FilterLayout::decode_top(&top, handle)
+        .map_err(|m| m.in_block(path, BlockKind::Filter, handle.offset))
+}
+
+/// One partition of a partitioned filter, read on its own and checked by its checksum.
+fn read_partition(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    unit: FilterUnit,
+) -> Result<BloomFilter> {
+    let len = usize::try_from(unit.serialized_len())
+        .map_err(|_| filter_corrupt(path, unit.offset, "partition too large".to_string()))?;
+    let bytes = file.read_at(unit.offset, len)?;
+    BloomFilter::from_bytes(&bytes).map_err(|e| filter_corrupt(path, unit.offset, e.to_string()))
+}
+
+fn filter_corrupt(path: &Path, offset: u64, reason: String) -> Error {
+    Error::corruption(
+        path,
+        Some(offset),
+        format!("filter at offset {offset}: {reason}"),
+    )
+}
+
+/// Whether a filter is the one the table's properties describe: parameters and key count.
+pub(super) fn filter_agrees(filter: &BloomFilter, params: Option<FilterParams>, keys: u64) -> bool {
+    params.is_some_and(|p| {
+        filter.bits_per_key() == p.bits_per_key()
+            && filter.hashes() == p.hashes()
+            && filter.len() == keys
+    })
+}
+
+/// Whether a partitioned filter's top level agrees with the table's properties: its
+/// partitions hold the table's keys between them. (A whole filter's keys are checked when
+/// it is read.)
+pub(super) fn layout_agrees(
+    layout: &FilterLayout,
+    params: Option<FilterParams>,
+    props: &TableProperties,
+) -> bool {
+    params.is_some()
+        && (!layout.is_partitioned()
+            || layout.units().iter().map(|u| u.keys).sum::<u64>() == props.distinct_keys)
+}
