@@ -21,7 +21,8 @@ pub struct TableStats {
     /// The rate of the filter lookups probe: as written, or of the folded filter at its
     /// smaller size (1 when dropped); `None` for a table written without a filter.
     pub resident_false_positive_rate: Option<f64>,
-    /// Bytes of filter held in memory (less than written when folded, 0 when dropped).
+    /// Bytes of filter held in memory (less than written when folded, 0 when dropped; a
+    /// partitioned filter also keeps its top level, `Table::filter_top_bytes`).
     pub filter_bytes: u64,
     /// Whether lookups probe the whole filter, a folded one, or none, kept so to stay
     /// within `Options::filter_memory_limit`. For a partitioned filter: `Whole` or `Dropped`

@@ -5,11 +5,12 @@
 //! while the limit binds, four times that share's bits, to leave room here), but a store
 //! outgrows the filters it wrote when it was smaller, and may be opened with a smaller limit
 //! than it was written under. When the filters held exceed the limit, filters are shrunk in
-//! memory, one step at a time, where a step costs lookups least: each step halves one
-//! table's filter (`BloomFilter::fold`, down to an eighth) or drops it, whichever costs less
-//! per byte, and its cost is the false positives it adds per byte it frees, weighted by the
-//! share of lookups that reach the table (Monkey's rule, with each table's probes as the
-//! budget counts them, or as counted: [`lookup_shares`]). The files keep their whole
+//! memory, one step at a time, where a step costs lookups least: each step halves one unit
+//! of a table's filter (the whole filter, or one partition of a partitioned one;
+//! `BloomFilter::fold`, down to an eighth) or drops it, whichever costs less per byte, and
+//! its cost is the false positives it adds per byte it frees, weighted by the share of
+//! lookups that reach the unit (Monkey's rule, with each table's probes as the budget counts
+//! them, or as counted: [`lookup_shares`]). The files keep their whole
 //! filters: a table compaction rewrites is written anew, at open each filter is read once
 //! its share is known ([`load_filters`]), and as lookups move, filters are read back from
 //! their files ([`Inner::refit_filters`]).
@@ -431,8 +432,8 @@ fn fit_plan(
 ) -> HashMap<u64, (Table, Vec<FilterResidency>)> {
     let mut tables: Vec<(u64, Shrinking)> = Vec::new();
     for (t, shares) in version.tables().zip(shares) {
-        let held = t.table.filter_units_residency();
-        for (unit, (&share, &held)) in shares.iter().zip(&held).enumerate() {
+        let residency = t.table.filter_units_residency();
+        for (unit, (&share, &held)) in shares.iter().zip(&residency).enumerate() {
             if let Some(s) = Shrinking::start(&t.table, unit, held, share, from) {
                 tables.push((t.meta.number, s));
             }
@@ -489,15 +490,17 @@ fn fit_plan(
             steps.push(step(at, t));
         }
     }
+    // Units of one table are consecutive: each table's residency is taken once.
     let mut plan: HashMap<u64, (Table, Vec<FilterResidency>)> = HashMap::new();
+    let mut held: (Option<u64>, Vec<FilterResidency>) = (None, Vec::new());
     for (number, t) in tables {
-        let held = t.table.filter_units_residency();
-        if t.residency() == held[t.unit] {
+        if held.0 != Some(number) {
+            held = (Some(number), t.table.filter_units_residency());
+        }
+        if t.residency() == held.1[t.unit] {
             continue;
         }
-        let (_, kept) = plan
-            .entry(number)
-            .or_insert_with(|| (t.table.clone(), held));
+        let (_, kept) = (plan.entry(number)).or_insert_with(|| (t.table.clone(), held.1.clone()));
         kept[t.unit] = t.residency();
     }
     plan

@@ -133,8 +133,8 @@ fn probe_filters<'v, K: AsRef<[u8]>>(
         admitted: Vec::new(),
     };
     let mut pending = Vec::new();
-    // Per chunk: each key's hash, and the first bits each candidate's filter tests (`None`
-    // for a table without a filter).
+    // Per chunk: each key's hash, and each candidate's probe: the unit of its filter that
+    // answers and the first bits that unit tests (`FilterProbe`).
     let mut hashes = Vec::with_capacity(PREFETCH_BATCH);
     let mut first_bits = Vec::with_capacity(PREFETCH_BATCH * 2);
     for (chunk, slots) in unanswered.chunks(PREFETCH_BATCH).enumerate() {

@@ -55,6 +55,8 @@ pub struct FilterLayout {
     /// The last keys, one after another, and where each one ends.
     keys: Vec<u8>,
     key_ends: Vec<u32>,
+    /// The keys of every unit together.
+    total_keys: u64,
 }
 
 impl FilterLayout {
@@ -71,6 +73,7 @@ impl FilterLayout {
             prefixes: Vec::new(),
             keys: Vec::new(),
             key_ends: Vec::new(),
+            total_keys: 0,
         })
     }
 
@@ -78,6 +81,7 @@ impl FilterLayout {
     pub fn set_whole_keys(&mut self, keys: u64) {
         if !self.is_partitioned() {
             self.units[0].keys = keys;
+            self.total_keys = keys;
         }
     }
 
@@ -95,6 +99,11 @@ impl FilterLayout {
 
     pub fn is_partitioned(&self) -> bool {
         !self.prefixes.is_empty()
+    }
+
+    /// Every unit's keys together.
+    pub fn total_keys(&self) -> u64 {
+        self.total_keys
     }
 
     /// Every unit's words together: the memory of the whole filter as written.
@@ -132,7 +141,7 @@ impl FilterLayout {
         &self.keys[start..self.key_ends[i] as usize]
     }
 
-    /// Memory the layout itself keeps.
+    /// Memory the layout itself keeps: per partition its entry, last key and search prefix.
     pub fn resident_bytes(&self) -> usize {
         self.units.len() * std::mem::size_of::<FilterUnit>()
             + self.prefixes.len() * 8
@@ -160,9 +169,8 @@ impl FilterLayout {
         if version != VERSION {
             return Err(Malformed::new(4, format!("unknown version {version}")));
         }
-        let count = LittleEndian::read_u32(&contents[8..12]) as usize;
-        if !(2..=MAX_PARTITIONS).contains(&count) {
-            return Err(Malformed::new(8, format!("{count} partitions")));
+        if LittleEndian::read_u16(&contents[6..8]) != 0 {
+            return Err(Malformed::new(6, "reserved bytes are not zero"));
         }
         let top_len = LittleEndian::read_u32(&contents[12..16]) as usize;
         if top_len < HEADER_LEN + CHECKSUM_LEN || top_len > contents.len() {
@@ -172,6 +180,15 @@ impl FilterLayout {
             ));
         }
         let body_end = top_len - CHECKSUM_LEN;
+        // An entry takes at least three bytes: no more partitions than that allows are
+        // allocated for, whatever the count says.
+        let count = LittleEndian::read_u32(&contents[8..12]) as usize;
+        if !(2..=MAX_PARTITIONS).contains(&count) || count > (body_end - HEADER_LEN) / 3 {
+            return Err(Malformed::new(
+                8,
+                format!("{count} partitions in {top_len} bytes"),
+            ));
+        }
         let stored = LittleEndian::read_u32(&contents[body_end..top_len]);
         if crc32fast::hash(&contents[..body_end]) != stored {
             return Err(Malformed::new(body_end, "top level checksum mismatch"));
@@ -182,8 +199,10 @@ impl FilterLayout {
             prefixes: Vec::with_capacity(count),
             keys: Vec::new(),
             key_ends: Vec::with_capacity(count),
+            total_keys: 0,
         };
-        let mut at = handle.offset + top_len as u64;
+        let contents_end = handle.offset.saturating_add(handle.size);
+        let mut at = handle.offset.saturating_add(top_len as u64);
         for _ in 0..count {
             let key = d.length_prefixed("partition's last key")?;
             if let Some(prev) = layout.key_ends.len().checked_sub(1) {
@@ -196,24 +215,29 @@ impl FilterLayout {
             }
             let words = d.varint("partition words")?;
             let keys = d.varint("partition keys")?;
-            if words == 0 || words > handle.size / 8 {
-                return Err(Malformed::new(
-                    d.pos(),
-                    format!("partition of {words} words"),
-                ));
-            }
-            layout.prefixes.push(key_prefix(key));
-            layout.keys.extend_from_slice(key);
-            let end = u32::try_from(layout.keys.len())
-                .map_err(|_| Malformed::new(d.pos(), "partition keys too long"))?;
-            layout.key_ends.push(end);
             let unit = FilterUnit {
                 offset: at,
                 words,
                 keys,
             };
-            at += unit.serialized_len();
+            let end = (words.checked_mul(8))
+                .and_then(|b| b.checked_add(SERIALIZED_OVERHEAD))
+                .and_then(|len| at.checked_add(len))
+                .filter(|&end| words > 0 && end <= contents_end);
+            let (Some(end), Some(total)) = (end, layout.total_keys.checked_add(keys)) else {
+                return Err(Malformed::new(
+                    d.pos(),
+                    format!("partition of {words} words and {keys} keys past the block's end"),
+                ));
+            };
+            layout.prefixes.push(key_prefix(key));
+            layout.keys.extend_from_slice(key);
+            let key_end = u32::try_from(layout.keys.len())
+                .map_err(|_| Malformed::new(d.pos(), "partition keys too long"))?;
+            layout.key_ends.push(key_end);
             layout.units.push(unit);
+            layout.total_keys = total;
+            at = end;
         }
         if !d.is_empty() {
             return Err(Malformed::new(
@@ -221,7 +245,6 @@ impl FilterLayout {
                 "bytes after the last partition entry",
             ));
         }
-        let contents_end = handle.offset + handle.size;
         if at != contents_end {
             return Err(Malformed::new(
                 body_end,

@@ -184,7 +184,7 @@ impl Table {
     }
 
     /// As [`open_in`](Self::open_in), but the filter block is not read: the table holds no
-    /// filter until [`load_filter`](Self::load_filter) makes a reader with one. A store under
+    /// filter until [`load_filters`](Self::load_filters) makes a reader with one. A store under
     /// a filter memory limit opens so, decides how much of each filter to keep, and then loads
     /// each one and folds it at once: its filters never all sit whole in memory.
     pub(crate) fn open_deferring_filter(path: &Path, env: &TableEnv) -> Result<Table> {

@@ -4,7 +4,7 @@
 //! unit counts; and reading units from the file, all at once or one at a time.
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::filter_block;
@@ -485,18 +485,23 @@ impl Table {
             / keys as f64
     }
 
-    /// Bytes of the filter held in memory.
-    /// Bytes of the filter held in memory: its units, and a partitioned filter's top level.
+    /// Bytes of the filter held in memory: its units, and what a partitioned filter keeps
+    /// beside them ([`filter_top_bytes`](Self::filter_top_bytes)).
     pub fn filter_memory_bytes(&self) -> usize {
         self.held_filter_bytes() + self.filter_top_bytes()
     }
 
-    /// Bytes a partitioned filter's top level keeps in memory (0 for a whole filter), held
-    /// whatever becomes of the partitions.
+    /// Bytes a partitioned filter keeps in memory beside its partitions' bits (0 for a whole
+    /// filter), whatever becomes of the partitions: the top level, and per partition its
+    /// reader's slot, lookup count and filter header.
     pub fn filter_top_bytes(&self) -> usize {
+        let per_unit = std::mem::size_of::<HeldUnit>()
+            + std::mem::size_of::<AtomicU64>()
+            + std::mem::size_of::<BloomFilter>()
+            + 16;
         (self.inner.filter_layout.as_ref())
             .filter(|l| l.is_partitioned())
-            .map_or(0, |l| l.resident_bytes())
+            .map_or(0, |l| l.resident_bytes() + l.len() * per_unit)
     }
 
     fn held_filter_bytes(&self) -> usize {
@@ -591,8 +596,9 @@ pub(super) fn filter_agrees(filter: &BloomFilter, params: Option<FilterParams>, 
 }
 
 /// Whether a partitioned filter's top level agrees with the table's properties: its
-/// partitions hold the table's keys between them. (A whole filter's keys are checked when
-/// it is read.)
+/// partitions hold the table's keys between them, and the last one ends at the table's
+/// largest key (a lookup past it is answered "absent" without a probe). A whole filter's keys
+/// are checked when it is read.
 pub(super) fn layout_agrees(
     layout: &FilterLayout,
     params: Option<FilterParams>,
@@ -600,5 +606,6 @@ pub(super) fn layout_agrees(
 ) -> bool {
     params.is_some()
         && (!layout.is_partitioned()
-            || layout.units().iter().map(|u| u.keys).sum::<u64>() == props.distinct_keys)
+            || (layout.total_keys() == props.distinct_keys
+                && layout.last_key(layout.len() - 1) == props.largest_key.as_slice()))
 }
