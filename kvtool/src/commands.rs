@@ -982,6 +982,7 @@ fn sst(file: &Path, hex: bool, as_json: bool) -> Result<(), Failure> {
             "data_blocks": props.data_blocks, "data_size": props.data_size,
             "index_size": props.index_size, "filter_size": props.filter_size_bytes,
             "file_size": props.file_size, "filter": filter,
+            "filter_partitions": props.filter_partitions,
             "format_version": props.format_version,
             "raw_key_bytes": props.raw_key_bytes, "raw_value_bytes": props.raw_value_bytes,
         });
@@ -991,7 +992,11 @@ fn sst(file: &Path, hex: bool, as_json: bool) -> Result<(), Failure> {
     }
     let filter = match props.filter {
         Some((bits, hashes, fpr)) => {
-            format!("bloom, {bits} bits per key, {hashes} hashes, predicted fpr {fpr:.6}")
+            let parts = match props.filter_partitions {
+                0 => String::new(),
+                n => format!(", in {n} partitions"),
+            };
+            format!("bloom, {bits} bits per key, {hashes} hashes, predicted fpr {fpr:.6}{parts}")
         }
         None => "none".to_string(),
     };

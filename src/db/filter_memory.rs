@@ -146,40 +146,56 @@ const REFIT_GAIN: f64 = 0.95;
 const PREDICTED_SHARE_WEIGHT: f64 = 2000.0;
 
 /// Each filter unit's share of the lookups (a whole filter is one unit, a partitioned one
-/// a unit per partition), by table in the order of `version.tables()`: as the tree's shape
-/// predicts it (a table's share, spread over its partitions by their keys), or
-/// (`follows_lookups`) as counted since each table was opened, the prediction counting for
-/// `PREDICTED_SHARE_WEIGHT` lookups. A lookup counts for a unit when it asked the unit for
-/// a key, found there or not, as the prediction counts the lookups whose key falls in the
-/// table's range: lookups of present keys show where the busy key ranges are as well as
-/// lookups of absent ones, which a busy range draws too.
+/// a unit per partition), by table in the order of `version.tables()`.
+///
+/// A table's share is as the tree's shape predicts it or (`follows_lookups`) as counted since
+/// the table was opened, the prediction counting for `PREDICTED_SHARE_WEIGHT` lookups. A
+/// lookup counts for a table when it asked the table for a key, found there or not, as the
+/// prediction counts the lookups whose key falls in the table's range: lookups of present
+/// keys show where the busy key ranges are as well as lookups of absent ones, which a busy
+/// range draws too.
+///
+/// The table's share is then split over its partitions: by their keys, and as counted, each
+/// partition's keys counting for `PARTITION_PRIOR_LOOKUPS` lookups beside those it was asked.
+/// A store of 100M keys has some fifteen thousand partitions: a few thousand lookups leave
+/// most of them with none or one, and a plan that took those counts at their word would
+/// chase noise, reading partitions back and folding others at every refit. Spread this way,
+/// a partition's share leaves its keys' only when lookups really crowd into it.
 fn lookup_shares(version: &Version, follows_lookups: bool) -> Vec<Vec<f64>> {
     let predicted = table_shares(version.tables().map(|t| &t.meta));
     (version.tables().zip(predicted))
         .map(|(t, predicted)| {
             let table = &t.table;
-            let keys: u64 = (0..table.filter_units())
-                .filter_map(|u| table.filter_unit_shape(u))
-                .map(|(_, keys)| keys)
-                .sum();
-            (0..table.filter_units())
-                .map(|u| {
-                    let unit_keys = table.filter_unit_shape(u).map_or(0, |(_, k)| k);
-                    let predicted = match keys {
-                        0 => predicted / table.filter_units() as f64,
-                        _ => predicted * unit_keys as f64 / keys as f64,
-                    };
-                    if !follows_lookups {
-                        return predicted;
-                    }
-                    let (asked, lookups) = table.lookups_counted(u);
-                    (asked as f64 + PREDICTED_SHARE_WEIGHT * predicted)
-                        / (lookups as f64 + PREDICTED_SHARE_WEIGHT)
-                })
+            let units = table.filter_units();
+            let keys: Vec<f64> = (0..units)
+                .map(|u| table.filter_unit_shape(u).map_or(0.0, |(_, k)| k as f64))
+                .collect();
+            let all_keys: f64 = keys.iter().sum();
+            let key_share = |u: usize| match all_keys > 0.0 {
+                true => keys[u] / all_keys,
+                false => 1.0 / units as f64,
+            };
+            if !follows_lookups {
+                return (0..units).map(|u| predicted * key_share(u)).collect();
+            }
+            let asked: Vec<f64> = (0..units)
+                .map(|u| table.lookups_counted(u).0 as f64)
+                .collect();
+            let table_asked: f64 = asked.iter().sum();
+            let lookups = table.lookups_counted(0).1 as f64;
+            let share = (table_asked + PREDICTED_SHARE_WEIGHT * predicted)
+                / (lookups + PREDICTED_SHARE_WEIGHT);
+            let prior = PARTITION_PRIOR_LOOKUPS * units as f64;
+            (0..units)
+                .map(|u| share * (asked[u] + prior * key_share(u)) / (table_asked + prior))
                 .collect()
         })
         .collect()
 }
+
+/// How many lookups a partition's keys count for, beside those it was asked, when a table's
+/// share of lookups is split over its partitions (see [`lookup_shares`]).
+const PARTITION_PRIOR_LOOKUPS: f64 = 16.0;
 
 /// False positives per lookup of `version`'s filters, each table's units kept as
 /// `residency` says.

@@ -147,6 +147,7 @@ impl TableBuilder {
                 raw_value_bytes: 0,
                 filter: None,
                 filter_size_bytes: 0,
+                filter_partitions: 0,
                 data_size: 0,
                 data_blocks: 0,
                 index_size: 0,
@@ -404,6 +405,9 @@ impl TableBuilder {
             }
             last_keys.push(self.last_key.clone());
             ends.push(keys);
+        }
+        if ends.len() > 1 {
+            self.props.filter_partitions = ends.len() as u64;
         }
         Some(match ends.len() {
             0 | 1 => filter_block::build(params, &self.key_hashes).to_bytes(),

@@ -36,6 +36,9 @@ pub struct TableProperties {
     pub filter: Option<(u32, u32, f64)>,
     /// Bytes of the filter block, trailer included (0 without a filter).
     pub filter_size_bytes: u64,
+    /// Partitions of a partitioned filter (`docs/format.md`, "Partitioned filter"); 0 for a
+    /// whole filter or none. Like the sizes, known from the file, not stored here.
+    pub filter_partitions: u64,
     /// Bytes of all data blocks, trailers included.
     pub data_size: u64,
     /// Number of data blocks.
@@ -148,6 +151,7 @@ impl TableProperties {
             raw_value_bytes,
             filter,
             filter_size_bytes: 0,
+            filter_partitions: 0,
             data_size,
             data_blocks,
             index_size: 0,
@@ -181,6 +185,7 @@ mod tests {
                     .predicted_false_positive_rate(),
             )),
             filter_size_bytes: 0,
+            filter_partitions: 0,
             data_size: 1100,
             data_blocks: 1,
             index_size: 0,

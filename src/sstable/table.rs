@@ -312,6 +312,9 @@ impl Table {
         }
         if let Some(layout) = &mut filter_layout {
             layout.set_whole_keys(properties.distinct_keys);
+            if layout.is_partitioned() {
+                properties.filter_partitions = layout.len() as u64;
+            }
         }
         let filter_params = properties.filter_params();
         let agrees = match (&filter_layout, &filters) {
