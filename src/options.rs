@@ -105,15 +105,17 @@ pub struct Options {
     /// 4 KiB (about 600 data blocks, 2.4 MB of data, per partition), RocksDB's
     /// `metadata_block_size`; 0 writes every index as one block.
     pub index_partition_size: usize,
-    /// Bytes of filter a filter partition holds, as written. While a filter memory limit
-    /// binds and follows lookups (the tables' filters are then written wider than their
-    /// share), a table's filter of at least two partitions is written as partitions of about
-    /// this size under a small top level (`docs/format.md`, "Partitioned filter"), and the
-    /// limit is spent partition by partition: a busy key range keeps its partitions whole,
-    /// where a whole filter would cost its table's every key. Every partition stays in
-    /// memory (folded or not), so no lookup reads a filter from the disk. Default 16 KiB:
-    /// about 4 KiB once folded to the limit's share, the size of an index partition. 0
-    /// writes every filter whole.
+    /// Bytes of filter a filter partition holds, as written; 0 (the default) writes every
+    /// filter whole. Given a size (16 KiB is about 4 KiB once folded to a limit's share, the
+    /// size of an index partition), while a filter memory limit binds and follows lookups
+    /// (the tables' filters are then written wider than their share), a table's filter of at
+    /// least two partitions is written as partitions of about this size under a small top
+    /// level (`docs/format.md`, "Partitioned filter"), and the limit is spent partition by
+    /// partition: a busy key range keeps its partitions whole, where a whole filter would
+    /// cost its table's every key. Every partition stays in memory (folded or not), so no
+    /// lookup reads a filter from the disk. Not the default: at 30M keys under a Zipf law it
+    /// read as few blocks per absent get as whole filters kept table by table, and present
+    /// gets ran at half their speed (`docs/benchmarks.md`, "Partitioned filters").
     pub filter_partition_size: usize,
     /// A memtable is frozen and flushed once it holds about this many bytes. Default 32 MiB:
     /// with 4 MiB memtables and an 8 MiB level 1, a 30M-key load wrote 10.4 bytes per byte
@@ -234,7 +236,7 @@ impl Default for Options {
             index_cache_size: None,
             index_memory_share: 0.125,
             index_partition_size: 4096,
-            filter_partition_size: 16 * 1024,
+            filter_partition_size: 0,
             memtable_size: 32 << 20,
             max_immutable_memtables: 2,
             table_size: 64 << 20,

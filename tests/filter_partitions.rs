@@ -328,6 +328,23 @@ fn a_store_under_a_binding_limit_partitions_its_filters_and_keeps_every_key() {
 }
 
 #[test]
+fn by_default_filters_are_written_whole_even_under_a_binding_limit() {
+    let limit = unlimited_filter_bytes() / 3;
+    let dir = tempfile::tempdir().unwrap();
+    let options = store_options().filter_partition_size(Options::default().filter_partition_size);
+    let db = Db::open(dir.path(), options.filter_memory_limit(limit)).unwrap();
+    put_even(&db, 0, KEYS);
+    let stats = settle(&db);
+    assert_eq!(partitioned(&stats), 0, "{:?}", stats.tables);
+    assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
+    assert!(stats
+        .tables
+        .iter()
+        .any(|t| t.filter_residency != FilterResidency::Whole));
+    assert_reads_back(&db, |_| true);
+}
+
+#[test]
 fn a_damaged_partition_fails_an_open_under_a_limit_naming_its_offset() {
     let limit = unlimited_filter_bytes() / 2;
     let dir = tempfile::tempdir().unwrap();
