@@ -24,7 +24,7 @@ use super::top_index::TopIndex;
 use crate::cache::{next_table_id, BlockCache, IndexCache, TableCache};
 use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
-use crate::filter::{FilterParams, KeyHash};
+use crate::filter::{BloomFilter, FilterParams, KeyHash};
 use crate::fs::{RandomAccessFile, SharedFs};
 use crate::metrics::{ReadCounters, ReadCountersSnapshot};
 
@@ -93,6 +93,13 @@ pub struct Table {
     /// is `Whole` with no filter, and [`Table::load_filters`] reads them. A store never
     /// serves lookups through such a reader.
     pub(super) deferred: bool,
+    /// Unit 0's filter when the filter is whole (not partitioned) and held: a probe of a
+    /// whole filter follows this one pointer, as it did before filters had units.
+    pub(super) whole: Option<Arc<BloomFilter>>,
+    /// Whether the filter is partitioned: a probe searches its top level first.
+    pub(super) partitioned: bool,
+    /// Whether the table was written with a filter.
+    pub(super) filtered: bool,
 }
 
 pub(crate) struct TableInner {
@@ -171,6 +178,27 @@ pub(super) fn read_block(
 }
 
 impl Table {
+    /// A reader over `inner` holding `units` of its filter.
+    pub(super) fn with_units(
+        inner: Arc<TableInner>,
+        units: Arc<[HeldUnit]>,
+        deferred: bool,
+    ) -> Table {
+        let partitioned = (inner.filter_layout.as_ref()).is_some_and(|l| l.is_partitioned());
+        let whole = match partitioned {
+            false => units.first().and_then(|u| u.filter.clone()),
+            true => None,
+        };
+        Table {
+            filtered: inner.filter_layout.is_some(),
+            inner,
+            units,
+            deferred,
+            whole,
+            partitioned,
+        }
+    }
+
     /// Opens a table on its own (no block cache; the file stays open while the table lives).
     pub fn open(fs: SharedFs, path: &Path, counters: Arc<ReadCounters>) -> Result<Table> {
         Table::open_in(path, &TableEnv::standalone(fs, counters))
@@ -341,8 +369,8 @@ impl Table {
             (None, None) => Arc::new([]),
         };
         let counted_units = filter_layout.as_ref().map_or(1, |l| l.len());
-        let table = Table {
-            inner: Arc::new(TableInner {
+        let table = Table::with_units(
+            Arc::new(TableInner {
                 id,
                 path: path.to_path_buf(),
                 env: env.clone(),
@@ -358,7 +386,7 @@ impl Table {
             }),
             units,
             deferred,
-        };
+        );
         table.inner.warm_index_cache();
         Ok(table)
     }

@@ -76,7 +76,7 @@ impl FilterProbe {
 /// One unit of a table's filter as a reader holds it.
 #[derive(Clone)]
 pub(super) struct HeldUnit {
-    filter: Option<Arc<BloomFilter>>,
+    pub(super) filter: Option<Arc<BloomFilter>>,
     residency: FilterResidency,
 }
 
@@ -122,7 +122,7 @@ impl Table {
             UnitFor::PastEnd => tally.count_probe(false),
             UnitFor::Unit(u) => {
                 self.count_lookup_in(u);
-                match &self.units[u].filter {
+                match self.unit_filter(u) {
                     Some(filter) => tally.count_probe(filter.contains_hash(hash)),
                     None => true,
                 }
@@ -130,11 +130,24 @@ impl Table {
         }
     }
 
-    /// Which unit of the filter answers for `key`.
+    /// Which unit of the filter answers for `key`. A whole filter's answer comes from the
+    /// reader alone; only a partitioned one's search touches the shared table.
     fn unit_for(&self, key: &[u8]) -> UnitFor {
-        match &self.inner.filter_layout {
-            None => UnitFor::NoFilter,
-            Some(layout) => layout.unit_for(key).map_or(UnitFor::PastEnd, UnitFor::Unit),
+        match (self.filtered, self.partitioned, &self.inner.filter_layout) {
+            (false, _, _) => UnitFor::NoFilter,
+            (true, false, _) => UnitFor::Unit(0),
+            (true, true, None) => UnitFor::NoFilter,
+            (true, true, Some(layout)) => {
+                layout.unit_for(key).map_or(UnitFor::PastEnd, UnitFor::Unit)
+            }
+        }
+    }
+
+    /// The filter held for unit `unit`: for a whole filter, the one beside the reader.
+    fn unit_filter(&self, unit: usize) -> Option<&Arc<BloomFilter>> {
+        match self.partitioned {
+            false => self.whole.as_ref(),
+            true => self.units[unit].filter.as_ref(),
         }
     }
 
@@ -145,7 +158,7 @@ impl Table {
         match self.unit_for(key) {
             UnitFor::NoFilter => false,
             UnitFor::PastEnd => true,
-            UnitFor::Unit(u) => self.units[u].filter.is_some(),
+            UnitFor::Unit(u) => self.unit_filter(u).is_some(),
         }
     }
 
@@ -211,11 +224,7 @@ impl Table {
         let units = (self.units.iter().zip(residency))
             .map(|(held, &to)| self.kept(held, to))
             .collect::<Result<_>>()?;
-        Ok(Table {
-            inner: Arc::clone(&self.inner),
-            units,
-            deferred: false,
-        })
+        Ok(Table::with_units(Arc::clone(&self.inner), units, false))
     }
 
     fn check_units(&self, residency: &[FilterResidency]) -> Result<()> {
@@ -286,11 +295,7 @@ impl Table {
                 }
             })
             .collect::<Result<_>>()?;
-        Ok(Table {
-            inner: Arc::clone(&self.inner),
-            units,
-            deferred: false,
-        })
+        Ok(Table::with_units(Arc::clone(&self.inner), units, false))
     }
 
     /// A reader of this table with its filters read from the file, unit by unit, checked,
@@ -300,11 +305,7 @@ impl Table {
         let units = (residency.iter().enumerate())
             .map(|(u, &to)| self.read_unit(u, to))
             .collect::<Result<_>>()?;
-        Ok(Table {
-            inner: Arc::clone(&self.inner),
-            units,
-            deferred: false,
-        })
+        Ok(Table::with_units(Arc::clone(&self.inner), units, false))
     }
 
     /// Unit `unit` of the filter read from the file, checked, and kept as `to` says.
@@ -401,9 +402,7 @@ impl Table {
         match self.unit_for(key) {
             UnitFor::NoFilter => true,
             UnitFor::PastEnd => false,
-            UnitFor::Unit(u) => {
-                (self.units[u].filter.as_ref()).is_none_or(|f| f.contains_hash(hash))
-            }
+            UnitFor::Unit(u) => (self.unit_filter(u)).is_none_or(|f| f.contains_hash(hash)),
         }
     }
 
@@ -413,7 +412,7 @@ impl Table {
         match self.unit_for(key) {
             UnitFor::NoFilter => FilterProbe::Admit,
             UnitFor::PastEnd => FilterProbe::Reject,
-            UnitFor::Unit(u) => match &self.units[u].filter {
+            UnitFor::Unit(u) => match self.unit_filter(u) {
                 Some(filter) => FilterProbe::Probe {
                     unit: u as u32,
                     bits: filter.prefetch_first_bits(hash),
@@ -430,7 +429,7 @@ impl Table {
         match probe {
             FilterProbe::Admit | FilterProbe::Unheld { .. } => true,
             FilterProbe::Reject => false,
-            FilterProbe::Probe { unit, bits } => (self.units[*unit as usize].filter.as_ref())
+            FilterProbe::Probe { unit, bits } => (self.unit_filter(*unit as usize))
                 .is_none_or(|f| f.first_bits_set(bits) && f.contains_hash(hash)),
         }
     }
