@@ -119,9 +119,12 @@ pub(crate) struct TableInner {
     /// Set when the store no longer needs the table: the file is deleted once the last reader
     /// (a version, an iterator) lets go of it, so no reader ever finds its file gone.
     obsolete: AtomicBool,
-    /// Point lookups that asked each unit of the table's filter for a key: how often lookups
-    /// come to its key range. Every reader of the table counts here (`with_filters` shares
-    /// it).
+    /// Point lookups that asked unit 0 of the table's filter (the whole filter, or the first
+    /// partition) for a key: how often lookups come to its key range. Every reader of the
+    /// table counts here (`with_filters` shares it). Kept in the table itself, so that a
+    /// probe of a whole filter counts without following another pointer.
+    pub(super) first_unit_lookups: AtomicU64,
+    /// The same for each further partition of a partitioned filter (unit `u` at `u - 1`).
     pub(super) lookups: Box<[AtomicU64]>,
     /// `ReadCounters::table_lookups` when the counting began: when the table was opened,
     /// moved later as the counts age (`age_lookup_counts`).
@@ -381,7 +384,8 @@ impl Table {
                 filter_layout,
                 properties,
                 obsolete: AtomicBool::new(false),
-                lookups: (0..counted_units).map(|_| AtomicU64::new(0)).collect(),
+                first_unit_lookups: AtomicU64::new(0),
+                lookups: (1..counted_units).map(|_| AtomicU64::new(0)).collect(),
                 counted_since: AtomicU64::new(env.counters.table_lookups.load(Ordering::Relaxed)),
             }),
             units,
@@ -623,6 +627,14 @@ impl Table {
 }
 
 impl TableInner {
+    /// The lookup count of unit `unit` of the table's filter.
+    pub(super) fn unit_lookups(&self, unit: usize) -> Option<&AtomicU64> {
+        match unit {
+            0 => Some(&self.first_unit_lookups),
+            u => self.lookups.get(u - 1),
+        }
+    }
+
     /// The table's open file, from the table cache (opened again if it was closed).
     /// Once the store is closed, only a file the cache still holds is used (see
     /// [`TableEnv::store_open`]).

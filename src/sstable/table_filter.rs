@@ -365,7 +365,7 @@ impl Table {
     /// its store counts them (`TableEnv::count_lookups`).
     pub(crate) fn count_lookup_in(&self, unit: usize) {
         if self.inner.env.count_lookups {
-            if let Some(count) = self.inner.lookups.get(unit) {
+            if let Some(count) = self.inner.unit_lookups(unit) {
                 count.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -376,7 +376,8 @@ impl Table {
     /// meanwhile, which may be lost: the counts are an estimate.
     pub(crate) fn age_lookup_counts(&self) {
         let span = self.lookups_counted_span();
-        for count in self.inner.lookups.iter() {
+        let rest = self.inner.lookups.iter();
+        for count in std::iter::once(&self.inner.first_unit_lookups).chain(rest) {
             count.store(count.load(Ordering::Relaxed) / 2, Ordering::Relaxed);
         }
         (self.inner.counted_since).fetch_add(span - span / 2, Ordering::Relaxed);
@@ -386,7 +387,7 @@ impl Table {
     /// table was opened, and those that reached the store's tables meanwhile
     /// (`ReadCounters::table_lookups`).
     pub(crate) fn lookups_counted(&self, unit: usize) -> (u64, u64) {
-        let asked = (self.inner.lookups.get(unit)).map_or(0, |c| c.load(Ordering::Relaxed));
+        let asked = (self.inner.unit_lookups(unit)).map_or(0, |c| c.load(Ordering::Relaxed));
         (asked, self.lookups_counted_span())
     }
 
