@@ -33,7 +33,7 @@ impl TableHandle {
 /// The first eight bytes of a key as a big-endian integer, zero-padded. Key order implies
 /// prefix order (`a < b` gives `prefix(a) <= prefix(b)`), so an integer compare settles every
 /// comparison whose prefixes differ; only equal prefixes need the bytes.
-fn key_prefix(key: &[u8]) -> u64 {
+pub(crate) fn key_prefix(key: &[u8]) -> u64 {
     let mut bytes = [0u8; 8];
     let n = key.len().min(8);
     bytes[..n].copy_from_slice(&key[..n]);

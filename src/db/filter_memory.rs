@@ -182,7 +182,7 @@ fn lookup_shares(version: &Version, follows_lookups: bool) -> Vec<Vec<f64>> {
                 .map(|u| table.lookups_counted(u).0 as f64)
                 .collect();
             let table_asked: f64 = asked.iter().sum();
-            let lookups = table.lookups_counted(0).1 as f64;
+            let lookups = table.lookups_counted_span() as f64;
             let share = (table_asked + PREDICTED_SHARE_WEIGHT * predicted)
                 / (lookups + PREDICTED_SHARE_WEIGHT);
             let prior = PARTITION_PRIOR_LOOKUPS * units as f64;

@@ -16,6 +16,7 @@ use byteorder::{ByteOrder, LittleEndian};
 use super::filter_block::FOLD_LIMIT;
 use super::format::{put_varint, BlockHandle, Decoder, Malformed};
 use crate::filter::{BloomFilter, FilterParams, KeyHash};
+use crate::version::key_prefix;
 
 /// The first four bytes of a partitioned filter block; a whole filter's are "BKBF".
 pub const PARTITIONED_MAGIC: &[u8; 4] = b"BKFP";
@@ -253,15 +254,6 @@ impl FilterLayout {
         }
         Ok(layout)
     }
-}
-
-/// The first eight bytes of `key`, big-endian, zero-padded: ordered as the keys are where
-/// they differ.
-fn key_prefix(key: &[u8]) -> u64 {
-    let mut bytes = [0u8; 8];
-    let n = key.len().min(8);
-    bytes[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(bytes)
 }
 
 /// The keys each partition of a filter of `keys` keys at `bits_per_key` holds, for

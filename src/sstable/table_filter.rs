@@ -391,7 +391,8 @@ impl Table {
         (asked, self.lookups_counted_span())
     }
 
-    fn lookups_counted_span(&self) -> u64 {
+    /// The lookups that reached the store's tables since this table's counting began.
+    pub(crate) fn lookups_counted_span(&self) -> u64 {
         let now = (self.inner.env.counters.table_lookups).load(Ordering::Relaxed);
         let since = self.inner.counted_since.load(Ordering::Relaxed);
         now.saturating_sub(since)
