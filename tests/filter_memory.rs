@@ -14,21 +14,6 @@ fn options() -> Options {
     common::small_tree_options().no_filter_memory_limit()
 }
 
-/// Puts the even keys of `from..to` (odd ones stay absent, inside the tables' ranges).
-fn put_even(db: &Db, from: u64, to: u64) {
-    for i in from..to {
-        db.put(common::key(2 * i), common::value(i, 0)).unwrap();
-    }
-}
-
-fn assert_reads_back(db: &Db, present: impl Fn(u64) -> bool) {
-    for i in 0..KEYS {
-        let expected = present(i).then(|| common::value(i, 0));
-        assert_eq!(db.get(common::key(2 * i)).unwrap(), expected, "key {i}");
-        assert_eq!(db.get(common::key(2 * i + 1)).unwrap(), None, "absent {i}");
-    }
-}
-
 /// Looks up every absent (odd) key: the data blocks read, and the reads the tables' rates
 /// predict (each covering table's rate of the filter lookups probe, summed).
 fn absent_reads(db: &Db) -> (u64, f64) {
@@ -56,7 +41,7 @@ fn shrunk(stats: &Stats) -> usize {
 /// its stats.
 fn build_unlimited_with(dir: &Path, options: Options) -> Stats {
     let db = Db::open(dir, options).unwrap();
-    put_even(&db, 0, KEYS);
+    common::put_even(&db, 0, KEYS);
     db.flush().unwrap();
     db.wait_for_background_work().unwrap();
     let stats = db.stats();
@@ -97,7 +82,7 @@ fn the_filters_stay_within_the_limit_while_the_store_grows_and_shrinks() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), options().filter_memory_limit(limit)).unwrap();
     for step in 0..10 {
-        put_even(&db, step * KEYS / 10, (step + 1) * KEYS / 10);
+        common::put_even(&db, step * KEYS / 10, (step + 1) * KEYS / 10);
         db.flush().unwrap();
         // Compactions run meanwhile: every version they install is within the limit too.
         let stats = db.stats();
@@ -114,7 +99,7 @@ fn the_filters_stay_within_the_limit_while_the_store_grows_and_shrinks() {
     // The limit took effect: the store holds filters, but far fewer bytes than unlimited.
     assert!(grown.filter_memory_bytes > limit / 2, "{grown:?}");
     assert!(grown.filter_memory_bytes < unlimited / 2);
-    assert_reads_back(&db, |_| true);
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
 
     // Half the keys deleted and compacted away: still within, and the rest reads back.
     for i in (0..KEYS).filter(|i| i % 2 == 0) {
@@ -124,7 +109,7 @@ fn the_filters_stay_within_the_limit_while_the_store_grows_and_shrinks() {
     let after = db.stats();
     assert!(after.filter_memory_bytes <= limit);
     assert!(after.filter_memory_bytes > 0);
-    assert_reads_back(&db, |i| i % 2 == 1);
+    common::assert_even_keys_read_back(&db, KEYS, |i| i % 2 == 1);
 }
 
 #[test]
@@ -143,7 +128,7 @@ fn a_store_opened_with_a_smaller_limit_folds_its_filters_and_finds_every_key() {
         .collect();
     assert!(!folded.is_empty());
     assert_shrunk_sizes(&stats, &whole);
-    assert_reads_back(&db, |_| true);
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
     db.close().unwrap();
 
     // No memory at all for filters: every filter dropped, every key still found, and absent
@@ -156,7 +141,7 @@ fn a_store_opened_with_a_smaller_limit_folds_its_filters_and_finds_every_key() {
         .tables
         .iter()
         .all(|t| t.filter_residency == FilterResidency::Dropped));
-    assert_reads_back(&db, |_| true);
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
     let (reads, predicted) = absent_reads(&db);
     assert!(
         reads as f64 >= 0.9 * KEYS as f64,
@@ -235,7 +220,7 @@ fn filters_of_large_tables_fold_to_exactly_their_share() {
         (stats.tables.iter()).any(|t| matches!(t.filter_residency, FilterResidency::Folded(_))),
         "{stats:?}"
     );
-    assert_reads_back(&db, |_| true);
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
 }
 
 /// A store opened under a limit reads each table's filter only once it knows how much to
@@ -307,7 +292,7 @@ fn the_default_limit_is_a_share_of_the_memory_available() {
     );
     assert!(stats.filter_memory_bytes <= limit);
     assert!(shrunk(&stats) > 0);
-    assert_reads_back(&db, |_| true);
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
     db.close().unwrap();
 
     // An explicit limit wins over the share; no limit at all leaves every filter whole.
@@ -346,7 +331,7 @@ fn a_share_outside_zero_to_one_is_refused() {
 /// its range.
 fn build_limited(dir: &Path, options: Options) -> (Db, u64, Vec<Vec<u8>>) {
     let db = Db::open(dir, options).unwrap();
-    put_even(&db, 0, KEYS);
+    common::put_even(&db, 0, KEYS);
     db.flush().unwrap();
     db.wait_for_background_work().unwrap();
     let stats = db.stats();
@@ -416,13 +401,13 @@ fn filter_memory_follows_skewed_lookups_to_the_busy_tables() {
         whole_reads * 4 < shrunk_reads.max(4),
         "{whole_reads} blocks read with the whole filter, {shrunk_reads} shrunk"
     );
-    assert_reads_back(&db, |_| true);
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
 
     // Reopened, the store starts from the prediction again, and every key reads back.
     db.close().unwrap();
     let db = Db::open(dir.path(), options().filter_memory_limit(limit)).unwrap();
     assert!(db.stats().filter_memory_bytes <= limit);
-    assert_reads_back(&db, |_| true);
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
 }
 
 #[test]

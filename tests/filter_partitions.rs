@@ -260,25 +260,11 @@ fn store_options() -> Options {
 
 const KEYS: u64 = 20_000;
 
-fn put_even(db: &Db, from: u64, to: u64) {
-    for i in from..to {
-        db.put(common::key(2 * i), common::value(i, 0)).unwrap();
-    }
-}
-
-fn assert_reads_back(db: &Db, present: impl Fn(u64) -> bool) {
-    for i in 0..KEYS {
-        let expected = present(i).then(|| common::value(i, 0));
-        assert_eq!(db.get(common::key(2 * i)).unwrap(), expected, "key {i}");
-        assert_eq!(db.get(common::key(2 * i + 1)).unwrap(), None, "absent {i}");
-    }
-}
-
 /// The filter memory of the store of `KEYS` even keys with no limit.
 fn unlimited_filter_bytes() -> u64 {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), store_options()).unwrap();
-    put_even(&db, 0, KEYS);
+    common::put_even(&db, 0, KEYS);
     db.flush().unwrap();
     db.wait_for_background_work().unwrap();
     db.stats().filter_memory_bytes
@@ -301,11 +287,11 @@ fn a_store_under_a_binding_limit_partitions_its_filters_and_keeps_every_key() {
     let limit = unlimited_filter_bytes() / 3;
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), store_options().filter_memory_limit(limit)).unwrap();
-    put_even(&db, 0, KEYS);
+    common::put_even(&db, 0, KEYS);
     let stats = settle(&db);
     assert!(partitioned(&stats) > 0, "{:?}", stats.tables);
     assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
-    assert_reads_back(&db, |_| true);
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
 
     // Deletes and compactions: the limit holds, the rest reads back.
     for i in (0..KEYS).filter(|i| i % 3 == 0) {
@@ -315,7 +301,7 @@ fn a_store_under_a_binding_limit_partitions_its_filters_and_keeps_every_key() {
     db.compact().unwrap();
     let stats = settle(&db);
     assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
-    assert_reads_back(&db, |i| i % 3 != 0);
+    common::assert_even_keys_read_back(&db, KEYS, |i| i % 3 != 0);
 
     // Reopened with half the limit: the partitions are read one at a time, folded, and the
     // keys still read back.
@@ -324,7 +310,7 @@ fn a_store_under_a_binding_limit_partitions_its_filters_and_keeps_every_key() {
     let stats = db.stats();
     assert!(stats.filter_memory_bytes <= limit / 2, "{stats:?}");
     assert!(partitioned(&stats) > 0);
-    assert_reads_back(&db, |i| i % 3 != 0);
+    common::assert_even_keys_read_back(&db, KEYS, |i| i % 3 != 0);
 }
 
 #[test]
@@ -333,7 +319,7 @@ fn by_default_filters_are_written_whole_even_under_a_binding_limit() {
     let dir = tempfile::tempdir().unwrap();
     let options = store_options().filter_partition_size(Options::default().filter_partition_size);
     let db = Db::open(dir.path(), options.filter_memory_limit(limit)).unwrap();
-    put_even(&db, 0, KEYS);
+    common::put_even(&db, 0, KEYS);
     let stats = settle(&db);
     assert_eq!(partitioned(&stats), 0, "{:?}", stats.tables);
     assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
@@ -341,7 +327,7 @@ fn by_default_filters_are_written_whole_even_under_a_binding_limit() {
         .tables
         .iter()
         .any(|t| t.filter_residency != FilterResidency::Whole));
-    assert_reads_back(&db, |_| true);
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
 }
 
 #[test]
@@ -349,7 +335,7 @@ fn a_damaged_partition_fails_an_open_under_a_limit_naming_its_offset() {
     let limit = unlimited_filter_bytes() / 2;
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), store_options().filter_memory_limit(limit)).unwrap();
-    put_even(&db, 0, KEYS);
+    common::put_even(&db, 0, KEYS);
     let stats = settle(&db);
     let victim = (stats.tables.iter())
         .find(|t| t.filter_partitions.len() > 2)
@@ -391,7 +377,7 @@ fn skewed_lookups_keep_the_busy_partitions_whole_and_fold_the_rest_of_their_tabl
     let dir = tempfile::tempdir().unwrap();
     let options = store_options().filter_memory_limit(limit);
     let db = Db::open(dir.path(), options).unwrap();
-    put_even(&db, 0, KEYS);
+    common::put_even(&db, 0, KEYS);
     let stats = settle(&db);
     let bottom = stats.tables.iter().map(|t| t.level).max().unwrap();
     let table = (stats.tables.iter())
@@ -439,7 +425,7 @@ fn skewed_lookups_keep_the_busy_partitions_whole_and_fold_the_rest_of_their_tabl
         whole_reads * 4 < shrunk_reads.max(4),
         "{whole_reads} blocks read with the partition whole, {shrunk_reads} shrunk"
     );
-    assert_reads_back(&db, |_| true);
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
 }
 
 #[test]
@@ -447,7 +433,7 @@ fn whole_filters_and_partitioned_ones_mix_in_one_store() {
     let dir = tempfile::tempdir().unwrap();
     // Written with no limit: every filter whole.
     let db = Db::open(dir.path(), store_options()).unwrap();
-    put_even(&db, 0, KEYS / 2);
+    common::put_even(&db, 0, KEYS / 2);
     let before = settle(&db);
     assert_eq!(partitioned(&before), 0);
     let whole_bytes = before.filter_memory_bytes;
@@ -457,17 +443,17 @@ fn whole_filters_and_partitioned_ones_mix_in_one_store() {
     // partitioned, old ones whole (or shrunk whole), and both answer.
     let limit = whole_bytes * 2 / 3;
     let db = Db::open(dir.path(), store_options().filter_memory_limit(limit)).unwrap();
-    put_even(&db, KEYS / 2, KEYS);
+    common::put_even(&db, KEYS / 2, KEYS);
     let stats = settle(&db);
     let old = (stats.tables.iter())
         .filter(|t| t.filter_partitions.is_empty() && t.bits_per_key.is_some())
         .count();
     assert!(partitioned(&stats) > 0 && old > 0, "{:?}", stats.tables);
     assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
-    assert_reads_back(&db, |_| true);
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
     db.close().unwrap();
     let db = Db::open(dir.path(), store_options()).unwrap();
-    assert_reads_back(&db, |_| true);
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
     let report = db.check();
     assert!(report.is_clean(), "{:?}", report.problems);
 }

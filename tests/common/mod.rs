@@ -57,6 +57,24 @@ pub fn value(i: u64, v: u64) -> Vec<u8> {
     format!("value-{i}-{v}-{}", "x".repeat((i % 40) as usize)).into_bytes()
 }
 
+/// Writes the even keys `2 * from .. 2 * to` (`key(2 * i)` with `value(i, 0)`), so that
+/// every odd key lies between two stored ones: a lookup of it is an absent key in range.
+pub fn put_even(db: &bloomkv::Db, from: u64, to: u64) {
+    for i in from..to {
+        db.put(key(2 * i), value(i, 0)).unwrap();
+    }
+}
+
+/// Reads back the even keys of `0..keys` that `present` says are stored, with the values
+/// [`put_even`] wrote, and finds none of the odd keys between them.
+pub fn assert_even_keys_read_back(db: &bloomkv::Db, keys: u64, present: impl Fn(u64) -> bool) {
+    for i in 0..keys {
+        let expected = present(i).then(|| value(i, 0));
+        assert_eq!(db.get(key(2 * i)).unwrap(), expected, "key {i}");
+        assert_eq!(db.get(key(2 * i + 1)).unwrap(), None, "absent {i}");
+    }
+}
+
 /// The filter counts of each level add up to the store's.
 pub fn assert_level_filter_counts_add_up(stats: &bloomkv::Stats) {
     let sum = |f: fn(&bloomkv::LevelStats) -> u64| stats.levels.iter().map(f).sum::<u64>();
