@@ -4,6 +4,7 @@ use std::cmp::Ordering;
 use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use crate::entry::{entry_order, Entry, SeqNo};
 use crate::error::Result;
@@ -15,18 +16,27 @@ struct HeapItem {
     entry: Entry,
     /// Position of the source; a lower index is a newer source and wins ties.
     source: usize,
+    /// The streams run in reverse entry order, and the largest entry comes out first.
+    backward: bool,
 }
 
 impl Ord for HeapItem {
     fn cmp(&self, other: &Self) -> Ordering {
-        // BinaryHeap is a max-heap: reverse so the smallest entry comes out first.
-        entry_order(
+        // BinaryHeap is a max-heap: reverse so the smallest entry comes out first (the
+        // largest, walking backwards).
+        let order = entry_order(
             &other.entry.key,
             other.entry.seq,
             &self.entry.key,
             self.entry.seq,
-        )
-        .then(other.source.cmp(&self.source))
+        );
+        // Of equal entries the newer source's comes out first, or, walking backwards, last:
+        // `NewestVersionsBack` keeps the last version of a key it reads.
+        let sources = other.source.cmp(&self.source);
+        match self.backward {
+            false => order.then(sources),
+            true => order.reverse().then(sources.reverse()),
+        }
     }
 }
 
@@ -54,13 +64,27 @@ pub struct MergingIterator {
 }
 
 impl MergingIterator {
-    /// Merges `sources`, newest first.
-    pub fn new(mut sources: Vec<EntryStream>) -> MergingIterator {
+    /// Merges `sources`, newest first, each in entry order.
+    pub fn new(sources: Vec<EntryStream>) -> MergingIterator {
+        MergingIterator::merge(sources, false)
+    }
+
+    /// Merges `sources`, newest first, each in reverse entry order (keys descending, a key's
+    /// versions oldest first), into one stream in that order.
+    pub fn backward(sources: Vec<EntryStream>) -> MergingIterator {
+        MergingIterator::merge(sources, true)
+    }
+
+    fn merge(mut sources: Vec<EntryStream>, backward: bool) -> MergingIterator {
         let mut heap = BinaryHeap::with_capacity(sources.len());
         let mut pending_error = None;
         for (source, stream) in sources.iter_mut().enumerate() {
             match stream.next() {
-                Some(Ok(entry)) => heap.push(HeapItem { entry, source }),
+                Some(Ok(entry)) => heap.push(HeapItem {
+                    entry,
+                    source,
+                    backward,
+                }),
                 Some(Err(e)) => {
                     pending_error.get_or_insert(e);
                 }
@@ -140,6 +164,84 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for NewestVersions<I> {
                 continue;
             }
             return Some(Ok(entry));
+        }
+    }
+}
+
+/// [`NewestVersions`] for a stream in reverse entry order: a key's versions come oldest
+/// first, so each key's are read to its end, and the newest the snapshot sees is kept
+/// (dropped when it is a tombstone).
+pub struct NewestVersionsBack<I> {
+    inner: I,
+    snapshot: SeqNo,
+    /// The first entry of the next key, read while finishing the one before.
+    next_key: Option<Entry>,
+    done: bool,
+}
+
+impl<I: Iterator<Item = Result<Entry>>> NewestVersionsBack<I> {
+    /// Wraps a stream in reverse entry order.
+    pub fn new(inner: I, snapshot: SeqNo) -> Self {
+        NewestVersionsBack {
+            inner,
+            snapshot,
+            next_key: None,
+            done: false,
+        }
+    }
+
+    /// The next key's newest version the snapshot sees, or `None` when it sees none; the
+    /// outer `None` at the end of the stream.
+    fn next_key_newest(&mut self) -> Option<Result<Option<Entry>>> {
+        let first = match self.next_key.take() {
+            Some(entry) => entry,
+            None => match self.inner.next()? {
+                Ok(entry) => entry,
+                Err(e) => return Some(Err(e)),
+            },
+        };
+        let mut newest = None;
+        let mut version = first;
+        loop {
+            let next = self.inner.next();
+            let same_key = matches!(&next, Some(Ok(next)) if next.key == version.key);
+            if version.seq <= self.snapshot {
+                newest = Some(version);
+            }
+            match next {
+                Some(Ok(next)) if same_key => version = next,
+                Some(Ok(next)) => {
+                    self.next_key = Some(next);
+                    break;
+                }
+                Some(Err(e)) => return Some(Err(e)),
+                None => {
+                    self.done = true;
+                    break;
+                }
+            }
+        }
+        Some(Ok(newest))
+    }
+}
+
+impl<I: Iterator<Item = Result<Entry>>> Iterator for NewestVersionsBack<I> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        loop {
+            if self.done && self.next_key.is_none() {
+                return None;
+            }
+            match self.next_key_newest()? {
+                Ok(Some(entry)) if !entry.is_tombstone() => return Some(Ok(entry)),
+                Ok(_) => {}
+                Err(e) => {
+                    self.done = true;
+                    self.next_key = None;
+                    return Some(Err(e));
+                }
+            }
         }
     }
 }
@@ -239,48 +341,197 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for KeptVersions<I> {
     }
 }
 
-/// Iterator over key-value pairs of the store as of one moment, in key order.
+/// What a walk over the store reads: the memtables and tables of one read state, each as a
+/// sorted stream starting at a bound, forwards or backwards. Walks built from one value see
+/// the same entries, however often they start again.
+pub(crate) trait Sources: Send + Sync {
+    /// Every source's entries at or after `start`, in entry order; newest source first.
+    fn forward(&self, start: Bound<&[u8]>) -> Vec<EntryStream>;
+    /// Every source's entries at or before `end`, in reverse entry order; newest source first.
+    fn backward(&self, end: Bound<&[u8]>) -> Vec<EntryStream>;
+}
+
+/// The visible pairs of `sources` within `start..end`, in key order, as of `snapshot`.
+pub(crate) fn walk_forward(
+    sources: &dyn Sources,
+    start: Bound<&[u8]>,
+    end: &Bound<Vec<u8>>,
+    snapshot: SeqNo,
+) -> ForwardWalk {
+    let merged = MergingIterator::new(sources.forward(start));
+    NewestVersions::new(Within::new(merged, end.clone(), true), snapshot, true)
+}
+
+/// The visible pairs of `sources` within `start..end`, in descending key order, as of
+/// `snapshot`.
+pub(crate) fn walk_backward(
+    sources: &dyn Sources,
+    start: &Bound<Vec<u8>>,
+    end: Bound<&[u8]>,
+    snapshot: SeqNo,
+) -> BackwardWalk {
+    let merged = MergingIterator::backward(sources.backward(end));
+    NewestVersionsBack::new(Within::new(merged, start.clone(), false), snapshot)
+}
+
+/// A walk forwards over the store: merged, cut at its far bound, newest versions only.
+pub(crate) type ForwardWalk = NewestVersions<Within<MergingIterator>>;
+/// A walk backwards over the store, the same way.
+pub(crate) type BackwardWalk = NewestVersionsBack<Within<MergingIterator>>;
+
+/// A merged stream cut at the far bound of a walk: the first entry past it ends the stream.
+/// Cut before old versions and tombstones are dropped, so that a walk whose range holds no
+/// more live keys stops at its bound instead of reading on through deleted ones.
+pub(crate) struct Within<I> {
+    inner: I,
+    bound: Bound<Vec<u8>>,
+    /// The bound is an end (walking forwards), or a start (walking backwards).
+    forward: bool,
+    done: bool,
+}
+
+impl<I> Within<I> {
+    fn new(inner: I, bound: Bound<Vec<u8>>, forward: bool) -> Within<I> {
+        Within {
+            inner,
+            bound,
+            forward,
+            done: false,
+        }
+    }
+}
+
+impl<I: Iterator<Item = Result<Entry>>> Iterator for Within<I> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        if self.done {
+            return None;
+        }
+        let step = self.inner.next();
+        let within = |key: &[u8]| match self.forward {
+            true => at_or_before(key, &self.bound),
+            false => at_or_after(key, &self.bound),
+        };
+        match step {
+            Some(Ok(entry)) if !within(&entry.key) => {
+                self.done = true;
+                None
+            }
+            step => step,
+        }
+    }
+}
+
+/// The end of the keys that start with `prefix`: the first key past them all (`prefix` with
+/// its last byte below 0xff raised by one, the bytes after it dropped), unbounded when every
+/// byte is 0xff.
+pub(crate) fn prefix_end(prefix: &[u8]) -> Bound<Vec<u8>> {
+    match prefix.iter().rposition(|&b| b != 0xff) {
+        Some(at) => {
+            let mut end = prefix[..=at].to_vec();
+            end[at] += 1;
+            Bound::Excluded(end)
+        }
+        None => Bound::Unbounded,
+    }
+}
+
+/// Whether `key` lies at or after `start`.
+pub(crate) fn at_or_after(key: &[u8], start: &Bound<Vec<u8>>) -> bool {
+    match start {
+        Bound::Included(start) => key >= start.as_slice(),
+        Bound::Excluded(start) => key > start.as_slice(),
+        Bound::Unbounded => true,
+    }
+}
+
+/// Whether `key` lies at or before `end`.
+pub(crate) fn at_or_before(key: &[u8], end: &Bound<Vec<u8>>) -> bool {
+    match end {
+        Bound::Included(end) => key <= end.as_slice(),
+        Bound::Excluded(end) => key < end.as_slice(),
+        Bound::Unbounded => true,
+    }
+}
+
+/// Iterator over the key-value pairs of the store as of one moment, in key order, and from
+/// the other end too (`.rev()`, `next_back`): each end walks only as far as it is asked, and
+/// the two stop where they meet, as `BTreeMap`'s range does.
 pub struct DbIterator {
-    inner: NewestVersions<MergingIterator>,
+    sources: Arc<dyn Sources>,
+    snapshot: SeqNo,
+    start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     prefix: Option<Vec<u8>>,
+    /// Each end's walk, begun at its first step.
+    front: Option<ForwardWalk>,
+    back: Option<BackwardWalk>,
+    /// The last key each end returned (once it has returned one): the other end stops short
+    /// of it. Buffers reused from key to key.
+    front_last: Option<Vec<u8>>,
+    back_last: Option<Vec<u8>>,
     done: bool,
 }
 
 impl DbIterator {
+    /// The pairs of `sources` within `start..end` (and starting with `prefix`, when given) as
+    /// of `snapshot`.
     pub(crate) fn new(
-        sources: Vec<EntryStream>,
+        sources: Arc<dyn Sources>,
         snapshot: SeqNo,
+        start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
         prefix: Option<Vec<u8>>,
     ) -> DbIterator {
+        // A prefix bounds both walks: the backward one starts at the prefix's end.
+        let (start, end) = match &prefix {
+            Some(prefix) => (
+                later_start(start, prefix),
+                earlier_end(end, prefix_end(prefix)),
+            ),
+            None => (start, end),
+        };
         DbIterator {
-            inner: NewestVersions::new(MergingIterator::new(sources), snapshot, true),
+            sources,
+            snapshot,
+            start,
             end,
             prefix,
+            front: None,
+            back: None,
+            front_last: None,
+            back_last: None,
             done: false,
         }
     }
 
-    fn past_end(&self, key: &[u8]) -> bool {
-        let beyond_range = match &self.end {
-            Bound::Included(end) => key > end.as_slice(),
-            Bound::Excluded(end) => key >= end.as_slice(),
-            Bound::Unbounded => false,
-        };
-        beyond_range || self.prefix.as_ref().is_some_and(|p| !key.starts_with(p))
+    fn in_range(&self, key: &[u8]) -> bool {
+        at_or_after(key, &self.start)
+            && at_or_before(key, &self.end)
+            && self.prefix.as_ref().is_none_or(|p| key.starts_with(p))
     }
-}
 
-impl Iterator for DbIterator {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.inner.next() {
-            Some(Ok(entry)) if !self.past_end(&entry.key) => Some(Ok((entry.key, entry.value))),
+    /// Hands out `step`'s pair unless it lies out of range or where the other end has been,
+    /// which ends the iterator (both ends: what is left between them is nothing); records
+    /// the key handed out as the last of the front end (`at_front`) or of the back.
+    fn hand_out(
+        &mut self,
+        step: Option<Result<Entry>>,
+        met_other_end: impl Fn(&[u8]) -> bool,
+        at_front: bool,
+    ) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        match step {
+            Some(Ok(entry)) if self.in_range(&entry.key) && !met_other_end(&entry.key) => {
+                let last = match at_front {
+                    true => &mut self.front_last,
+                    false => &mut self.back_last,
+                };
+                let last = last.get_or_insert_with(Vec::new);
+                last.clear();
+                last.extend_from_slice(&entry.key);
+                Some(Ok((entry.key, entry.value)))
+            }
             Some(Err(e)) => {
                 self.done = true;
                 Some(Err(e))
@@ -293,6 +544,73 @@ impl Iterator for DbIterator {
     }
 }
 
+/// The later of `start` and the start of the keys beginning with `prefix`.
+fn later_start(start: Bound<Vec<u8>>, prefix: &[u8]) -> Bound<Vec<u8>> {
+    match at_or_after(prefix, &start) {
+        true => Bound::Included(prefix.to_vec()),
+        false => start,
+    }
+}
+
+/// The earlier of two ends.
+fn earlier_end(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    let key = |end: &Bound<Vec<u8>>| match end {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k.clone()),
+        Bound::Unbounded => None,
+    };
+    match (key(&a), key(&b)) {
+        (None, _) => b,
+        (_, None) => a,
+        // Of two ends at one key, the one that leaves the key out.
+        (Some(ka), Some(kb)) if ka == kb => match a {
+            Bound::Excluded(_) => a,
+            _ => b,
+        },
+        (Some(ka), Some(kb)) => match ka < kb {
+            true => a,
+            false => b,
+        },
+    }
+}
+
+impl Iterator for DbIterator {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let front = (self.front).get_or_insert_with(|| {
+            let start = self.start.as_ref().map(Vec::as_slice);
+            walk_forward(self.sources.as_ref(), start, &self.end, self.snapshot)
+        });
+        let step = front.next();
+        let back_last = self.back_last.take();
+        let met = |key: &[u8]| back_last.as_deref().is_some_and(|b| key >= b);
+        let pair = self.hand_out(step, met, true);
+        self.back_last = back_last;
+        pair
+    }
+}
+
+impl DoubleEndedIterator for DbIterator {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let back = (self.back).get_or_insert_with(|| {
+            let end = self.end.as_ref().map(Vec::as_slice);
+            walk_backward(self.sources.as_ref(), &self.start, end, self.snapshot)
+        });
+        let step = back.next();
+        let front_last = self.front_last.take();
+        let met = |key: &[u8]| front_last.as_deref().is_some_and(|f| key <= f);
+        let pair = self.hand_out(step, met, false);
+        self.front_last = front_last;
+        pair
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,59 +619,169 @@ mod tests {
         Box::new(entries.into_iter().map(Ok))
     }
 
+    /// Sources held in memory, newest first, each in entry order.
+    struct Fixed(Vec<Vec<Entry>>);
+
+    impl Sources for Fixed {
+        fn forward(&self, start: Bound<&[u8]>) -> Vec<EntryStream> {
+            let start = start.map(<[u8]>::to_vec);
+            let from = |s: &Vec<Entry>| -> Vec<Entry> {
+                (s.iter().filter(|e| at_or_after(&e.key, &start)).cloned()).collect()
+            };
+            self.0.iter().map(|s| stream(from(s))).collect()
+        }
+
+        fn backward(&self, end: Bound<&[u8]>) -> Vec<EntryStream> {
+            let end = end.map(<[u8]>::to_vec);
+            let to = |s: &Vec<Entry>| -> Vec<Entry> {
+                (s.iter()
+                    .rev()
+                    .filter(|e| at_or_before(&e.key, &end))
+                    .cloned())
+                .collect()
+            };
+            self.0.iter().map(|s| stream(to(s))).collect()
+        }
+    }
+
+    fn pairs(pairs: &[(&str, &str)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        (pairs.iter())
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect()
+    }
+
+    /// Forwards, backwards (reversed back) and from both ends at once, which must agree.
+    fn every_way(
+        sources: Vec<Vec<Entry>>,
+        snapshot: SeqNo,
+        end: Bound<Vec<u8>>,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let sources: Arc<dyn Sources> = Arc::new(Fixed(sources));
+        let iter = || {
+            DbIterator::new(
+                sources.clone(),
+                snapshot,
+                Bound::Unbounded,
+                end.clone(),
+                None,
+            )
+        };
+        let forward: Vec<_> = iter().map(|r| r.unwrap()).collect();
+        let mut backward: Vec<_> = iter().rev().map(|r| r.unwrap()).collect();
+        backward.reverse();
+        assert_eq!(backward, forward);
+        let mut both = iter();
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        while let Some(pair) = both.next() {
+            front.push(pair.unwrap());
+            match both.next_back() {
+                Some(pair) => back.push(pair.unwrap()),
+                None => break,
+            }
+        }
+        front.extend(back.into_iter().rev());
+        assert_eq!(front, forward);
+        forward
+    }
+
     #[test]
     fn merge_keeps_newest_and_hides_tombstones() {
-        let newer = stream(vec![
+        let newer = vec![
             Entry::value(b"a".to_vec(), 5, b"a5".to_vec()),
             Entry::tombstone(b"c".to_vec(), 6),
-        ]);
-        let older = stream(vec![
+        ];
+        let older = vec![
             Entry::value(b"a".to_vec(), 1, b"a1".to_vec()),
             Entry::value(b"b".to_vec(), 2, b"b2".to_vec()),
             Entry::value(b"c".to_vec(), 3, b"c3".to_vec()),
-        ]);
-        let it = DbIterator::new(vec![newer, older], 10, Bound::Unbounded, None);
-        let got: Vec<_> = it.map(|r| r.unwrap()).collect();
-        assert_eq!(
-            got,
-            vec![
-                (b"a".to_vec(), b"a5".to_vec()),
-                (b"b".to_vec(), b"b2".to_vec())
-            ]
-        );
+            Entry::value(b"d".to_vec(), 4, b"d4".to_vec()),
+        ];
+        let got = every_way(vec![newer, older], 10, Bound::Unbounded);
+        assert_eq!(got, pairs(&[("a", "a5"), ("b", "b2"), ("d", "d4")]));
     }
 
     #[test]
     fn snapshot_hides_later_writes_and_end_bound_stops() {
-        let s = stream(vec![
+        let s = vec![
             Entry::value(b"a".to_vec(), 9, b"new".to_vec()),
             Entry::value(b"a".to_vec(), 1, b"old".to_vec()),
-            Entry::value(b"b".to_vec(), 2, b"b".to_vec()),
+            Entry::value(b"b".to_vec(), 7, b"b".to_vec()),
+            Entry::tombstone(b"b".to_vec(), 4),
+            Entry::value(b"b".to_vec(), 2, b"b2".to_vec()),
             Entry::value(b"c".to_vec(), 2, b"c".to_vec()),
-        ]);
-        let it = DbIterator::new(vec![s], 5, Bound::Excluded(b"c".to_vec()), None);
-        let got: Vec<_> = it.map(|r| r.unwrap()).collect();
-        assert_eq!(
-            got,
-            vec![
-                (b"a".to_vec(), b"old".to_vec()),
-                (b"b".to_vec(), b"b".to_vec())
-            ]
-        );
+        ];
+        let got = every_way(vec![s.clone()], 5, Bound::Excluded(b"c".to_vec()));
+        assert_eq!(got, pairs(&[("a", "old")]));
+        let got = every_way(vec![s], 3, Bound::Included(b"c".to_vec()));
+        assert_eq!(got, pairs(&[("a", "old"), ("b", "b2"), ("c", "c")]));
     }
 
     #[test]
-    fn error_from_a_source_is_reported() {
-        let bad: EntryStream = Box::new(
+    fn a_prefix_walks_backwards_from_its_end() {
+        let s = vec![
+            Entry::value(b"a".to_vec(), 1, vec![]),
+            Entry::value(b"b".to_vec(), 1, vec![]),
+            Entry::value(b"ba".to_vec(), 1, vec![]),
+            Entry::value(b"b\xff".to_vec(), 1, vec![]),
+            Entry::value(b"c".to_vec(), 1, vec![]),
+        ];
+        let sources: Arc<dyn Sources> = Arc::new(Fixed(vec![s]));
+        let prefix = Some(b"b".to_vec());
+        let iter = DbIterator::new(
+            sources,
+            9,
+            Bound::Included(b"b".to_vec()),
+            Bound::Unbounded,
+            prefix,
+        );
+        let keys: Vec<Vec<u8>> = iter.rev().map(|r| r.unwrap().0).collect();
+        assert_eq!(keys, [b"b\xff".to_vec(), b"ba".to_vec(), b"b".to_vec()]);
+        assert_eq!(prefix_end(b"ab"), Bound::Excluded(b"ac".to_vec()));
+        assert_eq!(prefix_end(b"a\xff\xff"), Bound::Excluded(b"b".to_vec()));
+        assert_eq!(prefix_end(b"\xff"), Bound::Unbounded);
+        assert_eq!(prefix_end(b""), Bound::Unbounded);
+    }
+
+    /// Sources whose every stream fails after its first entry.
+    struct Failing;
+
+    impl Sources for Failing {
+        fn forward(&self, _: Bound<&[u8]>) -> Vec<EntryStream> {
+            vec![failing()]
+        }
+
+        fn backward(&self, _: Bound<&[u8]>) -> Vec<EntryStream> {
+            vec![failing()]
+        }
+    }
+
+    fn failing() -> EntryStream {
+        Box::new(
             vec![
                 Ok(Entry::value(b"a".to_vec(), 1, vec![])),
                 Err(crate::error::Error::InvalidArgument("boom".into())),
             ]
             .into_iter(),
-        );
-        let it = DbIterator::new(vec![bad], 10, Bound::Unbounded, None);
-        let got: Vec<_> = it.collect();
+        )
+    }
+
+    #[test]
+    fn error_from_a_source_is_reported_at_either_end() {
+        let iter = || {
+            DbIterator::new(
+                Arc::new(Failing),
+                10,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                None,
+            )
+        };
+        let got: Vec<_> = iter().collect();
         assert_eq!(got.len(), 2);
         assert!(got[1].is_err());
+        // Backwards, the key's versions are read to their end first: the error comes first.
+        let got: Vec<_> = iter().rev().collect();
+        assert_eq!(got.len(), 1);
+        assert!(got[0].is_err());
     }
 }

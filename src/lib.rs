@@ -19,6 +19,7 @@ mod allocator;
 pub mod cache;
 pub mod check;
 mod compaction;
+mod cursor;
 mod db;
 pub mod entry;
 pub mod error;
@@ -40,6 +41,7 @@ pub mod wal;
 mod write_batch;
 
 pub use cache::{BlockCache, BlockCacheStats, TableCacheStats};
+pub use cursor::Cursor;
 pub use db::{
     Checkpoint, Db, DropCause, DroppedWal, RecoveryReport, Snapshot, Transaction, TransactionRange,
 };

@@ -310,6 +310,27 @@ impl MemTable {
         MemTableIter {
             mem: Arc::clone(self),
             next,
+            backward: false,
+            buffer: VecDeque::new(),
+            done: false,
+        }
+    }
+
+    /// Entries at or before `end`, in reverse entry order (keys descending, each key's
+    /// versions oldest first), read in chunks as [`iter_from`](Self::iter_from) reads them.
+    pub fn iter_back_to(self: &Arc<Self>, end: Bound<&[u8]>) -> MemTableIter {
+        // A key's versions run from the newest (`Reverse(MAX)` first) to the oldest
+        // (`Reverse(0)` last): up to and including `k` ends at its oldest possible version,
+        // short of `k` before its newest.
+        let next = match end {
+            Bound::Included(k) => Bound::Included((k.to_vec(), Reverse(0))),
+            Bound::Excluded(k) => Bound::Excluded((k.to_vec(), Reverse(SeqNo::MAX))),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        MemTableIter {
+            mem: Arc::clone(self),
+            next,
+            backward: true,
             buffer: VecDeque::new(),
             done: false,
         }
@@ -319,12 +340,15 @@ impl MemTable {
 /// How many entries a [`MemTableIter`] copies out per lock acquisition.
 const ITER_CHUNK: usize = 256;
 
-/// An iterator over a memtable that sees entries written after it started as well; callers
-/// filter by sequence number for a consistent snapshot.
+/// An iterator over a memtable, forwards or backwards, that sees entries written after it
+/// started as well; callers filter by sequence number for a consistent snapshot.
 pub struct MemTableIter {
     mem: Arc<MemTable>,
-    /// Where the next refill starts: a key and sequence number of the iterator's own.
+    /// Where the next refill starts (walking backwards, ends): a key and sequence number of
+    /// the iterator's own.
     next: Bound<(Vec<u8>, Reverse<SeqNo>)>,
+    /// Walking in reverse entry order.
+    backward: bool,
     buffer: VecDeque<Entry>,
     done: bool,
 }
@@ -332,17 +356,20 @@ pub struct MemTableIter {
 impl MemTableIter {
     fn refill(&mut self) {
         let contents = self.mem.read();
-        let from = match &self.next {
+        let edge = match &self.next {
             Bound::Included((key, Reverse(seq))) => Bound::Included(MemKey::new(key, *seq)),
             Bound::Excluded((key, Reverse(seq))) => Bound::Excluded(MemKey::new(key, *seq)),
             Bound::Unbounded => Bound::Unbounded,
         };
-        for (key, value) in contents
-            .map
-            .range((from, Bound::Unbounded))
-            .take(ITER_CHUNK)
-        {
-            self.buffer.push_back(contents.entry(key, value));
+        let mut copy = |(key, value)| self.buffer.push_back(contents.entry(key, value));
+        match self.backward {
+            false => (contents.map.range((edge, Bound::Unbounded)))
+                .take(ITER_CHUNK)
+                .for_each(&mut copy),
+            true => (contents.map.range((Bound::Unbounded, edge)))
+                .rev()
+                .take(ITER_CHUNK)
+                .for_each(&mut copy),
         }
         match self.buffer.back() {
             Some(last) => self.next = Bound::Excluded((last.key.clone(), Reverse(last.seq))),
@@ -403,6 +430,37 @@ mod tests {
             .collect();
         assert_eq!(from.len(), 2);
         assert_eq!(from[0].key, b"00499");
+    }
+
+    #[test]
+    fn backward_iterator_walks_chunks_in_reverse_entry_order() {
+        let mem = Arc::new(MemTable::new(1, 64 << 20));
+        // Three versions a key: chunks of 256 entries end inside keys too.
+        let entries: Vec<Entry> = (0..1000u32)
+            .map(|i| Entry::value(format!("{:05}", i / 3).into_bytes(), i as u64, vec![]))
+            .collect();
+        mem.apply(entries);
+        let forward: Vec<Entry> = (mem.iter_from(Bound::Unbounded))
+            .map(|e| e.unwrap())
+            .collect();
+        let mut backward: Vec<Entry> = (mem.iter_back_to(Bound::Unbounded))
+            .map(|e| e.unwrap())
+            .collect();
+        backward.reverse();
+        assert_eq!(backward, forward);
+        let to: Vec<(Vec<u8>, u64)> = (mem.iter_back_to(Bound::Included(b"00001")))
+            .map(|e| e.map(|e| (e.key, e.seq)).unwrap())
+            .collect();
+        let key = |k: &str| k.as_bytes().to_vec();
+        let expected = [(key("00001"), 3), (key("00001"), 4), (key("00001"), 5)];
+        let expected = expected
+            .into_iter()
+            .chain((0..3).map(|s| (key("00000"), s)));
+        assert_eq!(to, expected.collect::<Vec<_>>());
+        let before: Vec<Vec<u8>> = (mem.iter_back_to(Bound::Excluded(b"00001")))
+            .map(|e| e.unwrap().key)
+            .collect();
+        assert_eq!(before, [key("00000"), key("00000"), key("00000")]);
     }
 
     #[test]

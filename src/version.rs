@@ -273,6 +273,24 @@ impl Version {
         streams
     }
 
+    /// [`streams_from`](Self::streams_from) walking backwards: every table's entries at or
+    /// before `end`, in reverse entry order, one stream per level-0 table and per deeper level.
+    pub fn streams_back_to(&self, end: Bound<&[u8]>) -> Vec<EntryStream> {
+        // A level-0 table wholly above the end has nothing to give, but its walk would read
+        // its first block to find that out.
+        let mut streams: Vec<EntryStream> = self.levels[0]
+            .iter()
+            .filter(|t| starts_at_or_before(&t.meta.smallest_key, end))
+            .map(|t| Box::new(t.table.iter_back_to(end)) as EntryStream)
+            .collect();
+        for tables in &self.levels[1..] {
+            if !tables.is_empty() {
+                streams.push(level_back_stream(tables.clone(), end));
+            }
+        }
+        streams
+    }
+
     /// The same tables, with the readers in `replaced` (by file number) in place of the ones
     /// they replace: the same files read through other filters (see
     /// [`Table::with_filter`]).
@@ -366,6 +384,35 @@ fn level_stream(tables: Vec<Arc<TableHandle>>, start: Bound<&[u8]>) -> EntryStre
                 Bound::Unbounded
             };
             table_stream(&t.table, bound)
+        });
+    Box::new(iter)
+}
+
+/// Whether a table whose smallest key is `smallest` may hold keys at or before `end`.
+fn starts_at_or_before(smallest: &[u8], end: Bound<&[u8]>) -> bool {
+    match end {
+        Bound::Included(key) => smallest <= key,
+        Bound::Excluded(key) => smallest < key,
+        Bound::Unbounded => true,
+    }
+}
+
+/// [`level_stream`] walking backwards: from the last table that can hold keys at or before
+/// `end` down to the first, each table's iterator opened when the one after it is exhausted.
+fn level_back_stream(tables: Vec<Arc<TableHandle>>, end: Bound<&[u8]>) -> EntryStream {
+    let past = tables.partition_point(|t| starts_at_or_before(&t.meta.smallest_key, end));
+    let owned_end: Bound<Vec<u8>> = end.map(|k| k.to_vec());
+    let iter = tables
+        .into_iter()
+        .take(past)
+        .rev()
+        .enumerate()
+        .flat_map(move |(i, t)| {
+            let bound = match i {
+                0 => owned_end.as_ref().map(|k| k.as_slice()),
+                _ => Bound::Unbounded,
+            };
+            t.table.iter_back_to(bound)
         });
     Box::new(iter)
 }

@@ -125,7 +125,7 @@ pub enum Command {
         #[command(flatten)]
         wal: WalRecovery,
     },
-    /// Print `key ==> value` lines in key order.
+    /// Print `key ==> value` lines in key order (or, with --reverse, last key first).
     Scan {
         /// First key (inclusive).
         #[arg(long, value_name = "KEY")]
@@ -142,6 +142,10 @@ pub enum Command {
         /// Print keys only.
         #[arg(long)]
         keys_only: bool,
+        /// Last key first: from the end of the range (or prefix) down; --limit counts from
+        /// there.
+        #[arg(long)]
+        reverse: bool,
         #[command(flatten)]
         store: StoreDir,
         #[command(flatten)]

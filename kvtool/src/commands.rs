@@ -75,6 +75,7 @@ pub fn run(command: Command) -> Result<(), Failure> {
             prefix,
             limit,
             keys_only,
+            reverse,
             store,
             keys,
             wal,
@@ -84,6 +85,7 @@ pub fn run(command: Command) -> Result<(), Failure> {
                 from: parse(from)?,
                 to: parse(to)?,
                 prefix: parse(prefix)?,
+                reverse,
             };
             let db = open_read_only(store_dir(&store)?, &wal)?;
             scan(&db, keys.hex, &range, limit, keys_only)?;
@@ -364,6 +366,17 @@ struct ScanRange {
     from: Option<Vec<u8>>,
     to: Option<Vec<u8>>,
     prefix: Option<Vec<u8>>,
+    /// Last key first.
+    reverse: bool,
+}
+
+/// The first key past every key that starts with `prefix`; `None` when none is (every byte
+/// of the prefix is 0xff, or it is empty).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|&b| b != 0xff)?;
+    let mut end = prefix[..=last].to_vec();
+    end[last] += 1;
+    Some(end)
 }
 
 fn scan(
@@ -379,13 +392,20 @@ fn scan(
         (None, Some(p)) => Bound::Included(p.as_slice()),
         (None, None) => Bound::Unbounded,
     };
-    let end = range
-        .to
-        .as_deref()
-        .map_or(Bound::Unbounded, Bound::Excluded);
+    // The prefix ends the range too, so that a reverse scan starts at the prefix's last key.
+    let past_prefix = range.prefix.as_deref().and_then(prefix_end);
+    let end = match (range.to.as_deref(), past_prefix.as_deref()) {
+        (Some(to), Some(past)) => Bound::Excluded(to.min(past)),
+        (Some(end), None) | (None, Some(end)) => Bound::Excluded(end),
+        (None, None) => Bound::Unbounded,
+    };
     let mut out = stdout();
-    let pairs = db
-        .range::<&[u8], _>((start, end))
+    let pairs = db.range::<&[u8], _>((start, end));
+    let pairs: Box<dyn Iterator<Item = _>> = match range.reverse {
+        true => Box::new(pairs.rev()),
+        false => Box::new(pairs),
+    };
+    let pairs = pairs
         .take_while(|r| match (r, &range.prefix) {
             (Ok((k, _)), Some(p)) => k.starts_with(p),
             _ => true,

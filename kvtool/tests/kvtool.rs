@@ -594,6 +594,35 @@ fn scan_options() {
         kv(&db, &["--hex", "scan", "--prefix", "0x63"]).lines(),
         ["0x63 ==> 0x78"]
     );
+    // --reverse: the same ranges, last key first; --limit counts from the end.
+    assert_eq!(
+        kv(&db, &["scan", "--reverse", "--keys-only"]).lines(),
+        ["c", "b2", "b1", "a3", "a1"]
+    );
+    assert_eq!(
+        kv(&db, &["scan", "--reverse", "--from", "a3", "--to", "b2"]).lines(),
+        ["b1 ==> w1", "a3 ==> v3"]
+    );
+    assert_eq!(
+        kv(&db, &["scan", "--reverse", "--prefix", "a", "--limit", "1"]).lines(),
+        ["a3 ==> v3"]
+    );
+    assert_eq!(
+        kv(
+            &db,
+            &[
+                "scan",
+                "--reverse",
+                "--prefix",
+                "b",
+                "--to",
+                "b2",
+                "--keys-only"
+            ]
+        )
+        .lines(),
+        ["b1"]
+    );
     // What scan prints, load reads back.
     let (_tmp2, copy) = store();
     let printed = kv(&db, &["scan"]).stdout;

@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::allocator;
+use crate::cursor::Cursor;
 use crate::entry::check_key_len;
 use crate::error::{Error, Result};
 use crate::filename;
@@ -563,6 +564,20 @@ impl Db {
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
         let (start, end) = byte_bounds(&range);
         self.inner.iter(start, end.map(<[u8]>::to_vec), None, None)
+    }
+
+    /// A [`Cursor`] over every pair as of now: seeks, and steps forwards and backwards, all
+    /// over that one view.
+    pub fn cursor(&self) -> Cursor {
+        self.inner.cursor(Bound::Unbounded, Bound::Unbounded, None)
+    }
+
+    /// A [`Cursor`] over the pairs with keys in `range`, as of now: no step or seek leaves
+    /// the range, and a walk reads only the blocks of the range (and those the bounds fall
+    /// in). Takes what [`range`](Self::range) takes.
+    pub fn cursor_over<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Cursor {
+        let (lower, upper) = byte_bounds(&range);
+        self.inner.cursor(lower, upper, None)
     }
 
     /// Pairs whose key starts with `prefix`, in key order, as of now.

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use super::lookup_shape::table_shares;
 use super::{lock, Inner, ReadState};
+use crate::cursor::Cursor;
 use crate::entry::{check_key_len, Entry, SeqNo, ValueKind};
 use crate::error::Result;
 use crate::filter::KeyHash;
-use crate::iter::{DbIterator, EntryStream};
+use crate::iter::{DbIterator, EntryStream, Sources};
 use crate::sstable::{FilterProbe, FilterResidency};
 use crate::stats::{LevelStats, Stats, TableStats};
 use crate::version::TableHandle;
@@ -92,12 +93,20 @@ impl Inner {
         at: Option<SeqNo>,
     ) -> DbIterator {
         let (state, seq) = self.view(at);
-        let mut sources: Vec<EntryStream> = state
-            .memtables()
-            .map(|m| Box::new(m.iter_from(start)) as EntryStream)
-            .collect();
-        sources.extend(state.version.streams_from(start));
-        DbIterator::new(sources, seq, end, prefix)
+        let start = start.map(<[u8]>::to_vec);
+        DbIterator::new(state, seq, start, end, prefix)
+    }
+
+    /// A cursor over the pairs within `lower..upper` at `at` (now, without it).
+    pub(super) fn cursor(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        at: Option<SeqNo>,
+    ) -> Cursor {
+        let (state, seq) = self.view(at);
+        let owned = |b: Bound<&[u8]>| b.map(<[u8]>::to_vec);
+        Cursor::new(state, seq, owned(lower), owned(upper))
     }
 
     pub(super) fn stats(&self) -> Stats {
@@ -254,4 +263,24 @@ fn level_rate(tables: &[(f64, f64, u64)]) -> Option<f64> {
         (total > 0.0).then(|| tables.iter().map(|t| t.0 * weight(t)).sum::<f64>() / total)
     };
     weighted(&|t| t.1).or_else(|| weighted(&|t| t.2 as f64))
+}
+
+impl Sources for ReadState {
+    fn forward(&self, start: Bound<&[u8]>) -> Vec<EntryStream> {
+        let mut streams: Vec<EntryStream> = self
+            .memtables()
+            .map(|m| Box::new(m.iter_from(start)) as EntryStream)
+            .collect();
+        streams.extend(self.version.streams_from(start));
+        streams
+    }
+
+    fn backward(&self, end: Bound<&[u8]>) -> Vec<EntryStream> {
+        let mut streams: Vec<EntryStream> = self
+            .memtables()
+            .map(|m| Box::new(m.iter_back_to(end)) as EntryStream)
+            .collect();
+        streams.extend(self.version.streams_back_to(end));
+        streams
+    }
 }

@@ -12,6 +12,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
 use super::{lock, Inner};
+use crate::cursor::Cursor;
 use crate::entry::SeqNo;
 use crate::error::Result;
 use crate::iter::DbIterator;
@@ -98,6 +99,17 @@ impl Snapshot<'_> {
     /// Every pair in key order, as of the snapshot.
     pub fn iter(&self) -> DbIterator {
         (self.inner).iter(Bound::Unbounded, Bound::Unbounded, None, Some(self.seq))
+    }
+
+    /// A [`Cursor`] over every pair the snapshot sees.
+    pub fn cursor(&self) -> Cursor {
+        (self.inner).cursor(Bound::Unbounded, Bound::Unbounded, Some(self.seq))
+    }
+
+    /// A [`Cursor`] over the pairs the snapshot sees with keys in `range`.
+    pub fn cursor_over<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> Cursor {
+        let (lower, upper) = super::byte_bounds(&range);
+        self.inner.cursor(lower, upper, Some(self.seq))
     }
 
     /// Pairs with keys in `range`, in key order, as of the snapshot (see [`crate::Db::range`]).

@@ -38,7 +38,7 @@ pub use filter_block::FOLD_LIMIT as FILTER_FOLD_LIMIT;
 pub(crate) use format::BlockHandle;
 pub use format::{FOOTER_LEN, FORMAT_VERSION, MAGIC, TRAILER_LEN};
 pub(crate) use index::BlockIndex;
-pub use iter::TableIterator;
+pub use iter::{TableBackIterator, TableIterator};
 pub use options::{FilterPolicy, TableOptions, MAX_BLOCK_SIZE};
 pub use properties::TableProperties;
 pub use table::{BlockReads, Table, TableEnv};

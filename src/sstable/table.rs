@@ -3,6 +3,7 @@
 //! block cache or with one positioned read. The file itself is held by the store's table
 //! cache, which may close it between reads.
 
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use super::format::{
     check_block, BlockHandle, BlockKind, Footer, Malformed, FOOTER_LEN, TWO_LEVEL_INDEX_VERSION,
 };
 use super::index;
-use super::iter::TableIterator;
+use super::iter::{TableBackIterator, TableIterator};
 use super::properties::TableProperties;
 use super::readahead::ReadAhead;
 use super::table_filter::{
@@ -588,6 +589,19 @@ impl Table {
         let mut it = self.iter();
         it.seek(key);
         it
+    }
+
+    /// Entries at or before `end` (a user key; a bound on it), in reverse entry order: keys
+    /// descending, each key's versions oldest first.
+    pub fn iter_back_to(&self, end: Bound<&[u8]>) -> TableBackIterator {
+        // A key's versions run from the newest to the oldest (sequence number 0) in entry
+        // order: up to and including `k` ends at its oldest, short of `k` before its newest.
+        let end = match end {
+            Bound::Included(k) => Bound::Included((k.to_vec(), 0)),
+            Bound::Excluded(k) => Bound::Excluded((k.to_vec(), SeqNo::MAX)),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        TableBackIterator::new(self.inner.clone(), end, BlockReads::Cached)
     }
 
     /// Marks the table as no longer part of the store: its file is deleted when the last
