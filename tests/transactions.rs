@@ -256,7 +256,19 @@ fn refused_writes_stay_out_after_a_reopen() {
     assert_eq!(db.get("b").unwrap(), Some(b"kept".to_vec()));
 }
 
-/// A range in a transaction is its snapshot with its own writes laid over it, in key order.
+/// A range's pairs as strings.
+fn pairs_of(
+    it: impl Iterator<Item = bloomkv::Result<(Vec<u8>, Vec<u8>)>>,
+) -> Vec<(String, String)> {
+    it.map(|r| {
+        let (k, v) = r.unwrap();
+        (String::from_utf8(k).unwrap(), String::from_utf8(v).unwrap())
+    })
+    .collect()
+}
+
+/// A range in a transaction is its snapshot with its own writes laid over it, in key order,
+/// read from either end.
 #[test]
 fn ranges_merge_the_snapshot_with_the_transactions_own_writes() {
     let dir = tempfile::tempdir().unwrap();
@@ -303,6 +315,31 @@ fn ranges_merge_the_snapshot_with_the_transactions_own_writes() {
         "a reversed range is empty"
     );
     assert!(pairs(tx.range("k00001".."k00001")).is_empty());
+    // Backwards, and from both ends at once, the same pairs.
+    let mut backward = pairs_of(tx.iter().rev());
+    backward.reverse();
+    assert_eq!(backward, all);
+    let mut backward = pairs_of(tx.range("k00000".."k00003").rev());
+    backward.reverse();
+    assert_eq!(backward, some);
+    for split in [0, 1, 2, 3, 4, 1_000, 2_003] {
+        let mut both = tx.iter();
+        let front = pairs_of(both.by_ref().take(split));
+        let mut rest = pairs_of(both.rev());
+        rest.reverse();
+        assert_eq!([front, rest].concat(), all, "split at {split}");
+    }
+    let mut both = tx.iter();
+    let (mut front, mut back) = (Vec::new(), Vec::new());
+    while let Some(pair) = both.next() {
+        front.push(pair.unwrap());
+        match both.next_back() {
+            Some(pair) => back.push(pair.unwrap()),
+            None => break,
+        }
+    }
+    front.extend(back.into_iter().rev());
+    assert_eq!(pairs_of(front.into_iter().map(Ok)), all, "alternating ends");
     // The transaction's view; the store's own moved on.
     assert_eq!(
         db.get("k00001").unwrap(),

@@ -14,7 +14,6 @@
 
 use std::cmp::Ordering;
 use std::collections::{btree_map, BTreeMap, BTreeSet};
-use std::iter::Peekable;
 use std::ops::{Bound, RangeBounds};
 
 use super::write_group::Condition;
@@ -108,11 +107,13 @@ impl<'db> Transaction<'db> {
         let writes = if bounds_are_empty(start, end) {
             None
         } else {
-            Some(self.writes.range::<[u8], _>((start, end)).peekable())
+            Some(self.writes.range::<[u8], _>((start, end)))
         };
         TransactionRange {
             writes,
-            stored: self.snapshot.range::<&[u8], _>((start, end)).peekable(),
+            stored: self.snapshot.range::<&[u8], _>((start, end)),
+            front: Taken::default(),
+            back: Taken::default(),
         }
     }
 
@@ -205,38 +206,99 @@ fn bounds_are_empty(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
 }
 
 /// A transaction's buffered writes in a range: a value, or `None` for a delete.
-type BufferedWrites<'t> = Peekable<btree_map::Range<'t, Vec<u8>, Option<Vec<u8>>>>;
+type BufferedWrites<'t> = btree_map::Range<'t, Vec<u8>, Option<Vec<u8>>>;
+
+/// One buffered write: its key, and its value or `None` for a delete.
+type BufferedWrite<'t> = (&'t Vec<u8>, &'t Option<Vec<u8>>);
 
 /// The pairs of a range as a transaction sees them ([`Transaction::range`]): the snapshot's
-/// entries and the transaction's buffered writes, merged in key order.
+/// entries and the transaction's buffered writes, merged in key order, from either end
+/// (`.rev()`), as a `DbIterator` is.
 pub struct TransactionRange<'t> {
     writes: Option<BufferedWrites<'t>>,
-    stored: Peekable<DbIterator>,
+    stored: DbIterator,
+    /// What each end took from the two sources and has not handed out yet.
+    front: Taken<'t>,
+    back: Taken<'t>,
+}
+
+/// What one end of a [`TransactionRange`] took from each source, ahead of the merge.
+#[derive(Default)]
+struct Taken<'t> {
+    written: Option<BufferedWrite<'t>>,
+    stored: Option<Result<(Vec<u8>, Vec<u8>)>>,
+}
+
+impl TransactionRange<'_> {
+    /// Takes each source's next pair at one end. A source whose two ends have met may still
+    /// hold its last pair in the other end's hands: that pair is the next at this end too.
+    fn take_next(&mut self, backward: bool) {
+        let (this, other) = match backward {
+            false => (&mut self.front, &mut self.back),
+            true => (&mut self.back, &mut self.front),
+        };
+        if this.written.is_none() {
+            let next = match (&mut self.writes, backward) {
+                (Some(writes), false) => writes.next(),
+                (Some(writes), true) => writes.next_back(),
+                (None, _) => None,
+            };
+            this.written = next.or_else(|| other.written.take());
+        }
+        if this.stored.is_none() {
+            let next = match backward {
+                false => self.stored.next(),
+                true => self.stored.next_back(),
+            };
+            this.stored = next.or_else(|| other.stored.take());
+        }
+    }
+
+    /// The next pair from the front (or, `backward`, the back): of the two sources' pairs,
+    /// the one that comes first that way, a buffered write standing in for the stored pair
+    /// of its key, and a buffered delete taking the key out.
+    fn step(&mut self, backward: bool) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        loop {
+            self.take_next(backward);
+            let taken = match backward {
+                false => &mut self.front,
+                true => &mut self.back,
+            };
+            let order = match (&taken.written, &taken.stored) {
+                (None, None) => return None,
+                // An error first: it ends the range.
+                (_, Some(Err(_))) | (None, Some(_)) => Ordering::Greater,
+                (Some(_), None) => Ordering::Less,
+                (Some((wrote, _)), Some(Ok((stored, _)))) => match backward {
+                    false => wrote.as_slice().cmp(stored),
+                    true => stored.cmp(wrote),
+                },
+            };
+            match order {
+                Ordering::Greater => return taken.stored.take(),
+                // The transaction's write of the key stands in for the stored value.
+                Ordering::Equal => drop(taken.stored.take()),
+                Ordering::Less => {}
+            }
+            let (key, value) = taken.written.take()?;
+            if let Some(value) = value {
+                return Some(Ok((key.clone(), value.clone())));
+            }
+            // A delete of its own: the key is gone for the transaction.
+        }
+    }
 }
 
 impl Iterator for TransactionRange<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            let written = self.writes.as_mut().and_then(Peekable::peek);
-            let order = match (written, self.stored.peek()) {
-                (None, None) => return None,
-                (_, Some(Err(_))) | (None, Some(_)) => Ordering::Greater,
-                (Some(_), None) => Ordering::Less,
-                (Some((wrote, _)), Some(Ok((stored, _)))) => wrote.as_slice().cmp(stored),
-            };
-            match order {
-                Ordering::Greater => return self.stored.next(),
-                // The transaction's write of the key stands in for the stored value.
-                Ordering::Equal => drop(self.stored.next()),
-                Ordering::Less => {}
-            }
-            let (key, value) = self.writes.as_mut()?.next()?;
-            if let Some(value) = value {
-                return Some(Ok((key.clone(), value.clone())));
-            }
-            // A delete of its own: the key is gone for the transaction.
-        }
+        self.step(false)
+    }
+}
+
+impl DoubleEndedIterator for TransactionRange<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.step(true)
     }
 }
