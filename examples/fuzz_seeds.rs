@@ -150,6 +150,7 @@ fn main() -> ExitCode {
             added: vec![meta(7, 1, b"a", b"m")],
             removed: vec![(0, 3), (0, 4)],
             write_totals: None,
+            filter_policy: None,
         }
         .encode(),
         VersionEdit {
@@ -163,6 +164,9 @@ fn main() -> ExitCode {
                 levels: vec![Default::default(); 7],
                 ..Default::default()
             }),
+            filter_policy: Some(bloomkv::manifest::RecordedPolicy::of(
+                &bloomkv::FilterPolicy::BitsPerKeyBudget(10.0),
+            )),
         }
         .encode(),
     ];

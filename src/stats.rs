@@ -175,6 +175,9 @@ pub struct Stats {
     pub writes_refused: Option<String>,
     /// Times the manifest was rewritten as a snapshot.
     pub manifest_rotations: u64,
+    /// The filter policy the store writes its tables with: the options', or the one the store
+    /// recorded when the options left it at its default (see `Options::filter_policy`).
+    pub filter_policy: crate::FilterPolicy,
     /// Bytes of all filters held in memory.
     pub filter_memory_bytes: u64,
     /// The limit `filter_memory_bytes` stays within: `Options::filter_memory_limit`, or the

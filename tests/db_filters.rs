@@ -390,3 +390,67 @@ fn under_a_budget_each_level_measures_its_predicted_rate() {
     }
     assert!(checked >= 1, "{:?}", stats.levels);
 }
+
+/// The bits per key of the table numbered highest: the one written last.
+fn newest_table_bits(db: &Db) -> Option<u32> {
+    let stats = db.stats();
+    let newest = stats.tables.iter().max_by_key(|t| t.number).unwrap();
+    newest.bits_per_key
+}
+
+/// A store records the filter policy it writes with: opened again with the options' policy
+/// left at its default, it keeps writing with the one recorded; a policy given by the builder
+/// (the default's value included) overrides it and is recorded in turn, and a checkpoint and a
+/// read-only open carry it.
+#[test]
+fn a_store_keeps_the_filter_policy_it_recorded_unless_one_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let rate = FilterPolicy::FalsePositiveRate(0.001);
+    let rate_bits = bloomkv::filter::FilterParams::for_false_positive_rate(0.001)
+        .unwrap()
+        .bits_per_key();
+    let put_and_flush = |db: &Db, round: u64| {
+        for i in 0..300 {
+            db.put(common::key(round * 1_000 + i), b"v").unwrap();
+        }
+        db.flush().unwrap();
+    };
+    {
+        let db = Db::open(dir.path(), common::small_tree_options().filter_policy(rate)).unwrap();
+        put_and_flush(&db, 0);
+        assert_eq!(db.stats().filter_policy, rate);
+        assert_eq!(newest_table_bits(&db), Some(rate_bits));
+    }
+    {
+        // Default options: the recorded rate, for the tables written from now on too.
+        let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+        assert_eq!(db.stats().filter_policy, rate);
+        put_and_flush(&db, 1);
+        assert_eq!(newest_table_bits(&db), Some(rate_bits));
+    }
+    let read_only = Db::open_read_only(dir.path(), common::small_tree_options()).unwrap();
+    assert_eq!(read_only.stats().filter_policy, rate);
+    drop(read_only);
+    let default_policy = common::small_tree_options().filter_policy;
+    {
+        // The builder's policy wins even when it is the default's.
+        let options = common::small_tree_options().filter_policy(default_policy);
+        let db = Db::open(dir.path(), options).unwrap();
+        assert_eq!(db.stats().filter_policy, default_policy);
+        let copy = tempfile::tempdir().unwrap();
+        let copy = copy.path().join("copy");
+        db.checkpoint(&copy).unwrap();
+        let copied = Db::open(&copy, common::small_tree_options()).unwrap();
+        assert_eq!(copied.stats().filter_policy, default_policy);
+    }
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    assert_eq!(db.stats().filter_policy, default_policy, "recorded in turn");
+    drop(db);
+    // A value other than the default, set on the field, is given too.
+    let mut options = common::small_tree_options();
+    options.filter_policy = FilterPolicy::Disabled;
+    let db = Db::open(dir.path(), options).unwrap();
+    assert_eq!(db.stats().filter_policy, FilterPolicy::Disabled);
+    put_and_flush(&db, 2);
+    assert_eq!(newest_table_bits(&db), None);
+}

@@ -94,6 +94,9 @@ fn valid_edit() -> Vec<u8> {
             levels: vec![bloomkv::manifest::LevelTotals::default(); 2],
             ..Default::default()
         }),
+        filter_policy: Some(bloomkv::manifest::RecordedPolicy::of(
+            &bloomkv::FilterPolicy::FalsePositiveRate(0.001),
+        )),
     }
     .encode()
 }

@@ -56,8 +56,9 @@ pub struct KeyFormat {
 /// into a table).
 #[derive(Args, Debug, Clone, Default)]
 pub struct TableFilter {
-    /// Target false-positive rate of the Bloom filters of the tables this command writes
-    /// (default 0.01).
+    /// Target false-positive rate of the Bloom filters of the tables this command writes, from
+    /// now on: the store records it, and later commands keep it (default: the store's
+    /// recorded policy; 0.01 for a new store).
     #[arg(long, value_name = "P", conflicts_with = "no_filter", help_heading = COMMON)]
     pub filter_fpr: Option<f64>,
     /// Write tables without Bloom filters.

@@ -31,7 +31,7 @@ pub fn run(command: Command) -> Result<(), Failure> {
                 codec::parse(&key, keys.hex)?,
                 codec::parse(&value, keys.hex)?,
             );
-            let db = open(store_dir(&store)?, write_options(&filter, &wal)?, true)?;
+            let db = open_to_write(store_dir(&store)?, &filter, &wal, true)?;
             db.put(key, value)?;
             close(db)?;
         }
@@ -65,7 +65,7 @@ pub fn run(command: Command) -> Result<(), Failure> {
             wal,
         } => {
             let key = codec::parse(&key, keys.hex)?;
-            let db = open(store_dir(&store)?, write_options(&filter, &wal)?, false)?;
+            let db = open_to_write(store_dir(&store)?, &filter, &wal, false)?;
             db.delete(key)?;
             close(db)?;
         }
@@ -101,7 +101,7 @@ pub fn run(command: Command) -> Result<(), Failure> {
             let input = open_input(file.as_deref())?;
             let dir = store_dir(&store)?;
             let (dir_existed, store_existed) = (dir.exists(), dir.join(CURRENT).exists());
-            let db = open(dir, write_options(&filter, &wal)?, true)?;
+            let db = open_to_write(dir, &filter, &wal, true)?;
             let result = load(&db, keys.hex, input, strict);
             let empty = db.iter().next().is_none();
             close(db)?;
@@ -132,7 +132,7 @@ pub fn run(command: Command) -> Result<(), Failure> {
         }
         Command::Check { store } => check(store_dir(&store)?)?,
         Command::Compact { store, filter, wal } => {
-            let db = open(store_dir(&store)?, write_options(&filter, &wal)?, false)?;
+            let db = open_to_write(store_dir(&store)?, &filter, &wal, false)?;
             db.compact()?;
             let stats = db.stats();
             let tables: usize = stats.levels.iter().map(|l| l.tables).sum();
@@ -179,14 +179,20 @@ fn close(db: Db) -> Result<(), Failure> {
     Ok(())
 }
 
-fn filter_policy(filter: &TableFilter) -> Result<FilterPolicy, Failure> {
+/// The filter policy `--filter-fpr` or `--no-filter` asks for; `None` without either.
+fn filter_policy(filter: &TableFilter) -> Result<Option<FilterPolicy>, Failure> {
     if filter.no_filter {
-        return Ok(FilterPolicy::Disabled);
+        return Ok(Some(FilterPolicy::Disabled));
     }
-    let p = filter.filter_fpr.unwrap_or(0.01);
+    let Some(p) = filter.filter_fpr else {
+        return Ok(None);
+    };
     bloomkv::filter::FilterParams::for_false_positive_rate(p)?;
-    Ok(FilterPolicy::FalsePositiveRate(p))
+    Ok(Some(FilterPolicy::FalsePositiveRate(p)))
 }
+
+/// The filter rate of a store kvtool creates when no filter is asked for.
+const NEW_STORE_FILTER_FPR: f64 = 0.01;
 
 /// Fails unless `dir` holds a store: that is, a CURRENT file.
 fn require_store(dir: &Path) -> Result<(), Failure> {
@@ -225,11 +231,24 @@ fn tool_options() -> Options {
     Options::default().no_filter_memory_limit()
 }
 
-/// Options for a command that writes: its filter and WAL recovery mode.
-fn write_options(filter: &TableFilter, wal: &WalRecovery) -> Result<Options, Failure> {
-    Ok(tool_options()
-        .filter_policy(filter_policy(filter)?)
-        .wal_recovery_mode(wal_recovery_mode(wal)))
+/// Opens the store in `dir` for a command that writes, with the filter asked for; without
+/// one, a store keeps the filter policy it recorded, and a new one takes a rate of 1%.
+fn open_to_write(
+    dir: &Path,
+    filter: &TableFilter,
+    wal: &WalRecovery,
+    create: bool,
+) -> Result<Db, Failure> {
+    let options = tool_options().wal_recovery_mode(wal_recovery_mode(wal));
+    let new_store = !dir.join(CURRENT).exists();
+    let options = match filter_policy(filter)? {
+        Some(policy) => options.filter_policy(policy),
+        None if new_store => {
+            options.filter_policy(FilterPolicy::FalsePositiveRate(NEW_STORE_FILTER_FPR))
+        }
+        None => options,
+    };
+    open(dir, options, create)
 }
 
 /// Opens the store for a command that writes. The library refuses to create a store over
@@ -629,6 +648,7 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         },
         "memtable_bytes": stats.memtable_bytes,
         "immutable_memtables": stats.immutable_memtables,
+        "filter_policy": policy_text(&stats.filter_policy),
         "filter_memory_bytes": stats.filter_memory_bytes,
         "filter_memory_limit_bytes": stats.filter_memory_limit,
         "tables_filter_shrunk": tables_filter_shrunk(stats),
@@ -710,6 +730,20 @@ pub(crate) fn filter_partitions_json(stats: &Stats) -> serde_json::Value {
         "folded": c.folded,
         "dropped": c.dropped,
     })
+}
+
+/// The filter policy the store writes with, in the words of kvtool's options and bench
+/// settings: `none`, a rate, `budget:B`, `reads:R`, or exact parameters.
+fn policy_text(policy: &FilterPolicy) -> String {
+    match policy {
+        FilterPolicy::Disabled => "none".to_string(),
+        FilterPolicy::FalsePositiveRate(p) => format!("rate {p}"),
+        FilterPolicy::BitsPerKeyBudget(b) => format!("budget:{b} (bits per key over the levels)"),
+        FilterPolicy::WastedReadsTarget(r) => format!("reads:{r} (wasted reads per absent get)"),
+        FilterPolicy::Params(p) => {
+            format!("{} bits per key, {} hashes", p.bits_per_key(), p.hashes())
+        }
+    }
 }
 
 /// The filters' memory, with the limit they are held to and how many were shrunk to fit it.
@@ -852,7 +886,8 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("index cache hits", stats.index_cache.hits.to_string()),
         ("table file opens", stats.table_cache.opens.to_string()),
     ];
-    let now: [(&str, String); 8] = [
+    let now: [(&str, String); 9] = [
+        ("filter policy", policy_text(&stats.filter_policy)),
         ("memtable bytes", stats.memtable_bytes.to_string()),
         ("filter memory bytes", filter_memory_text(stats)),
         ("index memory bytes", stats.index_memory_bytes.to_string()),

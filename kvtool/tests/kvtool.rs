@@ -2000,6 +2000,18 @@ fn stats_shows_the_bits_tables_have_and_what_each_count_covers() {
         .unwrap_or_else(|| panic!("no row for level {level} in\n{text}"));
     assert!(row.trim_end().ends_with(&format!(" {bits}")), "{row}");
     assert!(!text.contains("off target"), "{text}");
+    // The store remembers the filter it was compacted with: a later write without
+    // --filter-fpr keeps it, and stats names it.
+    assert!(
+        text.contains("filter policy") && text.contains("rate 0.001"),
+        "{text}"
+    );
+    kv(&db, &["put", "later", "v"]).ok();
+    let stats = stats_json(&db);
+    assert_eq!(stats["filter_policy"], "rate 0.001");
+    let tables = stats["tables"].as_array().unwrap();
+    let newest = tables.iter().max_by_key(|t| t["number"].as_u64()).unwrap();
+    assert_eq!(newest["bits_per_key"].as_u64(), Some(bits), "{newest}");
     let headings: Vec<&str> = text.lines().filter(|l| l.ends_with(':')).collect();
     assert_eq!(
         headings,

@@ -12,7 +12,7 @@ use super::{lock, BackgroundState, Counters, Inner, Job, ShapeState, StepFailure
 use crate::allocator;
 use crate::compaction;
 use crate::error::{Error, Result};
-use crate::manifest::{ManifestWriter, VersionEdit};
+use crate::manifest::{ManifestWriter, RecordedPolicy, VersionEdit};
 use crate::sstable::Table;
 
 /// The first pause before a failed job is retried; it doubles with each failure in a row.
@@ -376,6 +376,7 @@ impl Inner {
                 .collect(),
             removed: Vec::new(),
             write_totals: Some(self.counters.write_totals()),
+            filter_policy: Some(RecordedPolicy::of(&self.options.filter_policy)),
         }
     }
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use super::Db;
 use crate::error::{Error, Result};
 use crate::filename;
-use crate::manifest::{ManifestWriter, TableMeta, VersionEdit};
+use crate::manifest::{ManifestWriter, RecordedPolicy, TableMeta, VersionEdit};
 
 /// What [`Db::checkpoint`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +87,7 @@ impl Db {
             added: metas.clone(),
             removed: Vec::new(),
             write_totals: None,
+            filter_policy: Some(RecordedPolicy::of(&self.inner.options.filter_policy)),
         };
         // Syncs the manifest and the directory, then writes CURRENT.
         ManifestWriter::create(fs, dir, manifest_number, &snapshot)?;

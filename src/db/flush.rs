@@ -51,6 +51,7 @@ impl Inner {
             added,
             removed: Vec::new(),
             write_totals: None,
+            filter_policy: None,
         };
         self.log_edit(&mut shape, &mut edit, opened.values())?;
         let version = self.next_version(&shape, &edit, &opened);

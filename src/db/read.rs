@@ -236,6 +236,7 @@ impl Inner {
             manifest_rotations: self.counters.manifest_rotations.load(Ordering::Relaxed),
             filter_memory_bytes,
             filter_memory_limit: self.options.filter_memory_limit,
+            filter_policy: self.options.filter_policy,
             index_memory_bytes,
             block_cache: self
                 .table_env

@@ -19,11 +19,11 @@ use crate::filename::{self, FileKind};
 use crate::fs::descriptors::{self, DescriptorRoom};
 use crate::fs::{FileLock, FileSystem, SharedFs};
 use crate::iter::NewestVersions;
-use crate::manifest::{self, ManifestWriter, TableMeta, VersionEdit, WriteTotals};
+use crate::manifest::{self, ManifestWriter, RecordedPolicy, TableMeta, VersionEdit, WriteTotals};
 use crate::memtable::MemTable;
 use crate::metrics::ReadCounters;
 use crate::options::{Options, WalRecoveryMode};
-use crate::sstable::{Table, TableEnv};
+use crate::sstable::{FilterPolicy, Table, TableEnv};
 use crate::version::Version;
 use crate::wal::{self, LogWriter, RecoveryMode};
 use crate::write_batch::WriteBatch;
@@ -41,6 +41,8 @@ struct OnDisk {
     replayed: Replayed,
     /// The store's write I/O so far, as the manifest records it.
     write_totals: WriteTotals,
+    /// The filter policy the store recorded.
+    filter_policy: Option<FilterPolicy>,
 }
 
 /// Reads the manifest (none for a new store), opens every live table and replays the logs the
@@ -123,6 +125,9 @@ fn read_on_disk(dir: &Path, fs: &SharedFs, options: &Options, env: &TableEnv) ->
         next_file: next_file.max(highest_on_disk + 1),
         last_seq,
         replayed,
+        filter_policy: (recovered.as_ref())
+            .and_then(|r| r.filter_policy)
+            .and_then(|p| p.policy()),
         write_totals: recovered.and_then(|r| r.write_totals).unwrap_or_default(),
     })
 }
@@ -132,7 +137,7 @@ fn read_on_disk(dir: &Path, fs: &SharedFs, options: &Options, env: &TableEnv) ->
 pub(super) fn recover(
     dir: PathBuf,
     fs: SharedFs,
-    options: Options,
+    mut options: Options,
     lock: Box<dyn FileLock>,
 ) -> Result<Inner> {
     let table_env = table_env(&fs, &options);
@@ -144,7 +149,11 @@ pub(super) fn recover(
         last_seq,
         replayed,
         mut write_totals,
+        filter_policy,
     } = read_on_disk(&dir, &fs, &options, &table_env)?;
+    // Every table written from here on, the replayed writes' first, takes the policy the
+    // store recorded unless the options give one; the new manifest records it.
+    options.filter_policy = options.filter_policy_over(filter_policy);
     let replay = replayed.mem;
 
     let file_numbers = AtomicU64::new(next_file);
@@ -181,6 +190,7 @@ pub(super) fn recover(
         added: metas,
         removed: Vec::new(),
         write_totals: Some(write_totals.clone()),
+        filter_policy: Some(RecordedPolicy::of(&options.filter_policy)),
     };
     let version = load_filters(
         Version::empty(options.num_levels).apply(&snapshot, &opened),
@@ -222,7 +232,7 @@ fn count_replay_flush(totals: &mut WriteTotals, added: &[TableMeta]) {
 pub(super) fn open_read_only(
     dir: PathBuf,
     fs: SharedFs,
-    options: Options,
+    mut options: Options,
     lock: Option<Box<dyn FileLock>>,
 ) -> Result<Inner> {
     if !fs.exists(&dir.join(filename::CURRENT)) {
@@ -235,6 +245,7 @@ pub(super) fn open_read_only(
     let table_env = table_env(&fs, &options);
     let fs = Arc::clone(&table_env.fs);
     let on_disk = read_on_disk(&dir, &fs, &options, &table_env)?;
+    options.filter_policy = options.filter_policy_over(on_disk.filter_policy);
     let snapshot = VersionEdit {
         added: on_disk.metas,
         ..VersionEdit::default()

@@ -3,6 +3,8 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::filter::FilterParams;
+use crate::sstable::FilterPolicy;
 
 /// What the manifest records about one table file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,6 +147,64 @@ pub struct VersionEdit {
     pub removed: Vec<(u32, u64)>,
     /// The store's write I/O up to this edit; the last edit that has it counts.
     pub write_totals: Option<WriteTotals>,
+    /// The filter policy the store writes its tables with; the last edit that has it counts.
+    pub filter_policy: Option<RecordedPolicy>,
+}
+
+/// A [`FilterPolicy`] as a manifest records it: its kind and its number's bits, so that it
+/// compares and re-encodes exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordedPolicy {
+    kind: u8,
+    /// The rate, budget or target as an `f64`'s bits; for exact parameters, the bits per key
+    /// in the high half and the hashes in the low half.
+    value: u64,
+}
+
+const POLICY_DISABLED: u8 = 0;
+const POLICY_RATE: u8 = 1;
+const POLICY_BUDGET: u8 = 2;
+const POLICY_WASTED_READS: u8 = 3;
+const POLICY_PARAMS: u8 = 4;
+
+impl RecordedPolicy {
+    /// The record of `policy`.
+    pub fn of(policy: &FilterPolicy) -> RecordedPolicy {
+        let (kind, value) = match *policy {
+            FilterPolicy::Disabled => (POLICY_DISABLED, 0),
+            FilterPolicy::FalsePositiveRate(p) => (POLICY_RATE, p.to_bits()),
+            FilterPolicy::BitsPerKeyBudget(b) => (POLICY_BUDGET, b.to_bits()),
+            FilterPolicy::WastedReadsTarget(r) => (POLICY_WASTED_READS, r.to_bits()),
+            FilterPolicy::Params(p) => (
+                POLICY_PARAMS,
+                (u64::from(p.bits_per_key()) << 32) | u64::from(p.hashes()),
+            ),
+        };
+        RecordedPolicy { kind, value }
+    }
+
+    /// The policy recorded; `None` for a record no valid policy makes (a kind this version
+    /// does not know, a rate outside (0, 1), parameters no filter can have).
+    pub fn policy(&self) -> Option<FilterPolicy> {
+        self.any_policy().filter(|p| p.validate().is_ok())
+    }
+
+    fn any_policy(&self) -> Option<FilterPolicy> {
+        let number = f64::from_bits(self.value);
+        match self.kind {
+            POLICY_DISABLED if self.value == 0 => Some(FilterPolicy::Disabled),
+            POLICY_RATE => Some(FilterPolicy::FalsePositiveRate(number)),
+            POLICY_BUDGET => Some(FilterPolicy::BitsPerKeyBudget(number)),
+            POLICY_WASTED_READS => Some(FilterPolicy::WastedReadsTarget(number)),
+            POLICY_PARAMS => {
+                let (bits, hashes) = ((self.value >> 32) as u32, self.value as u32);
+                FilterParams::new(bits, hashes)
+                    .ok()
+                    .map(FilterPolicy::Params)
+            }
+            _ => None,
+        }
+    }
 }
 
 const TAG_LOG_NUMBER: u8 = 1;
@@ -153,6 +213,7 @@ const TAG_LAST_SEQ: u8 = 3;
 const TAG_REMOVED: u8 = 4;
 const TAG_ADDED: u8 = 5;
 const TAG_WRITE_TOTALS: u8 = 6;
+const TAG_FILTER_POLICY: u8 = 7;
 
 use crate::varint::put as put_varint;
 
@@ -257,6 +318,29 @@ impl<'a> Decoder<'a> {
         Ok(out)
     }
 
+    /// A recorded filter policy: a kind this version knows, and its 8-byte value, which
+    /// must make a policy.
+    fn filter_policy(&mut self) -> std::result::Result<RecordedPolicy, DecodeError> {
+        let start = self.pos;
+        let kind = self.varint("filter policy kind")?;
+        let value = match self.data.get(self.pos..self.pos + 8) {
+            Some(bytes) => u64::from_le_bytes(bytes.try_into().expect("eight bytes")),
+            None => return self.fail(self.pos, "filter policy value cut short"),
+        };
+        self.pos += 8;
+        let record = RecordedPolicy {
+            kind: u8::try_from(kind).unwrap_or(u8::MAX),
+            value,
+        };
+        match record.policy() {
+            Some(_) => Ok(record),
+            None => self.fail(
+                start,
+                format!("filter policy of kind {kind} not known or not valid"),
+            ),
+        }
+    }
+
     fn write_totals(&mut self) -> std::result::Result<WriteTotals, DecodeError> {
         self.field_count("write totals", TOTALS_FIELDS)?;
         let fields = self.varints("write total")?;
@@ -318,6 +402,11 @@ impl VersionEdit {
                 level.fields().iter().for_each(|&v| put_varint(&mut out, v));
             }
         }
+        if let Some(policy) = &self.filter_policy {
+            out.push(TAG_FILTER_POLICY);
+            put_varint(&mut out, u64::from(policy.kind));
+            out.extend_from_slice(&policy.value.to_le_bytes());
+        }
         out
     }
 
@@ -359,6 +448,7 @@ impl VersionEdit {
                     edit.added.push(table);
                 }
                 TAG_WRITE_TOTALS => edit.write_totals = Some(d.write_totals()?),
+                TAG_FILTER_POLICY => edit.filter_policy = Some(d.filter_policy()?),
                 _ => return d.fail(at, format!("unknown field tag {tag}")),
             }
         }

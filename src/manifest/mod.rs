@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use current::{read_current, set_current};
-pub use edit::{LevelTotals, TableMeta, VersionEdit, WriteTotals};
+pub use edit::{LevelTotals, RecordedPolicy, TableMeta, VersionEdit, WriteTotals};
 
 use crate::entry::MAX_SEQ;
 use crate::error::{Error, Result};
@@ -167,6 +167,9 @@ pub struct RecoveredManifest {
     /// The write I/O totals of the last edit that carried them (none from a manifest older
     /// than them).
     pub write_totals: Option<WriteTotals>,
+    /// The filter policy the store last wrote its tables with (`None` before stores recorded
+    /// it; [`RecordedPolicy::policy`] gives it).
+    pub filter_policy: Option<RecordedPolicy>,
     /// The incomplete last edit that was dropped, if any.
     pub torn_tail: Option<TornTail>,
 }
@@ -248,6 +251,7 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
     let mut next_file_number = None;
     let mut last_seq = None;
     let mut write_totals = None;
+    let mut filter_policy = None;
     let mut live: BTreeMap<u64, TableMeta> = BTreeMap::new();
     for (record, &offset) in contents.records.iter().zip(&contents.offsets) {
         let bad = |reason: String| Error::corruption(path, Some(offset), reason);
@@ -262,6 +266,7 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
         next_file_number = edit.next_file_number.or(next_file_number);
         last_seq = edit.last_seq.or(last_seq);
         write_totals = edit.write_totals.or(write_totals);
+        filter_policy = edit.filter_policy.or(filter_policy);
         for &(level, number) in &edit.removed {
             match live.get(&number) {
                 Some(t) if t.level == level => {
@@ -323,6 +328,7 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
         last_seq,
         tables,
         write_totals,
+        filter_policy,
         torn_tail: contents.torn_tail,
     })
 }

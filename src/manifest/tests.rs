@@ -3,11 +3,12 @@ use std::path::{Path, PathBuf};
 use super::current::current_contents;
 use super::{
     read_current, read_manifest, recover_manifest, set_current, LevelTotals, ManifestWriter,
-    RecoveredManifest, TableMeta, VersionEdit, WriteTotals,
+    RecordedPolicy, RecoveredManifest, TableMeta, VersionEdit, WriteTotals,
 };
 use crate::error::Error;
 use crate::filename::{manifest_file_name, CURRENT};
 use crate::fs::{CrashMode, FaultFs, FileSystem};
+use crate::sstable::FilterPolicy;
 
 fn dir() -> PathBuf {
     PathBuf::from("/db")
@@ -41,6 +42,7 @@ fn snapshot() -> VersionEdit {
         added: vec![table(5, 0), table(6, 1), table(7, 1)],
         removed: Vec::new(),
         write_totals: None,
+        filter_policy: None,
     }
 }
 
@@ -54,6 +56,7 @@ fn later_edits() -> Vec<VersionEdit> {
             added: vec![table(12, 0)],
             removed: Vec::new(),
             write_totals: None,
+            filter_policy: None,
         },
         VersionEdit {
             log_number: None,
@@ -62,6 +65,7 @@ fn later_edits() -> Vec<VersionEdit> {
             added: vec![table(14, 1)],
             removed: vec![(0, 5), (1, 6)],
             write_totals: None,
+            filter_policy: None,
         },
         VersionEdit {
             log_number: None,
@@ -70,6 +74,7 @@ fn later_edits() -> Vec<VersionEdit> {
             added: vec![table(12, 2)],
             removed: vec![(0, 12)],
             write_totals: None,
+            filter_policy: None,
         },
     ]
 }
@@ -140,7 +145,23 @@ fn version_edits_round_trip() {
             ],
             ..WriteTotals::default()
         }),
+        filter_policy: Some(RecordedPolicy::of(&FilterPolicy::FalsePositiveRate(0.001))),
     });
+    // Every kind of policy round-trips.
+    for policy in [
+        FilterPolicy::Disabled,
+        FilterPolicy::FalsePositiveRate(0.01),
+        FilterPolicy::BitsPerKeyBudget(7.5),
+        FilterPolicy::WastedReadsTarget(0.05),
+        FilterPolicy::Params(crate::filter::FilterParams::new(12, 4).unwrap()),
+    ] {
+        let record = RecordedPolicy::of(&policy);
+        assert_eq!(record.policy(), Some(policy));
+        edits.push(VersionEdit {
+            filter_policy: Some(record),
+            ..VersionEdit::default()
+        });
+    }
     for e in edits {
         let bytes = e.encode();
         assert_eq!(VersionEdit::decode(&bytes).unwrap(), e);
@@ -250,6 +271,7 @@ fn next_file_number_never_falls_below_a_used_number() {
         added: vec![table(30, 0)],
         removed: Vec::new(),
         write_totals: None,
+        filter_policy: None,
     };
     ManifestWriter::create(&fs, &dir(), 20, &snap).unwrap();
     assert_eq!(recover_manifest(&fs, &dir()).unwrap().next_file_number, 41);
@@ -483,6 +505,7 @@ fn power_loss_anywhere_in_creating_a_manifest_leaves_old_or_new_current() {
         added: vec![table(21, 3)],
         removed: Vec::new(),
         write_totals: None,
+        filter_policy: None,
     };
     let mut saw_old = false;
     let mut n = 0;
@@ -650,5 +673,38 @@ fn a_manifest_that_fails_before_becoming_current_is_removed() {
             "{fault}: the failed manifest was left in {names:?}"
         );
         assert_eq!(read_current(&fs, &dir()).unwrap(), Some(1), "{fault}");
+    }
+}
+
+/// A recorded filter policy of an unknown kind, with a value no policy has, or cut short is
+/// corruption at the policy's own byte.
+#[test]
+fn a_bad_filter_policy_record_is_corruption() {
+    let good = VersionEdit {
+        filter_policy: Some(RecordedPolicy::of(&FilterPolicy::FalsePositiveRate(0.01))),
+        ..VersionEdit::default()
+    }
+    .encode();
+    assert_eq!(good.len(), 1 + 1 + 8);
+    let mut unknown = good.clone();
+    unknown[1] = 9;
+    let mut not_a_rate = good.clone();
+    not_a_rate[2..].copy_from_slice(&1.5f64.to_bits().to_le_bytes());
+    let cut = good[..good.len() - 1].to_vec();
+    for (what, bytes) in [
+        ("unknown kind", unknown),
+        ("rate 1.5", not_a_rate),
+        ("cut", cut),
+    ] {
+        match VersionEdit::decode(&bytes) {
+            Err(Error::Corruption { offset, reason, .. }) => {
+                assert!(
+                    offset.is_some_and(|o| o >= 1),
+                    "{what}: {offset:?} {reason}"
+                );
+                assert!(reason.contains("filter policy"), "{what}: {reason}");
+            }
+            other => panic!("{what}: expected corruption, got {other:?}"),
+        }
     }
 }

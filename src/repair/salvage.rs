@@ -235,6 +235,7 @@ fn rewrite_manifest(
         added: tables,
         removed: Vec::new(),
         write_totals: recovered.write_totals.clone(),
+        filter_policy: recovered.filter_policy,
     };
     ManifestWriter::create(fs, dir, number, &snapshot)?;
     Ok(())
