@@ -4,21 +4,12 @@
 //! 3 `load` skipped bad lines (and loaded the others). Errors other than usage errors are one
 //! line on stderr.
 
-mod batched;
 mod bench;
 mod cli;
 mod codec;
 mod commands;
-mod compare;
 mod lines;
-mod lookup_keys;
-#[allow(dead_code)]
-mod memlimit;
-#[cfg(feature = "peers")]
-mod peers;
 mod progress;
-mod sustained;
-mod timing;
 
 use std::process::ExitCode;
 

@@ -1,16 +1,17 @@
 //! The peer stores, RocksDB and fjall, loaded and queried the way bloomkv is, so the ratios
 //! compare like with like: `kvtool bench --peers` runs them in the same process after the
-//! filter settings, and `kvtool bench --stores` runs each in a process of its own. Built only
-//! with `--features peers`.
+//! filter settings, and `kvtool bench --stores` runs each in a process of its own. Also how
+//! every bench opens them, which `--writes` shares (`peer_writes.rs`). Built only with
+//! `--features peers`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::bench::{LookupFigures, Workload};
-use crate::sustained::{OwnCounters, WriteStore};
-use crate::timing::{time_lookups, Timing};
+use super::figures::LookupFigures;
+use super::timing::{time_lookups, Timing};
+use super::workload::Workload;
 use crate::{progress, Failure};
 
 /// One peer's figures.
@@ -81,7 +82,7 @@ pub fn run(workload: &Workload, dir: &Path) -> Result<Vec<PeerResult>, Failure> 
 
 /// RocksDB's default options with a full Bloom filter of 10 bits per key (its default has no
 /// filter) and statistics on: how every bench opens it.
-fn rocksdb_options() -> rocksdb::Options {
+pub fn rocksdb_options() -> rocksdb::Options {
     let mut options = rocksdb::Options::default();
     options.create_if_missing(true);
     options.enable_statistics();
@@ -116,7 +117,7 @@ const ROCKSDB_PARTITIONED_CONFIGURATION: &str = "as rocksdb, with metadata in bo
 /// [`rocksdb_options`] with bloomkv's default memtable, table and level sizes and level-0
 /// triggers (`Options::default()` in src/options.rs), so that write amplification compares
 /// at the same shape of tree.
-fn rocksdb_shape_options() -> rocksdb::Options {
+pub fn rocksdb_shape_options() -> rocksdb::Options {
     let ours = bloomkv::Options::default();
     let mut options = rocksdb_options();
     options.set_write_buffer_size(ours.memtable_size);
@@ -133,7 +134,7 @@ fn rocksdb_shape_options() -> rocksdb::Options {
 }
 
 /// What `rocksdb-shape` is, from bloomkv's defaults.
-fn rocksdb_shape_configuration() -> &'static str {
+pub fn rocksdb_shape_configuration() -> &'static str {
     static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     TEXT.get_or_init(shape_configuration)
 }
@@ -158,9 +159,9 @@ fn shape_configuration() -> String {
     )
 }
 
-const ROCKSDB_CONFIGURATION: &str = "default options (Snappy compression, its default block cache, 64 MiB memtables, 256 MiB level 1, 64 MiB tables) and a full Bloom filter of 10 bits/key; statistics on";
+pub const ROCKSDB_CONFIGURATION: &str = "default options (Snappy compression, its default block cache, 64 MiB memtables, 256 MiB level 1, 64 MiB tables) and a full Bloom filter of 10 bits/key; statistics on";
 
-const FJALL_CONFIGURATION: &str =
+pub const FJALL_CONFIGURATION: &str =
     "default options (its default filters, LZ4 compression, 32 MiB block cache)";
 
 /// A run of present-key and then absent-key gets, with RocksDB's own counts per get.
@@ -435,166 +436,5 @@ pub fn print_comparison(
             present.gets_per_second / p.present.gets_per_second,
             absent.gets_per_second / p.absent.gets_per_second
         );
-    }
-}
-
-/// Opens `store` (`rocksdb`, `rocksdb-shape` or `fjall`) in `dir` for `kvtool bench --writes`.
-pub fn open_for_writes(store: &str, dir: &Path) -> Result<Box<dyn WriteStore>, Failure> {
-    let (options, configuration) = match store {
-        "rocksdb" => (rocksdb_options(), ROCKSDB_CONFIGURATION),
-        "rocksdb-shape" => (rocksdb_shape_options(), rocksdb_shape_configuration()),
-        "fjall" => {
-            let db = fjall::Database::builder(dir)
-                .open()
-                .map_err(|e| e.to_string())?;
-            let items = db
-                .keyspace("bench", fjall::KeyspaceCreateOptions::default)
-                .map_err(|e| e.to_string())?;
-            return Ok(Box::new(FjallWriter { db, items }));
-        }
-        other => return Err(Failure::from(format!("no such peer store: {other}"))),
-    };
-    let db = rocksdb::DB::open(&options, dir).map_err(|e| e.to_string())?;
-    let mut synced = rocksdb::WriteOptions::default();
-    synced.set_sync(true);
-    Ok(Box::new(RocksWriter {
-        db,
-        options,
-        synced,
-        configuration,
-    }))
-}
-
-/// RocksDB as `bench --writes` drives it.
-struct RocksWriter {
-    db: rocksdb::DB,
-    /// Kept for its statistics (the tickers).
-    options: rocksdb::Options,
-    synced: rocksdb::WriteOptions,
-    configuration: &'static str,
-}
-
-impl WriteStore for RocksWriter {
-    fn configuration(&self) -> &'static str {
-        self.configuration
-    }
-
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.db.put(key, value).map_err(|e| e.to_string())
-    }
-
-    fn put_synced(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.db
-            .put_opt(key, value, &self.synced)
-            .map_err(|e| e.to_string())
-    }
-
-    fn flush(&self) -> Result<(), String> {
-        self.db.flush().map_err(|e| e.to_string())
-    }
-
-    fn settle(&self) -> Result<Option<&'static str>, String> {
-        let mut wait = rocksdb::WaitForCompactOptions::default();
-        wait.set_flush(true);
-        self.db.wait_for_compact(&wait).map_err(|e| e.to_string())?;
-        Ok(Some("wait_for_compact, with flush"))
-    }
-
-    fn counters(&self, user_bytes: u64) -> OwnCounters {
-        use rocksdb::statistics::Ticker;
-        let ticker = |t: Ticker| self.options.get_ticker_count(t);
-        let wal = ticker(Ticker::WalFileBytes);
-        let flush = ticker(Ticker::FlushWriteBytes);
-        let compaction = ticker(Ticker::CompactWriteBytes);
-        let stall_micros = ticker(Ticker::StallMicros);
-        // The leader of a write group counts one WRITE_DONE_BY_SELF, and every follower it
-        // wrote for one WRITE_DONE_BY_OTHER.
-        let (by_self, by_other) = (
-            ticker(Ticker::WriteDoneBySelf),
-            ticker(Ticker::WriteDoneByOther),
-        );
-        let tables_per_level: Vec<Option<u64>> = (0..7)
-            .map(|level| {
-                self.db
-                    .property_int_value(&format!("rocksdb.num-files-at-level{level}"))
-                    .ok()
-                    .flatten()
-            })
-            .collect();
-        OwnCounters {
-            stall_micros: Some(stall_micros),
-            write_amplification: (user_bytes > 0)
-                .then(|| (wal + flush + compaction) as f64 / user_bytes as f64),
-            batches_per_write_group: (by_self > 0)
-                .then(|| (by_self + by_other) as f64 / by_self as f64),
-            details: json!({
-                "wal_file_bytes": wal,
-                "flush_write_bytes": flush,
-                "compact_write_bytes": compaction,
-                "compact_read_bytes": ticker(Ticker::CompactReadBytes),
-                "stall_micros": stall_micros,
-                "wal_file_synced": ticker(Ticker::WalFileSynced),
-                "write_done_by_self": by_self,
-                "write_done_by_other": by_other,
-                "tables_per_level": tables_per_level,
-            }),
-        }
-    }
-
-    fn close(self: Box<Self>) -> Result<(), String> {
-        // Dropping the handle waits for its running background jobs.
-        drop(self);
-        Ok(())
-    }
-}
-
-/// fjall as `bench --writes` drives it: one keyspace.
-struct FjallWriter {
-    db: fjall::Database,
-    items: fjall::Keyspace,
-}
-
-impl WriteStore for FjallWriter {
-    fn configuration(&self) -> &'static str {
-        FJALL_CONFIGURATION
-    }
-
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.items
-            .insert(key.to_vec(), value.to_vec())
-            .map_err(|e| e.to_string())
-    }
-
-    /// A batch of one pair, committed with `PersistMode::SyncData`: fdatasync, the call
-    /// bloomkv's and RocksDB's synced writes make (`SyncAll` would be fsync).
-    fn put_synced(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        let mut batch = self
-            .db
-            .batch()
-            .durability(Some(fjall::PersistMode::SyncData));
-        batch.insert(&self.items, key.to_vec(), value.to_vec());
-        batch.commit().map_err(|e| e.to_string())
-    }
-
-    fn flush(&self) -> Result<(), String> {
-        self.items
-            .rotate_memtable_and_wait()
-            .map_err(|e| e.to_string())
-    }
-
-    /// fjall offers no way to wait for its compactions.
-    fn settle(&self) -> Result<Option<&'static str>, String> {
-        Ok(None)
-    }
-
-    /// fjall counts neither stalls nor bytes written (its `metrics` feature counts reads).
-    fn counters(&self, _user_bytes: u64) -> OwnCounters {
-        OwnCounters::default()
-    }
-
-    fn close(self: Box<Self>) -> Result<(), String> {
-        self.db
-            .persist(fjall::PersistMode::SyncData)
-            .map_err(|e| e.to_string())
     }
 }

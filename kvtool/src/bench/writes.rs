@@ -1,7 +1,7 @@
 //! `kvtool bench --stores bloomkv,rocksdb,rocksdb-shape,fjall --writes`: sustained writes,
 //! store against store, each store in a process of its own (optionally held with its page
 //! cache to a memory limit by a memory cgroup), the way `--stores` runs lookups
-//! (`compare.rs`).
+//! (`stores.rs`).
 //!
 //! Each child runs two phases.
 //!
@@ -54,16 +54,22 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use bloomkv::{Db, WriteBatch, WriteOptions};
+use bloomkv::Db;
 use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
-use crate::bench::{bench_key, scratch_dir, write_result, BenchArgs, Workload};
-use crate::compare::{
-    add_cgroup_figures, check_stores, child_args, enter_cgroup, mib, number, resident,
-    run_children, svg_grid_x, svg_grid_y, svg_series, svg_start, svg_text, workload_title,
+use super::args::BenchArgs;
+use super::children::{
+    add_cgroup_figures, bloomkv_options, check_stores, child_args, enter_cgroup, resident,
+    run_children,
 };
-use crate::{memlimit, progress, Failure};
+use super::files::{scratch_dir, write_result};
+use super::keys::bench_key;
+use super::memory;
+use super::workload::Workload;
+use super::write_store::{Bloomkv, WriteStore};
+use super::writes_report::{chart_svg, print_report};
+use crate::{progress, Failure};
 
 /// The stores `--writes` can run.
 const WRITE_STORES: [&str; 4] = ["bloomkv", "rocksdb", "rocksdb-shape", "fjall"];
@@ -71,105 +77,10 @@ const WRITE_STORES: [&str; 4] = ["bloomkv", "rocksdb", "rocksdb-shape", "fjall"]
 /// Bytes of a key.
 const KEY_SIZE: u64 = 16;
 
-/// A store as `bench --writes` drives it.
-pub trait WriteStore: Sync {
-    /// How the store is configured, for the report.
-    fn configuration(&self) -> &'static str;
-    /// Writes `key` = `value` as a write of its own, not synced.
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String>;
-    /// Writes `key` = `value` as a write of its own, on stable storage when it returns.
-    fn put_synced(&self, key: &[u8], value: &[u8]) -> Result<(), String>;
-    /// Writes the memtable to a table and waits for it.
-    fn flush(&self) -> Result<(), String>;
-    /// Waits until compactions settle and says how; `None` when the store offers no way to
-    /// wait.
-    fn settle(&self) -> Result<Option<&'static str>, String>;
-    /// What the store counts about its own writes since it was opened; `user_bytes` are the
-    /// key and value bytes written, for stores that do not count them.
-    fn counters(&self, user_bytes: u64) -> OwnCounters;
-    /// Closes the store.
-    fn close(self: Box<Self>) -> Result<(), String>;
-}
-
-/// A store's own counts of its writes; `None` where it counts nothing of the kind.
-#[derive(Debug, Default)]
-pub struct OwnCounters {
-    pub stall_micros: Option<u64>,
-    /// Bytes the store wrote for its data per byte of keys and values.
-    pub write_amplification: Option<f64>,
-    /// Writes per log append.
-    pub batches_per_write_group: Option<f64>,
-    /// The counters behind these, and more, by the store's own names.
-    pub details: Value,
-}
-
-/// bloomkv as `bench --writes` drives it, with the options it was opened with, described.
-struct Bloomkv(Db, &'static str);
-
-impl WriteStore for Bloomkv {
-    fn configuration(&self) -> &'static str {
-        self.1
-    }
-
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.0.put(key, value).map_err(|e| e.to_string())
-    }
-
-    fn put_synced(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        let mut batch = WriteBatch::new();
-        batch.put(key, value);
-        self.0
-            .write_opt(batch, &WriteOptions::synced())
-            .map_err(|e| e.to_string())
-    }
-
-    fn flush(&self) -> Result<(), String> {
-        self.0.flush().map_err(|e| e.to_string())
-    }
-
-    fn settle(&self) -> Result<Option<&'static str>, String> {
-        self.0
-            .wait_for_background_work()
-            .map_err(|e| e.to_string())?;
-        Ok(Some("wait_for_background_work"))
-    }
-
-    fn counters(&self, _user_bytes: u64) -> OwnCounters {
-        let s = self.0.stats();
-        OwnCounters {
-            stall_micros: Some(s.stall_micros),
-            write_amplification: s.write_amplification(),
-            batches_per_write_group: s.batches_per_write_group(),
-            details: json!({
-                "user_bytes_written": s.user_bytes_written,
-                "wal_bytes_written": s.wal_bytes_written,
-                "flush_bytes_written": s.flush_bytes_written(),
-                "compaction_bytes_written": s.compaction_bytes_written(),
-                "compaction_bytes_read": s.compaction_bytes_read(),
-                "disk_bytes_written": s.disk_bytes_written(),
-                "write_stalls": s.write_stalls,
-                "stall_micros": s.stall_micros,
-                "write_groups": s.write_groups,
-                "grouped_batches": s.grouped_batches,
-                "flushes": s.flushes,
-                "compactions": s.compactions,
-                "trivial_moves": s.trivial_moves,
-                "split_compactions": s.split_compactions,
-                "tables_per_level": s.levels.iter().map(|l| l.tables).collect::<Vec<_>>(),
-                "levels": crate::commands::levels_json(&s),
-            }),
-        }
-    }
-
-    fn close(self: Box<Self>) -> Result<(), String> {
-        self.0.close().map_err(|e| e.to_string())
-    }
-}
-
 /// Opens `store` in `dir`.
 fn open(store: &str, dir: &Path, args: &BenchArgs) -> Result<Box<dyn WriteStore>, Failure> {
     if store == "bloomkv" {
-        let options = crate::compare::bloomkv_options(args)?;
+        let options = bloomkv_options(args)?;
         // Leaked once per run: the report needs the text until the process ends.
         let described: &'static str = Box::leak(format!("{options:?}").into_boxed_str());
         return Ok(Box::new(Bloomkv(Db::open(dir, options)?, described)));
@@ -179,7 +90,7 @@ fn open(store: &str, dir: &Path, args: &BenchArgs) -> Result<Box<dyn WriteStore>
 
 #[cfg(feature = "peers")]
 fn open_peer(store: &str, dir: &Path) -> Result<Box<dyn WriteStore>, Failure> {
-    crate::peers::open_for_writes(store, dir)
+    super::peer_writes::open_for_writes(store, dir)
 }
 
 #[cfg(not(feature = "peers"))]
@@ -395,8 +306,8 @@ fn load_phase(
     waiting.finish_and_clear();
     let counters = db.counters(user_bytes);
     let io = io_between(io_before, process_io());
-    let bytes_on_disk = memlimit::dir_bytes(dir)?;
-    let bytes_allocated = memlimit::dir_allocated_bytes(dir).ok();
+    let bytes_on_disk = memory::dir_bytes(dir)?;
+    let bytes_allocated = memory::dir_allocated_bytes(dir).ok();
     let configuration = db.configuration();
     db.close().map_err(Failure::from)?;
     let keys = workload.keys as f64;
@@ -513,225 +424,6 @@ fn synced_phase(
     }))
 }
 
-fn store_name(s: &Value) -> &str {
-    s["store"].as_str().unwrap_or("?")
-}
-
-fn seconds(v: &Value) -> String {
-    match v {
-        Value::Null => "-".into(),
-        v => number(v, 1),
-    }
-}
-
-fn print_report(doc: &Value) {
-    println!(
-        "sustained writes: {} keys of 16 bytes, {}-byte {} values, in random order; memory {}",
-        doc["keys"],
-        doc["value_size"],
-        doc["values"].as_str().unwrap_or("?"),
-        crate::compare::memory_limit_text(doc),
-    );
-    let empty = Vec::new();
-    let stores = doc["stores"].as_array().unwrap_or(&empty);
-    println!();
-    println!("load: one thread, one unsynced put per write; then a flush (load s ends there), then until compactions settled (settle s; '-': the store cannot wait for them)");
-    println!("  puts/s counts load and settle; write amp = bytes written / {} bytes of keys and values: the store's own count, and the kernel's (write_bytes)", doc["user_bytes"]);
-    println!(
-        "  {:<13} {:>8} {:>12} {:>8} {:>9} {:>8} {:>14} {:>7} {:>9} {:>13} {:>13} {:>16}",
-        "store",
-        "puts/s",
-        "load puts/s",
-        "load s",
-        "settle s",
-        "stall s",
-        "write amp own",
-        "kernel",
-        "files MiB",
-        "allocated MiB",
-        "peak RSS MiB",
-        "cgroup peak MiB"
-    );
-    for s in stores {
-        if let Some(failure) = s["failed"].as_str() {
-            println!("  {:<13} failed: {failure}", store_name(s));
-            continue;
-        }
-        let l = &s["load"];
-        println!(
-            "  {:<13} {:>8} {:>12} {:>8} {:>9} {:>8} {:>14} {:>7} {:>9} {:>13} {:>13} {:>16}",
-            store_name(s),
-            number(&l["puts_per_second"], 0),
-            number(&l["load_puts_per_second"], 0),
-            number(&l["load_seconds"], 1),
-            seconds(&l["settle_seconds"]),
-            seconds(&l["stall_seconds"]),
-            number(&l["write_amplification"], 2),
-            number(&l["kernel_write_amplification"], 2),
-            mib(&l["bytes_on_disk"]),
-            mib(&l["bytes_allocated_on_disk"]),
-            mib(&s["peak_resident_bytes"]),
-            mib(&s["cgroup_peak_bytes"]),
-        );
-    }
-    let threads: Vec<u64> = doc["writer_threads"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_u64)
-        .collect();
-    if doc["synced_keys"].as_u64().unwrap_or(0) == 0 || threads.is_empty() {
-        return;
-    }
-    let first = threads[0];
-    println!();
-    println!(
-        "synced: {} keys per thread count, shared among the threads, one synced put per write, a fresh store each",
-        doc["synced_keys"]
-    );
-    println!(
-        "  {:<13} {:>8} {:>9} {:>9} {:>7} {:>8} {:>18} {:>15}",
-        "store",
-        "threads",
-        "puts/s",
-        format!("vs {first}"),
-        "p50 us",
-        "p99 us",
-        "writes/log append",
-        "kernel KiB/put"
-    );
-    for s in stores {
-        if s["failed"].is_string() {
-            continue;
-        }
-        let runs = s["synced"].as_array().unwrap_or(&empty);
-        let base = runs
-            .iter()
-            .find(|r| r["threads"].as_u64() == Some(first))
-            .and_then(|r| r["puts_per_second"].as_f64());
-        for r in runs {
-            let ratio = match (r["puts_per_second"].as_f64(), base) {
-                (Some(p), Some(b)) if b > 0.0 => format!("{:.2}x", p / b),
-                _ => "-".into(),
-            };
-            println!(
-                "  {:<13} {:>8} {:>9} {:>9} {:>7} {:>8} {:>18} {:>15}",
-                store_name(s),
-                r["threads"].as_u64().unwrap_or(0),
-                number(&r["puts_per_second"], 0),
-                ratio,
-                number(&r["p50_us"], 0),
-                number(&r["p99_us"], 0),
-                number(&r["batches_per_write_group"], 2),
-                r["kernel_write_bytes_per_put"]
-                    .as_f64()
-                    .map_or("-".into(), |b| format!("{:.1}", b / 1024.0)),
-            );
-        }
-    }
-}
-
-/// Puts per second over the load, one line per store: each point the puts of one sampling
-/// interval (about a second) over its length, at the interval's middle.
-fn chart_svg(doc: &Value) -> String {
-    let mut lines: Vec<(&str, Vec<(f64, f64)>)> = Vec::new();
-    for s in doc["stores"].as_array().into_iter().flatten() {
-        let samples: Vec<(f64, f64)> = s["load"]["timeline"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|p| Some((p[0].as_f64()?, p[1].as_f64()?)))
-            .collect();
-        let rate = |w: &[(f64, f64)]| {
-            let seconds = (w[1].0 - w[0].0).max(1e-9);
-            ((w[0].0 + w[1].0) / 2.0, (w[1].1 - w[0].1) / seconds)
-        };
-        // The last interval may be a sliver of a second, too short to mean anything: left
-        // out, unless it is the only one.
-        let mut rates: Vec<(f64, f64)> = samples
-            .windows(2)
-            .filter(|w| w[1].0 - w[0].0 >= 0.2)
-            .map(rate)
-            .collect();
-        if rates.is_empty() {
-            rates = samples.windows(2).map(rate).collect();
-        }
-        if !rates.is_empty() {
-            lines.push((store_name(s), rates));
-        }
-    }
-    // The legend takes a column right of the plot.
-    let (w, h, pad, legend_width) = (800.0, 380.0, 70.0, 120.0);
-    let right = w - legend_width;
-    let max_t = lines
-        .iter()
-        .flat_map(|(_, l)| l.iter().map(|p| p.0))
-        .fold(1.0, f64::max);
-    let max_rate = lines
-        .iter()
-        .flat_map(|(_, l)| l.iter().map(|p| p.1))
-        .fold(1.0, f64::max);
-    let (t_step, rate_step) = (nice_step(max_t), nice_step(max_rate));
-    let (t_end, rate_end) = (
-        (max_t / t_step).ceil() * t_step,
-        (max_rate / rate_step).ceil() * rate_step,
-    );
-    let sx = |t: f64| pad + (right - pad) * t / t_end;
-    let sy = |r: f64| h - pad - (h - 2.0 * pad) * r / rate_end;
-    let mut svg = svg_start(w, h);
-    svg.push_str(&svg_text(
-        pad,
-        20.0,
-        &format!(
-            "puts/s during the load: {}; one thread, one unsynced put per write",
-            workload_title(doc)
-        ),
-    ));
-    for i in 0..=(t_end / t_step).round() as u32 {
-        let t = f64::from(i) * t_step;
-        svg.push_str(&svg_grid_x(sx(t), pad, h - pad, &tick(t, t_step)));
-    }
-    for i in 0..=(rate_end / rate_step).round() as u32 {
-        let r = f64::from(i) * rate_step;
-        let label = if rate_step >= 1000.0 && i > 0 {
-            format!("{}k", tick(r / 1000.0, rate_step / 1000.0))
-        } else {
-            tick(r, rate_step)
-        };
-        svg.push_str(&svg_grid_y(sy(r), pad, right, &label));
-    }
-    for (i, (name, rates)) in lines.iter().enumerate() {
-        let points: Vec<(f64, f64)> = rates.iter().map(|&(t, r)| (sx(t), sy(r))).collect();
-        let legend = (right + 15.0, pad + 14.0 * i as f64);
-        // Dots only where there are few points: a short load has too few for a line.
-        svg.push_str(&svg_series(&points, name, legend, points.len() <= 40));
-    }
-    svg.push_str(&svg_text(
-        (pad + right) / 2.0 - 80.0,
-        h - pad + 32.0,
-        "seconds since the load began",
-    ));
-    svg.push_str("</svg>\n");
-    svg
-}
-
-/// `value`, a multiple of `step`, with as many decimals as `step` needs.
-fn tick(value: f64, step: f64) -> String {
-    let decimals = (-step.log10().floor()).max(0.0) as usize;
-    format!("{value:.decimals$}")
-}
-
-/// A round step (1, 2 or 5 times a power of ten) that cuts `0..max` into about five.
-fn nice_step(max: f64) -> f64 {
-    let raw = (max / 5.0).max(1e-9);
-    let magnitude = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * magnitude)
-        .find(|&step| step >= raw)
-        .unwrap_or(10.0 * magnitude)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -748,15 +440,5 @@ mod tests {
             }
             assert_eq!(next, keys);
         }
-    }
-
-    #[test]
-    fn steps_are_round() {
-        assert_eq!(nice_step(100.0), 20.0);
-        assert_eq!(nice_step(37.0), 10.0);
-        assert_eq!(nice_step(180_000.0), 50_000.0);
-        assert!((nice_step(0.06) - 0.02).abs() < 1e-12);
-        assert_eq!(tick(0.6000000000000001, 0.2), "0.6");
-        assert_eq!(tick(150.0, 50.0), "150");
     }
 }

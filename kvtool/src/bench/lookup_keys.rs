@@ -6,7 +6,7 @@
 use rand::rngs::SmallRng;
 use rand::Rng;
 
-use crate::bench::bench_key;
+use super::keys::bench_key;
 
 /// How lookups pick their keys.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,0 +1,222 @@
+//! The options of `kvtool bench`, for every kind of run, and the reading of its filter
+//! settings (`--settings`, and `--filter` of `--stores`).
+
+use std::path::PathBuf;
+
+use bloomkv::filter::FilterParams;
+use bloomkv::FilterPolicy;
+use clap::{Args, ValueEnum};
+
+use super::lookup_keys::Distribution;
+use crate::Failure;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// The directory in which to make the throwaway stores (default: the temp directory).
+    #[arg(long, value_name = "DIR", help_heading = crate::cli::COMMON)]
+    pub db: Option<PathBuf>,
+    /// Keys loaded into each store.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub keys: u64,
+    /// Warm lookups of present keys, and as many of absent keys, per setting.
+    #[arg(long, default_value_t = 200_000)]
+    pub lookups: u64,
+    /// Cold lookups of each kind per setting (each may read from disk, so fewer).
+    #[arg(long, default_value_t = 10_000)]
+    pub cold_lookups: u64,
+    /// Bytes per value (keys are 16 bytes).
+    #[arg(long, default_value_t = 100)]
+    pub value_size: usize,
+    /// What values hold: `compressible` (half random bytes, half one repeated byte: LZ4 halves
+    /// it, about as it does real records), `random` (nothing to compress) or `repeated` (one
+    /// byte repeated: what this bench loaded before it had this option).
+    #[arg(long, value_enum, default_value_t = Values::Compressible)]
+    pub values: Values,
+    /// Compare whole stores instead of filter settings: each of these (`bloomkv`, `rocksdb`,
+    /// `rocksdb-partitioned` (RocksDB with its filters and index partitioned in a 32 MiB
+    /// block cache), `fjall`, and with `--writes` also `rocksdb-shape`; the peers need
+    /// `--features peers`)
+    /// is loaded and queried (or, with `--writes`, written) with its default options in a
+    /// process of its own, one after another.
+    #[arg(long, value_delimiter = ',', value_name = "STORES")]
+    pub stores: Vec<String>,
+    /// With `--stores`: hold each store's process, and the page cache it causes, to this much
+    /// memory (`1GiB`, `512MiB`, ...) with a memory cgroup, so the data need not fit in
+    /// memory. Needs root and a memory cgroup controller (v1 or v2).
+    #[arg(long, value_name = "SIZE", value_parser = super::memory::parse_size)]
+    pub memory_limit: Option<u64>,
+    /// Write an SVG chart of gets per second against keys for each store, from this
+    /// `--stores` run and the earlier runs' JSON files given with `--chart-from` (or, without
+    /// `--stores`, from those files alone). With `--writes`: puts per second over the load,
+    /// one line per store.
+    #[arg(long, value_name = "FILE.svg")]
+    pub chart: Option<PathBuf>,
+    /// With `--stores`: bloomkv's `Options::max_open_files` (default: the store's default).
+    #[arg(long, value_name = "N")]
+    pub max_open_files: Option<usize>,
+    /// JSON files of earlier `--stores` runs (written with `--json`) to put on the `--chart`.
+    #[arg(long, value_delimiter = ',', value_name = "FILES")]
+    pub chart_from: Vec<PathBuf>,
+    /// With `--stores`: measure sustained writes instead of lookups (stores `bloomkv`,
+    /// `rocksdb`, `rocksdb-shape`: RocksDB with bloomkv's memtable, table and level sizes,
+    /// and `fjall`). Each store, in a process of its own, is loaded with `--keys` keys by one
+    /// thread, one unsynced put per write, flushed, and left to settle its compactions; then,
+    /// in a fresh store per count of `--writer-threads`, that many threads write
+    /// `--synced-keys` keys between them, one synced put per write. Reports puts per second,
+    /// stall time, write amplification (the store's own count and the kernel's) and bytes on
+    /// disk; `--chart` draws puts per second over the load.
+    #[arg(long)]
+    pub writes: bool,
+    /// With `--writes`: keys written, one synced put per write, for each count of
+    /// `--writer-threads`, shared out among the threads (0 skips the synced phase).
+    #[arg(long, value_name = "N", default_value_t = 120_000, requires = "writes")]
+    pub synced_keys: u64,
+    /// With `--writes`: comma-separated counts of threads that write the synced puts at once.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "THREADS",
+        // Shown as typed (`1,8`), not as clap joins a list of defaults ("1 8").
+        default_value = "1,8",
+        value_parser = clap::value_parser!(u32).range(1..=1024),
+        requires = "writes"
+    )]
+    pub writer_threads: Vec<u32>,
+    /// Internal: run one store of a `--stores` comparison in this process and write its
+    /// figures as JSON to `--child-out`.
+    #[arg(long, hide = true, requires = "child_out")]
+    pub child_store: Option<String>,
+    /// Internal: where a `--child-store` run writes its figures.
+    #[arg(long, hide = true)]
+    pub child_out: Option<PathBuf>,
+    /// Comma-separated filter settings: `none`, a false-positive rate, `budget:B`, a
+    /// store-wide budget of B bits per key spread over the levels, or `reads:R`, the least
+    /// such budget whose absent-key gets waste R data-block reads each on average.
+    #[arg(long, default_value = "none,0.1,0.01,0.001")]
+    pub settings: String,
+    /// Write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write an SVG chart of reads per get, of measured against predicted rate, and of reads
+    /// per absent get against filter memory for uniform rates and budgets.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Also run the same load and warm lookups on RocksDB and fjall (needs a build with
+    /// `--features peers`).
+    #[arg(long)]
+    pub peers: bool,
+    /// Read table files through memory maps instead of with pread and the block cache (the
+    /// default); see `Options::mmap_reads` for what maps cost.
+    #[arg(long)]
+    pub mmap_reads: bool,
+    /// bloomkv's memtable size (default: the store's), e.g. `1MiB`: smaller memtables and
+    /// level sizes build a deeper tree from fewer keys; with `--stores` too.
+    #[arg(long, value_name = "SIZE", value_parser = super::memory::parse_size)]
+    pub memtable_size: Option<u64>,
+    /// bloomkv's `level1_size`, the smallest level target (default: the store's), e.g. `2MiB`;
+    /// with `--stores` too.
+    #[arg(long, value_name = "SIZE", value_parser = super::memory::parse_size)]
+    pub level1_size: Option<u64>,
+    /// With `--stores`: bloomkv's `Options::filter_memory_limit`, the memory all its filters
+    /// may take together (`64MiB`, ...; default: the store's, a quarter of the memory the
+    /// process may use, which `--memory-limit` sets).
+    #[arg(long, value_name = "SIZE", value_parser = super::memory::parse_size)]
+    pub filter_memory_limit: Option<u64>,
+    /// With `--stores`: spend bloomkv's filter memory limit where keys are, not where the
+    /// lookups counted go (`Options::filter_memory_follows_lookups(false)`).
+    #[arg(long)]
+    pub filter_memory_by_keys: bool,
+    /// With `--stores`: bloomkv's `Options::index_cache_size`, the memory its index partitions
+    /// may take (`4MiB`, ...; default: the store's, an eighth of the memory the process may
+    /// use).
+    #[arg(long, value_name = "SIZE", value_parser = super::memory::parse_size)]
+    pub index_cache_size: Option<u64>,
+    /// bloomkv's table size (default: the store's), e.g. `64KiB`; with `--stores` too.
+    #[arg(long, value_name = "SIZE", value_parser = super::memory::parse_size)]
+    pub table_size: Option<u64>,
+    /// With `--stores`: bloomkv's filter, one setting as `--settings` takes (default: the
+    /// store's default policy).
+    #[arg(long, value_name = "SETTING", requires = "stores")]
+    pub filter: Option<String>,
+    /// Leave this many level-0 tables for the lookups, as a store under writes holds between
+    /// compactions: the last keys of the load are written after compactions settle, half a
+    /// memtable's worth per table, each flushed. Below the level-0 compaction trigger. Not
+    /// with `--stores`.
+    #[arg(long, value_name = "N", default_value_t = 0, conflicts_with = "stores")]
+    pub level0_tables: u64,
+    /// Puts per write while loading: 1 writes each key with a `put` of its own, as most
+    /// applications write; more groups that many into one atomic batch. The same for every
+    /// store of a `--stores` run.
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub load_batch: u64,
+    /// Seed for the lookups.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// How lookups pick their keys: `uniform`, or `zipf:S`, a Zipf law of exponent S over
+    /// the keys in key order (`zipf:0.99`: a few key ranges take most lookups).
+    #[arg(long, value_name = "LAW", default_value = "uniform", value_parser = Distribution::parse)]
+    pub distribution: Distribution,
+}
+
+/// What the values of a bench load hold.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Values {
+    /// Half random bytes, half one byte repeated.
+    Compressible,
+    /// Random bytes.
+    Random,
+    /// One byte repeated.
+    Repeated,
+}
+
+impl Values {
+    pub fn name(self) -> &'static str {
+        match self {
+            Values::Compressible => "compressible",
+            Values::Random => "random",
+            Values::Repeated => "repeated",
+        }
+    }
+}
+
+/// The filter settings of `text` (`--settings`, or the one of `--filter`): each entry's label
+/// and its policy.
+pub fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure> {
+    text.split(',')
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            if s == "none" || s == "disabled" {
+                return Ok(("none".to_string(), FilterPolicy::Disabled));
+            }
+            // `prefix` and a number, such as `budget:10`.
+            let number_after = |prefix: &str, meaning: &str| -> Result<Option<f64>, Failure> {
+                let Some(text) = s.strip_prefix(prefix) else {
+                    return Ok(None);
+                };
+                let bad = || format!("bad --settings entry '{s}': '{prefix}' takes {meaning}");
+                text.parse().map(Some).map_err(|_| Failure::from(bad()))
+            };
+            if let Some(bits) = number_after("budget:", "bits per key, such as budget:10")? {
+                let policy = FilterPolicy::BitsPerKeyBudget(bits);
+                policy.validate()?;
+                return Ok((s.to_string(), policy));
+            }
+            let reads_meaning = "wasted reads per absent get, such as reads:0.01";
+            if let Some(reads) = number_after("reads:", reads_meaning)? {
+                let policy = FilterPolicy::WastedReadsTarget(reads);
+                policy.validate()?;
+                return Ok((s.to_string(), policy));
+            }
+            let p: f64 = s.parse().map_err(|_| {
+                Failure::from(format!(
+                    "bad --settings entry '{s}': use 'none', a rate such as 0.01, a budget such \
+                     as budget:10, or a wasted-reads target such as reads:0.01"
+                ))
+            })?;
+            FilterParams::for_false_positive_rate(p)?;
+            Ok((s.to_string(), FilterPolicy::FalsePositiveRate(p)))
+        })
+        .collect()
+}

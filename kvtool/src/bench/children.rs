@@ -1,0 +1,200 @@
+//! One store per process: how `--stores` runs, for lookups and writes alike. The parent checks
+//! the stores, runs `kvtool bench --child-store NAME ...` for each in turn and collects the
+//! figures each child writes; a child enters its memory cgroup before it opens its store, so
+//! that one store's memory never counts against another's.
+
+use std::path::Path;
+use std::process::Command;
+
+use bloomkv::Options;
+use serde_json::{json, Value};
+
+use super::args::{parse_settings, BenchArgs};
+use super::cgroup::{CgroupVersion, MemoryCgroup};
+use super::memory;
+use crate::Failure;
+
+/// Fails unless every store of `stores` is one of `known` and this build can run it. `mode`
+/// names the kind of comparison in the message (" with --writes", or nothing).
+pub fn check_stores(stores: &[String], known: &[&str], mode: &str) -> Result<(), Failure> {
+    for store in stores {
+        if !known.contains(&store.as_str()) {
+            return Err(Failure::from(format!(
+                "unknown store '{store}' in --stores{mode}: use {}",
+                known.join(", ")
+            )));
+        }
+        if store != "bloomkv" && !cfg!(feature = "peers") {
+            return Err(Failure::from(format!(
+                "--stores {store} needs kvtool built with `--features peers`"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `kvtool --db TEMP/store-NAME bench ARGS` for each store, one after another, where
+/// `args(store, out)` are the arguments that make the child run `store` and write its
+/// figures to `out`; returns each child's figures. A child that fails is recorded as
+/// `{"store": NAME, "failed": STATUS}` and the others still run. Each store's directory is
+/// removed once its child is done.
+pub fn run_children(
+    stores: &[String],
+    temp: &Path,
+    args: impl Fn(&str, &Path) -> Vec<String>,
+) -> Result<Vec<Value>, Failure> {
+    let exe = std::env::current_exe()?;
+    let mut runs = Vec::new();
+    for store in stores {
+        let store_dir = temp.join(format!("store-{store}"));
+        let out = temp.join(format!("{store}.json"));
+        let mut child = Command::new(&exe);
+        child.arg("--db").arg(&store_dir).arg("bench");
+        child.args(args(store, &out));
+        eprintln!("{store}: running in a process of its own");
+        let status = child.status()?;
+        let figures = std::fs::read(&out)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+        if let (true, Some(figures)) = (status.success(), figures) {
+            runs.push(figures);
+        } else {
+            // One store failing (out of memory, out of file descriptors) is a result too: record
+            // it and go on with the others.
+            eprintln!("{store}: failed ({status}); its error is printed above");
+            runs.push(json!({"store": store, "failed": status.to_string()}));
+        }
+        if store_dir.exists() {
+            std::fs::remove_dir_all(&store_dir)?;
+        }
+    }
+    Ok(runs)
+}
+
+/// The arguments every child takes, whatever it measures: the workload, the store, where
+/// its figures go, and the limits.
+pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "--keys",
+        &args.keys.to_string(),
+        "--value-size",
+        &args.value_size.to_string(),
+        "--values",
+        args.values.name(),
+        "--seed",
+        &args.seed.to_string(),
+        "--distribution",
+        &args.distribution.name(),
+        "--load-batch",
+        &args.load_batch.to_string(),
+        "--child-store",
+        store,
+        "--child-out",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push(out.display().to_string());
+    if let Some(limit) = args.memory_limit {
+        v.push("--memory-limit".into());
+        v.push(limit.to_string());
+    }
+    if let Some(files) = args.max_open_files {
+        v.push("--max-open-files".into());
+        v.push(files.to_string());
+    }
+    if store == "bloomkv" {
+        for (flag, size) in [
+            ("--table-size", args.table_size),
+            ("--memtable-size", args.memtable_size),
+            ("--level1-size", args.level1_size),
+            ("--filter-memory-limit", args.filter_memory_limit),
+            ("--index-cache-size", args.index_cache_size),
+        ] {
+            if let Some(bytes) = size {
+                v.extend([flag.into(), bytes.to_string()]);
+            }
+        }
+        if args.filter_memory_by_keys {
+            v.push("--filter-memory-by-keys".into());
+        }
+        if let Some(filter) = &args.filter {
+            v.extend([
+                "--stores".into(),
+                "bloomkv".into(),
+                "--filter".into(),
+                filter.clone(),
+            ]);
+        }
+    }
+    v
+}
+
+/// In a child: moves this process into a memory cgroup of `limit` bytes, when there is one.
+pub fn enter_cgroup(limit: Option<u64>) -> Result<Option<MemoryCgroup>, Failure> {
+    limit
+        .map(|limit| {
+            MemoryCgroup::enter(limit).map_err(|e| {
+                Failure::from(format!(
+                    "cannot hold the run to {limit} bytes of memory: {e}"
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// Adds what the cgroup saw (its limit, version, peak charge and limit hits) to a child's
+/// figures.
+pub fn add_cgroup_figures(figures: &mut Value, cgroup: Option<&MemoryCgroup>) {
+    if let Some(cgroup) = cgroup {
+        figures["memory_limit_bytes"] = json!(cgroup.limit_bytes());
+        figures["cgroup_version"] = json!(match cgroup.version() {
+            CgroupVersion::V1 => "v1",
+            CgroupVersion::V2 => "v2",
+        });
+        figures["cgroup_peak_bytes"] = json!(cgroup.peak_bytes());
+        figures["cgroup_limit_hits"] = json!(cgroup.limit_hits());
+    }
+}
+
+/// bloomkv's options in a child: the defaults, with what the command line changed.
+pub fn bloomkv_options(args: &BenchArgs) -> Result<Options, Failure> {
+    let mut options = Options::default();
+    if let Some(files) = args.max_open_files {
+        options = options.max_open_files(files);
+    }
+    if let Some(bytes) = args.table_size {
+        options = options.table_size(bytes);
+    }
+    if let Some(bytes) = args.memtable_size {
+        options = options.memtable_size(bytes as usize);
+    }
+    if let Some(bytes) = args.level1_size {
+        options = options.level1_size(bytes);
+    }
+    if let Some(bytes) = args.filter_memory_limit {
+        options = options.filter_memory_limit(bytes);
+    }
+    if let Some(bytes) = args.index_cache_size {
+        options = options.index_cache_size(bytes);
+    }
+    if args.filter_memory_by_keys {
+        options = options.filter_memory_follows_lookups(false);
+    }
+    if let Some(setting) = &args.filter {
+        match parse_settings(setting)?.as_slice() {
+            [(_, policy)] => options = options.filter_policy(*policy),
+            _ => {
+                return Err(Failure::from(
+                    "--filter takes one setting, such as budget:10",
+                ))
+            }
+        }
+    }
+    Ok(options)
+}
+
+/// This process's resident memory, now and at its peak.
+pub fn resident() -> Result<(u64, u64), Failure> {
+    memory::resident_bytes().map_err(Failure::from)
+}
