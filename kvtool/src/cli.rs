@@ -9,9 +9,7 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::bench::BenchArgs;
-
-/// The help heading of the options several commands share.
-pub const COMMON: &str = "Common options";
+use crate::headings::COMMON;
 
 /// The command line of a bloomkv store: read and write keys, load and dump pairs, inspect
 /// tables and their Bloom filters, and measure what the filters save.

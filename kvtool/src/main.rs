@@ -8,8 +8,10 @@ mod bench;
 mod cli;
 mod codec;
 mod commands;
+mod headings;
 mod lines;
 mod progress;
+mod store_json;
 
 use std::process::ExitCode;
 

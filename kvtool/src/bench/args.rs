@@ -13,7 +13,7 @@ use crate::Failure;
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// The directory in which to make the throwaway stores (default: the temp directory).
-    #[arg(long, value_name = "DIR", help_heading = crate::cli::COMMON)]
+    #[arg(long, value_name = "DIR", help_heading = crate::headings::COMMON)]
     pub db: Option<PathBuf>,
     /// Keys loaded into each store.
     #[arg(long, default_value_t = 1_000_000)]

@@ -122,7 +122,7 @@ fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Valu
         "filter_memory_bytes": after.filter_memory_bytes,
         "filter_memory_limit_bytes": after.filter_memory_limit,
         "tables_filter_shrunk": after.levels.iter().map(|l| l.tables_filter_shrunk).sum::<usize>(),
-        "filter_partitions": crate::commands::filter_partitions_json(&after),
+        "filter_partitions": crate::store_json::filter_partitions_json(&after),
         "predicted_false_positive_rate_per_level": after
             .levels
             .iter()

@@ -90,7 +90,7 @@ impl WriteStore for Bloomkv {
                 "trivial_moves": s.trivial_moves,
                 "split_compactions": s.split_compactions,
                 "tables_per_level": s.levels.iter().map(|l| l.tables).collect::<Vec<_>>(),
-                "levels": crate::commands::levels_json(&s),
+                "levels": crate::store_json::levels_json(&s),
             }),
         }
     }

@@ -1,0 +1,84 @@
+//! kvtool's commands, on bloomkv's public API only. This file only picks the function for
+//! the parsed command; each job is a module of its own:
+//! - `read.rs`: `get`, `scan`, `dump`;
+//! - `write.rs`: `put`, `delete`, `load`;
+//! - `stats.rs`: `stats`, as text and as JSON;
+//! - `maintain.rs`: `check`, `compact`, `repair`;
+//! - `sst.rs`: `sst`, one table file's properties.
+//!
+//! Below them is what they share: opening a store with kvtool's options (`open.rs`) and
+//! printing (`output.rs`). `bench` is the harness in `src/bench/`. Imports point one way,
+//! from the commands down to what they share.
+
+mod maintain;
+mod open;
+mod output;
+mod read;
+mod sst;
+mod stats;
+mod write;
+
+use open::store_dir;
+
+use crate::cli::Command;
+use crate::Failure;
+
+/// Runs the parsed command.
+pub fn run(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Put {
+            key,
+            value,
+            store,
+            keys,
+            filter,
+            wal,
+        } => write::put(&key, &value, &store, &keys, &filter, &wal),
+        Command::Get {
+            key,
+            store,
+            keys,
+            wal,
+        } => read::get(&key, &store, &keys, &wal),
+        Command::Delete {
+            key,
+            store,
+            keys,
+            filter,
+            wal,
+        } => write::delete(&key, &store, &keys, &filter, &wal),
+        Command::Scan {
+            from,
+            to,
+            prefix,
+            limit,
+            keys_only,
+            reverse,
+            store,
+            keys,
+            wal,
+        } => read::scan(
+            from, to, prefix, limit, keys_only, reverse, &store, &keys, &wal,
+        ),
+        Command::Load {
+            file,
+            strict,
+            store,
+            keys,
+            filter,
+            wal,
+        } => write::load(file.as_deref(), strict, &store, &keys, &filter, &wal),
+        Command::Dump { store, keys, wal } => read::dump(&store, &keys, &wal),
+        Command::Stats {
+            json,
+            store,
+            keys,
+            wal,
+        } => stats::stats(json, &store, &keys, &wal),
+        Command::Check { store } => maintain::check(store_dir(&store)?),
+        Command::Compact { store, filter, wal } => maintain::compact(&store, &filter, &wal),
+        Command::Repair { store } => maintain::repair(store_dir(&store)?),
+        Command::Sst { file, json, keys } => sst::sst(&file, keys.hex, json),
+        Command::Bench(args) => crate::bench::run(&args),
+    }
+}

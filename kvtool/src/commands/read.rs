@@ -1,0 +1,134 @@
+//! The commands that read pairs: `get`, `scan` and `dump`. They open the store read-only, so
+//! nothing on disk changes.
+
+use std::io::Write;
+use std::ops::Bound;
+
+use bloomkv::Db;
+
+use super::open::{open_read_only, store_dir};
+use super::output::stdout;
+use crate::cli::{KeyFormat, StoreDir, WalRecovery};
+use crate::{codec, lines};
+use crate::{output_error, Failure, NOT_FOUND};
+
+/// `get`: prints the value of `key`, or fails with exit code 1 when there is none.
+pub(super) fn get(
+    key: &str,
+    store: &StoreDir,
+    keys: &KeyFormat,
+    wal: &WalRecovery,
+) -> Result<(), Failure> {
+    let parsed = codec::parse(key, keys.hex)?;
+    let db = open_read_only(store_dir(store)?, wal)?;
+    match db.get(parsed)? {
+        Some(value) => {
+            let mut out = stdout();
+            writeln!(out, "{}", codec::format(&value, keys.hex)).map_err(output_error)?;
+            out.flush().map_err(output_error)
+        }
+        None => Err(Failure {
+            code: NOT_FOUND,
+            message: format!("no such key: {key}"),
+        }),
+    }
+}
+
+/// `scan`: prints the pairs of a range, a prefix or the whole store.
+// One argument for each option `scan` takes.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn scan(
+    from: Option<String>,
+    to: Option<String>,
+    prefix: Option<String>,
+    limit: Option<usize>,
+    keys_only: bool,
+    reverse: bool,
+    store: &StoreDir,
+    keys: &KeyFormat,
+    wal: &WalRecovery,
+) -> Result<(), Failure> {
+    let parse = |k: Option<String>| k.map(|k| codec::parse(&k, keys.hex)).transpose();
+    let range = ScanRange {
+        from: parse(from)?,
+        to: parse(to)?,
+        prefix: parse(prefix)?,
+        reverse,
+    };
+    let db = open_read_only(store_dir(store)?, wal)?;
+    print_range(&db, keys.hex, &range, limit, keys_only)
+}
+
+/// `dump`: prints every pair as a line `load` reads back.
+pub(super) fn dump(store: &StoreDir, keys: &KeyFormat, wal: &WalRecovery) -> Result<(), Failure> {
+    let db = open_read_only(store_dir(store)?, wal)?;
+    let mut out = stdout();
+    for pair in db.iter() {
+        let (k, v) = pair?;
+        writeln!(out, "{}", lines::dump_line(&k, &v, keys.hex)).map_err(output_error)?;
+    }
+    out.flush().map_err(output_error)
+}
+
+/// The keys `scan` visits.
+struct ScanRange {
+    from: Option<Vec<u8>>,
+    to: Option<Vec<u8>>,
+    prefix: Option<Vec<u8>>,
+    /// Last key first.
+    reverse: bool,
+}
+
+/// Prints the pairs of `range` as `scan` does, or only their keys.
+fn print_range(
+    db: &Db,
+    hex: bool,
+    range: &ScanRange,
+    limit: Option<usize>,
+    keys_only: bool,
+) -> Result<(), Failure> {
+    let start = match (&range.from, &range.prefix) {
+        (Some(f), Some(p)) => Bound::Included(f.as_slice().max(p.as_slice())),
+        (Some(f), None) => Bound::Included(f.as_slice()),
+        (None, Some(p)) => Bound::Included(p.as_slice()),
+        (None, None) => Bound::Unbounded,
+    };
+    // The prefix ends the range too, so that a reverse scan starts at the prefix's last key.
+    let past_prefix = range.prefix.as_deref().and_then(prefix_end);
+    let end = match (range.to.as_deref(), past_prefix.as_deref()) {
+        (Some(to), Some(past)) => Bound::Excluded(to.min(past)),
+        (Some(end), None) | (None, Some(end)) => Bound::Excluded(end),
+        (None, None) => Bound::Unbounded,
+    };
+    let mut out = stdout();
+    let pairs = db.range::<&[u8], _>((start, end));
+    let pairs: Box<dyn Iterator<Item = _>> = match range.reverse {
+        true => Box::new(pairs.rev()),
+        false => Box::new(pairs),
+    };
+    let pairs = pairs
+        .take_while(|r| match (r, &range.prefix) {
+            (Ok((k, _)), Some(p)) => k.starts_with(p),
+            _ => true,
+        })
+        .take(limit.unwrap_or(usize::MAX));
+    for pair in pairs {
+        let (k, v) = pair?;
+        if keys_only {
+            writeln!(out, "{}", codec::format(&k, hex))
+        } else {
+            writeln!(out, "{}", lines::scan_line(&k, &v, hex))
+        }
+        .map_err(output_error)?;
+    }
+    out.flush().map_err(output_error)
+}
+
+/// The first key past every key that starts with `prefix`; `None` when none is (every byte
+/// of the prefix is 0xff, or it is empty).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|&b| b != 0xff)?;
+    let mut end = prefix[..=last].to_vec();
+    end[last] += 1;
+    Some(end)
+}

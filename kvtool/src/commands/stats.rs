@@ -1,0 +1,336 @@
+//! `stats`: a store's levels, tables, filters and counters, as text or as JSON. The JSON of
+//! the levels and of the filter partitions is in `src/store_json.rs`, since the bench harness
+//! reports them too.
+
+use bloomkv::{FilterPolicy, Stats};
+use serde_json::json;
+
+use super::open::{open_read_only, store_dir};
+use super::output::emit;
+use crate::cli::{KeyFormat, StoreDir, WalRecovery};
+use crate::codec;
+use crate::store_json::{filter_partitions_json, levels_json, partition_counts};
+use crate::Failure;
+
+/// `stats`: prints the store's stats, as JSON with `--json`.
+pub(super) fn stats(
+    json: bool,
+    store: &StoreDir,
+    keys: &KeyFormat,
+    wal: &WalRecovery,
+) -> Result<(), Failure> {
+    let db = open_read_only(store_dir(store)?, wal)?;
+    let text = stats_text(&db.stats(), keys.hex, json);
+    emit(&text)
+}
+
+fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
+    use std::fmt::Write as _;
+    if as_json {
+        let doc = stats_json(stats, hex);
+        return serde_json::to_string_pretty(&doc).expect("a JSON value serializes") + "\n";
+    }
+    let mut out = String::new();
+    let total_entries: u64 = stats.levels.iter().map(|l| l.entries).sum();
+    // Bits per key as the level's tables have them (a range when they differ): the target of
+    // a policy would be that of the options this command opened with, not the store's.
+    let _ = writeln!(
+        out,
+        "level  tables  entries     bytes     written        read  moved in  filter bits/key"
+    );
+    for (i, l) in stats.levels.iter().enumerate() {
+        if l.tables > 0 || l.bytes_written > 0 || l.bytes_moved > 0 {
+            let _ = writeln!(
+                out,
+                "L{i:<5} {:>6}  {:>7}  {:>8}  {:>10}  {:>10}  {:>8}  {:>15}",
+                l.tables,
+                l.entries,
+                l.bytes,
+                l.bytes_written,
+                l.bytes_read,
+                l.bytes_moved,
+                level_bits_per_key(stats, i),
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "total  {:>6}  {:>7}  {:>8}",
+        stats.tables.len(),
+        total_entries,
+        stats.table_bytes()
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "table       level  entries     bytes  bits/key  hashes  predicted fpr  filter bytes"
+    );
+    for t in &stats.tables {
+        let fmt_opt = |v: Option<u32>| v.map_or("none".to_string(), |v| v.to_string());
+        let _ = writeln!(
+            out,
+            "{:06}.sst  L{:<4} {:>7}  {:>8}  {:>8}  {:>6}  {:>13}  {:>12}",
+            t.number,
+            t.level,
+            t.entries,
+            t.file_size,
+            fmt_opt(t.bits_per_key),
+            fmt_opt(t.hashes),
+            t.predicted_false_positive_rate
+                .map_or("none".to_string(), |p| format!("{p:.6}")),
+            t.filter_bytes
+        );
+    }
+    let _ = writeln!(out);
+    let measured = stats
+        .measured_false_positive_rate()
+        .map_or("-".to_string(), |p| format!("{p:.6}"));
+    let cache = &stats.block_cache;
+    let amplification = stats
+        .write_amplification()
+        .map_or("-".to_string(), |w| format!("{w:.2}"));
+    // Three headings, for what each count covers: the store's life (kept in its manifest),
+    // this open, and now.
+    let life: [(&str, String); 9] = [
+        ("flushes", stats.flushes.to_string()),
+        ("compactions", stats.compactions.to_string()),
+        ("trivial moves", stats.trivial_moves.to_string()),
+        ("write stalls", stats.write_stalls.to_string()),
+        (
+            "stall seconds",
+            format!("{:.3}", stats.stall_micros as f64 / 1e6),
+        ),
+        ("user bytes written", stats.user_bytes_written.to_string()),
+        ("WAL bytes written", stats.wal_bytes_written.to_string()),
+        (
+            "table bytes written",
+            format!(
+                "{} (flushes {}, compactions {})",
+                stats.flush_bytes_written() + stats.compaction_bytes_written(),
+                stats.flush_bytes_written(),
+                stats.compaction_bytes_written()
+            ),
+        ),
+        ("write amplification", amplification),
+    ];
+    let this_open: [(&str, String); 18] = [
+        ("filter probes", stats.filter_probes.to_string()),
+        ("filter negatives", stats.filter_negatives.to_string()),
+        ("filter positives", stats.filter_positives.to_string()),
+        (
+            "filter true positives",
+            stats.filter_true_positives.to_string(),
+        ),
+        ("measured fpr", measured),
+        ("data block reads", stats.data_block_reads.to_string()),
+        ("bytes read", stats.bytes_read.to_string()),
+        ("split compactions", stats.split_compactions.to_string()),
+        (
+            "write stops for flush",
+            stats.write_stops_for_flush.to_string(),
+        ),
+        (
+            "write stops for level 0",
+            stats.write_stops_for_level0.to_string(),
+        ),
+        (
+            "longest stall seconds",
+            format!("{:.3}", stats.longest_stall_micros as f64 / 1e6),
+        ),
+        ("block cache hits", cache.hits.to_string()),
+        ("block cache misses", cache.misses.to_string()),
+        ("block cache inserts", cache.inserts.to_string()),
+        ("block cache evictions", cache.evictions.to_string()),
+        ("index partition reads", stats.index_block_reads.to_string()),
+        ("index cache hits", stats.index_cache.hits.to_string()),
+        ("table file opens", stats.table_cache.opens.to_string()),
+    ];
+    let now: [(&str, String); 9] = [
+        ("filter policy", policy_text(&stats.filter_policy)),
+        ("memtable bytes", stats.memtable_bytes.to_string()),
+        ("filter memory bytes", filter_memory_text(stats)),
+        ("index memory bytes", stats.index_memory_bytes.to_string()),
+        (
+            "index cache bytes",
+            format!(
+                "{} of {}",
+                stats.index_cache.bytes, stats.index_cache.capacity
+            ),
+        ),
+        (
+            "block cache bytes",
+            format!("{} of {}", cache.bytes, cache.capacity),
+        ),
+        (
+            "open table files",
+            format!(
+                "{} of {}",
+                stats.table_cache.open_files, stats.table_cache.capacity
+            ),
+        ),
+        ("last sequence", stats.last_sequence.to_string()),
+        (
+            "background error",
+            stats
+                .background_error
+                .clone()
+                .unwrap_or_else(|| "none".into()),
+        ),
+    ];
+    for (heading, counters) in [
+        ("over the store's life:", &life[..]),
+        ("since this open:", &this_open[..]),
+        ("now:", &now[..]),
+    ] {
+        let _ = writeln!(out, "{heading}");
+        for (name, value) in counters {
+            let _ = writeln!(out, "  {name:<22} {value}");
+        }
+    }
+    out
+}
+
+fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
+    let tables: Vec<_> = stats
+        .tables
+        .iter()
+        .map(|t| {
+            json!({
+                "level": t.level, "number": t.number, "file_size": t.file_size,
+                "entries": t.entries,
+                "smallest_key": codec::format(&t.smallest_key, hex),
+                "largest_key": codec::format(&t.largest_key, hex),
+                "bits_per_key": t.bits_per_key, "hashes": t.hashes,
+                "predicted_false_positive_rate": t.predicted_false_positive_rate,
+                "filter_bytes": t.filter_bytes,
+            })
+        })
+        .collect();
+    json!({
+        "levels": levels_json(stats),
+        "tables": tables,
+        "totals": {
+            "tables": stats.tables.len(),
+            "entries": stats.levels.iter().map(|l| l.entries).sum::<u64>(),
+            "bytes": stats.table_bytes(),
+        },
+        "counters": {
+            "filter_probes": stats.filter_probes,
+            "filter_negatives": stats.filter_negatives,
+            "filter_positives": stats.filter_positives,
+            "filter_true_positives": stats.filter_true_positives,
+            "filter_false_positives": stats.filter_false_positives(),
+            "measured_false_positive_rate": stats.measured_false_positive_rate(),
+            "data_block_reads": stats.data_block_reads,
+            "bytes_read": stats.bytes_read,
+            "flushes": stats.flushes,
+            "compactions": stats.compactions,
+            "trivial_moves": stats.trivial_moves,
+            "split_compactions": stats.split_compactions,
+            "write_stalls": stats.write_stalls,
+            "write_stops_for_flush": stats.write_stops_for_flush,
+            "write_stops_for_level0": stats.write_stops_for_level0,
+            "longest_stall_seconds": stats.longest_stall_micros as f64 / 1e6,
+        },
+        "writes": {
+            "user_bytes": stats.user_bytes_written,
+            "wal_bytes": stats.wal_bytes_written,
+            "flush_bytes": stats.flush_bytes_written(),
+            "compaction_bytes_written": stats.compaction_bytes_written(),
+            "compaction_bytes_read": stats.compaction_bytes_read(),
+            "write_amplification": stats.write_amplification(),
+            "stall_seconds": stats.stall_micros as f64 / 1e6,
+        },
+        "memtable_bytes": stats.memtable_bytes,
+        "immutable_memtables": stats.immutable_memtables,
+        "filter_policy": policy_text(&stats.filter_policy),
+        "filter_memory_bytes": stats.filter_memory_bytes,
+        "filter_memory_limit_bytes": stats.filter_memory_limit,
+        "tables_filter_shrunk": tables_filter_shrunk(stats),
+        "filter_partitions": filter_partitions_json(stats),
+        "index_memory_bytes": stats.index_memory_bytes,
+        "index_cache": {
+            "capacity_bytes": stats.index_cache.capacity,
+            "bytes": stats.index_cache.bytes,
+            "hits": stats.index_cache.hits,
+            "misses": stats.index_cache.misses,
+            "evictions": stats.index_cache.evictions,
+        },
+        "index_partition_reads": stats.index_block_reads,
+        "block_cache": {
+            "capacity_bytes": stats.block_cache.capacity,
+            "bytes": stats.block_cache.bytes,
+            "blocks": stats.block_cache.blocks,
+            "hits": stats.block_cache.hits,
+            "misses": stats.block_cache.misses,
+            "inserts": stats.block_cache.inserts,
+            "evictions": stats.block_cache.evictions,
+            "hit_rate": stats.block_cache.hit_rate(),
+        },
+        "table_cache": {
+            "max_open_files": stats.table_cache.capacity,
+            "open_files": stats.table_cache.open_files,
+            "opens": stats.table_cache.opens,
+            "closes": stats.table_cache.closes,
+        },
+        "last_sequence": stats.last_sequence,
+    })
+}
+
+/// The bits per key of level `level`'s tables: one number, a range when they differ, `none`
+/// when no table has a filter.
+fn level_bits_per_key(stats: &Stats, level: usize) -> String {
+    let bits: Vec<Option<u32>> = stats
+        .tables
+        .iter()
+        .filter(|t| t.level == level)
+        .map(|t| t.bits_per_key)
+        .collect();
+    let with = bits.iter().flatten();
+    let (low, high) = (with.clone().min(), with.max());
+    let unfiltered = bits.iter().any(Option::is_none);
+    match (low, high, unfiltered) {
+        (None, _, _) => "none".to_string(),
+        (Some(l), Some(h), false) if l == h => l.to_string(),
+        (Some(l), Some(h), false) => format!("{l}-{h}"),
+        (Some(l), Some(h), true) => format!("none, {l}-{h}"),
+        _ => "-".to_string(),
+    }
+}
+
+fn tables_filter_shrunk(stats: &Stats) -> usize {
+    stats.levels.iter().map(|l| l.tables_filter_shrunk).sum()
+}
+
+/// The filter policy the store writes with, in the words of kvtool's options and bench
+/// settings: `none`, a rate, `budget:B`, `reads:R`, or exact parameters.
+fn policy_text(policy: &FilterPolicy) -> String {
+    match policy {
+        FilterPolicy::Disabled => "none".to_string(),
+        FilterPolicy::FalsePositiveRate(p) => format!("rate {p}"),
+        FilterPolicy::BitsPerKeyBudget(b) => format!("budget:{b} (bits per key over the levels)"),
+        FilterPolicy::WastedReadsTarget(r) => format!("reads:{r} (wasted reads per absent get)"),
+        FilterPolicy::Params(p) => {
+            format!("{} bits per key, {} hashes", p.bits_per_key(), p.hashes())
+        }
+    }
+}
+
+/// The filters' memory, with the limit they are held to and how many were shrunk to fit it.
+fn filter_memory_text(stats: &Stats) -> String {
+    match stats.filter_memory_limit {
+        None => format!("{} (no limit)", stats.filter_memory_bytes),
+        Some(limit) => format!(
+            "{} of a limit of {limit} ({} tables' filters shrunk to fit){}",
+            stats.filter_memory_bytes,
+            tables_filter_shrunk(stats),
+            match partition_counts(stats) {
+                c if c.tables == 0 => String::new(),
+                c => format!(
+                    "; {} tables in {} filter partitions: {} whole, {} folded, {} dropped",
+                    c.tables, c.partitions, c.whole, c.folded, c.dropped
+                ),
+            }
+        ),
+    }
+}
