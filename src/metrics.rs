@@ -22,6 +22,14 @@ pub struct ReadCounters {
     /// Point lookups of a store that reached its tables (the memtables did not answer them):
     /// what a table's count of lookups it was asked is a share of.
     pub table_lookups: AtomicU64,
+    /// Filter units (whole filters, or partitions) read from table files into memory under a
+    /// filter memory limit: at an open, after a flush or compaction wrote the table, and when
+    /// a refit grows a filter back. No lookup reads one.
+    pub filter_reads: AtomicU64,
+    /// Bytes of those reads.
+    pub filter_bytes_read: AtomicU64,
+    /// Refits installed: new plans for the filter memory, made from the lookups counted.
+    pub filter_refits: AtomicU64,
     /// Filter counts of a store's lookups, per level of the tree the probed table was in.
     pub levels: [LevelFilterCounters; MAX_LEVELS],
     /// Filter counts of lookups in a table on its own ([`ReadCounters::add`]), outside any

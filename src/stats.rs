@@ -180,6 +180,15 @@ pub struct Stats {
     pub filter_policy: crate::FilterPolicy,
     /// Bytes of all filters held in memory.
     pub filter_memory_bytes: u64,
+    /// Filter units (whole filters, or partitions) read from table files into memory since
+    /// the store opened, under a filter memory limit: at the open, after flushes and
+    /// compactions, and by refits growing filters back (no lookup reads one); and the bytes
+    /// read. What the filters cost the disk, beside the data blocks.
+    pub filter_reads: u64,
+    pub filter_bytes_read: u64,
+    /// Refits installed since the store opened: new plans for the filter memory made from the
+    /// lookups counted (`Options::filter_memory_follows_lookups`).
+    pub filter_refits: u64,
     /// The limit `filter_memory_bytes` stays within: `Options::filter_memory_limit`, or the
     /// one the store made from `Options::filter_memory_share` when it opened; `None` when the
     /// filters are uncapped.

@@ -389,6 +389,8 @@ fn filter_memory_follows_skewed_lookups_to_the_busy_tables() {
     let dir = tempfile::tempdir().unwrap();
     let (db, busy, keys) = build_limited(dir.path(), options().filter_memory_limit(limit));
     let shrunk_reads = absent_lookups(&db, &keys, 5);
+    let before = db.stats();
+    assert_eq!(before.filter_refits, 0, "no lookups yet to refit by");
 
     // Lookups of one table's keys only: its filter is read back whole, others pay for it,
     // and the limit holds.
@@ -396,6 +398,17 @@ fn filter_memory_follows_skewed_lookups_to_the_busy_tables() {
     assert!(wait_until_whole(&db, busy), "{:?}", db.stats().tables);
     let stats = db.stats();
     assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
+    // The refit that grew it back is counted, with the filter it read from the file.
+    let busy_filter = (stats.tables.iter().find(|t| t.number == busy))
+        .unwrap()
+        .filter_bytes;
+    assert!(stats.filter_refits >= 1, "{stats:?}");
+    assert!(stats.filter_reads > before.filter_reads, "{stats:?}");
+    let read_back = stats.filter_bytes_read - before.filter_bytes_read;
+    assert!(
+        read_back >= busy_filter,
+        "{read_back} bytes read back, {busy_filter} held"
+    );
     let whole_reads = absent_lookups(&db, &keys, 5);
     assert!(
         whole_reads * 4 < shrunk_reads.max(4),

@@ -2093,3 +2093,40 @@ fn a_lookups_chart_names_the_workload_and_the_memory_limit_in_its_title() {
         "{svg}"
     );
 }
+
+/// `--chart-from` draws a `--writes` run's JSON as its chart of puts per second, refuses to
+/// mix one with runs of lookups, and refuses a file that is no run of stores.
+#[test]
+fn chart_from_draws_a_writes_run_and_refuses_what_it_cannot_draw() {
+    let tmp = tempfile::tempdir().unwrap();
+    let chart = tmp.path().join("chart.svg");
+    let chart_arg = chart.to_str().unwrap();
+    let writes = repo_path("docs/results/benchmarks-writes-30m-1gib.json");
+    let lookups = repo_path("docs/results/benchmarks-100m-1gib-random-5c1f4d4.json");
+    let (writes, lookups) = (writes.to_str().unwrap(), lookups.to_str().unwrap());
+    run_with(
+        &["bench", "--chart", chart_arg, "--chart-from", writes],
+        None,
+    )
+    .ok();
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.contains("puts/s"), "{svg}");
+    assert!(!svg.contains("1e308"), "{svg}");
+    let both = format!("{writes},{lookups}");
+    run_with(
+        &["bench", "--chart", chart_arg, "--chart-from", &both],
+        None,
+    )
+    .fails(
+        2,
+        "one --writes run alone; 1 of these 2 files are --writes runs",
+    );
+    let settings = tmp.path().join("settings.json");
+    std::fs::write(&settings, r#"{"settings": []}"#).unwrap();
+    let settings = settings.to_str().unwrap();
+    run_with(
+        &["bench", "--chart", chart_arg, "--chart-from", settings],
+        None,
+    )
+    .fails(2, "is not the JSON of a --stores run: no stores");
+}

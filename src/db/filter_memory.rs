@@ -99,6 +99,7 @@ impl Inner {
             version: refitted,
         });
         drop(shape);
+        (self.table_env.counters.filter_refits).fetch_add(1, Atomic::Relaxed);
         true
     }
 

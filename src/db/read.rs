@@ -235,6 +235,13 @@ impl Inner {
             writes_refused,
             manifest_rotations: self.counters.manifest_rotations.load(Ordering::Relaxed),
             filter_memory_bytes,
+            filter_reads: self.table_env.counters.filter_reads.load(Ordering::Relaxed),
+            filter_bytes_read: (self.table_env.counters.filter_bytes_read).load(Ordering::Relaxed),
+            filter_refits: self
+                .table_env
+                .counters
+                .filter_refits
+                .load(Ordering::Relaxed),
             filter_memory_limit: self.options.filter_memory_limit,
             filter_policy: self.options.filter_policy,
             index_memory_bytes,

@@ -325,12 +325,21 @@ impl Table {
         };
         let file = inner.file()?;
         let u = layout.unit(unit);
-        let filter = match layout.is_partitioned() {
-            false => read_filter_block(file.as_ref(), &inner.path, handle)?
-                .1
-                .remove(0),
-            true => read_partition(file.as_ref(), &inner.path, u)?,
+        let (filter, bytes) = match layout.is_partitioned() {
+            false => {
+                let mut whole = read_filter_block(file.as_ref(), &inner.path, handle)?;
+                (whole.1.remove(0), handle.size_with_trailer())
+            }
+            true => (
+                read_partition(file.as_ref(), &inner.path, u)?,
+                u.serialized_len(),
+            ),
         };
+        let counters = &inner.env.counters;
+        counters.filter_reads.fetch_add(1, Ordering::Relaxed);
+        counters
+            .filter_bytes_read
+            .fetch_add(bytes, Ordering::Relaxed);
         if !filter_agrees(&filter, inner.filter_params, u.keys) {
             return Err(Error::corruption(
                 &inner.path,

@@ -19,7 +19,7 @@ use super::children::{
     run_children,
 };
 use super::files::{scratch_dir, write_result};
-use super::stores_report::{chart_svg, print_report, read_run};
+use super::stores_report::{chart_svg, is_writes_run, print_report, read_run};
 use super::timing::{time_lookups, watch_device_of, Timing};
 use super::workload::{load, settle, Workload};
 use super::{batched, memory};
@@ -60,7 +60,14 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     if let Some(path) = &args.chart {
         let mut docs = vec![doc];
         for earlier in &args.chart_from {
-            docs.push(read_run(earlier)?);
+            let run = read_run(earlier)?;
+            if is_writes_run(&run) {
+                return Err(Failure::from(format!(
+                    "{} is a --writes run: a chart of lookups cannot take it",
+                    earlier.display()
+                )));
+            }
+            docs.push(run);
         }
         write_result(path, &chart_svg(&docs))?;
     }
@@ -121,6 +128,9 @@ fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Valu
         "resident_bytes": resident_bytes, "peak_resident_bytes": peak_resident_bytes,
         "filter_memory_bytes": after.filter_memory_bytes,
         "filter_memory_limit_bytes": after.filter_memory_limit,
+        "filter_reads": after.filter_reads,
+        "filter_bytes_read": after.filter_bytes_read,
+        "filter_refits": after.filter_refits,
         "tables_filter_shrunk": after.levels.iter().map(|l| l.tables_filter_shrunk).sum::<usize>(),
         "filter_partitions": crate::store_json::filter_partitions_json(&after),
         "predicted_false_positive_rate_per_level": after
@@ -188,6 +198,9 @@ fn with_store_counts(timing: Timing, earlier: &Stats, later: &Stats) -> Value {
     figures["block_cache_misses_per_get"] = json!(per_get(|s| s.block_cache.misses));
     figures["index_partition_reads_per_get"] = json!(per_get(|s| s.index_block_reads));
     figures["file_opens_per_get"] = json!(per_get(|s| s.table_cache.opens));
+    // What filters cost the disk during the run: units read back by refits, and the refits.
+    figures["filter_bytes_read_per_get"] = json!(per_get(|s| s.filter_bytes_read));
+    figures["filter_refits"] = json!(later.filter_refits - earlier.filter_refits);
     figures
 }
 

@@ -12,25 +12,53 @@ use super::files::write_result;
 use super::table::{memory_limit_text, mib, number, print_table};
 use crate::Failure;
 
-/// Draws the chart of earlier runs' JSON files (`--chart` without `--stores`).
+/// Draws the chart of earlier runs' JSON files (`--chart` without `--stores`): runs of
+/// lookups together, gets per second against keys loaded, or one `--writes` run alone, its
+/// puts per second over the load.
 pub fn chart_from_files(chart: &Path, files: &[std::path::PathBuf]) -> Result<(), Failure> {
     let docs = files
         .iter()
         .map(|file| read_run(file))
         .collect::<Result<Vec<_>, _>>()?;
-    write_result(chart, &chart_svg(&docs))
+    let writes = docs.iter().filter(|d| is_writes_run(d)).count();
+    let svg = match (writes, &docs[..]) {
+        (0, _) => chart_svg(&docs),
+        (1, [one]) => super::writes_report::chart_svg(one),
+        _ => {
+            return Err(Failure::from(format!(
+                "--chart-from draws runs of lookups together, or one --writes run alone; {writes} \
+                 of these {} files are --writes runs",
+                docs.len()
+            )))
+        }
+    };
+    write_result(chart, &svg)
 }
 
-/// An earlier run's figures, from the JSON file `--json` wrote.
+/// Whether a run's JSON is that of a `--writes` run.
+pub fn is_writes_run(doc: &Value) -> bool {
+    doc["benchmark"] == "writes"
+}
+
+/// An earlier run's figures, from the JSON file `--json` wrote: a `--stores` run, of lookups
+/// or of writes (a settings run's JSON, or any other, is refused: it has no stores to draw).
 pub fn read_run(file: &Path) -> Result<Value, Failure> {
     let bytes = std::fs::read(file)
         .map_err(|e| Failure::from(format!("cannot read {}: {e}", file.display())))?;
-    serde_json::from_slice(&bytes).map_err(|e| {
+    let not_a_run = |why: String| {
         Failure::from(format!(
-            "{} is not the JSON of a --stores run: {e}",
+            "{} is not the JSON of a --stores run: {why}",
             file.display()
         ))
-    })
+    };
+    let doc: Value = serde_json::from_slice(&bytes).map_err(|e| not_a_run(e.to_string()))?;
+    let has_stores = doc["stores"].as_array().is_some_and(|s| !s.is_empty());
+    match has_stores && (is_writes_run(&doc) || doc["lookups"].is_u64()) {
+        true => Ok(doc),
+        false => Err(not_a_run(
+            "no stores with lookups or writes in it".to_string(),
+        )),
+    }
 }
 
 pub fn print_report(doc: &Value) {

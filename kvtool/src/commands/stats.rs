@@ -113,7 +113,7 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ),
         ("write amplification", amplification),
     ];
-    let this_open: [(&str, String); 18] = [
+    let this_open: [(&str, String); 19] = [
         ("filter probes", stats.filter_probes.to_string()),
         ("filter negatives", stats.filter_negatives.to_string()),
         ("filter positives", stats.filter_positives.to_string()),
@@ -142,6 +142,13 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("block cache inserts", cache.inserts.to_string()),
         ("block cache evictions", cache.evictions.to_string()),
         ("index partition reads", stats.index_block_reads.to_string()),
+        (
+            "filter reads from files",
+            format!(
+                "{} ({} bytes; {} refits)",
+                stats.filter_reads, stats.filter_bytes_read, stats.filter_refits
+            ),
+        ),
         ("index cache hits", stats.index_cache.hits.to_string()),
         ("table file opens", stats.table_cache.opens.to_string()),
     ];
@@ -257,6 +264,9 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
             "evictions": stats.index_cache.evictions,
         },
         "index_partition_reads": stats.index_block_reads,
+        "filter_reads": stats.filter_reads,
+        "filter_bytes_read": stats.filter_bytes_read,
+        "filter_refits": stats.filter_refits,
         "block_cache": {
             "capacity_bytes": stats.block_cache.capacity,
             "bytes": stats.block_cache.bytes,
