@@ -2112,6 +2112,19 @@ fn chart_from_draws_a_writes_run_and_refuses_what_it_cannot_draw() {
     let svg = std::fs::read_to_string(&chart).unwrap();
     assert!(svg.contains("puts/s"), "{svg}");
     assert!(!svg.contains("1e308"), "{svg}");
+    // --variant names what the run tried in the title.
+    let args = [
+        "bench",
+        "--chart",
+        chart_arg,
+        "--chart-from",
+        writes,
+        "--variant",
+        "arena",
+    ];
+    run_with(&args, None).ok();
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.contains("held to 1024 MiB; arena; one thread"), "{svg}");
     let both = format!("{writes},{lookups}");
     run_with(
         &["bench", "--chart", chart_arg, "--chart-from", &both],

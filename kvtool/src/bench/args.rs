@@ -57,6 +57,11 @@ pub struct BenchArgs {
     /// JSON files of earlier `--stores` runs (written with `--json`) to put on the `--chart`.
     #[arg(long, value_delimiter = ',', value_name = "FILES")]
     pub chart_from: Vec<PathBuf>,
+    /// What this run tries, beside its workload (a build, an option: `arena memtables`):
+    /// recorded in its JSON and named in its chart's title, so that charts of runs of one
+    /// workload tell themselves apart. With `--chart-from` alone, what the runs charted tried.
+    #[arg(long, value_name = "TEXT")]
+    pub variant: Option<String>,
     /// With `--stores`: measure sustained writes instead of lookups (stores `bloomkv`,
     /// `rocksdb`, `rocksdb-shape`: RocksDB with bloomkv's memtable, table and level sizes,
     /// and `fjall`). Each store, in a process of its own, is loaded with `--keys` keys by one

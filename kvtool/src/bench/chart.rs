@@ -23,7 +23,14 @@ pub fn workload_title(doc: &Value) -> String {
         Some(1) => ", one put per write",
         _ => "",
     };
-    format!("{} keys{values}{load}{lookups}, {limit}", doc["keys"])
+    let variant = match doc["variant"].as_str() {
+        Some(variant) => format!("; {variant}"),
+        None => String::new(),
+    };
+    format!(
+        "{} keys{values}{load}{lookups}, {limit}{variant}",
+        doc["keys"]
+    )
 }
 
 /// The color of a store's line on every chart (`--stores` names and the names the stores

@@ -65,11 +65,12 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         return stores::run(args, dir);
     }
     if let (Some(chart), false) = (&args.chart, args.chart_from.is_empty()) {
-        return stores_report::chart_from_files(chart, &args.chart_from);
+        return stores_report::chart_from_files(chart, &args.chart_from, args.variant.as_deref());
     }
-    if args.memory_limit.is_some() || args.chart.is_some() {
+    if args.memory_limit.is_some() || args.chart.is_some() || args.variant.is_some() {
         return Err(Failure::from(
-            "--memory-limit and --chart apply to store comparisons: add --stores bloomkv,...",
+            "--memory-limit, --chart and --variant apply to store comparisons: add --stores \
+             bloomkv,...",
         ));
     }
     settings::run(args, dir)

@@ -52,6 +52,7 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
         "values": args.values.name(), "lookups": args.lookups, "seed": args.seed,
         "distribution": args.distribution.name(), "load_batch": args.load_batch,
         "memory_limit_bytes": args.memory_limit, "stores": runs,
+        "variant": args.variant,
     });
     print_report(&doc);
     if let Some(path) = &args.json {

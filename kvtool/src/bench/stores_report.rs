@@ -15,11 +15,18 @@ use crate::Failure;
 /// Draws the chart of earlier runs' JSON files (`--chart` without `--stores`): runs of
 /// lookups together, gets per second against keys loaded, or one `--writes` run alone, its
 /// puts per second over the load.
-pub fn chart_from_files(chart: &Path, files: &[std::path::PathBuf]) -> Result<(), Failure> {
-    let docs = files
+pub fn chart_from_files(
+    chart: &Path,
+    files: &[std::path::PathBuf],
+    variant: Option<&str>,
+) -> Result<(), Failure> {
+    let mut docs = files
         .iter()
         .map(|file| read_run(file))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(variant) = variant {
+        docs.iter_mut().for_each(|d| d["variant"] = json!(variant));
+    }
     let writes = docs.iter().filter(|d| is_writes_run(d)).count();
     let svg = match (writes, &docs[..]) {
         (0, _) => chart_svg(&docs),

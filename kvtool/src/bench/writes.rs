@@ -156,6 +156,7 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
         "user_bytes": user_bytes(args.keys, args.value_size),
         "synced_keys": args.synced_keys, "writer_threads": args.writer_threads,
         "memory_limit_bytes": args.memory_limit, "stores": runs,
+        "variant": args.variant,
     });
     print_report(&doc);
     if let Some(path) = &args.json {
