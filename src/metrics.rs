@@ -153,6 +153,7 @@ impl ReadCounters {
 
 impl ReadCountersSnapshot {
     /// Counts one filter probe and its answer, which it returns.
+    #[inline]
     pub(crate) fn count_probe(&mut self, passed: bool) -> bool {
         self.filter_probes += 1;
         match passed {

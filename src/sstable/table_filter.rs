@@ -111,7 +111,38 @@ impl Table {
     /// Asks the filter whether the table may hold `key` (of `hash`), counting the probe (a
     /// table without a filter may hold anything) and, where the store counts them, the
     /// lookup for the unit of the filter that answers.
+    ///
+    /// A whole filter, the common case, takes the path it took before filters had units, and
+    /// small enough to be inlined into the lookup: no search, one count in the table itself,
+    /// one pointer to the bits. Out of line, through the units, an absent get of a one-table
+    /// store ran 818 instructions against 790 before units (Valgrind's count).
+    #[inline]
     pub fn filter_admits(
+        &self,
+        key: &[u8],
+        hash: &KeyHash,
+        tally: &mut ReadCountersSnapshot,
+    ) -> bool {
+        if self.partitioned {
+            return self.partition_admits(key, hash, tally);
+        }
+        if !self.filtered {
+            return true;
+        }
+        if self.inner.env.count_lookups {
+            self.inner
+                .first_unit_lookups
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        match &self.whole {
+            Some(filter) => tally.count_probe(filter.contains_hash(hash)),
+            None => true,
+        }
+    }
+
+    /// [`filter_admits`](Self::filter_admits) for a partitioned filter: the partition that
+    /// answers for `key` is found first.
+    fn partition_admits(
         &self,
         key: &[u8],
         hash: &KeyHash,
