@@ -138,7 +138,7 @@ impl Cursor {
     pub fn next(&mut self) -> Result<()> {
         match (&self.walk, &self.current) {
             (_, None) => Ok(()),
-            (Walk::Forward(_), Some(_)) => self.step_forward(),
+            (Walk::Forward(_), Some(_)) => self.step(),
             (_, Some((key, _))) => self.walk_forward_from(Bound::Excluded(key.clone())),
         }
     }
@@ -147,7 +147,7 @@ impl Cursor {
     pub fn prev(&mut self) -> Result<()> {
         match (&self.walk, &self.current) {
             (_, None) => Ok(()),
-            (Walk::Backward(_), Some(_)) => self.step_backward(),
+            (Walk::Backward(_), Some(_)) => self.step(),
             (_, Some((key, _))) => self.walk_backward_from(Bound::Excluded(key.clone())),
         }
     }
@@ -156,44 +156,28 @@ impl Cursor {
         let start = start.as_ref().map(Vec::as_slice);
         let walk = walk_forward(self.sources.as_ref(), start, &self.upper, self.snapshot);
         self.walk = Walk::Forward(walk);
-        self.step_forward()
+        self.step()
     }
 
     fn walk_backward_from(&mut self, end: Bound<Vec<u8>>) -> Result<()> {
         let end = end.as_ref().map(Vec::as_slice);
         let walk = walk_backward(self.sources.as_ref(), &self.lower, end, self.snapshot);
         self.walk = Walk::Backward(walk);
-        self.step_backward()
+        self.step()
     }
 
-    fn step_forward(&mut self) -> Result<()> {
+    /// One step of the walk the cursor is on. Every walk starts within the bounds and is cut
+    /// at the bound it walks towards, so each pair it gives lies within them. The walk's end
+    /// or an error leaves the cursor unpositioned.
+    fn step(&mut self) -> Result<()> {
         let step = match &mut self.walk {
             Walk::Forward(walk) => walk.next(),
-            _ => None,
-        };
-        let step = step.map(|r| r.map(|e| (e.key, e.value)));
-        let within = |pair: &(Vec<u8>, Vec<u8>)| at_or_before(&pair.0, &self.upper);
-        let within = step.as_ref().is_some_and(|s| s.as_ref().is_ok_and(within));
-        self.settle(step, within)
-    }
-
-    fn step_backward(&mut self) -> Result<()> {
-        let step = match &mut self.walk {
             Walk::Backward(walk) => walk.next(),
-            _ => None,
+            Walk::Idle => None,
         };
-        let step = step.map(|r| r.map(|e| (e.key, e.value)));
-        let within = |pair: &(Vec<u8>, Vec<u8>)| at_or_after(&pair.0, &self.lower);
-        let within = step.as_ref().is_some_and(|s| s.as_ref().is_ok_and(within));
-        self.settle(step, within)
-    }
-
-    /// Takes a step's pair as the cursor's place when it lies `within` the bounds, or leaves
-    /// the cursor unpositioned when the walk ended, passed a bound, or failed.
-    fn settle(&mut self, step: Option<Result<(Vec<u8>, Vec<u8>)>>, within: bool) -> Result<()> {
         match step {
-            Some(Ok(pair)) if within => {
-                self.current = Some(pair);
+            Some(Ok(entry)) => {
+                self.current = Some((entry.key, entry.value));
                 Ok(())
             }
             Some(Err(e)) => {
@@ -201,7 +185,7 @@ impl Cursor {
                 self.walk = Walk::Idle;
                 Err(e)
             }
-            _ => {
+            None => {
                 self.current = None;
                 self.walk = Walk::Idle;
                 Ok(())

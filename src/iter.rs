@@ -461,9 +461,9 @@ pub(crate) fn at_or_before(key: &[u8], end: &Bound<Vec<u8>>) -> bool {
 pub struct DbIterator {
     sources: Arc<dyn Sources>,
     snapshot: SeqNo,
+    /// The range, a prefix's included: every key from `start` to `end` starts with it.
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
-    prefix: Option<Vec<u8>>,
     /// Each end's walk, begun at its first step.
     front: Option<ForwardWalk>,
     back: Option<BackwardWalk>,
@@ -497,7 +497,6 @@ impl DbIterator {
             snapshot,
             start,
             end,
-            prefix,
             front: None,
             back: None,
             front_last: None,
@@ -506,14 +505,9 @@ impl DbIterator {
         }
     }
 
-    fn in_range(&self, key: &[u8]) -> bool {
-        at_or_after(key, &self.start)
-            && at_or_before(key, &self.end)
-            && self.prefix.as_ref().is_none_or(|p| key.starts_with(p))
-    }
-
-    /// Hands out `step`'s pair unless it lies out of range or where the other end has been,
-    /// which ends the iterator (both ends: what is left between them is nothing); records
+    /// Hands out `step`'s pair unless it lies where the other end has been (each walk starts
+    /// within the range and is cut at its far bound, so every pair is in range), which ends
+    /// the iterator (both ends: what is left between them is nothing); records
     /// the key handed out as the last of the front end (`at_front`) or of the back.
     fn hand_out(
         &mut self,
@@ -522,7 +516,7 @@ impl DbIterator {
         at_front: bool,
     ) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
         match step {
-            Some(Ok(entry)) if self.in_range(&entry.key) && !met_other_end(&entry.key) => {
+            Some(Ok(entry)) if !met_other_end(&entry.key) => {
                 let last = match at_front {
                     true => &mut self.front_last,
                     false => &mut self.back_last,

@@ -209,19 +209,8 @@ fn assert_every_way_matches(
     let backward: Vec<_> = iter().rev().map(|p| p.unwrap()).collect();
     let reversed: Vec<_> = expected.iter().rev().cloned().collect();
     assert_eq!(backward, reversed, "{what} backwards");
-    let mut both = iter();
-    let (mut front, mut back) = (Vec::new(), Vec::new());
-    while let Some(pair) = both.next() {
-        front.push(pair.unwrap());
-        match both.next_back() {
-            Some(pair) => back.push(pair.unwrap()),
-            None => break,
-        }
-    }
-    assert!(both.next().is_none(), "{what}: both ends met");
-    assert!(both.next_back().is_none(), "{what}: both ends met");
-    front.extend(back.into_iter().rev());
-    assert_eq!(front, expected, "{what} from both ends");
+    let both = common::read_from_both_ends(iter());
+    assert_eq!(both, expected, "{what} from both ends");
 }
 
 fn model_range(

@@ -329,17 +329,8 @@ fn ranges_merge_the_snapshot_with_the_transactions_own_writes() {
         rest.reverse();
         assert_eq!([front, rest].concat(), all, "split at {split}");
     }
-    let mut both = tx.iter();
-    let (mut front, mut back) = (Vec::new(), Vec::new());
-    while let Some(pair) = both.next() {
-        front.push(pair.unwrap());
-        match both.next_back() {
-            Some(pair) => back.push(pair.unwrap()),
-            None => break,
-        }
-    }
-    front.extend(back.into_iter().rev());
-    assert_eq!(pairs_of(front.into_iter().map(Ok)), all, "alternating ends");
+    let both = common::read_from_both_ends(tx.iter());
+    assert_eq!(pairs_of(both.into_iter().map(Ok)), all, "alternating ends");
     // The transaction's view; the store's own moved on.
     assert_eq!(
         db.get("k00001").unwrap(),

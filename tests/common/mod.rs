@@ -57,6 +57,25 @@ pub fn value(i: u64, v: u64) -> Vec<u8> {
     format!("value-{i}-{v}-{}", "x".repeat((i % 40) as usize)).into_bytes()
 }
 
+/// Reads a double-ended iterator from both ends in turn, one step at each, until they meet;
+/// returns the pairs in key order, and checks that neither end gives more once they met.
+pub fn read_from_both_ends<T: std::fmt::Debug>(
+    mut both: impl DoubleEndedIterator<Item = bloomkv::Result<T>>,
+) -> Vec<T> {
+    let (mut front, mut back) = (Vec::new(), Vec::new());
+    while let Some(item) = both.next() {
+        front.push(item.unwrap());
+        match both.next_back() {
+            Some(item) => back.push(item.unwrap()),
+            None => break,
+        }
+    }
+    assert!(both.next().is_none(), "the ends met");
+    assert!(both.next_back().is_none(), "the ends met");
+    front.extend(back.into_iter().rev());
+    front
+}
+
 /// Writes the even keys `2 * from .. 2 * to` (`key(2 * i)` with `value(i, 0)`), so that
 /// every odd key lies between two stored ones: a lookup of it is an absent key in range.
 pub fn put_even(db: &bloomkv::Db, from: u64, to: u64) {
