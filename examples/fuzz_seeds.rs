@@ -84,6 +84,7 @@ fn log(records: &[Vec<u8>]) -> Vec<u8> {
 
 fn meta(number: u64, level: u32, smallest: &[u8], largest: &[u8]) -> TableMeta {
     TableMeta {
+        keyspace: 0,
         number,
         level,
         file_size: 4096 * number,
@@ -151,6 +152,9 @@ fn main() -> ExitCode {
             removed: vec![(0, 3), (0, 4)],
             write_totals: None,
             filter_policy: None,
+            next_keyspace: None,
+            keyspaces: Vec::new(),
+            dropped_keyspaces: Vec::new(),
         }
         .encode(),
         VersionEdit {
@@ -167,6 +171,15 @@ fn main() -> ExitCode {
             filter_policy: Some(bloomkv::manifest::RecordedPolicy::of(
                 &bloomkv::FilterPolicy::BitsPerKeyBudget(10.0),
             )),
+            next_keyspace: Some(4),
+            keyspaces: vec![bloomkv::manifest::KeyspaceRecord {
+                id: 3,
+                name: "emails".into(),
+                options: bloomkv::KeyspaceOptions::new()
+                    .compression(bloomkv::Compression::None)
+                    .memtable_size(1 << 20),
+            }],
+            dropped_keyspaces: vec![2],
         }
         .encode(),
     ];

@@ -595,6 +595,7 @@ mod tests {
 
     fn meta(smallest: &str, largest: &str, file_size: u64) -> TableMeta {
         TableMeta {
+            keyspace: 0,
             number: 0,
             level: 0,
             file_size,

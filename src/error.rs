@@ -57,6 +57,9 @@ pub enum Error {
         key: Vec<u8>,
         current: Option<Vec<u8>>,
     },
+    /// The keyspace a read or write names is not in the store: it was dropped (a handle of it
+    /// outlived the drop), or a batch made for another store names one this store lacks.
+    NoSuchKeyspace { name: String },
 }
 
 impl Error {
@@ -125,6 +128,7 @@ impl Error {
                 key: key.clone(),
                 current: current.clone(),
             },
+            Error::NoSuchKeyspace { name } => Error::NoSuchKeyspace { name: name.clone() },
         }
     }
 
@@ -194,6 +198,7 @@ impl fmt::Display for Error {
                  the maximum {max}"
             ),
             Error::Filter(e) => write!(f, "{e}"),
+            Error::NoSuchKeyspace { name } => write!(f, "the store has no keyspace {name}"),
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod filename;
 pub mod filter;
 pub mod fs;
 mod iter;
+pub mod keyspace;
 pub mod manifest;
 pub mod memory;
 mod memtable;
@@ -47,8 +48,9 @@ pub use db::{
 };
 pub use error::{Error, Result};
 pub use iter::DbIterator;
+pub use keyspace::{Keyspace, KeyspaceOptions, KeyspaceView, DEFAULT_KEYSPACE};
 pub use options::{Options, WalRecoveryMode, WriteOptions};
 pub use repair::{repair, salvage::SalvagedTable, RepairReport};
 pub use sstable::{Compression, FilterPolicy, FilterResidency};
-pub use stats::{LevelStats, Stats, TableStats};
+pub use stats::{KeyspaceStats, LevelStats, Stats, TableStats};
 pub use write_batch::WriteBatch;

@@ -207,6 +207,33 @@ pub struct Stats {
     pub block_cache: BlockCacheStats,
     /// The table cache: open table files.
     pub table_cache: TableCacheStats,
+    /// Each keyspace, the default first. `levels`, `tables`, `memtable_bytes` and
+    /// `immutable_memtables` above are the default keyspace's; the counters and memory
+    /// figures above are the whole store's.
+    pub keyspaces: Vec<KeyspaceStats>,
+}
+
+/// One keyspace as [`Stats`] reports it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KeyspaceStats {
+    pub name: String,
+    /// Its levels, level 0 first (each level's write and probe counters are the store's).
+    pub levels: Vec<LevelStats>,
+    /// Its live tables, level by level.
+    pub tables: Vec<TableStats>,
+    /// Entries and bytes in its tables.
+    pub entries: u64,
+    pub bytes: u64,
+    /// Bytes in its active memtable, and its frozen memtables waiting for a flush.
+    pub memtable_bytes: u64,
+    pub immutable_memtables: usize,
+    /// Bytes of its tables' filters held in memory.
+    pub filter_memory_bytes: u64,
+    /// The options its tables are written with.
+    pub filter_policy: crate::FilterPolicy,
+    pub compression: crate::Compression,
+    pub block_size: usize,
+    pub memtable_size: usize,
 }
 
 impl Stats {

@@ -307,10 +307,16 @@ impl Version {
         version
     }
 
-    /// The version after `edit`; `opened` holds the readers of the tables the edit adds. A
-    /// table the edit moves (removes and adds back) keeps the reader this version holds,
-    /// whose filter may have been shrunk since the move was picked.
-    pub fn apply(&self, edit: &VersionEdit, opened: &HashMap<u64, Table>) -> Version {
+    /// The version of keyspace `keyspace` after `edit` (whose tables of other keyspaces it
+    /// leaves out); `opened` holds the readers of the tables the edit adds. A table the edit
+    /// moves (removes and adds back) keeps the reader this version holds, whose filter may
+    /// have been shrunk since the move was picked.
+    pub fn apply(
+        &self,
+        keyspace: u32,
+        edit: &VersionEdit,
+        opened: &HashMap<u64, Table>,
+    ) -> Version {
         let mut levels = self.levels.clone();
         let mut removed = HashMap::new();
         for (level, number) in &edit.removed {
@@ -320,7 +326,7 @@ impl Version {
                 }
             }
         }
-        for meta in &edit.added {
+        for meta in edit.added.iter().filter(|t| t.keyspace == keyspace) {
             let reader = removed
                 .get(&meta.number)
                 .or_else(|| opened.get(&meta.number));

@@ -2,21 +2,37 @@
 //!
 //! ```text
 //! record  := first_seq u64 LE | count u32 LE | op*count
-//! op      := kind u8 (0 tombstone, 1 value) | key_len varint | key | [value_len varint | value]
+//! op      := kind u8 | [keyspace varint] | key_len varint | key | [value_len varint | value]
+//! kind    := 0 tombstone | 1 value            (in the default keyspace)
+//!          | 2 tombstone | 3 value            (in the keyspace numbered next)
 //! ```
-//! The i-th op gets sequence number `first_seq + i`.
+//! The i-th op gets sequence number `first_seq + i`. Ops of the default keyspace are written
+//! as they were before keyspaces, so logs of older stores replay as they are.
 
 use std::path::Path;
 
 use crate::entry::{check_entry_len, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
+use crate::keyspace::{Keyspace, KeyspaceId, DEFAULT_ID};
 use crate::varint;
 
-/// Puts and deletes that are logged in one WAL record and become visible together.
+/// An op's kind byte adds this when the op names its keyspace.
+const IN_KEYSPACE: u8 = 2;
+
+/// Puts and deletes that are logged in one WAL record and become visible together, in one
+/// keyspace or across several.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
-    ops: Vec<(ValueKind, Vec<u8>, Vec<u8>)>,
+    ops: Vec<Op>,
     bytes: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Op {
+    kind: ValueKind,
+    keyspace: KeyspaceId,
+    key: Vec<u8>,
+    value: Vec<u8>,
 }
 
 impl WriteBatch {
@@ -25,20 +41,71 @@ impl WriteBatch {
         WriteBatch::default()
     }
 
-    /// Sets `key` to `value`.
+    /// Sets `key` to `value` in the default keyspace.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
-        let (key, value) = (key.as_ref().to_vec(), value.as_ref().to_vec());
+        self.push(ValueKind::Value, DEFAULT_ID, key.as_ref(), value.as_ref())
+    }
+
+    /// Deletes `key` from the default keyspace.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
+        self.push(ValueKind::Tombstone, DEFAULT_ID, key.as_ref(), &[])
+    }
+
+    /// Sets `key` to `value` in `keyspace`. A batch written to a store other than the one
+    /// `keyspace` belongs to fails, unless that store has a keyspace of the same number.
+    pub fn put_in(
+        &mut self,
+        keyspace: &Keyspace<'_>,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        self.push(
+            ValueKind::Value,
+            keyspace.id(),
+            key.as_ref(),
+            value.as_ref(),
+        )
+    }
+
+    /// Deletes `key` from `keyspace`.
+    pub fn delete_in(&mut self, keyspace: &Keyspace<'_>, key: impl AsRef<[u8]>) -> &mut Self {
+        self.push(ValueKind::Tombstone, keyspace.id(), key.as_ref(), &[])
+    }
+
+    fn push(
+        &mut self,
+        kind: ValueKind,
+        keyspace: KeyspaceId,
+        key: &[u8],
+        value: &[u8],
+    ) -> &mut Self {
         self.bytes += key.len() + value.len();
-        self.ops.push((ValueKind::Value, key, value));
+        self.ops.push(Op {
+            kind,
+            keyspace,
+            key: key.to_vec(),
+            value: value.to_vec(),
+        });
         self
     }
 
-    /// Deletes `key`.
-    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
-        let key = key.as_ref().to_vec();
-        self.bytes += key.len();
-        self.ops.push((ValueKind::Tombstone, key, Vec::new()));
-        self
+    /// The keyspace of every op, when they share one (`None` for an empty batch).
+    pub(crate) fn only_keyspace(&self) -> Option<KeyspaceId> {
+        let first = self.ops.first()?.keyspace;
+        self.ops
+            .iter()
+            .all(|op| op.keyspace == first)
+            .then_some(first)
+    }
+
+    /// Each keyspace the batch writes to, in the order of the ops (once per run of ops).
+    pub(crate) fn keyspaces(&self) -> impl Iterator<Item = KeyspaceId> + '_ {
+        let mut last = None;
+        self.ops.iter().filter_map(move |op| {
+            let new = last != Some(op.keyspace);
+            last = Some(op.keyspace);
+            new.then_some(op.keyspace)
+        })
     }
 
     /// Number of operations.
@@ -56,32 +123,37 @@ impl WriteBatch {
         self.bytes
     }
 
-    /// Each operation's key, and its value (`None` for a delete), in order.
+    /// Each operation's key in the default keyspace, and its value (`None` for a delete), in
+    /// order: what conditions (transactions, compare-and-swap) are checked against.
     pub(crate) fn ops(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
-        self.ops.iter().map(|(kind, key, value)| match kind {
-            ValueKind::Value => (key.as_slice(), Some(value.as_slice())),
-            ValueKind::Tombstone => (key.as_slice(), None),
-        })
+        (self.ops.iter())
+            .filter(|op| op.keyspace == DEFAULT_ID)
+            .map(|op| match op.kind {
+                ValueKind::Value => (op.key.as_slice(), Some(op.value.as_slice())),
+                ValueKind::Tombstone => (op.key.as_slice(), None),
+            })
     }
 
     /// Checks every key and value against the store's limits.
     pub(crate) fn validate(&self) -> Result<()> {
-        self.ops
-            .iter()
-            .try_for_each(|(_, key, value)| check_entry_len(key, value))
+        (self.ops.iter()).try_for_each(|op| check_entry_len(&op.key, &op.value))
     }
 
-    /// The batch's entries, numbered from `first_seq`; keys and values move, not copy.
-    pub(crate) fn into_entries(self, first_seq: SeqNo) -> impl Iterator<Item = Entry> {
-        self.ops
-            .into_iter()
-            .enumerate()
-            .map(move |(i, (kind, key, value))| Entry {
-                key,
+    /// The batch's entries with their keyspaces, numbered from `first_seq`; keys and values
+    /// move, not copy.
+    pub(crate) fn into_entries(
+        self,
+        first_seq: SeqNo,
+    ) -> impl Iterator<Item = (KeyspaceId, Entry)> {
+        self.ops.into_iter().enumerate().map(move |(i, op)| {
+            let entry = Entry {
+                key: op.key,
                 seq: first_seq + i as u64,
-                kind,
-                value,
-            })
+                kind: op.kind,
+                value: op.value,
+            };
+            (op.keyspace, entry)
+        })
     }
 
     /// The WAL record for this batch.
@@ -89,13 +161,19 @@ impl WriteBatch {
         let mut out = Vec::with_capacity(12 + self.bytes + self.ops.len() * 8);
         out.extend_from_slice(&first_seq.to_le_bytes());
         out.extend_from_slice(&(self.ops.len() as u32).to_le_bytes());
-        for (kind, key, value) in &self.ops {
-            out.push(*kind as u8);
-            varint::put(&mut out, key.len() as u64);
-            out.extend_from_slice(key);
-            if *kind == ValueKind::Value {
-                varint::put(&mut out, value.len() as u64);
-                out.extend_from_slice(value);
+        for op in &self.ops {
+            match op.keyspace {
+                DEFAULT_ID => out.push(op.kind as u8),
+                keyspace => {
+                    out.push(op.kind as u8 + IN_KEYSPACE);
+                    varint::put(&mut out, u64::from(keyspace));
+                }
+            }
+            varint::put(&mut out, op.key.len() as u64);
+            out.extend_from_slice(&op.key);
+            if op.kind == ValueKind::Value {
+                varint::put(&mut out, op.value.len() as u64);
+                out.extend_from_slice(&op.value);
             }
         }
         out
@@ -107,9 +185,13 @@ impl WriteBatch {
         record[..8].copy_from_slice(&first_seq.to_le_bytes());
     }
 
-    /// Decodes a WAL record into its entries; `log` and `offset` (the record's) name where
-    /// it lies in errors.
-    pub(crate) fn decode(record: &[u8], log: &Path, offset: u64) -> Result<Vec<Entry>> {
+    /// Decodes a WAL record into its entries and their keyspaces; `log` and `offset` (the
+    /// record's) name where it lies in errors.
+    pub(crate) fn decode(
+        record: &[u8],
+        log: &Path,
+        offset: u64,
+    ) -> Result<Vec<(KeyspaceId, Entry)>> {
         let bad =
             |what: &str| Error::corruption(log, Some(offset), format!("bad write batch: {what}"));
         if record.len() < 12 {
@@ -122,7 +204,15 @@ impl WriteBatch {
         for i in 0..count as u64 {
             let (&tag, rest) = input.split_first().ok_or_else(|| bad("truncated op"))?;
             input = rest;
-            let kind = ValueKind::from_u8(tag).ok_or_else(|| bad("unknown op kind"))?;
+            let (kind, keyspace) = match tag {
+                IN_KEYSPACE.. => {
+                    let id = varint::take(&mut input).ok_or_else(|| bad("truncated keyspace"))?;
+                    let id = KeyspaceId::try_from(id).map_err(|_| bad("keyspace out of range"))?;
+                    (tag - IN_KEYSPACE, id)
+                }
+                _ => (tag, DEFAULT_ID),
+            };
+            let kind = ValueKind::from_u8(kind).ok_or_else(|| bad("unknown op kind"))?;
             let key = varint::take_slice(&mut input).ok_or_else(|| bad("truncated key"))?;
             let value = match kind {
                 ValueKind::Value => {
@@ -133,12 +223,13 @@ impl WriteBatch {
             let seq = first_seq
                 .checked_add(i)
                 .ok_or_else(|| bad("sequence overflow"))?;
-            entries.push(Entry {
+            let entry = Entry {
                 key: key.to_vec(),
                 seq,
                 kind,
                 value: value.to_vec(),
-            });
+            };
+            entries.push((keyspace, entry));
         }
         if !input.is_empty() {
             return Err(bad("trailing bytes after the last op"));
@@ -162,10 +253,13 @@ mod tests {
             .put(vec![0u8; 300], vec![7u8; 70_000]);
         let record = batch.encode(41);
         let entries = WriteBatch::decode(&record, Path::new("x.log"), 0).unwrap();
-        let expected: Vec<Entry> = batch.clone().into_entries(41).collect();
+        let expected: Vec<(KeyspaceId, Entry)> = batch.clone().into_entries(41).collect();
         assert_eq!(entries, expected);
-        assert_eq!(entries[3].seq, 44);
-        assert!(entries[1].is_tombstone());
+        assert_eq!(entries[3].1.seq, 44);
+        assert!(entries[1].1.is_tombstone());
+        assert!(entries.iter().all(|(ks, _)| *ks == DEFAULT_ID));
+        // Ops of the default keyspace are encoded as before keyspaces: kind 0 or 1 first.
+        assert_eq!(record[12], ValueKind::Value as u8);
     }
 
     #[test]
@@ -176,6 +270,29 @@ mod tests {
         for len in 0..record.len() {
             assert!(WriteBatch::decode(&record[..len], Path::new("x.log"), 0).is_err());
         }
+    }
+
+    #[test]
+    fn ops_of_other_keyspaces_name_their_keyspace() {
+        let mut batch = WriteBatch::new();
+        batch.put(b"a", b"0");
+        batch.push(ValueKind::Value, 7, b"a", b"1");
+        batch.push(ValueKind::Tombstone, 300, b"b", b"");
+        assert_eq!(batch.only_keyspace(), None);
+        assert_eq!(batch.keyspaces().collect::<Vec<_>>(), [DEFAULT_ID, 7, 300]);
+        let record = batch.encode(9);
+        let entries = WriteBatch::decode(&record, Path::new("x.log"), 0).unwrap();
+        let keyspaces: Vec<KeyspaceId> = entries.iter().map(|(ks, _)| *ks).collect();
+        assert_eq!(keyspaces, [DEFAULT_ID, 7, 300]);
+        assert_eq!(entries, batch.clone().into_entries(9).collect::<Vec<_>>());
+        // The second op: kind 3 (a value in a keyspace), then the keyspace's number.
+        assert_eq!(record[12 + 5..12 + 7], [3, 7]);
+        for len in 0..record.len() {
+            assert!(WriteBatch::decode(&record[..len], Path::new("x.log"), 0).is_err());
+        }
+        let mut unknown = record.clone();
+        unknown[12 + 5] = 5;
+        assert!(WriteBatch::decode(&unknown, Path::new("x.log"), 0).is_err());
     }
 
     #[test]

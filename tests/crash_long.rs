@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bloomkv::check::check_store;
@@ -54,38 +52,14 @@ fn crash_long_child_writer() {
 #[ignore = "long: 200 kill cycles; run with --ignored"]
 fn crash_long_every_acknowledged_write_survives_sigkill() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
     let mut rng = SmallRng::seed_from_u64(2024);
     let mut acked: Option<u64> = None;
     let start = Instant::now();
     for cycle in 0..CYCLES {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "crash_long_child_writer",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn child");
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut last = None;
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(i) = line.trim().parse::<u64>() {
-                    last = Some(i);
-                }
-            }
-            last
-        });
-        std::thread::sleep(Duration::from_millis(rng.gen_range(20..250)));
-        child.kill().expect("SIGKILL the child");
-        child.wait().unwrap();
-        if let Some(last) = reader.join().unwrap() {
+        let after = Duration::from_millis(rng.gen_range(20..250));
+        let last =
+            common::run_child_and_kill("crash_long_child_writer", CHILD_ENV, dir.path(), after);
+        if let Some(last) = last {
             acked = Some(acked.map_or(last, |a| a.max(last)));
         }
         let db = Db::open(dir.path(), common::small_tree_options())

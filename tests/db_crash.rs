@@ -3,10 +3,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use bloomkv::{Db, WriteOptions};
@@ -43,37 +39,6 @@ fn next_index(db: &Db) -> u64 {
     db.iter().count() as u64
 }
 
-fn run_child_and_kill(dir: &Path, after: Duration) -> Option<u64> {
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
-        .args([
-            "--exact",
-            "crash_child_writer",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn child");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Ok(i) = line.trim().parse::<u64>() {
-                let _ = tx.send(i);
-            }
-        }
-    });
-    std::thread::sleep(after);
-    child.kill().expect("SIGKILL the child");
-    child.wait().unwrap();
-    reader.join().unwrap();
-    rx.try_iter().last()
-}
-
 #[test]
 fn killed_writer_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().unwrap();
@@ -81,7 +46,9 @@ fn killed_writer_loses_no_acknowledged_write() {
     let mut acknowledged_total = None;
     for round in 0..12 {
         let after = Duration::from_millis(rng.gen_range(50..400));
-        if let Some(last) = run_child_and_kill(dir.path(), after) {
+        if let Some(last) =
+            common::run_child_and_kill("crash_child_writer", CHILD_ENV, dir.path(), after)
+        {
             acknowledged_total = Some(acknowledged_total.map_or(last, |t: u64| t.max(last)));
         }
         let db = Db::open(dir.path(), common::small_tree_options()).expect("reopen after kill");

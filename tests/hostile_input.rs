@@ -78,6 +78,7 @@ fn valid_edit() -> Vec<u8> {
         next_file_number: Some(12),
         last_seq: Some(1000),
         added: vec![TableMeta {
+            keyspace: 0,
             number: 7,
             level: 1,
             file_size: 4096,
@@ -97,6 +98,13 @@ fn valid_edit() -> Vec<u8> {
         filter_policy: Some(bloomkv::manifest::RecordedPolicy::of(
             &bloomkv::FilterPolicy::FalsePositiveRate(0.001),
         )),
+        next_keyspace: Some(3),
+        keyspaces: vec![bloomkv::manifest::KeyspaceRecord {
+            id: 2,
+            name: "users".into(),
+            options: bloomkv::KeyspaceOptions::new().block_size(8192),
+        }],
+        dropped_keyspaces: vec![1],
     }
     .encode()
 }

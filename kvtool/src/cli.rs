@@ -27,6 +27,8 @@ struct Cli {
     #[command(flatten)]
     keys: KeyFormat,
     #[command(flatten)]
+    keyspace: KeyspaceArg,
+    #[command(flatten)]
     filter: TableFilter,
     #[command(subcommand)]
     command: Command,
@@ -47,6 +49,16 @@ pub struct KeyFormat {
     /// text.
     #[arg(long, help_heading = COMMON)]
     pub hex: bool,
+}
+
+/// `--keyspace`: the keyspace a command reads or writes.
+#[derive(Args, Debug, Clone, Default)]
+pub struct KeyspaceArg {
+    /// The keyspace to read or write (default: the store's default keyspace). `put` and
+    /// `load` create it when the store has none of that name; `stats` then reports its levels
+    /// and tables.
+    #[arg(long, value_name = "NAME", help_heading = COMMON)]
+    pub keyspace: Option<String>,
 }
 
 /// `--filter-fpr`, `--no-filter`: the Bloom filters of the tables a command writes (a
@@ -96,6 +108,8 @@ pub enum Command {
         #[command(flatten)]
         keys: KeyFormat,
         #[command(flatten)]
+        keyspace: KeyspaceArg,
+        #[command(flatten)]
         filter: TableFilter,
         #[command(flatten)]
         wal: WalRecovery,
@@ -109,6 +123,8 @@ pub enum Command {
         #[command(flatten)]
         keys: KeyFormat,
         #[command(flatten)]
+        keyspace: KeyspaceArg,
+        #[command(flatten)]
         wal: WalRecovery,
     },
     /// Delete KEY.
@@ -119,6 +135,8 @@ pub enum Command {
         store: StoreDir,
         #[command(flatten)]
         keys: KeyFormat,
+        #[command(flatten)]
+        keyspace: KeyspaceArg,
         #[command(flatten)]
         filter: TableFilter,
         #[command(flatten)]
@@ -150,6 +168,8 @@ pub enum Command {
         #[command(flatten)]
         keys: KeyFormat,
         #[command(flatten)]
+        keyspace: KeyspaceArg,
+        #[command(flatten)]
         wal: WalRecovery,
     },
     /// Bulk-load pairs from FILE or stdin (creates a missing store).
@@ -168,6 +188,8 @@ pub enum Command {
         #[command(flatten)]
         keys: KeyFormat,
         #[command(flatten)]
+        keyspace: KeyspaceArg,
+        #[command(flatten)]
         filter: TableFilter,
         #[command(flatten)]
         wal: WalRecovery,
@@ -178,6 +200,8 @@ pub enum Command {
         store: StoreDir,
         #[command(flatten)]
         keys: KeyFormat,
+        #[command(flatten)]
+        keyspace: KeyspaceArg,
         #[command(flatten)]
         wal: WalRecovery,
     },
@@ -190,6 +214,8 @@ pub enum Command {
         store: StoreDir,
         #[command(flatten)]
         keys: KeyFormat,
+        #[command(flatten)]
+        keyspace: KeyspaceArg,
         #[command(flatten)]
         wal: WalRecovery,
     },
@@ -238,6 +264,7 @@ struct SharedOptions<'a> {
     needs_db: bool,
     hex: Option<&'a mut bool>,
     filter: Option<&'a mut TableFilter>,
+    keyspace: Option<&'a mut Option<String>>,
 }
 
 impl Command {
@@ -247,57 +274,86 @@ impl Command {
                 store,
                 keys,
                 filter,
+                keyspace,
                 ..
             }
             | Command::Delete {
                 store,
                 keys,
                 filter,
+                keyspace,
                 ..
             }
             | Command::Load {
                 store,
                 keys,
                 filter,
+                keyspace,
                 ..
             } => SharedOptions {
                 db: Some(&mut store.db),
                 needs_db: true,
                 hex: Some(&mut keys.hex),
                 filter: Some(filter),
+                keyspace: Some(&mut keyspace.keyspace),
             },
-            Command::Get { store, keys, .. }
-            | Command::Scan { store, keys, .. }
-            | Command::Dump { store, keys, .. }
-            | Command::Stats { store, keys, .. } => SharedOptions {
+            Command::Get {
+                store,
+                keys,
+                keyspace,
+                ..
+            }
+            | Command::Scan {
+                store,
+                keys,
+                keyspace,
+                ..
+            }
+            | Command::Dump {
+                store,
+                keys,
+                keyspace,
+                ..
+            }
+            | Command::Stats {
+                store,
+                keys,
+                keyspace,
+                ..
+            } => SharedOptions {
                 db: Some(&mut store.db),
                 needs_db: true,
                 hex: Some(&mut keys.hex),
                 filter: None,
+                keyspace: Some(&mut keyspace.keyspace),
             },
             Command::Check { store } | Command::Repair { store } => SharedOptions {
                 db: Some(&mut store.db),
                 needs_db: true,
                 hex: None,
                 filter: None,
+                keyspace: None,
             },
             Command::Compact { store, filter, .. } => SharedOptions {
                 db: Some(&mut store.db),
                 needs_db: true,
                 hex: None,
                 filter: Some(filter),
+                keyspace: None,
             },
             Command::Sst { keys, .. } => SharedOptions {
                 db: None,
                 needs_db: false,
                 hex: Some(&mut keys.hex),
                 filter: None,
+                keyspace: None,
             },
             Command::Bench(args) => SharedOptions {
                 db: Some(&mut args.db),
                 needs_db: false,
                 hex: None,
                 filter: None,
+                keyspace: None,
             },
         }
     }
@@ -320,9 +376,10 @@ impl Cli {
             store,
             keys,
             filter,
+            keyspace,
             mut command,
         } = self;
-        let given_before = (store, keys, filter);
+        let given_before = (store, keys, filter, keyspace);
         move_shared_options(given_before, command.shared_options(), name)
             .map_err(|message| (ErrorKind::ArgumentConflict, message))?;
         check_shared_options(command.shared_options(), name)?;
@@ -332,11 +389,12 @@ impl Cli {
 
 /// Moves the shared options given before the command `name` into the command's own.
 fn move_shared_options(
-    (store, keys, filter): (StoreDir, KeyFormat, TableFilter),
+    (store, keys, filter, keyspace): (StoreDir, KeyFormat, TableFilter, KeyspaceArg),
     takes: SharedOptions,
     name: &str,
 ) -> Result<(), String> {
     move_value("--db <DIR>", store.db, takes.db, name)?;
+    move_value("--keyspace <NAME>", keyspace.keyspace, takes.keyspace, name)?;
     move_flag("--hex", keys.hex, takes.hex, name)?;
     let (fpr_slot, no_filter_slot) = match takes.filter {
         Some(f) => (Some(&mut f.filter_fpr), Some(&mut f.no_filter)),

@@ -242,6 +242,52 @@ fn numbered_pairs(n: usize) -> String {
 }
 
 #[test]
+fn keyspace_option_reads_and_writes_one_keyspace() {
+    let (_tmp, db) = store();
+    kv(&db, &["put", "k", "default"]).ok();
+    // The option may come before the command or after it.
+    kv(&db, &["--keyspace", "users", "put", "k", "alice"]).ok();
+    kv_stdin(&db, &["load", "--keyspace", "emails"], b"a@x\t1\nb@x\t2\n").ok();
+    assert_eq!(kv(&db, &["get", "k"]).ok(), "default\n");
+    assert_eq!(
+        kv(&db, &["get", "k", "--keyspace", "users"]).ok(),
+        "alice\n"
+    );
+    kv(&db, &["get", "k", "--keyspace", "emails"]).fails(1, "no such key");
+    assert_eq!(
+        kv(&db, &["dump", "--keyspace", "emails"]).ok(),
+        "a@x\t1\nb@x\t2\n"
+    );
+    assert_eq!(
+        kv(
+            &db,
+            &["scan", "--keyspace", "emails", "--reverse", "--keys-only"]
+        )
+        .ok(),
+        "b@x\na@x\n"
+    );
+    kv(&db, &["delete", "k", "--keyspace", "users"]).ok();
+    kv(&db, &["get", "k", "--keyspace", "users"]).fails(1, "no such key");
+    // Reads and deletes never make a keyspace: a missing one is an error naming those there.
+    let missing = kv(&db, &["get", "k", "--keyspace", "nope"]).fails(2, "no keyspace");
+    assert!(missing.contains("default, users, emails"), "{missing}");
+    kv(&db, &["delete", "k", "--keyspace", "nope"]).fails(2, "no keyspace");
+    kv(&db, &["put", "k", "v", "--keyspace", ""]).fails(2, "name");
+    kv(&db, &["check", "--keyspace", "users"]).usage_error("--keyspace");
+
+    let stats = kv(&db, &["stats"]).ok();
+    assert!(stats.contains("keyspace "), "{stats}");
+    for name in ["default", "users", "emails"] {
+        assert!(stats.lines().any(|l| l.starts_with(name)), "{stats}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&kv(&db, &["stats", "--json", "--keyspace", "emails"]).ok()).unwrap();
+    assert_eq!(json["totals"]["entries"], 2, "{json}");
+    assert_eq!(json["keyspaces"][2]["name"], "emails");
+    assert_eq!(json["keyspaces"][2]["entries"], 2);
+}
+
+#[test]
 fn put_get_delete() {
     let (_tmp, db) = store();
     kv(&db, &["put", "apple", "red"]).ok();
@@ -473,12 +519,19 @@ fn every_argument_has_a_description() {
 #[test]
 fn each_command_help_lists_only_the_common_options_it_takes() {
     let common = |command: &str| help_entries(&[command, "-h"], "Common options");
-    let all = ["--db <DIR>", "--hex", "--filter-fpr <P>", "--no-filter"];
+    let all = [
+        "--db <DIR>",
+        "--hex",
+        "--keyspace <NAME>",
+        "--filter-fpr <P>",
+        "--no-filter",
+    ];
     for command in ["put", "delete", "load"] {
         assert_eq!(common(command), all, "{command}");
     }
     for command in ["get", "scan", "dump", "stats"] {
-        assert_eq!(common(command), ["--db <DIR>", "--hex"], "{command}");
+        let read = ["--db <DIR>", "--hex", "--keyspace <NAME>"];
+        assert_eq!(common(command), read, "{command}");
     }
     assert_eq!(
         common("compact"),

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use super::{lock, BackgroundState, Counters, Inner, Job, ShapeState, StepFailure};
 use crate::allocator;
-use crate::compaction;
 use crate::error::{Error, Result};
 use crate::manifest::{ManifestWriter, RecordedPolicy, VersionEdit};
 use crate::sstable::Table;
@@ -75,7 +74,7 @@ impl Drop for ForegroundJob<'_> {
 impl Inner {
     pub(super) fn has_background_work(&self) -> bool {
         let state = self.read_state();
-        !state.immutable.is_empty() || compaction::needs_compaction(&state.version, &self.options)
+        state.has_frozen() || state.needs_compaction()
     }
 
     /// Hands what a flush or compaction freed back to the system, unless the store leaves
@@ -134,7 +133,7 @@ impl Inner {
         self.next_job(Job::Flush, |inner, background| {
             if background.wal_error.is_some() {
                 Some(FlushWork::RestartWal)
-            } else if !inner.read_state().immutable.is_empty() {
+            } else if inner.read_state().has_frozen() {
                 Some(FlushWork::Flush)
             } else {
                 None
@@ -148,7 +147,7 @@ impl Inner {
         self.next_job(Job::Compaction, |inner, background| {
             let may_start = background.manual_waiting == 0
                 && found_nothing_at != Some(background.jobs_ended)
-                && compaction::needs_compaction(&inner.read_state().version, &inner.options);
+                && inner.read_state().needs_compaction();
             match may_start {
                 true => Some(CompactionTurn::Compact {
                     jobs_ended: background.jobs_ended,
@@ -211,10 +210,10 @@ impl Inner {
     pub(super) fn standing_failure(&self) -> Result<()> {
         let state = self.read_state();
         let mut background = lock(&self.background);
-        if state.immutable.is_empty() {
+        if !state.has_frozen() {
             *background.failure_mut(Job::Flush) = None;
         }
-        if !compaction::needs_compaction(&state.version, &self.options) {
+        if !state.needs_compaction() {
             *background.failure_mut(Job::Compaction) = None;
         }
         match [Job::Flush, Job::Compaction]
@@ -346,7 +345,7 @@ impl Inner {
     /// the old one, and the tables of jobs whose edits failed.
     fn rotate_manifest(&self, shape: &mut ShapeState) -> Result<()> {
         let number = self.new_file_number();
-        let snapshot = self.snapshot_edit();
+        let snapshot = self.snapshot_edit(shape.next_keyspace);
         let manifest = ManifestWriter::create(self.fs.as_ref(), &self.dir, number, &snapshot)?;
         if let Some(old) = shape.manifest.replace(manifest) {
             let _ = self.fs.remove(old.path());
@@ -362,21 +361,21 @@ impl Inner {
     /// counters. Called with the shape lock held, so every finished job's edit is in the
     /// version; tables that running jobs are writing reach the new manifest by their own
     /// edits.
-    fn snapshot_edit(&self) -> VersionEdit {
+    fn snapshot_edit(&self, next_keyspace: u32) -> VersionEdit {
         let state = self.read_state();
-        let oldest_unflushed = state.immutable.last().unwrap_or(&state.mem);
-        let version = &state.version;
         VersionEdit {
-            log_number: Some(oldest_unflushed.log_number()),
+            log_number: Some(state.oldest_log()),
             next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
             last_seq: Some(self.visible_seq.load(Ordering::Acquire)),
-            added: (0..version.num_levels())
-                .flat_map(|l| version.level(l))
-                .map(|t| t.meta.clone())
+            added: (state.trees.iter())
+                .flat_map(|tree| tree.version.tables().map(|t| t.meta.clone()))
                 .collect(),
             removed: Vec::new(),
             write_totals: Some(self.counters.write_totals()),
             filter_policy: Some(RecordedPolicy::of(&self.options.filter_policy)),
+            next_keyspace: Some(next_keyspace),
+            keyspaces: super::keyspaces::records(&state),
+            dropped_keyspaces: Vec::new(),
         }
     }
 }

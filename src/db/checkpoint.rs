@@ -58,8 +58,10 @@ impl Db {
         let visible = self.inner.visible_seq.load(Ordering::Acquire);
         self.inner.flush()?;
         // Holding the version keeps its tables' files until they are linked.
-        let version = self.inner.read_state().version.clone();
-        let metas: Vec<TableMeta> = version.tables().map(|t| t.meta.clone()).collect();
+        let state = self.inner.read_state();
+        let metas: Vec<TableMeta> = (state.trees.iter())
+            .flat_map(|tree| tree.version.tables().map(|t| t.meta.clone()))
+            .collect();
         let mut files = Vec::with_capacity(metas.len() + 2);
         for meta in &metas {
             let name = filename::table_file_name(meta.number);
@@ -88,6 +90,9 @@ impl Db {
             removed: Vec::new(),
             write_totals: None,
             filter_policy: Some(RecordedPolicy::of(&self.inner.options.filter_policy)),
+            next_keyspace: Some(super::lock(&self.inner.shape).next_keyspace),
+            keyspaces: super::keyspaces::records(&state),
+            dropped_keyspaces: Vec::new(),
         };
         // Syncs the manifest and the directory, then writes CURRENT.
         ManifestWriter::create(fs, dir, manifest_number, &snapshot)?;

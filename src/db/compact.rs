@@ -4,15 +4,15 @@
 use std::collections::{HashMap, HashSet};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use super::lookup_shape::Span;
 use super::table_writer::{Cuts, NewTables};
-use super::{lock, Counters, Inner, Job, ReadState};
+use super::{lock, Counters, Inner, Job};
 use crate::compaction::{self, Compaction, Part};
 use crate::error::Result;
+use crate::keyspace::KeyspaceId;
 use crate::manifest::{TableMeta, VersionEdit};
 use crate::sstable::Table;
 
@@ -22,15 +22,18 @@ impl Inner {
     pub(super) fn compact_once(&self) -> Result<bool> {
         let picked = {
             let mut shape = lock(&self.shape);
-            let version = Arc::clone(&self.read_state().version);
-            let job = compaction::pick(&version, &self.options, &shape.compacting);
-            if let Some(job) = &job {
+            let state = self.read_state();
+            let job = (state.trees.iter()).find_map(|tree| {
+                let job = compaction::pick(&tree.version, tree.options(), &shape.compacting)?;
+                Some((tree.id(), job))
+            });
+            if let Some((_, job)) = &job {
                 shape.compacting.add(job);
             }
             job
         };
         match picked {
-            Some(job) => self.run_compaction(job).map(|()| true),
+            Some((ks, job)) => self.run_compaction(ks, job).map(|()| true),
             None => Ok(false),
         }
     }
@@ -40,8 +43,16 @@ impl Inner {
     /// throughout; the level-0 tables they add stay above the merge's output, and compactions
     /// of them run beside it only where they write outside its output level's range.
     pub(super) fn compact_all(&self) -> Result<()> {
+        let keyspaces: Vec<KeyspaceId> = self.read_state().trees.iter().map(|t| t.id()).collect();
+        keyspaces
+            .into_iter()
+            .try_for_each(|ks| self.compact_keyspace(ks))
+    }
+
+    /// Merges every table of keyspace `ks` into one level (nothing once it is dropped).
+    fn compact_keyspace(&self, ks: KeyspaceId) -> Result<()> {
         lock(&self.background).manual_waiting += 1;
-        let picked = self.take_all_tables_when_free();
+        let picked = self.take_all_tables_when_free(ks);
         lock(&self.background).manual_waiting -= 1;
         self.background_cv.notify_all();
         let Some(job) = picked else {
@@ -49,7 +60,7 @@ impl Inner {
         };
         let _job = self.start_foreground_job();
         // A panic inside is the caller's error, as one in a background job is a failure.
-        let result = super::background::caught(Job::Compaction, || self.run_compaction(job));
+        let result = super::background::caught(Job::Compaction, || self.run_compaction(ks, job));
         // Recorded as a background compaction's outcome is: a failure stands (and pauses
         // compactions) until a compaction succeeds, a success clears one that stood.
         self.note_outcome(&mut lock(&self.background), Job::Compaction, &result);
@@ -57,13 +68,13 @@ impl Inner {
         result
     }
 
-    fn take_all_tables_when_free(&self) -> Option<Compaction> {
+    fn take_all_tables_when_free(&self, ks: KeyspaceId) -> Option<Compaction> {
         loop {
             {
                 let mut shape = lock(&self.shape);
                 if shape.compacting.is_empty() {
-                    let version = Arc::clone(&self.read_state().version);
-                    let job = compaction::full(&version, &self.options)?;
+                    let tree = self.tree(ks).ok()?;
+                    let job = compaction::full(&tree.version, tree.options())?;
                     shape.compacting.add(&job);
                     return Some(job);
                 }
@@ -77,10 +88,10 @@ impl Inner {
 
     /// Runs a picked compaction, then frees its inputs for other compactions (whether it
     /// succeeded or not).
-    fn run_compaction(&self, job: Compaction) -> Result<()> {
+    fn run_compaction(&self, ks: KeyspaceId, job: Compaction) -> Result<()> {
         let result = panic::catch_unwind(AssertUnwindSafe(|| match job.is_trivial_move() {
-            true => self.move_tables(&job),
-            false => self.merge(&job),
+            true => self.move_tables(ks, &job),
+            false => self.merge(ks, &job),
         }));
         lock(&self.shape).compacting.remove(&job);
         self.background_cv.notify_all();
@@ -88,8 +99,8 @@ impl Inner {
     }
 
     /// Merges the inputs into new tables of the output level.
-    fn merge(&self, job: &Compaction) -> Result<()> {
-        let NewTables { added, opened } = self.merge_parts(job)?;
+    fn merge(&self, ks: KeyspaceId, job: &Compaction) -> Result<()> {
+        let NewTables { added, opened } = self.merge_parts(ks, job)?;
         // Each input is removed from the level it lives in (a full compaction takes inputs
         // from every level).
         let removed = job
@@ -97,19 +108,20 @@ impl Inner {
             .map(|t| (t.meta.level, t.meta.number))
             .collect();
         let written = added.iter().map(|t| t.file_size).sum();
-        self.install_compaction(
+        let installed = self.install_compaction(
+            ks,
             VersionEdit {
-                log_number: None,
                 next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
-                last_seq: None,
                 added,
                 removed,
-                write_totals: None,
-                filter_policy: None,
+                ..VersionEdit::default()
             },
             &opened,
             opened.values(),
         )?;
+        if !installed {
+            return Ok(());
+        }
         // Counted once recorded, as a flush is.
         let levels = &self.counters.levels;
         Counters::add_one(&self.counters.compactions);
@@ -133,7 +145,8 @@ impl Inner {
     /// Writes the merged inputs, in parts side by side when the job splits (see
     /// `Compaction::parts`): this thread writes the first part, and one more thread each of the
     /// others. If any part fails, or panics, the tables the others wrote are discarded too.
-    fn merge_parts(&self, job: &Compaction) -> Result<NewTables> {
+    fn merge_parts(&self, ks: KeyspaceId, job: &Compaction) -> Result<NewTables> {
+        let tree = self.tree(ks)?;
         let parts = job.parts(self.options.compaction_threads);
         let expected_keys = job.all_inputs().map(|t| t.meta.entries).sum::<u64>();
         let keys_per_part = expected_keys / parts.len() as u64;
@@ -145,7 +158,7 @@ impl Inner {
             entries: expected_keys,
             level: job.output_level,
         };
-        let writer = self.compaction_writer(&inputs, output);
+        let writer = self.compaction_writer(&tree, &inputs, output);
         let snapshots = self.live_snapshots();
         let write_part = |part: &Part| {
             writer.write(
@@ -200,7 +213,7 @@ impl Inner {
 
     /// Moves the inputs to the output level by a manifest edit alone: the same files, the
     /// same numbers, another level.
-    fn move_tables(&self, job: &Compaction) -> Result<()> {
+    fn move_tables(&self, ks: KeyspaceId, job: &Compaction) -> Result<()> {
         let level = job.output_level;
         let moved: Vec<TableMeta> = job
             .inputs
@@ -222,19 +235,14 @@ impl Inner {
             .collect();
         // A failed edit must not discard the tables: they are the inputs, still live. The move
         // is counted once recorded, as a flush is.
-        self.install_compaction(
-            VersionEdit {
-                log_number: None,
-                next_file_number: None,
-                last_seq: None,
-                added: moved,
-                removed,
-                write_totals: None,
-                filter_policy: None,
-            },
-            &opened,
-            std::iter::empty(),
-        )?;
+        let edit = VersionEdit {
+            added: moved,
+            removed,
+            ..VersionEdit::default()
+        };
+        if !self.install_compaction(ks, edit, &opened, std::iter::empty())? {
+            return Ok(());
+        }
         let counters = &self.counters.levels[level];
         Counters::add_one(&self.counters.trivial_moves);
         Counters::add(&counters.tables_moved, job.inputs.len() as u64);
@@ -245,21 +253,25 @@ impl Inner {
 
     /// Records a compaction's edit in the manifest and swaps in the version it makes. On
     /// failure `outputs` are discarded (see `log_edit`).
+    /// Records a compaction of keyspace `ks` and installs its version. Returns `false`, and
+    /// discards the outputs, when the keyspace was dropped while the compaction ran: its
+    /// inputs are gone already.
     fn install_compaction<'t>(
         &self,
+        ks: KeyspaceId,
         mut edit: VersionEdit,
         opened: &HashMap<u64, Table>,
         outputs: impl Iterator<Item = &'t Table>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let mut shape = lock(&self.shape);
+        let Ok(tree) = self.tree(ks) else {
+            outputs.for_each(|t| t.mark_obsolete());
+            return Ok(false);
+        };
         self.log_edit(&mut shape, &mut edit, outputs)?;
-        let version = self.next_version(&shape, &edit, opened);
-        self.replace_read_state(|old| ReadState {
-            mem: Arc::clone(&old.mem),
-            immutable: old.immutable.clone(),
-            version,
-        });
+        let version = self.next_version(&shape, &tree, &edit, opened);
+        self.replace_read_state(|old| old.with_version(ks, version));
         self.rotate_manifest_if_long(&mut shape);
-        Ok(())
+        Ok(true)
     }
 }

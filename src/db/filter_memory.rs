@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering as Atomic;
 use std::sync::Arc;
 
 use super::lookup_shape::table_shares;
-use super::{lock, Inner, ReadState, ShapeState};
+use super::{lock, Inner, ShapeState, Tree};
 use crate::error::{Error, Result};
 use crate::filter::textbook_rate;
 use crate::manifest::VersionEdit;
@@ -39,11 +39,13 @@ impl Inner {
     pub(super) fn next_version(
         &self,
         _shape: &ShapeState,
+        tree: &Tree,
         edit: &VersionEdit,
         opened: &HashMap<u64, Table>,
     ) -> Arc<Version> {
-        let version = self.read_state().version.apply(edit, opened);
-        Arc::new(fit_filters(version, &self.options))
+        let version = tree.version.apply(tree.id(), edit, opened);
+        let options = self.tree_options(tree, &version);
+        Arc::new(fit_filters(version, &options))
     }
 
     /// Spends the filter memory again by the lookups counted since the last time, when the
@@ -53,10 +55,20 @@ impl Inner {
     /// any lock held; the new version is installed only if no flush or compaction installed
     /// another meanwhile (the next turn plans again). Returns whether it installed one.
     pub(super) fn refit_filters(&self) -> bool {
-        let Some(limit) = self.options.filter_memory_limit else {
+        let trees = self.read_state().trees.clone();
+        let mut refitted = false;
+        for tree in &trees {
+            refitted |= self.refit_tree_filters(tree);
+        }
+        refitted
+    }
+
+    /// `refit_filters` for one keyspace's tree.
+    fn refit_tree_filters(&self, tree: &Arc<Tree>) -> bool {
+        let version = Arc::clone(&tree.version);
+        let Some(limit) = self.tree_options(tree, &version).filter_memory_limit else {
             return false;
         };
-        let version = Arc::clone(&self.read_state().version);
         let shares = lookup_shares(&version, true);
         let now = plan_cost(&version, &shares, |t| t.table.filter_units_residency());
         let plan = fit_plan(&version, limit, &shares, Start::Whole);
@@ -83,8 +95,10 @@ impl Inner {
             }
         }
         let shape = lock(&self.shape);
-        if !Arc::ptr_eq(&self.read_state().version, &version) {
-            // A flush or compaction came first: the next idle turn plans again.
+        let state = self.read_state();
+        if !(state.tree(tree.id())).is_some_and(|t| Arc::ptr_eq(&t.version, &version)) {
+            // A flush or compaction came first (or the keyspace was dropped): the next idle
+            // turn plans again.
             self.filters_refit_at
                 .fetch_sub(REFIT_EVERY, Atomic::Relaxed);
             return false;
@@ -93,11 +107,8 @@ impl Inner {
             t.table.age_lookup_counts();
         }
         let refitted = Arc::new(version.with_readers(&replaced));
-        self.replace_read_state(|old| ReadState {
-            mem: Arc::clone(&old.mem),
-            immutable: old.immutable.clone(),
-            version: refitted,
-        });
+        drop(state);
+        self.replace_read_state(|old| old.with_version(tree.id(), refitted));
         drop(shape);
         (self.table_env.counters.filter_refits).fetch_add(1, Atomic::Relaxed);
         true

@@ -6,64 +6,95 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::table_writer::{Cuts, NewTables};
-use super::{lock, Counters, Inner, ReadState};
+use super::{lock, Counters, Inner, Tree};
 use crate::error::Result;
 use crate::filename::{self, FileKind};
 use crate::iter::KeptVersions;
+use crate::keyspace::KeyspaceId;
 use crate::manifest::VersionEdit;
 use crate::memtable::MemTable;
+use crate::version::Version;
 
 impl Inner {
-    /// Flushes the oldest frozen memtable, if there is one. Memtables are flushed one at a
-    /// time and oldest first, whoever flushes (the flush thread, or a caller restarting the
-    /// WAL): level 0 is ordered by table number, so an older memtable must get the lower one.
+    /// Flushes the oldest generation of frozen memtables (those of one log, one per keyspace
+    /// that had writes in it), if there is one. Generations are flushed one at a time and
+    /// oldest first, whoever flushes (the flush thread, or a caller restarting the WAL):
+    /// level 0 is ordered by table number, so an older memtable must get the lower one.
     pub(super) fn flush_oldest(&self) -> Result<bool> {
         let _flushing = lock(&self.flushing);
-        let Some(oldest) = self.read_state().immutable.last().cloned() else {
+        let state = self.read_state();
+        let Some(&log) = state.frozen_logs().first() else {
             return Ok(false);
         };
-        self.flush_memtable(oldest)?;
+        let frozen: Vec<(Arc<Tree>, Arc<MemTable>)> = (state.trees.iter())
+            .filter_map(|tree| {
+                let oldest = tree.immutable.last().filter(|m| m.log_number() == log)?;
+                Some((Arc::clone(tree), Arc::clone(oldest)))
+            })
+            .collect();
+        drop(state);
+        self.flush_memtables(&frozen)?;
         Ok(true)
     }
 
-    /// Writes `mem` as level-0 tables without holding the shape lock (compactions go on
-    /// meanwhile), then records them and drops the memtable from the read state.
-    fn flush_memtable(&self, mem: Arc<MemTable>) -> Result<()> {
+    /// Writes each memtable of `frozen` as level-0 tables of its keyspace without holding the
+    /// shape lock (compactions go on meanwhile), then records them all in one edit (the
+    /// generation reaches the tables all at once, or not at all) and drops the memtables from
+    /// the read state.
+    fn flush_memtables(&self, frozen: &[(Arc<Tree>, Arc<MemTable>)]) -> Result<()> {
         let snapshots = self.live_snapshots();
-        let entries = KeptVersions::new(mem.iter_from(Bound::Unbounded), snapshots, false);
-        let NewTables { added, opened } =
-            self.table_writer()
-                .write(entries, 0, mem.len() as u64, Cuts::Never)?;
+        let mut written = NewTables::default();
+        for (tree, mem) in frozen {
+            let entries =
+                KeptVersions::new(mem.iter_from(Bound::Unbounded), snapshots.clone(), false);
+            let writer = self.table_writer_for(tree);
+            match writer.write(entries, 0, mem.len() as u64, Cuts::Never) {
+                Ok(tables) => written.extend(tables),
+                Err(e) => {
+                    written.discard();
+                    return Err(e);
+                }
+            }
+        }
+        let NewTables { added, opened } = written;
+        let is_flushed = |m: &Arc<MemTable>| frozen.iter().any(|(_, f)| Arc::ptr_eq(f, m));
         let mut shape = lock(&self.shape);
         let state = self.read_state();
         // Logs older than the oldest memtable still unflushed hold nothing needed any more.
-        let live_log = state
-            .immutable
-            .iter()
-            .rev()
-            .find(|m| !Arc::ptr_eq(m, &mem))
-            .unwrap_or(&state.mem)
-            .log_number();
+        let live_log = (state.trees.iter())
+            .map(|t| {
+                let unflushed = t.immutable.iter().rev().find(|m| !is_flushed(m));
+                unflushed.unwrap_or(&t.mem).log_number()
+            })
+            .min()
+            .expect("a store always has its default keyspace");
         let mut edit = VersionEdit {
             log_number: Some(live_log),
             next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
             last_seq: Some(self.visible_seq.load(Ordering::Acquire)),
             added,
-            removed: Vec::new(),
-            write_totals: None,
-            filter_policy: None,
+            ..VersionEdit::default()
         };
         self.log_edit(&mut shape, &mut edit, opened.values())?;
-        let version = self.next_version(&shape, &edit, &opened);
-        self.replace_read_state(|old| ReadState {
-            mem: Arc::clone(&old.mem),
-            immutable: old
-                .immutable
-                .iter()
-                .filter(|m| !Arc::ptr_eq(m, &mem))
-                .cloned()
-                .collect(),
-            version,
+        let versions: Vec<(KeyspaceId, Arc<Version>)> = (state.trees.iter())
+            .filter(|t| frozen.iter().any(|(f, _)| f.id() == t.id()))
+            .map(|t| (t.id(), self.next_version(&shape, t, &edit, &opened)))
+            .collect();
+        drop(state);
+        self.replace_read_state(|old| {
+            old.with_trees(|tree| {
+                let version = versions.iter().find(|(id, _)| *id == tree.id());
+                Arc::new(Tree {
+                    keyspace: Arc::clone(&tree.keyspace),
+                    mem: Arc::clone(&tree.mem),
+                    immutable: (tree.immutable.iter())
+                        .filter(|m| !is_flushed(m))
+                        .cloned()
+                        .collect(),
+                    version: version
+                        .map_or_else(|| Arc::clone(&tree.version), |v| Arc::clone(&v.1)),
+                })
+            })
         });
         // Counted once recorded (a job whose edit failed is retried, and counted then), so
         // the totals in this job's own edit leave it out: the next edit, or the close, has it.
@@ -75,7 +106,6 @@ impl Inner {
         self.rotate_manifest_if_long(&mut shape);
         drop(shape);
         self.remove_obsolete_logs(live_log);
-        drop(mem);
         self.release_freed_memory();
         Ok(())
     }

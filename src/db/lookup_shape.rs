@@ -219,6 +219,7 @@ mod tests {
         let width = (to - from) / count;
         (0..count)
             .map(|i| TableMeta {
+                keyspace: 0,
                 number: u64::from(level) * 1000 + i,
                 level,
                 file_size: 1,

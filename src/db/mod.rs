@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::{FileLock, SharedFs};
 use crate::iter::DbIterator;
+use crate::keyspace::{Keyspace, KeyspaceDef, KeyspaceId, KeyspaceOptions, DEFAULT_ID};
 use crate::manifest::{LevelTotals, ManifestWriter, WriteTotals};
 use crate::memtable::MemTable;
 use crate::options::{Options, WriteOptions};
@@ -34,6 +35,7 @@ mod checkpoint;
 mod compact;
 mod filter_memory;
 mod flush;
+mod keyspaces;
 mod lookup_shape;
 mod multi_get;
 mod read;
@@ -110,20 +112,130 @@ pub enum DropCause {
     InvalidBatch,
 }
 
-/// The memtables and tables a reader sees, swapped as a whole when any of them changes.
-struct ReadState {
+/// One keyspace's memtables and tables.
+pub(crate) struct Tree {
+    keyspace: Arc<KeyspaceDef>,
     mem: Arc<MemTable>,
     /// Frozen memtables waiting to be flushed, newest first.
     immutable: Vec<Arc<MemTable>>,
     version: Arc<Version>,
 }
 
-impl ReadState {
+impl Tree {
+    fn new(keyspace: Arc<KeyspaceDef>, mem: Arc<MemTable>, version: Arc<Version>) -> Tree {
+        Tree {
+            keyspace,
+            mem,
+            immutable: Vec::new(),
+            version,
+        }
+    }
+
+    fn id(&self) -> KeyspaceId {
+        self.keyspace.id
+    }
+
+    /// The options its tables and memtable take.
+    fn options(&self) -> &Options {
+        &self.keyspace.options
+    }
+
     /// The memtables holding anything, newest first.
     fn memtables(&self) -> impl Iterator<Item = &Arc<MemTable>> {
         std::iter::once(&self.mem)
             .chain(&self.immutable)
             .filter(|m| !m.is_empty())
+    }
+
+    /// True when its memtable holds `times` its size or more.
+    fn mem_is_full(&self, times: usize) -> bool {
+        self.mem.approximate_bytes() >= times * self.options().memtable_size
+    }
+
+    /// The log number of its oldest memtable not yet flushed.
+    fn oldest_log(&self) -> u64 {
+        self.immutable.last().unwrap_or(&self.mem).log_number()
+    }
+
+    /// The same memtables over `version`.
+    fn with_version(&self, version: Arc<Version>) -> Tree {
+        Tree {
+            keyspace: Arc::clone(&self.keyspace),
+            mem: Arc::clone(&self.mem),
+            immutable: self.immutable.clone(),
+            version,
+        }
+    }
+}
+
+/// The keyspaces' trees a reader sees, swapped as a whole when any of them changes, so that
+/// a change of several (a flush of every keyspace) is seen at once.
+struct ReadState {
+    /// By keyspace number; the default keyspace's first.
+    trees: Vec<Arc<Tree>>,
+}
+
+impl ReadState {
+    fn tree(&self, id: KeyspaceId) -> Option<&Arc<Tree>> {
+        let at = self.trees.binary_search_by_key(&id, |t| t.id()).ok()?;
+        Some(&self.trees[at])
+    }
+
+    fn default_tree(&self) -> &Arc<Tree> {
+        &self.trees[0]
+    }
+
+    fn named(&self, name: &str) -> Option<&Arc<Tree>> {
+        self.trees.iter().find(|t| t.keyspace.name == name)
+    }
+
+    /// The log numbers of every frozen memtable, oldest first, each once.
+    fn frozen_logs(&self) -> Vec<u64> {
+        let mut logs: Vec<u64> = (self.trees.iter())
+            .flat_map(|t| t.immutable.iter().map(|m| m.log_number()))
+            .collect();
+        logs.sort_unstable();
+        logs.dedup();
+        logs
+    }
+
+    /// The level-0 tables of the keyspace that has the most: what writes slow down and stop
+    /// for.
+    fn most_level0_tables(&self) -> usize {
+        let counts = self.trees.iter().map(|t| t.version.level(0).len());
+        counts.max().unwrap_or(0)
+    }
+
+    /// True when some keyspace's tree needs a compaction.
+    fn needs_compaction(&self) -> bool {
+        (self.trees.iter()).any(|t| crate::compaction::needs_compaction(&t.version, t.options()))
+    }
+
+    /// True when some keyspace has a frozen memtable waiting for a flush.
+    fn has_frozen(&self) -> bool {
+        self.trees.iter().any(|t| !t.immutable.is_empty())
+    }
+
+    /// The oldest log a memtable still needs: older ones hold nothing unflushed.
+    fn oldest_log(&self) -> u64 {
+        let oldest = self.trees.iter().map(|t| t.oldest_log()).min();
+        oldest.expect("a store always has its default keyspace")
+    }
+
+    /// This state with the trees `change` gives for each in place of it.
+    fn with_trees(&self, mut change: impl FnMut(&Arc<Tree>) -> Arc<Tree>) -> ReadState {
+        ReadState {
+            trees: self.trees.iter().map(&mut change).collect(),
+        }
+    }
+
+    /// This state with `version` as keyspace `id`'s (its memtables as they are: the caller
+    /// holds the shape lock, which keeps versions, not memtables, from changing).
+    fn with_version(&self, id: KeyspaceId, version: Arc<Version>) -> ReadState {
+        self.with_trees(|t| match t.id() == id {
+            true => Arc::new(t.with_version(Arc::clone(&version))),
+            false => Arc::clone(t),
+        })
     }
 }
 
@@ -177,6 +289,8 @@ struct ShapeState {
     discarded: Vec<crate::sstable::Table>,
     /// What running compactions hold: no other compaction may conflict with them.
     compacting: crate::compaction::Running,
+    /// The number the next keyspace created takes.
+    next_keyspace: KeyspaceId,
 }
 
 /// A background step that failed, retried after a growing pause.
@@ -344,7 +458,7 @@ impl Counters {
     }
 }
 
-struct Inner {
+pub(crate) struct Inner {
     dir: PathBuf,
     fs: SharedFs,
     options: Options,
@@ -522,7 +636,7 @@ impl Db {
 
     /// The value of `key`, or `None` when it is absent or deleted.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key.as_ref(), None)
+        self.inner.get(DEFAULT_ID, key.as_ref(), None)
     }
 
     /// The values of `keys`, in their order (`None` for an absent or deleted key), all read
@@ -530,12 +644,12 @@ impl Db {
     /// all keys are asked before any data block is read, and each block several keys need
     /// is read once, in table and file order. Keys may repeat and come in any order.
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.inner.multi_get(keys, None)
+        self.inner.multi_get(DEFAULT_ID, keys, None)
     }
 
     /// Whether `key` holds a value, answered like `get` but without copying the value out.
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        self.inner.contains_key(key.as_ref(), None)
+        self.inner.contains_key(DEFAULT_ID, key.as_ref(), None)
     }
 
     /// `false` when `key` is surely absent; `true` when it may be present. Asks the memtables
@@ -544,7 +658,7 @@ impl Db {
     /// stored, so it is surely absent.
     pub fn may_contain(&self, key: impl AsRef<[u8]>) -> bool {
         let key = key.as_ref();
-        check_key_len(key).is_ok() && self.inner.may_contain(key)
+        check_key_len(key).is_ok() && self.inner.may_contain(DEFAULT_ID, key)
     }
 
     /// A consistent view of the store as of now: reads through it see every write made
@@ -555,21 +669,20 @@ impl Db {
 
     /// Every pair in key order, as of now (later writes are not seen).
     pub fn iter(&self) -> DbIterator {
-        self.inner
-            .iter(Bound::Unbounded, Bound::Unbounded, None, None)
+        (self.inner).iter(DEFAULT_ID, Bound::Unbounded, Bound::Unbounded, None, None)
     }
 
     /// Pairs with keys in `range`, in key order, as of now. Takes what `BTreeMap::range`
     /// takes: `db.range("a".."c")`, `db.range(b"k".to_vec()..)`, or a pair of `Bound`s.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
         let (start, end) = byte_bounds(&range);
-        self.inner.iter(start, end.map(<[u8]>::to_vec), None, None)
+        (self.inner).iter(DEFAULT_ID, start, end.map(<[u8]>::to_vec), None, None)
     }
 
     /// A [`Cursor`] over every pair as of now: seeks, and steps forwards and backwards, all
     /// over that one view.
     pub fn cursor(&self) -> Cursor {
-        self.inner.cursor(Bound::Unbounded, Bound::Unbounded, None)
+        (self.inner).cursor(DEFAULT_ID, Bound::Unbounded, Bound::Unbounded, None)
     }
 
     /// A [`Cursor`] over the pairs with keys in `range`, as of now: no step or seek leaves
@@ -577,18 +690,97 @@ impl Db {
     /// in). Takes what [`range`](Self::range) takes.
     pub fn cursor_over<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Cursor {
         let (lower, upper) = byte_bounds(&range);
-        self.inner.cursor(lower, upper, None)
+        self.inner.cursor(DEFAULT_ID, lower, upper, None)
     }
 
     /// Pairs whose key starts with `prefix`, in key order, as of now.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
         let prefix = prefix.as_ref();
         self.inner.iter(
+            DEFAULT_ID,
             Bound::Included(prefix),
             Bound::Unbounded,
             Some(prefix.to_vec()),
             None,
         )
+    }
+
+    /// The keyspace named `name`, created with `options` when the store has none of that
+    /// name (the creation is durable when this returns). When it exists, each option
+    /// `options` sets that differs from the one it recorded is recorded in its place and
+    /// taken by the tables written from now on; options left unset keep what it recorded.
+    /// `"default"` names the default keyspace, which follows the store's [`Options`].
+    ///
+    /// ```
+    /// use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options, WriteBatch};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// let users = db.keyspace("users", KeyspaceOptions::new())?;
+    /// let emails = db.keyspace(
+    ///     "emails",
+    ///     KeyspaceOptions::new().filter_policy(FilterPolicy::FalsePositiveRate(0.001)),
+    /// )?;
+    /// let mut batch = WriteBatch::new();
+    /// batch.put_in(&users, "user:1", "alice").put_in(&emails, "alice@example.com", "user:1");
+    /// db.write(batch)?; // both or neither, across a crash
+    /// assert_eq!(emails.get("alice@example.com")?.as_deref(), Some(&b"user:1"[..]));
+    /// assert_eq!(db.get("user:1")?, None); // the default keyspace holds neither
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn keyspace(&self, name: &str, options: KeyspaceOptions) -> Result<Keyspace<'_>> {
+        crate::keyspace::check_name(name)?;
+        if name == crate::keyspace::DEFAULT_KEYSPACE {
+            let state = self.inner.read_state();
+            return Ok(Keyspace::new(
+                self,
+                Arc::clone(&state.default_tree().keyspace),
+            ));
+        }
+        options.validate(&self.inner.options)?;
+        if let Some(tree) = self.inner.read_state().named(name) {
+            if tree.keyspace.given.updated_by(&options) == tree.keyspace.given {
+                return Ok(Keyspace::new(self, Arc::clone(&tree.keyspace)));
+            }
+        }
+        self.refuse_if_read_only()?;
+        let def = self.inner.open_keyspace(name, options)?;
+        Ok(Keyspace::new(self, def))
+    }
+
+    /// The keyspace named `name`, if the store has one, as it is (a read-only store opens
+    /// its keyspaces this way).
+    pub fn existing_keyspace(&self, name: &str) -> Option<Keyspace<'_>> {
+        let state = self.inner.read_state();
+        let tree = state.named(name)?;
+        Some(Keyspace::new(self, Arc::clone(&tree.keyspace)))
+    }
+
+    /// The names of the store's keyspaces, the default first, then in the order they were
+    /// created.
+    pub fn keyspace_names(&self) -> Vec<String> {
+        let state = self.inner.read_state();
+        (state.trees.iter())
+            .map(|t| t.keyspace.name.clone())
+            .collect()
+    }
+
+    /// Drops the keyspace named `name` and every key in it, durably when this returns: its
+    /// tables are deleted once no reader holds them, and its writes still in the WAL are
+    /// never replayed. Handles of it fail from then on with [`Error::NoSuchKeyspace`]. The
+    /// default keyspace cannot be dropped.
+    pub fn drop_keyspace(&self, name: &str) -> Result<()> {
+        self.refuse_if_read_only()?;
+        if name == crate::keyspace::DEFAULT_KEYSPACE {
+            return Err(Error::InvalidArgument(
+                "the default keyspace cannot be dropped".into(),
+            ));
+        }
+        self.inner.drop_keyspace(name)
+    }
+
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
     }
 
     /// Makes every write acknowledged so far durable, by syncing the WAL once (RocksDB's
@@ -635,10 +827,11 @@ impl Db {
         if let Some(cache) = &self.inner.table_env.block_cache {
             cache.clear();
         }
-        let version = Arc::clone(&self.inner.read_state().version);
-        (0..version.num_levels())
-            .flat_map(|l| version.level(l))
-            .try_for_each(|t| t.table.drop_cache())
+        let state = self.inner.read_state();
+        let dropped = (state.trees.iter())
+            .flat_map(|tree| tree.version.tables())
+            .try_for_each(|t| t.table.drop_cache());
+        dropped
     }
 
     /// Verifies every checksum of what the store relies on (see [`crate::check`]), holding
@@ -708,7 +901,7 @@ impl Drop for Db {
 }
 
 /// The bounds of `range` as byte slices.
-pub(super) fn byte_bounds<'a, K: AsRef<[u8]> + 'a, R: RangeBounds<K>>(
+pub(crate) fn byte_bounds<'a, K: AsRef<[u8]> + 'a, R: RangeBounds<K>>(
     range: &'a R,
 ) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
     (

@@ -74,15 +74,16 @@ impl<'v> Probed<'v> {
 }
 
 impl Inner {
-    pub(super) fn multi_get<K: AsRef<[u8]>>(
+    pub(crate) fn multi_get<K: AsRef<[u8]>>(
         &self,
+        ks: crate::keyspace::KeyspaceId,
         keys: &[K],
         at: Option<SeqNo>,
     ) -> Result<Vec<Option<Vec<u8>>>> {
         for key in keys {
             check_key_len(key.as_ref())?;
         }
-        let (state, seq) = self.view(at);
+        let (state, seq) = self.view(ks, at)?;
         let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
         let memtables: Vec<_> = state.memtables().collect();
         let mut unanswered = Vec::with_capacity(keys.len());

@@ -5,14 +5,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::lookup_shape::table_shares;
-use super::{lock, Inner, ReadState};
+use super::{lock, Inner, ReadState, Tree};
 use crate::cursor::Cursor;
 use crate::entry::{check_key_len, Entry, SeqNo, ValueKind};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filter::KeyHash;
 use crate::iter::{DbIterator, EntryStream, Sources};
+use crate::keyspace::KeyspaceId;
 use crate::sstable::{FilterProbe, FilterResidency};
-use crate::stats::{LevelStats, Stats, TableStats};
+use crate::stats::{KeyspaceStats, LevelStats, Stats, TableStats};
 use crate::version::TableHandle;
 
 impl Inner {
@@ -22,21 +23,56 @@ impl Inner {
     /// version a concurrent flush collapsed away), and what the state lacks is whole later
     /// memtables: the reader sees a prefix of the history. At a snapshot's number `at`, the
     /// newest state serves: the versions the snapshot sees are kept for as long as it lives.
-    pub(super) fn view(&self, at: Option<SeqNo>) -> (Arc<ReadState>, SeqNo) {
+    /// `Err(NoSuchKeyspace)` once keyspace `ks` is dropped.
+    pub(super) fn view(&self, ks: KeyspaceId, at: Option<SeqNo>) -> Result<(TreeView, SeqNo)> {
         let state = self.read_state();
+        let Some(at_index) = state.trees.iter().position(|t| t.id() == ks) else {
+            return Err(no_such_keyspace(ks));
+        };
         let seq = at.unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire));
-        (state, seq)
+        Ok((TreeView { state, at_index }, seq))
+    }
+
+    /// Keyspace `ks`'s tree as it is now.
+    pub(super) fn tree(&self, ks: KeyspaceId) -> Result<Arc<Tree>> {
+        let state = self.read_state();
+        match state.tree(ks) {
+            Some(tree) => Ok(Arc::clone(tree)),
+            None => Err(no_such_keyspace(ks)),
+        }
+    }
+
+    /// What iterators and cursors of keyspace `ks` read: its tree, or once it is dropped, a
+    /// source whose every walk fails.
+    fn sources(&self, ks: KeyspaceId, at: Option<SeqNo>) -> (Arc<dyn Sources>, SeqNo) {
+        match self.tree(ks) {
+            Ok(tree) => {
+                let seq = at.unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire));
+                (tree, seq)
+            }
+            Err(e) => (Arc::new(Failing(e.to_string())), 0),
+        }
     }
 
     /// The value of `key` at `at` (now, without it); `None` when absent or deleted.
-    pub(super) fn get(&self, key: &[u8], at: Option<SeqNo>) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn get(
+        &self,
+        ks: KeyspaceId,
+        key: &[u8],
+        at: Option<SeqNo>,
+    ) -> Result<Option<Vec<u8>>> {
         check_key_len(key)?;
-        Ok(self.get_entry(key, at)?.and_then(Entry::into_value))
+        Ok(self.get_entry(ks, key, at)?.and_then(Entry::into_value))
     }
 
     /// The newest version of `key` at `at` (now, without it), a tombstone included.
-    pub(super) fn get_entry(&self, key: &[u8], at: Option<SeqNo>) -> Result<Option<Entry>> {
-        let (state, seq) = self.view(at);
+    pub(super) fn get_entry(
+        &self,
+        ks: KeyspaceId,
+        key: &[u8],
+        at: Option<SeqNo>,
+    ) -> Result<Option<Entry>> {
+        let (state, seq) = self.view(ks, at)?;
         for mem in state.memtables() {
             if let Some(entry) = mem.get(key, seq) {
                 return Ok(Some(entry));
@@ -49,9 +85,14 @@ impl Inner {
 
     /// Whether `key` holds a value at `at` (now, without it), from the memtables, the
     /// filters, the indexes and at most the data blocks' keys: no value is copied.
-    pub(super) fn contains_key(&self, key: &[u8], at: Option<SeqNo>) -> Result<bool> {
+    pub(crate) fn contains_key(
+        &self,
+        ks: KeyspaceId,
+        key: &[u8],
+        at: Option<SeqNo>,
+    ) -> Result<bool> {
         check_key_len(key)?;
-        let (state, seq) = self.view(at);
+        let (state, seq) = self.view(ks, at)?;
         let kind = match state.memtables().find_map(|mem| mem.kind_of(key, seq)) {
             Some(kind) => Some(kind),
             None => {
@@ -65,8 +106,10 @@ impl Inner {
     /// `false` when `key` is surely absent now: the memtables say it is deleted, or none holds
     /// it and every table's filter rules it out. Reads nothing from disk and counts nothing
     /// (the filter counters measure lookups that go on to the data).
-    pub(super) fn may_contain(&self, key: &[u8]) -> bool {
-        let (state, seq) = self.view(None);
+    pub(crate) fn may_contain(&self, ks: KeyspaceId, key: &[u8]) -> bool {
+        let Ok((state, seq)) = self.view(ks, None) else {
+            return false;
+        };
         if let Some(kind) = state.memtables().find_map(|mem| mem.kind_of(key, seq)) {
             return kind == ValueKind::Value;
         }
@@ -85,26 +128,28 @@ impl Inner {
         maybe
     }
 
-    pub(super) fn iter(
+    pub(crate) fn iter(
         &self,
+        ks: KeyspaceId,
         start: Bound<&[u8]>,
         end: Bound<Vec<u8>>,
         prefix: Option<Vec<u8>>,
         at: Option<SeqNo>,
     ) -> DbIterator {
-        let (state, seq) = self.view(at);
+        let (state, seq) = self.sources(ks, at);
         let start = start.map(<[u8]>::to_vec);
         DbIterator::new(state, seq, start, end, prefix)
     }
 
     /// A cursor over the pairs within `lower..upper` at `at` (now, without it).
-    pub(super) fn cursor(
+    pub(crate) fn cursor(
         &self,
+        ks: KeyspaceId,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         at: Option<SeqNo>,
     ) -> Cursor {
-        let (state, seq) = self.view(at);
+        let (state, seq) = self.sources(ks, at);
         let owned = |b: Bound<&[u8]>| b.map(<[u8]>::to_vec);
         Cursor::new(state, seq, owned(lower), owned(upper))
     }
@@ -119,13 +164,90 @@ impl Inner {
             )
         };
         let state = self.read_state();
+        let trees: Vec<TreeStats> = state.trees.iter().map(|t| self.tree_stats(t)).collect();
+        let filter_memory_bytes = trees.iter().map(|t| t.filter_memory_bytes).sum();
+        let index_memory_bytes = trees.iter().map(|t| t.index_memory_bytes).sum();
+        let keyspaces = (state.trees.iter().zip(&trees))
+            .map(|(tree, stats)| keyspace_stats(tree, stats))
+            .collect();
+        let TreeStats { levels, tables, .. } =
+            trees.into_iter().next().expect("the default keyspace");
+        let state = state.default_tree();
+        let (live_snapshots, oldest_snapshot) = {
+            let snapshots = lock(&self.snapshots);
+            (snapshots.len(), snapshots.oldest())
+        };
+        Stats {
+            filter_probes: counters.filter_probes,
+            filter_negatives: counters.filter_negatives,
+            filter_positives: counters.filter_positives,
+            filter_true_positives: counters.filter_true_positives,
+            data_block_reads: counters.data_block_reads,
+            bytes_read: counters.bytes_read,
+            levels,
+            tables,
+            memtable_bytes: state.mem.approximate_bytes() as u64,
+            immutable_memtables: state.immutable.len(),
+            last_sequence: self.visible_seq.load(Ordering::Acquire),
+            live_snapshots,
+            oldest_snapshot,
+            flushes: self.counters.flushes.load(Ordering::Relaxed),
+            compactions: self.counters.compactions.load(Ordering::Relaxed),
+            trivial_moves: self.counters.trivial_moves.load(Ordering::Relaxed),
+            split_compactions: self.counters.split_compactions.load(Ordering::Relaxed),
+            write_stalls: self.counters.write_stalls.load(Ordering::Relaxed),
+            stall_micros: self.counters.stall_micros.load(Ordering::Relaxed),
+            write_stops_for_flush: self.counters.stops_for_flush.load(Ordering::Relaxed),
+            write_stops_for_level0: self.counters.stops_for_level0.load(Ordering::Relaxed),
+            longest_stall_micros: self.counters.longest_stall_micros.load(Ordering::Relaxed),
+            delayed_write_rate: self.write_rate.current_rate(),
+            user_bytes_written: self.counters.user_bytes.load(Ordering::Relaxed),
+            wal_bytes_written: self.counters.wal_bytes.load(Ordering::Relaxed),
+            write_groups: self.counters.write_groups.load(Ordering::Relaxed),
+            grouped_batches: self.counters.grouped_batches.load(Ordering::Relaxed),
+            background_errors: self.counters.background_errors.load(Ordering::Relaxed),
+            background_retries: self.counters.background_retries.load(Ordering::Relaxed),
+            background_error,
+            writes_refused,
+            manifest_rotations: self.counters.manifest_rotations.load(Ordering::Relaxed),
+            filter_memory_bytes,
+            filter_reads: self.table_env.counters.filter_reads.load(Ordering::Relaxed),
+            filter_bytes_read: (self.table_env.counters.filter_bytes_read).load(Ordering::Relaxed),
+            filter_refits: self
+                .table_env
+                .counters
+                .filter_refits
+                .load(Ordering::Relaxed),
+            filter_memory_limit: self.options.filter_memory_limit,
+            filter_policy: self.options.filter_policy,
+            index_memory_bytes,
+            keyspaces,
+            block_cache: self
+                .table_env
+                .block_cache
+                .as_ref()
+                .map(|c| c.stats())
+                .unwrap_or_default(),
+            index_cache: (self.table_env.index_cache)
+                .as_ref()
+                .map(|c| c.stats())
+                .unwrap_or_default(),
+            index_block_reads: counters.index_block_reads,
+            table_cache: self.table_env.table_cache.stats(),
+        }
+    }
+
+    /// The levels and tables of one keyspace's tree, and the memory its filters and indexes
+    /// hold. The per-level write and probe counters are the whole store's.
+    fn tree_stats(&self, tree: &Tree) -> TreeStats {
+        let state = tree;
         let version = &state.version;
         let mut levels = Vec::with_capacity(version.num_levels());
         let mut tables = Vec::new();
         let mut filter_memory_bytes = 0;
         let mut index_memory_bytes = 0;
         // The targets are those of the version reported, not of one a job installed since.
-        let writer = self.table_writer_on(version);
+        let writer = self.table_writer_on(tree, version);
         let mut shares = table_shares(version.tables().map(|t| &t.meta)).into_iter();
         for level in 0..version.num_levels() {
             // An empty level has no share of its own to report.
@@ -197,66 +319,11 @@ impl Inner {
             summary.predicted_false_positive_rate = level_rate(&filtered);
             levels.push(summary);
         }
-        let (live_snapshots, oldest_snapshot) = {
-            let snapshots = lock(&self.snapshots);
-            (snapshots.len(), snapshots.oldest())
-        };
-        Stats {
-            filter_probes: counters.filter_probes,
-            filter_negatives: counters.filter_negatives,
-            filter_positives: counters.filter_positives,
-            filter_true_positives: counters.filter_true_positives,
-            data_block_reads: counters.data_block_reads,
-            bytes_read: counters.bytes_read,
+        TreeStats {
             levels,
             tables,
-            memtable_bytes: state.mem.approximate_bytes() as u64,
-            immutable_memtables: state.immutable.len(),
-            last_sequence: self.visible_seq.load(Ordering::Acquire),
-            live_snapshots,
-            oldest_snapshot,
-            flushes: self.counters.flushes.load(Ordering::Relaxed),
-            compactions: self.counters.compactions.load(Ordering::Relaxed),
-            trivial_moves: self.counters.trivial_moves.load(Ordering::Relaxed),
-            split_compactions: self.counters.split_compactions.load(Ordering::Relaxed),
-            write_stalls: self.counters.write_stalls.load(Ordering::Relaxed),
-            stall_micros: self.counters.stall_micros.load(Ordering::Relaxed),
-            write_stops_for_flush: self.counters.stops_for_flush.load(Ordering::Relaxed),
-            write_stops_for_level0: self.counters.stops_for_level0.load(Ordering::Relaxed),
-            longest_stall_micros: self.counters.longest_stall_micros.load(Ordering::Relaxed),
-            delayed_write_rate: self.write_rate.current_rate(),
-            user_bytes_written: self.counters.user_bytes.load(Ordering::Relaxed),
-            wal_bytes_written: self.counters.wal_bytes.load(Ordering::Relaxed),
-            write_groups: self.counters.write_groups.load(Ordering::Relaxed),
-            grouped_batches: self.counters.grouped_batches.load(Ordering::Relaxed),
-            background_errors: self.counters.background_errors.load(Ordering::Relaxed),
-            background_retries: self.counters.background_retries.load(Ordering::Relaxed),
-            background_error,
-            writes_refused,
-            manifest_rotations: self.counters.manifest_rotations.load(Ordering::Relaxed),
             filter_memory_bytes,
-            filter_reads: self.table_env.counters.filter_reads.load(Ordering::Relaxed),
-            filter_bytes_read: (self.table_env.counters.filter_bytes_read).load(Ordering::Relaxed),
-            filter_refits: self
-                .table_env
-                .counters
-                .filter_refits
-                .load(Ordering::Relaxed),
-            filter_memory_limit: self.options.filter_memory_limit,
-            filter_policy: self.options.filter_policy,
             index_memory_bytes,
-            block_cache: self
-                .table_env
-                .block_cache
-                .as_ref()
-                .map(|c| c.stats())
-                .unwrap_or_default(),
-            index_cache: (self.table_env.index_cache)
-                .as_ref()
-                .map(|c| c.stats())
-                .unwrap_or_default(),
-            index_block_reads: counters.index_block_reads,
-            table_cache: self.table_env.table_cache.stats(),
         }
     }
 }
@@ -273,7 +340,76 @@ fn level_rate(tables: &[(f64, f64, u64)]) -> Option<f64> {
     weighted(&|t| t.1).or_else(|| weighted(&|t| t.2 as f64))
 }
 
-impl Sources for ReadState {
+/// One keyspace's tree in a read state, held through the state: a point lookup takes one
+/// reference (the state's), not a second for the tree.
+pub(super) struct TreeView {
+    state: Arc<ReadState>,
+    at_index: usize,
+}
+
+impl std::ops::Deref for TreeView {
+    type Target = Tree;
+
+    fn deref(&self) -> &Tree {
+        &self.state.trees[self.at_index]
+    }
+}
+
+fn no_such_keyspace(ks: KeyspaceId) -> Error {
+    Error::NoSuchKeyspace {
+        name: format!("number {ks} (dropped)"),
+    }
+}
+
+/// One keyspace's share of the stats.
+struct TreeStats {
+    levels: Vec<LevelStats>,
+    tables: Vec<TableStats>,
+    filter_memory_bytes: u64,
+    index_memory_bytes: u64,
+}
+
+fn keyspace_stats(tree: &Tree, stats: &TreeStats) -> KeyspaceStats {
+    let options = tree.options();
+    KeyspaceStats {
+        name: tree.keyspace.name.clone(),
+        levels: stats.levels.clone(),
+        tables: stats.tables.clone(),
+        entries: stats.tables.iter().map(|t| t.entries).sum(),
+        bytes: stats.tables.iter().map(|t| t.file_size).sum(),
+        memtable_bytes: tree.mem.approximate_bytes() as u64,
+        immutable_memtables: tree.immutable.len(),
+        filter_memory_bytes: stats.filter_memory_bytes,
+        filter_policy: options.filter_policy,
+        compression: options.compression,
+        block_size: options.block_size,
+        memtable_size: options.memtable_size,
+    }
+}
+
+/// The source of a dropped keyspace's iterators: every walk yields its error, once.
+struct Failing(String);
+
+impl Failing {
+    fn stream(&self) -> Vec<EntryStream> {
+        let error = Error::NoSuchKeyspace {
+            name: self.0.clone(),
+        };
+        vec![Box::new(std::iter::once(Err(error)))]
+    }
+}
+
+impl Sources for Failing {
+    fn forward(&self, _: Bound<&[u8]>) -> Vec<EntryStream> {
+        self.stream()
+    }
+
+    fn backward(&self, _: Bound<&[u8]>) -> Vec<EntryStream> {
+        self.stream()
+    }
+}
+
+impl Sources for Tree {
     fn forward(&self, start: Bound<&[u8]>) -> Vec<EntryStream> {
         let mut streams: Vec<EntryStream> = self
             .memtables()

@@ -1,6 +1,6 @@
 //! Opening a store: the manifest, the live tables, WAL replay, and garbage from before.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,7 +10,7 @@ use super::filter_memory::load_filters;
 use super::table_writer::{Cuts, TableWriter};
 use super::{
     write_group, write_rate, BackgroundState, Counters, DropCause, DroppedWal, Inner, ReadState,
-    RecoveryReport, ShapeState, WriterState,
+    RecoveryReport, ShapeState, Tree, WriterState,
 };
 use crate::cache::{BlockCache, IndexCache, TableCache};
 use crate::entry::{Entry, SeqNo, MAX_SEQ};
@@ -19,7 +19,10 @@ use crate::filename::{self, FileKind};
 use crate::fs::descriptors::{self, DescriptorRoom};
 use crate::fs::{FileLock, FileSystem, SharedFs};
 use crate::iter::NewestVersions;
-use crate::manifest::{self, ManifestWriter, RecordedPolicy, TableMeta, VersionEdit, WriteTotals};
+use crate::keyspace::{KeyspaceDef, KeyspaceId};
+use crate::manifest::{
+    self, KeyspaceRecord, ManifestWriter, RecordedPolicy, TableMeta, VersionEdit, WriteTotals,
+};
 use crate::memtable::MemTable;
 use crate::metrics::ReadCounters;
 use crate::options::{Options, WalRecoveryMode};
@@ -43,6 +46,9 @@ struct OnDisk {
     write_totals: WriteTotals,
     /// The filter policy the store recorded.
     filter_policy: Option<FilterPolicy>,
+    /// The keyspaces other than the default, and the number the next one takes.
+    keyspaces: Vec<KeyspaceRecord>,
+    next_keyspace: KeyspaceId,
 }
 
 /// Reads the manifest (none for a new store), opens every live table and replays the logs the
@@ -128,6 +134,8 @@ fn read_on_disk(dir: &Path, fs: &SharedFs, options: &Options, env: &TableEnv) ->
         filter_policy: (recovered.as_ref())
             .and_then(|r| r.filter_policy)
             .and_then(|p| p.policy()),
+        keyspaces: (recovered.as_ref()).map_or_else(Vec::new, |r| r.keyspaces.clone()),
+        next_keyspace: recovered.as_ref().map_or(1, |r| r.next_keyspace),
         write_totals: recovered.and_then(|r| r.write_totals).unwrap_or_default(),
     })
 }
@@ -150,30 +158,44 @@ pub(super) fn recover(
         replayed,
         mut write_totals,
         filter_policy,
+        keyspaces,
+        next_keyspace,
     } = read_on_disk(&dir, &fs, &options, &table_env)?;
     // Every table written from here on, the replayed writes' first, takes the policy the
     // store recorded unless the options give one; the new manifest records it.
     options.filter_policy = options.filter_policy_over(filter_policy);
-    let replay = replayed.mem;
+    let defs = keyspace_defs(&options, &keyspaces);
 
     let file_numbers = AtomicU64::new(next_file);
-    if !replay.is_empty() {
+    let mut replay_added: Vec<TableMeta> = Vec::new();
+    // Each live keyspace's replayed writes go to its level 0; a dropped keyspace's are left
+    // out.
+    for def in &defs {
+        let Some(replay) = replayed.mems.get(&def.id).filter(|m| !m.is_empty()) else {
+            continue;
+        };
         let writer = TableWriter {
             dir: &dir,
-            options: &options,
+            options: def.options.clone(),
+            keyspace: def.id,
             env: &table_env,
             next_file_number: &file_numbers,
             shape: super::lookup_shape::filter_groups(
                 options.num_levels,
-                metas.iter().map(super::lookup_shape::Span::from),
+                (metas.iter())
+                    .filter(|m| m.keyspace == def.id)
+                    .map(super::lookup_shape::Span::from),
             ),
             job_in_shape: false,
         };
         let entries = NewestVersions::new(replay.iter_from(Bound::Unbounded), SeqNo::MAX, false);
         let written = writer.write(entries, 0, replay.len() as u64, Cuts::Never)?;
-        count_replay_flush(&mut write_totals, &written.added);
         opened.extend(written.opened);
-        metas.extend(written.added);
+        replay_added.extend(written.added);
+    }
+    if !replay_added.is_empty() {
+        count_replay_flush(&mut write_totals, &replay_added);
+        metas.extend(replay_added);
     }
     let new_log = file_numbers.fetch_add(1, Ordering::SeqCst);
     let manifest_number = file_numbers.fetch_add(1, Ordering::SeqCst);
@@ -191,30 +213,73 @@ pub(super) fn recover(
         removed: Vec::new(),
         write_totals: Some(write_totals.clone()),
         filter_policy: Some(RecordedPolicy::of(&options.filter_policy)),
+        next_keyspace: Some(next_keyspace),
+        keyspaces,
+        dropped_keyspaces: Vec::new(),
     };
-    let version = load_filters(
-        Version::empty(options.num_levels).apply(&snapshot, &opened),
-        &options,
-    )?;
+    let trees = defs
+        .into_iter()
+        .map(|def| {
+            let mem = Arc::new(MemTable::new(new_log, def.options.memtable_size));
+            tree_of(def, mem, &snapshot, &opened, &options)
+        })
+        .collect::<Result<Vec<_>>>()?;
     let manifest = ManifestWriter::create(fs.as_ref(), &dir, manifest_number, &snapshot)?;
 
     // The new manifest is current: everything it does not name is garbage from before.
     remove_unreferenced_files(fs.as_ref(), &dir, &snapshot, manifest_number, new_log);
 
-    let mem = Arc::new(MemTable::new(new_log, options.memtable_size));
     let parts = Parts {
         dir,
         fs,
         options,
         table_env,
-        mem,
-        version,
+        trees,
+        next_keyspace,
         last_seq,
         next_file,
         recovery: replayed.report,
         write_totals,
     };
     Ok(parts.assemble(Some(LogWriter::new(log_file)), Some(manifest), Some(lock)))
+}
+
+/// The store's keyspaces: the default, then those the manifest records, each with the
+/// store's options and its own applied.
+fn keyspace_defs(options: &Options, records: &[KeyspaceRecord]) -> Vec<Arc<KeyspaceDef>> {
+    let recorded = records
+        .iter()
+        .map(|r| KeyspaceDef::recorded(r.id, r.name.clone(), r.options, options));
+    std::iter::once(KeyspaceDef::default_of(options))
+        .chain(recorded)
+        .map(Arc::new)
+        .collect()
+}
+
+/// Keyspace `def`'s tree: `mem`, over its tables of `snapshot` (whose readers are `opened`),
+/// with their filters read as its share of the filter memory limit allows.
+fn tree_of(
+    def: Arc<KeyspaceDef>,
+    mem: Arc<MemTable>,
+    snapshot: &VersionEdit,
+    opened: &HashMap<u64, Table>,
+    store: &Options,
+) -> Result<Arc<Tree>> {
+    let version = Version::empty(store.num_levels).apply(def.id, snapshot, opened);
+    let entries = |keyspace: Option<KeyspaceId>| -> u64 {
+        (snapshot.added.iter())
+            .filter(|t| keyspace.is_none_or(|k| t.keyspace == k))
+            .map(|t| t.entries)
+            .sum()
+    };
+    let mut options = def.options.clone();
+    options.filter_memory_limit = super::keyspaces::limit_share(
+        store.filter_memory_limit,
+        entries(Some(def.id)),
+        entries(None),
+    );
+    let version = load_filters(version, &options)?;
+    Ok(Arc::new(Tree::new(def, mem, Arc::new(version))))
 }
 
 /// Counts the level-0 tables recovery wrote from the replayed logs as a flush.
@@ -250,17 +315,22 @@ pub(super) fn open_read_only(
         added: on_disk.metas,
         ..VersionEdit::default()
     };
-    let version = load_filters(
-        Version::empty(options.num_levels).apply(&snapshot, &on_disk.opened),
-        &options,
-    )?;
+    let mut replayed = on_disk.replayed.mems;
+    let trees = keyspace_defs(&options, &on_disk.keyspaces)
+        .into_iter()
+        .map(|def| {
+            let mem = (replayed.remove(&def.id))
+                .unwrap_or_else(|| Arc::new(MemTable::new(0, def.options.memtable_size)));
+            tree_of(def, mem, &snapshot, &on_disk.opened, &options)
+        })
+        .collect::<Result<Vec<_>>>()?;
     let parts = Parts {
         dir,
         fs,
         options,
         table_env,
-        mem: on_disk.replayed.mem,
-        version,
+        trees,
+        next_keyspace: on_disk.next_keyspace,
         last_seq: on_disk.last_seq,
         next_file: on_disk.next_file,
         recovery: on_disk.replayed.report,
@@ -275,8 +345,8 @@ struct Parts {
     fs: SharedFs,
     options: Options,
     table_env: TableEnv,
-    mem: Arc<MemTable>,
-    version: Version,
+    trees: Vec<Arc<Tree>>,
+    next_keyspace: KeyspaceId,
     last_seq: SeqNo,
     next_file: u64,
     recovery: RecoveryReport,
@@ -292,11 +362,7 @@ impl Parts {
         lock: Option<Box<dyn FileLock>>,
     ) -> Inner {
         Inner {
-            read_state: RwLock::new(Arc::new(ReadState {
-                mem: self.mem,
-                immutable: Vec::new(),
-                version: Arc::new(self.version),
-            })),
+            read_state: RwLock::new(Arc::new(ReadState { trees: self.trees })),
             write_queue: write_group::WriteQueue::new(self.options.group_commit_wait),
             write_rate: write_rate::WriteRate::new(self.options.delayed_write_rate),
             writer: Mutex::new(WriterState {
@@ -309,6 +375,7 @@ impl Parts {
                 manifest,
                 discarded: Vec::new(),
                 compacting: Default::default(),
+                next_keyspace: self.next_keyspace,
             }),
             visible_seq: AtomicU64::new(self.last_seq),
             snapshots: Mutex::new(Default::default()),
@@ -364,7 +431,9 @@ pub(super) fn table_env(fs: &SharedFs, options: &Options) -> TableEnv {
 
 /// The writes recovered from WAL files.
 pub(super) struct Replayed {
-    mem: Arc<MemTable>,
+    /// Each keyspace's replayed writes, by keyspace number (dropped keyspaces' too: the
+    /// caller leaves them out).
+    mems: BTreeMap<KeyspaceId, Arc<MemTable>>,
     /// Highest sequence number replayed, if any write was.
     max_seq: Option<SeqNo>,
     report: RecoveryReport,
@@ -418,10 +487,19 @@ pub(super) fn replay_logs(
         }
     }
     Ok(Replayed {
-        mem: replay.mem,
+        mems: replay.mems,
         max_seq: replay.max_seq,
         report: replay.report,
     })
+}
+
+#[cfg(test)]
+impl Replayed {
+    /// The default keyspace's replayed writes (an empty memtable when there were none).
+    fn default_mem(&self) -> Arc<MemTable> {
+        let empty = || Arc::new(MemTable::new(0, usize::MAX));
+        self.mems.get(&0).cloned().unwrap_or_else(empty)
+    }
 }
 
 fn read_mode(mode: WalRecoveryMode) -> RecoveryMode {
@@ -436,7 +514,7 @@ fn read_mode(mode: WalRecoveryMode) -> RecoveryMode {
 /// Replay in progress, log after log.
 struct Replay {
     mode: WalRecoveryMode,
-    mem: Arc<MemTable>,
+    mems: BTreeMap<KeyspaceId, Arc<MemTable>>,
     /// The highest sequence number replayed, if any.
     max_seq: Option<SeqNo>,
     /// Every batch from here on must be numbered above this.
@@ -450,8 +528,7 @@ impl Replay {
     fn new(mode: WalRecoveryMode, after_seq: SeqNo) -> Replay {
         Replay {
             mode,
-            // It takes every log's writes, and its size is never checked: the largest blocks.
-            mem: Arc::new(MemTable::new(0, usize::MAX)),
+            mems: BTreeMap::new(),
             max_seq: None,
             seq_floor: after_seq,
             report: RecoveryReport::default(),
@@ -500,9 +577,14 @@ impl Replay {
     }
 
     /// The entries of a batch that decodes and is numbered after everything before it.
-    fn valid_batch(&self, record: &[u8], log: &Path, offset: u64) -> Result<Vec<Entry>> {
+    fn valid_batch(
+        &self,
+        record: &[u8],
+        log: &Path,
+        offset: u64,
+    ) -> Result<Vec<(KeyspaceId, Entry)>> {
         let entries = WriteBatch::decode(record, log, offset)?;
-        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+        let (Some((_, first)), Some((_, last))) = (entries.first(), entries.last()) else {
             return Ok(entries);
         };
         let bad = |reason: String| Err(Error::corruption(log, Some(offset), reason));
@@ -523,12 +605,19 @@ impl Replay {
         Ok(entries)
     }
 
-    fn apply(&mut self, entries: Vec<Entry>) {
-        if let Some(last) = entries.last() {
+    fn apply(&mut self, entries: Vec<(KeyspaceId, Entry)>) {
+        if let Some((_, last)) = entries.last() {
             self.max_seq = Some(last.seq);
             self.seq_floor = last.seq;
         }
-        self.mem.apply(entries);
+        for (ks, entry) in entries {
+            // Each takes every log's writes, and its size is never checked: the largest
+            // blocks.
+            let mem = (self.mems)
+                .entry(ks)
+                .or_insert_with(|| Arc::new(MemTable::new(0, usize::MAX)));
+            mem.apply([entry]);
+        }
         self.report.batches_replayed += 1;
     }
 
@@ -732,7 +821,10 @@ mod tests {
                 Some(2),
                 "{mode:?}: a and b, before the tear"
             );
-            assert!(replayed.mem.get(b"d", SeqNo::MAX).is_none(), "{mode:?}");
+            assert!(
+                replayed.default_mem().get(b"d", SeqNo::MAX).is_none(),
+                "{mode:?}"
+            );
             let causes: Vec<DropCause> = replayed.report.dropped.iter().map(|d| d.cause).collect();
             assert_eq!(causes, [DropCause::TornTail, DropCause::AfterEarlierDrop]);
         }
@@ -784,7 +876,10 @@ mod tests {
         ] {
             let replayed = replay(dir.path(), &[5, 6], mode).unwrap();
             assert_eq!(replayed.max_seq, Some(2), "{mode:?}");
-            assert!(replayed.mem.get(b"d", SeqNo::MAX).is_none(), "{mode:?}");
+            assert!(
+                replayed.default_mem().get(b"d", SeqNo::MAX).is_none(),
+                "{mode:?}"
+            );
             let dropped = &replayed.report.dropped;
             assert_eq!(dropped.len(), 2, "{dropped:?}");
             assert_eq!(
@@ -828,9 +923,9 @@ mod tests {
             "a and b, before the tear"
         );
         assert_eq!(salvaged.max_seq, Some(2));
-        assert!(salvaged.mem.get(b"b", SeqNo::MAX).is_some());
+        assert!(salvaged.default_mem().get(b"b", SeqNo::MAX).is_some());
         assert!(
-            salvaged.mem.get(b"d", SeqNo::MAX).is_none(),
+            salvaged.default_mem().get(b"d", SeqNo::MAX).is_none(),
             "d comes after the hole"
         );
         assert_eq!(salvaged.report.dropped.len(), 2);
@@ -883,7 +978,7 @@ mod tests {
         let replayed = replay(dir.path(), &[5, 6], WalRecoveryMode::PointInTime).unwrap();
         assert_eq!(replayed.report.batches_replayed, 3);
         assert_eq!(replayed.max_seq, Some(3));
-        assert!(replayed.mem.get(b"d", SeqNo::MAX).is_none());
+        assert!(replayed.default_mem().get(b"d", SeqNo::MAX).is_none());
         let dropped = &replayed.report.dropped;
         assert_eq!(dropped.len(), 1);
         assert_eq!(dropped[0].log, second);
@@ -946,7 +1041,10 @@ mod tests {
             ("e", true),
         ] {
             assert_eq!(
-                replayed.mem.get(key.as_bytes(), SeqNo::MAX).is_some(),
+                replayed
+                    .default_mem()
+                    .get(key.as_bytes(), SeqNo::MAX)
+                    .is_some(),
                 kept,
                 "{key}"
             );

@@ -16,6 +16,7 @@ use crate::cursor::Cursor;
 use crate::entry::SeqNo;
 use crate::error::Result;
 use crate::iter::DbIterator;
+use crate::keyspace::{Keyspace, KeyspaceView, DEFAULT_ID};
 
 /// Live snapshots: how many handles hold each sequence number.
 #[derive(Default)]
@@ -80,43 +81,66 @@ impl Snapshot<'_> {
         self.seq
     }
 
+    /// The reads of `keyspace` at this snapshot's moment: with the snapshot's other views,
+    /// one consistent view across keyspaces.
+    pub fn keyspace(&self, keyspace: &Keyspace<'_>) -> KeyspaceView<'_> {
+        KeyspaceView::at(self.inner, std::sync::Arc::clone(keyspace.def()), self.seq)
+    }
+
     /// The value of `key` as of the snapshot, or `None` when it was absent or deleted.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key.as_ref(), Some(self.seq))
+        self.inner.get(DEFAULT_ID, key.as_ref(), Some(self.seq))
     }
 
     /// The values of `keys` as of the snapshot, in their order: see
     /// [`Db::multi_get`](super::Db::multi_get).
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.inner.multi_get(keys, Some(self.seq))
+        self.inner.multi_get(DEFAULT_ID, keys, Some(self.seq))
     }
 
     /// Whether `key` held a value as of the snapshot, without copying the value.
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        self.inner.contains_key(key.as_ref(), Some(self.seq))
+        self.inner
+            .contains_key(DEFAULT_ID, key.as_ref(), Some(self.seq))
     }
 
     /// Every pair in key order, as of the snapshot.
     pub fn iter(&self) -> DbIterator {
-        (self.inner).iter(Bound::Unbounded, Bound::Unbounded, None, Some(self.seq))
+        (self.inner).iter(
+            DEFAULT_ID,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            None,
+            Some(self.seq),
+        )
     }
 
     /// A [`Cursor`] over every pair the snapshot sees.
     pub fn cursor(&self) -> Cursor {
-        (self.inner).cursor(Bound::Unbounded, Bound::Unbounded, Some(self.seq))
+        (self.inner).cursor(
+            DEFAULT_ID,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Some(self.seq),
+        )
     }
 
     /// A [`Cursor`] over the pairs the snapshot sees with keys in `range`.
     pub fn cursor_over<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> Cursor {
         let (lower, upper) = super::byte_bounds(&range);
-        self.inner.cursor(lower, upper, Some(self.seq))
+        self.inner.cursor(DEFAULT_ID, lower, upper, Some(self.seq))
     }
 
     /// Pairs with keys in `range`, in key order, as of the snapshot (see [`crate::Db::range`]).
     pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> DbIterator {
         let (start, end) = super::byte_bounds(&range);
-        self.inner
-            .iter(start, end.map(<[u8]>::to_vec), None, Some(self.seq))
+        self.inner.iter(
+            DEFAULT_ID,
+            start,
+            end.map(<[u8]>::to_vec),
+            None,
+            Some(self.seq),
+        )
     }
 
     /// Pairs whose key starts with `prefix`, in key order, as of the snapshot.
@@ -124,6 +148,7 @@ impl Snapshot<'_> {
         let prefix = prefix.as_ref();
         let start = Bound::Included(prefix);
         (self.inner).iter(
+            DEFAULT_ID,
             start,
             Bound::Unbounded,
             Some(prefix.to_vec()),

@@ -13,69 +13,84 @@ use crate::filter::{
     allocate_blended, allocate_for_false_positives, FilterGroup, FilterParams, GroupFilters,
     MAX_BITS_PER_KEY,
 };
+use crate::keyspace::KeyspaceId;
 use crate::manifest::TableMeta;
 use crate::options::Options;
 use crate::sstable::{FilterPolicy, Table, TableBuilder, TableEnv, TableOptions};
 use crate::version::Version;
 
+use super::Tree;
+
 impl super::Inner {
-    /// A writer for a job starting now, on the tree as it stands.
-    pub(super) fn table_writer(&self) -> TableWriter<'_> {
-        self.table_writer_on(&Arc::clone(&self.read_state().version))
+    /// A writer for a job starting now on `tree`, as it stands.
+    pub(super) fn table_writer_for(&self, tree: &Tree) -> TableWriter<'_> {
+        self.table_writer_on(tree, &tree.version)
     }
 
-    /// A writer that sees the tree as `version` (a filter budget allocates over it).
-    pub(super) fn table_writer_on(&self, version: &Version) -> TableWriter<'_> {
+    /// A writer for `tree` that sees it as `version` (a filter budget allocates over it).
+    /// Its filters are written within the whole store's filter memory limit: the version
+    /// they join holds them to the keyspace's share (`Inner::tree_options`).
+    pub(super) fn table_writer_on(&self, tree: &Tree, version: &Version) -> TableWriter<'_> {
+        let options = tree.options().clone();
         let tables = version.tables().map(|t| Span::from(&t.meta));
-        self.writer_with_shape(self.shape_of(tables), false)
+        let shape = shape_of(&options, tables);
+        self.writer_with_shape(options, tree.id(), shape, false)
     }
 
-    /// A writer for a compaction starting now: its inputs leave their levels, and `output`,
-    /// its keys over its key range, arrives at the output level.
+    /// A writer for a compaction of `tree` starting now: its inputs leave their levels, and
+    /// `output`, its keys over its key range, arrives at the output level.
     pub(super) fn compaction_writer(
         &self,
+        tree: &Tree,
         inputs: &HashSet<u64>,
         output: Span<'_>,
     ) -> TableWriter<'_> {
-        let version = Arc::clone(&self.read_state().version);
-        let staying = version
-            .tables()
+        let options = tree.options().clone();
+        let staying = (tree.version.tables())
             .filter(|t| !inputs.contains(&t.meta.number))
             .map(|t| Span::from(&t.meta));
-        self.writer_with_shape(self.shape_of(staying.chain([output])), true)
+        let shape = shape_of(&options, staying.chain([output]));
+        self.writer_with_shape(options, tree.id(), shape, true)
     }
 
-    /// The shape a writer needs: keys per level, and under a budget, the probes too (which
-    /// take a pass over the tables' key ranges).
-    fn shape_of<'t>(&self, spans: impl Iterator<Item = Span<'t>>) -> Vec<FilterGroup> {
-        if self.options.filter_policy.is_budget() {
-            return filter_groups(self.options.num_levels, spans);
-        }
-        let mut groups = vec![
-            FilterGroup {
-                keys: 0,
-                probes: 1.0
-            };
-            self.options.num_levels
-        ];
-        for span in spans {
-            if let Some(group) = groups.get_mut(span.level) {
-                group.keys += span.entries;
-            }
-        }
-        groups
-    }
-
-    fn writer_with_shape(&self, shape: Vec<FilterGroup>, job_in_shape: bool) -> TableWriter<'_> {
+    fn writer_with_shape(
+        &self,
+        options: Options,
+        keyspace: KeyspaceId,
+        shape: Vec<FilterGroup>,
+        job_in_shape: bool,
+    ) -> TableWriter<'_> {
         TableWriter {
             dir: &self.dir,
-            options: &self.options,
+            options,
+            keyspace,
             env: &self.table_env,
             next_file_number: &self.next_file_number,
             shape,
             job_in_shape,
         }
     }
+}
+
+/// The shape a writer needs: keys per level, and under a budget, the probes too (which take
+/// a pass over the tables' key ranges).
+fn shape_of<'t>(options: &Options, spans: impl Iterator<Item = Span<'t>>) -> Vec<FilterGroup> {
+    if options.filter_policy.is_budget() {
+        return filter_groups(options.num_levels, spans);
+    }
+    let mut groups = vec![
+        FilterGroup {
+            keys: 0,
+            probes: 1.0
+        };
+        options.num_levels
+    ];
+    for span in spans {
+        if let Some(group) = groups.get_mut(span.level) {
+            group.keys += span.entries;
+        }
+    }
+    groups
 }
 
 /// Tables written by one flush or compaction: what the manifest records, and the readers.
@@ -104,7 +119,10 @@ impl NewTables {
 /// writes tables before the store is assembled).
 pub(super) struct TableWriter<'a> {
     pub(super) dir: &'a Path,
-    pub(super) options: &'a Options,
+    /// Those of the tree written to (`Inner::tree_options`).
+    pub(super) options: Options,
+    /// The keyspace the tables belong to.
+    pub(super) keyspace: KeyspaceId,
     pub(super) env: &'a TableEnv,
     pub(super) next_file_number: &'a AtomicU64,
     /// The tree's shape when the job began, for a filter budget (`filter_groups`).
@@ -296,7 +314,10 @@ impl<'a> TableWriter<'a> {
         let table = open(&path, self.env).inspect_err(|_| {
             let _ = self.env.fs.remove(&path);
         })?;
-        out.added.push(TableMeta::of_table(number, level, props));
+        out.added.push(TableMeta {
+            keyspace: self.keyspace,
+            ..TableMeta::of_table(number, level, props)
+        });
         out.opened.insert(number, table);
         Ok(())
     }

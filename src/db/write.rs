@@ -8,10 +8,11 @@ use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::write_group::{Condition, Group, Turn};
-use super::{lock, BackgroundState, Counters, Inner, Job, ReadState, WriterState};
+use super::{lock, BackgroundState, Counters, Inner, Job, ReadState, Tree, WriterState};
 use crate::entry::next_seqs;
 use crate::error::{Error, Result};
 use crate::filename;
+use crate::keyspace::DEFAULT_ID;
 use crate::memtable::MemTable;
 use crate::wal::{LogWriter, PreviousLog};
 use crate::write_batch::WriteBatch;
@@ -109,11 +110,10 @@ impl Inner {
         // keeps failing (no new log can be started), it takes writes up to twice its size and
         // then they get the failure, rather than memory growing without bound. Only after a
         // failed freeze is the size looked at here.
-        if writer.freeze_failed
-            && self.read_state().mem.approximate_bytes() >= 2 * self.options.memtable_size
-        {
+        if writer.freeze_failed && self.read_state().trees.iter().any(|t| t.mem_is_full(2)) {
             self.freeze_memtable(&mut writer)?;
         }
+        self.refuse_unknown_keyspaces(group);
         self.refuse_unmet_conditions(group);
         if group.ops() == 0 {
             return Ok(()); // Every member was refused: nothing to write.
@@ -153,7 +153,7 @@ impl Inner {
             let batch = std::mem::take(&mut member.batch);
             let ops = batch.len() as u64;
             user_bytes += batch.payload_bytes() as u64;
-            state.mem.apply(batch.into_entries(seq));
+            apply_to_memtables(&state, batch, seq);
             seq += ops;
         }
         self.visible_seq.store(last_seq, Ordering::Release);
@@ -163,7 +163,7 @@ impl Inner {
             &self.counters.grouped_batches,
             group.written().count() as u64,
         );
-        if state.mem.approximate_bytes() >= self.options.memtable_size {
+        if state.trees.iter().any(|t| t.mem_is_full(1)) {
             // The group is logged (synced if asked) and visible: it succeeded, whatever
             // happens to the next log. A memtable that could not be frozen is frozen by a
             // later write.
@@ -182,6 +182,9 @@ impl Inner {
         let mut earlier: HashMap<&[u8], Option<&[u8]>> = HashMap::new();
         let refusals: Vec<Option<Error>> = (group.members.iter())
             .map(|member| {
+                if member.refused.is_some() {
+                    return None; // Refused already: it keeps its refusal and writes nothing.
+                }
                 if let Some(condition) = &member.condition {
                     if let Err(refusal) = self.check_condition(condition, &earlier) {
                         return Some(refusal);
@@ -192,7 +195,24 @@ impl Inner {
             })
             .collect();
         for (member, refusal) in group.members.iter_mut().zip(refusals) {
-            member.refused = refusal;
+            if refusal.is_some() {
+                member.refused = refusal;
+            }
+        }
+    }
+
+    /// Refuses each member whose batch writes to a keyspace the store does not have (dropped
+    /// since its handle was made, or of another store): checked under the writer lock, which
+    /// a drop takes too, so no write lands in a keyspace being dropped.
+    fn refuse_unknown_keyspaces(&self, group: &mut Group) {
+        let state = self.read_state();
+        for member in &mut group.members {
+            let mut keyspaces = member.batch.keyspaces();
+            if let Some(missing) = keyspaces.find(|&ks| state.tree(ks).is_none()) {
+                member.refused = Some(Error::NoSuchKeyspace {
+                    name: format!("number {missing} (dropped, or of another store)"),
+                });
+            }
         }
     }
 
@@ -214,7 +234,7 @@ impl Inner {
             Condition::Holds { key, expected } => {
                 let current = match earlier.get(key.as_slice()) {
                     Some(value) => value.map(<[u8]>::to_vec),
-                    None => self.get(key, None)?,
+                    None => self.get(DEFAULT_ID, key, None)?,
                 };
                 if current != *expected {
                     return conflict(key, current);
@@ -225,7 +245,10 @@ impl Inner {
                     if let Some(value) = earlier.get(key.as_slice()) {
                         return conflict(key, value.map(<[u8]>::to_vec));
                     }
-                    if let Some(newer) = self.get_entry(key, None)?.filter(|e| e.seq > *seq) {
+                    if let Some(newer) = self
+                        .get_entry(DEFAULT_ID, key, None)?
+                        .filter(|e| e.seq > *seq)
+                    {
                         return conflict(key, newer.into_value());
                     }
                 }
@@ -260,7 +283,7 @@ impl Inner {
     /// ends wakes it to look.
     fn pay_delayed_rate(&self, bytes: u64) -> bool {
         let trigger = self.options.l0_slowdown_trigger;
-        let level0 = self.read_state().version.level(0).len();
+        let level0 = self.read_state().most_level0_tables();
         let wait = self.write_rate.delay(bytes, level0, level0 >= trigger);
         if wait.is_zero() {
             return false;
@@ -268,7 +291,7 @@ impl Inner {
         let until = Instant::now() + wait;
         let mut background = lock(&self.background);
         while let Some(left) = until.checked_duration_since(Instant::now()) {
-            let caught_up = self.read_state().version.level(0).len() < trigger;
+            let caught_up = self.read_state().most_level0_tables() < trigger;
             if caught_up || background.shutdown || left.is_zero() {
                 break;
             }
@@ -287,8 +310,8 @@ impl Inner {
         let (mut counted_flush, mut counted_level0) = (false, false);
         loop {
             let state = self.read_state();
-            let level0_full = state.version.level(0).len() >= self.options.l0_stop_trigger;
-            let too_many_frozen = state.immutable.len() >= self.options.max_immutable_memtables;
+            let level0_full = state.most_level0_tables() >= self.options.l0_stop_trigger;
+            let too_many_frozen = state.frozen_logs().len() >= self.options.max_immutable_memtables;
             if !too_many_frozen && !level0_full {
                 return Ok(());
             }
@@ -346,7 +369,7 @@ impl Inner {
     pub(super) fn freeze_memtable(&self, writer: &mut WriterState) -> Result<()> {
         // Set until the freeze succeeds: every early return below leaves it set.
         writer.freeze_failed = true;
-        let old_number = self.read_state().mem.log_number();
+        let old_number = self.read_state().default_tree().mem.log_number();
         let previous = PreviousLog {
             number: old_number,
             len: writer.wal()?.len(),
@@ -378,15 +401,23 @@ impl Inner {
 
     /// Makes the active memtable the newest frozen one, and a new empty one (logged in
     /// `log_number`) active.
+    /// Freezes every keyspace's memtable at once (an empty one is replaced, not kept), so
+    /// that each log holds the writes of one generation of memtables, flushed together.
     fn install_new_memtable(&self, log_number: u64) {
         self.replace_read_state(|old| {
-            let mut immutable = vec![Arc::clone(&old.mem)];
-            immutable.extend(old.immutable.iter().cloned());
-            ReadState {
-                mem: Arc::new(MemTable::new(log_number, self.options.memtable_size)),
-                immutable,
-                version: Arc::clone(&old.version),
-            }
+            old.with_trees(|tree| {
+                let mut immutable = Vec::with_capacity(tree.immutable.len() + 1);
+                if !tree.mem.is_empty() {
+                    immutable.push(Arc::clone(&tree.mem));
+                }
+                immutable.extend(tree.immutable.iter().cloned());
+                Arc::new(Tree {
+                    keyspace: Arc::clone(&tree.keyspace),
+                    mem: Arc::new(MemTable::new(log_number, tree.options().memtable_size)),
+                    immutable,
+                    version: Arc::clone(&tree.version),
+                })
+            })
         });
         self.background_cv.notify_all();
     }
@@ -447,11 +478,7 @@ impl Inner {
 
     /// The log numbers of the frozen memtables, whose logs recovery would still replay.
     fn frozen_log_numbers(&self) -> Vec<u64> {
-        self.read_state()
-            .immutable
-            .iter()
-            .map(|m| m.log_number())
-            .collect()
+        self.read_state().frozen_logs()
     }
 
     /// Writes every memtable that holds a write acknowledged before the call to a table.
@@ -463,24 +490,20 @@ impl Inner {
             let mut writer = lock(&self.writer);
             self.refuse_if_failed()?;
             let state = self.read_state();
-            if !state.mem.is_empty() {
-                let log_number = state.mem.log_number();
+            if state.trees.iter().any(|t| !t.mem.is_empty()) {
+                let log_number = state.default_tree().mem.log_number();
                 drop(state);
                 self.freeze_memtable(&mut writer)?;
                 log_number
             } else {
-                match state.immutable.first() {
-                    Some(newest) => newest.log_number(),
+                match state.frozen_logs().last() {
+                    Some(&newest) => newest,
                     None => return Ok(()),
                 }
             }
         };
         self.wait_until(&[Job::Flush], |inner, _| {
-            inner
-                .read_state()
-                .immutable
-                .iter()
-                .all(|m| m.log_number() > newest_to_flush)
+            (inner.read_state().frozen_logs().iter()).all(|&log| log > newest_to_flush)
         })
     }
 
@@ -540,5 +563,28 @@ fn count_once(happened: bool, counted: &mut bool, counter: &AtomicU64) {
     if happened && !*counted {
         *counted = true;
         Counters::add_one(counter);
+    }
+}
+
+/// Applies `batch`'s entries, numbered from `first_seq`, to the memtables of their keyspaces
+/// (which `refuse_unknown_keyspaces` checked are there).
+fn apply_to_memtables(state: &ReadState, batch: WriteBatch, first_seq: u64) {
+    let memtable = |ks| {
+        &state
+            .tree(ks)
+            .expect("keyspaces checked under the writer lock")
+            .mem
+    };
+    if let Some(ks) = batch.only_keyspace() {
+        memtable(ks).apply(batch.into_entries(first_seq).map(|(_, e)| e));
+        return;
+    }
+    let mut entries = batch.into_entries(first_seq).peekable();
+    while let Some((ks, first)) = entries.next() {
+        let mut run = vec![first];
+        while let Some((_, e)) = entries.next_if(|(next, _)| *next == ks) {
+            run.push(e);
+        }
+        memtable(ks).apply(run);
     }
 }

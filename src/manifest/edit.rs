@@ -4,7 +4,8 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::filter::FilterParams;
-use crate::sstable::FilterPolicy;
+use crate::keyspace::{KeyspaceId, KeyspaceOptions, DEFAULT_ID, MAX_KEYSPACE_NAME_LEN};
+use crate::sstable::{Compression, FilterPolicy};
 
 /// What the manifest records about one table file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,12 +26,17 @@ pub struct TableMeta {
     pub largest_seq: u64,
     /// The number of entries (values and tombstones).
     pub entries: u64,
+    /// The number of the keyspace the table belongs to (0, the default keyspace, in a store
+    /// without keyspaces).
+    pub keyspace: u32,
 }
 
 impl TableMeta {
-    /// What the manifest records of table `number` at `level`, written with `props`.
+    /// What the manifest records of table `number` at `level` of the default keyspace,
+    /// written with `props`.
     pub fn of_table(number: u64, level: u32, props: crate::sstable::TableProperties) -> TableMeta {
         TableMeta {
+            keyspace: DEFAULT_ID,
             number,
             level,
             file_size: props.file_size,
@@ -149,7 +155,30 @@ pub struct VersionEdit {
     pub write_totals: Option<WriteTotals>,
     /// The filter policy the store writes its tables with; the last edit that has it counts.
     pub filter_policy: Option<RecordedPolicy>,
+    /// The number the next keyspace created takes; the last edit that has it counts.
+    pub next_keyspace: Option<u32>,
+    /// Keyspaces created, or whose options changed: each record replaces the one before.
+    pub keyspaces: Vec<KeyspaceRecord>,
+    /// Keyspaces dropped, by number (their tables are in `removed`).
+    pub dropped_keyspaces: Vec<u32>,
 }
+
+/// What the manifest records of a keyspace other than the default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyspaceRecord {
+    pub id: u32,
+    pub name: String,
+    /// The options it was created with, or last opened with.
+    pub options: KeyspaceOptions,
+}
+
+impl Eq for KeyspaceRecord {}
+
+/// Which of a keyspace's options its record holds.
+const HAS_FILTER_POLICY: u64 = 1;
+const HAS_COMPRESSION: u64 = 2;
+const HAS_BLOCK_SIZE: u64 = 4;
+const HAS_MEMTABLE_SIZE: u64 = 8;
 
 /// A [`FilterPolicy`] as a manifest records it: its kind and its number's bits, so that it
 /// compares and re-encodes exactly.
@@ -214,12 +243,54 @@ const TAG_REMOVED: u8 = 4;
 const TAG_ADDED: u8 = 5;
 const TAG_WRITE_TOTALS: u8 = 6;
 const TAG_FILTER_POLICY: u8 = 7;
+const TAG_NEXT_KEYSPACE: u8 = 8;
+const TAG_KEYSPACE: u8 = 9;
+const TAG_KEYSPACE_DROPPED: u8 = 10;
+const TAG_ADDED_IN_KEYSPACE: u8 = 11;
 
 use crate::varint::put as put_varint;
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     put_varint(out, bytes.len() as u64);
     out.extend_from_slice(bytes);
+}
+
+fn put_table(out: &mut Vec<u8>, t: &TableMeta) {
+    put_varint(out, u64::from(t.level));
+    put_varint(out, t.number);
+    put_varint(out, t.file_size);
+    put_bytes(out, &t.smallest_key);
+    put_bytes(out, &t.largest_key);
+    put_varint(out, t.smallest_seq);
+    put_varint(out, t.largest_seq);
+    put_varint(out, t.entries);
+}
+
+fn put_policy(out: &mut Vec<u8>, policy: &RecordedPolicy) {
+    put_varint(out, u64::from(policy.kind));
+    out.extend_from_slice(&policy.value.to_le_bytes());
+}
+
+fn put_keyspace(out: &mut Vec<u8>, keyspace: &KeyspaceRecord) {
+    let o = &keyspace.options;
+    put_varint(out, u64::from(keyspace.id));
+    put_bytes(out, keyspace.name.as_bytes());
+    let present = [
+        (o.filter_policy.is_some(), HAS_FILTER_POLICY),
+        (o.compression.is_some(), HAS_COMPRESSION),
+        (o.block_size.is_some(), HAS_BLOCK_SIZE),
+        (o.memtable_size.is_some(), HAS_MEMTABLE_SIZE),
+    ];
+    put_varint(out, present.iter().filter(|p| p.0).map(|p| p.1).sum());
+    if let Some(policy) = &o.filter_policy {
+        put_policy(out, &RecordedPolicy::of(policy));
+    }
+    if let Some(compression) = o.compression {
+        put_varint(out, u64::from(compression.code()));
+    }
+    for size in [o.block_size, o.memtable_size].into_iter().flatten() {
+        put_varint(out, size as u64);
+    }
 }
 
 /// Why decoding failed and where, before a file name is attached.
@@ -287,6 +358,7 @@ impl<'a> Decoder<'a> {
         let largest_seq = self.varint("largest sequence number")?;
         let entries = self.varint("entry count")?;
         Ok(TableMeta {
+            keyspace: DEFAULT_ID,
             number,
             level,
             file_size,
@@ -296,6 +368,58 @@ impl<'a> Decoder<'a> {
             largest_seq,
             entries,
         })
+    }
+
+    fn keyspace_id(&mut self) -> std::result::Result<KeyspaceId, DecodeError> {
+        let start = self.pos;
+        match self.varint("keyspace number")? {
+            0 => self.fail(start, "keyspace number 0 is the default keyspace's"),
+            v => KeyspaceId::try_from(v)
+                .or_else(|_| self.fail(start, format!("keyspace number {v} out of range"))),
+        }
+    }
+
+    fn keyspace(&mut self) -> std::result::Result<KeyspaceRecord, DecodeError> {
+        let id = self.keyspace_id()?;
+        let start = self.pos;
+        let name = String::from_utf8(self.bytes("keyspace name")?)
+            .or_else(|_| self.fail(start, "keyspace name is not UTF-8"))?;
+        if name.is_empty() || name.len() > MAX_KEYSPACE_NAME_LEN {
+            return self.fail(start, format!("keyspace name of {} bytes", name.len()));
+        }
+        let start = self.pos;
+        let present = self.varint("keyspace options present")?;
+        if present >= 2 * HAS_MEMTABLE_SIZE {
+            return self.fail(start, format!("unknown keyspace options {present:#x}"));
+        }
+        let mut options = KeyspaceOptions::default();
+        if present & HAS_FILTER_POLICY != 0 {
+            options.filter_policy = self.filter_policy()?.policy();
+        }
+        if present & HAS_COMPRESSION != 0 {
+            let start = self.pos;
+            let code = self.varint("compression")?;
+            options.compression = u8::try_from(code).ok().and_then(Compression::from_code);
+            if options.compression.is_none() {
+                return self.fail(start, format!("unknown compression {code}"));
+            }
+        }
+        for (flag, field, what) in [
+            (HAS_BLOCK_SIZE, &mut options.block_size, "block size"),
+            (
+                HAS_MEMTABLE_SIZE,
+                &mut options.memtable_size,
+                "memtable size",
+            ),
+        ] {
+            if present & flag != 0 {
+                let start = self.pos;
+                let v = self.varint(what)?;
+                *field =
+                    Some(usize::try_from(v).or_else(|_| self.fail(start, format!("{what} {v}")))?);
+            }
+        }
+        Ok(KeyspaceRecord { id, name, options })
     }
 
     /// A count of fields that must be `expected`.
@@ -378,16 +502,9 @@ impl VersionEdit {
             put_varint(&mut out, u64::from(level));
             put_varint(&mut out, number);
         }
-        for t in &self.added {
+        for t in self.added.iter().filter(|t| t.keyspace == DEFAULT_ID) {
             out.push(TAG_ADDED);
-            put_varint(&mut out, u64::from(t.level));
-            put_varint(&mut out, t.number);
-            put_varint(&mut out, t.file_size);
-            put_bytes(&mut out, &t.smallest_key);
-            put_bytes(&mut out, &t.largest_key);
-            put_varint(&mut out, t.smallest_seq);
-            put_varint(&mut out, t.largest_seq);
-            put_varint(&mut out, t.entries);
+            put_table(&mut out, t);
         }
         if let Some(totals) = &self.write_totals {
             out.push(TAG_WRITE_TOTALS);
@@ -404,8 +521,24 @@ impl VersionEdit {
         }
         if let Some(policy) = &self.filter_policy {
             out.push(TAG_FILTER_POLICY);
-            put_varint(&mut out, u64::from(policy.kind));
-            out.extend_from_slice(&policy.value.to_le_bytes());
+            put_policy(&mut out, policy);
+        }
+        if let Some(next) = self.next_keyspace {
+            out.push(TAG_NEXT_KEYSPACE);
+            put_varint(&mut out, u64::from(next));
+        }
+        for keyspace in &self.keyspaces {
+            out.push(TAG_KEYSPACE);
+            put_keyspace(&mut out, keyspace);
+        }
+        for &id in &self.dropped_keyspaces {
+            out.push(TAG_KEYSPACE_DROPPED);
+            put_varint(&mut out, u64::from(id));
+        }
+        for t in self.added.iter().filter(|t| t.keyspace != DEFAULT_ID) {
+            out.push(TAG_ADDED_IN_KEYSPACE);
+            put_varint(&mut out, u64::from(t.keyspace));
+            put_table(&mut out, t);
         }
         out
     }
@@ -426,7 +559,14 @@ impl VersionEdit {
         while let Some(&tag) = d.data.get(d.pos) {
             let at = d.pos;
             d.pos += 1;
-            let repeatable = tag == TAG_REMOVED || tag == TAG_ADDED;
+            let repeatable = matches!(
+                tag,
+                TAG_REMOVED
+                    | TAG_ADDED
+                    | TAG_KEYSPACE
+                    | TAG_KEYSPACE_DROPPED
+                    | TAG_ADDED_IN_KEYSPACE
+            );
             if tag < last_tag || (tag == last_tag && !repeatable) {
                 return d.fail(
                     at,
@@ -449,6 +589,20 @@ impl VersionEdit {
                 }
                 TAG_WRITE_TOTALS => edit.write_totals = Some(d.write_totals()?),
                 TAG_FILTER_POLICY => edit.filter_policy = Some(d.filter_policy()?),
+                TAG_NEXT_KEYSPACE => {
+                    let start = d.pos;
+                    let next = d.varint("next keyspace number")?;
+                    let next = u32::try_from(next)
+                        .or_else(|_| d.fail(start, format!("next keyspace number {next}")))?;
+                    edit.next_keyspace = Some(next);
+                }
+                TAG_KEYSPACE => edit.keyspaces.push(d.keyspace()?),
+                TAG_KEYSPACE_DROPPED => edit.dropped_keyspaces.push(d.keyspace_id()?),
+                TAG_ADDED_IN_KEYSPACE => {
+                    let keyspace = d.keyspace_id()?;
+                    let table = d.table()?;
+                    edit.added.push(TableMeta { keyspace, ..table });
+                }
                 _ => return d.fail(at, format!("unknown field tag {tag}")),
             }
         }

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use current::{read_current, set_current};
-pub use edit::{LevelTotals, RecordedPolicy, TableMeta, VersionEdit, WriteTotals};
+pub use edit::{KeyspaceRecord, LevelTotals, RecordedPolicy, TableMeta, VersionEdit, WriteTotals};
 
 use crate::entry::MAX_SEQ;
 use crate::error::{Error, Result};
@@ -170,6 +170,11 @@ pub struct RecoveredManifest {
     /// The filter policy the store last wrote its tables with (`None` before stores recorded
     /// it; [`RecordedPolicy::policy`] gives it).
     pub filter_policy: Option<RecordedPolicy>,
+    /// The number the next keyspace created takes: above every keyspace the manifest ever
+    /// recorded, dropped ones included, when its edits say so.
+    pub next_keyspace: u32,
+    /// The live keyspaces other than the default, by number.
+    pub keyspaces: Vec<KeyspaceRecord>,
     /// The incomplete last edit that was dropped, if any.
     pub torn_tail: Option<TornTail>,
 }
@@ -252,6 +257,8 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
     let mut last_seq = None;
     let mut write_totals = None;
     let mut filter_policy = None;
+    let mut next_keyspace = None;
+    let mut keyspaces: BTreeMap<u32, KeyspaceRecord> = BTreeMap::new();
     let mut live: BTreeMap<u64, TableMeta> = BTreeMap::new();
     for (record, &offset) in contents.records.iter().zip(&contents.offsets) {
         let bad = |reason: String| Error::corruption(path, Some(offset), reason);
@@ -267,6 +274,19 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
         last_seq = edit.last_seq.or(last_seq);
         write_totals = edit.write_totals.or(write_totals);
         filter_policy = edit.filter_policy.or(filter_policy);
+        next_keyspace = edit.next_keyspace.or(next_keyspace);
+        for keyspace in edit.keyspaces {
+            let taken = keyspaces
+                .values()
+                .any(|k| k.name == keyspace.name && k.id != keyspace.id);
+            if taken || keyspace.name == crate::keyspace::DEFAULT_KEYSPACE {
+                return Err(bad(format!(
+                    "keyspace {} takes the name {:?}, which another keyspace has",
+                    keyspace.id, keyspace.name
+                )));
+            }
+            keyspaces.insert(keyspace.id, keyspace);
+        }
         for &(level, number) in &edit.removed {
             match live.get(&number) {
                 Some(t) if t.level == level => {
@@ -299,7 +319,28 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
                     table.number
                 )));
             }
+            if table.keyspace != crate::keyspace::DEFAULT_ID
+                && !keyspaces.contains_key(&table.keyspace)
+            {
+                return Err(bad(format!(
+                    "edit adds table {} to keyspace {}, which does not exist",
+                    table.number, table.keyspace
+                )));
+            }
             live.insert(table.number, table);
+        }
+        for id in edit.dropped_keyspaces {
+            if keyspaces.remove(&id).is_none() {
+                return Err(bad(format!(
+                    "edit drops keyspace {id}, which does not exist"
+                )));
+            }
+            if let Some(t) = live.values().find(|t| t.keyspace == id) {
+                return Err(bad(format!(
+                    "edit drops keyspace {id} but leaves its table {}",
+                    t.number
+                )));
+            }
         }
     }
     let missing = |what: &str| {
@@ -321,6 +362,13 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
     let next_file_number = recorded_next.max(highest_used.saturating_add(1));
     let mut tables: Vec<TableMeta> = live.into_values().collect();
     tables.sort_by_key(|t| (t.level, t.number));
+    let next_keyspace = keyspaces
+        .keys()
+        .map(|&id| id.saturating_add(1))
+        .chain(next_keyspace)
+        .max()
+        .unwrap_or(1)
+        .max(1);
     Ok(RecoveredManifest {
         manifest_number: number,
         log_number,
@@ -329,6 +377,8 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
         tables,
         write_totals,
         filter_policy,
+        next_keyspace,
+        keyspaces: keyspaces.into_values().collect(),
         torn_tail: contents.torn_tail,
     })
 }

@@ -2,8 +2,8 @@ use std::path::{Path, PathBuf};
 
 use super::current::current_contents;
 use super::{
-    read_current, read_manifest, recover_manifest, set_current, LevelTotals, ManifestWriter,
-    RecordedPolicy, RecoveredManifest, TableMeta, VersionEdit, WriteTotals,
+    read_current, read_manifest, recover_manifest, set_current, KeyspaceRecord, LevelTotals,
+    ManifestWriter, RecordedPolicy, RecoveredManifest, TableMeta, VersionEdit, WriteTotals,
 };
 use crate::error::Error;
 use crate::filename::{manifest_file_name, CURRENT};
@@ -23,6 +23,7 @@ fn fresh() -> FaultFs {
 
 fn table(number: u64, level: u32) -> TableMeta {
     TableMeta {
+        keyspace: 0,
         number,
         level,
         file_size: 1000 + number * 17,
@@ -43,6 +44,9 @@ fn snapshot() -> VersionEdit {
         removed: Vec::new(),
         write_totals: None,
         filter_policy: None,
+        next_keyspace: None,
+        keyspaces: Vec::new(),
+        dropped_keyspaces: Vec::new(),
     }
 }
 
@@ -57,6 +61,9 @@ fn later_edits() -> Vec<VersionEdit> {
             removed: Vec::new(),
             write_totals: None,
             filter_policy: None,
+            next_keyspace: None,
+            keyspaces: Vec::new(),
+            dropped_keyspaces: Vec::new(),
         },
         VersionEdit {
             log_number: None,
@@ -66,6 +73,9 @@ fn later_edits() -> Vec<VersionEdit> {
             removed: vec![(0, 5), (1, 6)],
             write_totals: None,
             filter_policy: None,
+            next_keyspace: None,
+            keyspaces: Vec::new(),
+            dropped_keyspaces: Vec::new(),
         },
         VersionEdit {
             log_number: None,
@@ -75,6 +85,9 @@ fn later_edits() -> Vec<VersionEdit> {
             removed: vec![(0, 12)],
             write_totals: None,
             filter_policy: None,
+            next_keyspace: None,
+            keyspaces: Vec::new(),
+            dropped_keyspaces: Vec::new(),
         },
     ]
 }
@@ -123,6 +136,7 @@ fn version_edits_round_trip() {
         next_file_number: Some(0),
         last_seq: Some(1 << 63),
         added: vec![TableMeta {
+            keyspace: 0,
             number: u64::MAX,
             level: u32::MAX,
             file_size: 0,
@@ -146,7 +160,11 @@ fn version_edits_round_trip() {
             ..WriteTotals::default()
         }),
         filter_policy: Some(RecordedPolicy::of(&FilterPolicy::FalsePositiveRate(0.001))),
+        next_keyspace: None,
+        keyspaces: Vec::new(),
+        dropped_keyspaces: Vec::new(),
     });
+    edits.push(keyspace_edit());
     // Every kind of policy round-trips.
     for policy in [
         FilterPolicy::Disabled,
@@ -169,10 +187,84 @@ fn version_edits_round_trip() {
     assert!(VersionEdit::default().encode().is_empty());
 }
 
+/// An edit with every keyspace field: a keyspace made with each option set, one with none,
+/// one dropped, and tables of the default keyspace and of another.
+fn keyspace_edit() -> VersionEdit {
+    let options = crate::keyspace::KeyspaceOptions::new();
+    VersionEdit {
+        next_keyspace: Some(7),
+        keyspaces: vec![
+            KeyspaceRecord {
+                id: 5,
+                name: "users".into(),
+                options: options
+                    .filter_policy(FilterPolicy::FalsePositiveRate(0.001))
+                    .compression(crate::sstable::Compression::None)
+                    .block_size(16 << 10)
+                    .memtable_size(1 << 20),
+            },
+            KeyspaceRecord {
+                id: 6,
+                name: "ünïcode".into(),
+                options,
+            },
+        ],
+        dropped_keyspaces: vec![3],
+        added: vec![
+            table(40, 0),
+            TableMeta {
+                keyspace: 5,
+                ..table(41, 2)
+            },
+        ],
+        ..snapshot()
+    }
+}
+
+#[test]
+fn keyspace_fields_leave_an_edit_without_them_as_it_was() {
+    // Tables of the default keyspace keep their tag, and no keyspace field is written for a
+    // store without keyspaces: its manifest reads in an older bloomkv.
+    let small = VersionEdit {
+        log_number: Some(4),
+        added: vec![TableMeta {
+            keyspace: 0,
+            number: 2,
+            level: 0,
+            file_size: 3,
+            smallest_key: b"a".to_vec(),
+            largest_key: b"b".to_vec(),
+            smallest_seq: 1,
+            largest_seq: 2,
+            entries: 1,
+        }],
+        ..VersionEdit::default()
+    };
+    let before_keyspaces = [1, 4, 5, 0, 2, 3, 1, b'a', 1, b'b', 1, 2, 1];
+    assert_eq!(small.encode(), before_keyspaces);
+    let edit = keyspace_edit();
+    let bytes = edit.encode();
+    let decoded = VersionEdit::decode(&bytes).unwrap();
+    // Tables are kept in their order within each keyspace: the default's first.
+    assert_eq!(decoded.added[0].keyspace, 0);
+    assert_eq!(decoded.added[1].keyspace, 5);
+    assert_eq!(decoded, edit);
+    // A table added to keyspace 0 by the keyspace tag is not the shortest form: refused.
+    let mut bad = VersionEdit::default().encode();
+    bad.extend([11, 0]);
+    assert!(VersionEdit::decode(&bad).unwrap_err().is_corruption());
+}
+
 #[test]
 fn decoding_is_strict_for_every_cut_and_byte_change() {
     let mut edit = snapshot();
     edit.removed = vec![(1, 2), (3, 4)];
+    for edit in [edit, keyspace_edit()] {
+        strict_for_every_cut_and_byte_change(&edit);
+    }
+}
+
+fn strict_for_every_cut_and_byte_change(edit: &VersionEdit) {
     let bytes = edit.encode();
     // Each cut or change either fails or is itself a valid encoding of what it decodes to.
     for cut in 0..bytes.len() {
@@ -201,7 +293,7 @@ fn decoding_is_strict_for_every_cut_and_byte_change() {
 #[test]
 fn malformed_edits_are_corruption() {
     let cases: Vec<(&str, Vec<u8>)> = vec![
-        ("unknown tag", vec![9, 1]),
+        ("unknown tag", vec![12, 1]),
         ("zero tag", vec![0]),
         ("tags out of order", vec![2, 1, 1, 1]),
         ("repeated counter", vec![1, 1, 1, 2]),
@@ -272,6 +364,9 @@ fn next_file_number_never_falls_below_a_used_number() {
         removed: Vec::new(),
         write_totals: None,
         filter_policy: None,
+        next_keyspace: None,
+        keyspaces: Vec::new(),
+        dropped_keyspaces: Vec::new(),
     };
     ManifestWriter::create(&fs, &dir(), 20, &snap).unwrap();
     assert_eq!(recover_manifest(&fs, &dir()).unwrap().next_file_number, 41);
@@ -464,6 +559,105 @@ fn a_damaged_edit_before_intact_ones_is_corruption_even_without_sync_marks() {
 }
 
 #[test]
+fn keyspaces_are_made_changed_and_dropped_through_edits() {
+    let fs = fresh();
+    let record = |id, name: &str| KeyspaceRecord {
+        id,
+        name: name.into(),
+        options: crate::keyspace::KeyspaceOptions::new(),
+    };
+    let mut w = ManifestWriter::create(&fs, &dir(), 3, &snapshot()).unwrap();
+    for edit in [
+        VersionEdit {
+            next_keyspace: Some(2),
+            keyspaces: vec![record(1, "a")],
+            ..VersionEdit::default()
+        },
+        VersionEdit {
+            added: vec![TableMeta {
+                keyspace: 1,
+                ..table(20, 0)
+            }],
+            ..VersionEdit::default()
+        },
+        VersionEdit {
+            next_keyspace: Some(3),
+            keyspaces: vec![record(2, "b")],
+            ..VersionEdit::default()
+        },
+        VersionEdit {
+            removed: vec![(0, 20)],
+            dropped_keyspaces: vec![1],
+            ..VersionEdit::default()
+        },
+    ] {
+        w.append(&edit).unwrap();
+    }
+    let r = recover_manifest(&fs, &dir()).unwrap();
+    assert_eq!(r.keyspaces, vec![record(2, "b")]);
+    assert_eq!(r.next_keyspace, 3);
+    assert!(r.tables.iter().all(|t| t.keyspace == 0));
+}
+
+#[test]
+fn keyspace_edits_that_contradict_the_manifest_are_corruption() {
+    let record = |id, name: &str| KeyspaceRecord {
+        id,
+        name: name.into(),
+        options: crate::keyspace::KeyspaceOptions::new(),
+    };
+    let in_keyspace = |keyspace| TableMeta {
+        keyspace,
+        ..table(20, 0)
+    };
+    for (what, bad_edit) in [
+        (
+            "a table of a keyspace never made",
+            VersionEdit {
+                added: vec![in_keyspace(4)],
+                ..VersionEdit::default()
+            },
+        ),
+        (
+            "a drop of a keyspace never made",
+            VersionEdit {
+                dropped_keyspaces: vec![4],
+                ..VersionEdit::default()
+            },
+        ),
+        (
+            "a drop that leaves the keyspace's tables",
+            VersionEdit {
+                keyspaces: vec![record(4, "x")],
+                added: vec![in_keyspace(4)],
+                dropped_keyspaces: vec![4],
+                ..VersionEdit::default()
+            },
+        ),
+        (
+            "two keyspaces of one name",
+            VersionEdit {
+                keyspaces: vec![record(4, "x"), record(5, "x")],
+                ..VersionEdit::default()
+            },
+        ),
+        (
+            "a keyspace named as the default",
+            VersionEdit {
+                keyspaces: vec![record(4, "default")],
+                ..VersionEdit::default()
+            },
+        ),
+    ] {
+        let fs = fresh();
+        let mut w = ManifestWriter::create(&fs, &dir(), 3, &snapshot()).unwrap();
+        w.append(&bad_edit).unwrap();
+        let err = recover_manifest(&fs, &dir()).unwrap_err();
+        assert!(err.is_corruption(), "{what}: {err}");
+    }
+}
+
+#[test]
 fn edits_that_contradict_the_live_set_are_corruption() {
     for bad_edit in [
         VersionEdit {
@@ -480,6 +674,7 @@ fn edits_that_contradict_the_live_set_are_corruption() {
         },
         VersionEdit {
             added: vec![TableMeta {
+                keyspace: 0,
                 smallest_key: b"z".to_vec(),
                 largest_key: b"a".to_vec(),
                 ..table(20, 0)
@@ -506,6 +701,9 @@ fn power_loss_anywhere_in_creating_a_manifest_leaves_old_or_new_current() {
         removed: Vec::new(),
         write_totals: None,
         filter_policy: None,
+        next_keyspace: None,
+        keyspaces: Vec::new(),
+        dropped_keyspaces: Vec::new(),
     };
     let mut saw_old = false;
     let mut n = 0;

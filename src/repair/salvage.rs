@@ -158,7 +158,10 @@ fn salvage_one(
         }
         if outcome.entries_kept > 0 {
             let props = builder.finish()?;
-            new_meta = Some(TableMeta::of_table(meta.number, meta.level, props));
+            new_meta = Some(TableMeta {
+                keyspace: meta.keyspace,
+                ..TableMeta::of_table(meta.number, meta.level, props)
+            });
             outcome.replaced_by = Some(name);
         } else {
             builder.abandon()?;
@@ -236,6 +239,9 @@ fn rewrite_manifest(
         removed: Vec::new(),
         write_totals: recovered.write_totals.clone(),
         filter_policy: recovered.filter_policy,
+        next_keyspace: Some(recovered.next_keyspace),
+        keyspaces: recovered.keyspaces.clone(),
+        dropped_keyspaces: Vec::new(),
     };
     ManifestWriter::create(fs, dir, number, &snapshot)?;
     Ok(())

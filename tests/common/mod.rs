@@ -172,3 +172,33 @@ impl SteadyWriter {
         acknowledged.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
+
+/// Runs the test `child_test` of the running test binary in a process of its own, with the
+/// environment variable `env` naming `dir` (a child test does its work only when it is set),
+/// kills it with SIGKILL after `after`, and returns the last number it printed on a line of
+/// its own: the last write it had acknowledged, if any.
+pub fn run_child_and_kill(
+    child_test: &str,
+    env: &str,
+    dir: &Path,
+    after: std::time::Duration,
+) -> Option<u64> {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", child_test, "--nocapture", "--test-threads=1"])
+        .env(env, dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let lines = BufReader::new(stdout).lines().map_while(|l| l.ok());
+        lines.filter_map(|l| l.trim().parse::<u64>().ok()).last()
+    });
+    std::thread::sleep(after);
+    child.kill().expect("SIGKILL the child");
+    child.wait().unwrap();
+    reader.join().unwrap()
+}

@@ -31,22 +31,25 @@ pub fn run(command: Command) -> Result<(), Failure> {
             value,
             store,
             keys,
+            keyspace,
             filter,
             wal,
-        } => write::put(&key, &value, &store, &keys, &filter, &wal),
+        } => write::put(&key, &value, &store, &keys, &keyspace, &filter, &wal),
         Command::Get {
             key,
             store,
             keys,
+            keyspace,
             wal,
-        } => read::get(&key, &store, &keys, &wal),
+        } => read::get(&key, &store, &keys, &keyspace, &wal),
         Command::Delete {
             key,
             store,
             keys,
+            keyspace,
             filter,
             wal,
-        } => write::delete(&key, &store, &keys, &filter, &wal),
+        } => write::delete(&key, &store, &keys, &keyspace, &filter, &wal),
         Command::Scan {
             from,
             to,
@@ -56,25 +59,49 @@ pub fn run(command: Command) -> Result<(), Failure> {
             reverse,
             store,
             keys,
+            keyspace,
             wal,
-        } => read::scan(
-            from, to, prefix, limit, keys_only, reverse, &store, &keys, &wal,
-        ),
+        } => {
+            let range = read::ScanArgs {
+                from,
+                to,
+                prefix,
+                limit,
+                keys_only,
+                reverse,
+            };
+            read::scan(range, &store, &keys, &keyspace, &wal)
+        }
         Command::Load {
             file,
             strict,
             store,
             keys,
+            keyspace,
             filter,
             wal,
-        } => write::load(file.as_deref(), strict, &store, &keys, &filter, &wal),
-        Command::Dump { store, keys, wal } => read::dump(&store, &keys, &wal),
+        } => {
+            let target = write::LoadTarget {
+                store: &store,
+                keyspace: &keyspace,
+                filter: &filter,
+                wal: &wal,
+            };
+            write::load(file.as_deref(), strict, &keys, target)
+        }
+        Command::Dump {
+            store,
+            keys,
+            keyspace,
+            wal,
+        } => read::dump(&store, &keys, &keyspace, &wal),
         Command::Stats {
             json,
             store,
             keys,
+            keyspace,
             wal,
-        } => stats::stats(json, &store, &keys, &wal),
+        } => stats::stats(json, &store, &keys, &keyspace, &wal),
         Command::Check { store } => maintain::check(store_dir(&store)?),
         Command::Compact { store, filter, wal } => maintain::compact(&store, &filter, &wal),
         Command::Repair { store } => maintain::repair(store_dir(&store)?),

@@ -6,10 +6,10 @@
 use std::path::Path;
 
 use bloomkv::filename::CURRENT;
-use bloomkv::{Db, FilterPolicy, Options, WalRecoveryMode};
+use bloomkv::{Db, FilterPolicy, Keyspace, KeyspaceOptions, Options, WalRecoveryMode};
 
 use super::output::counted;
-use crate::cli::{StoreDir, TableFilter, WalMode, WalRecovery};
+use crate::cli::{KeyspaceArg, StoreDir, TableFilter, WalMode, WalRecovery};
 use crate::Failure;
 
 /// The directory of `--db`, which the command line checked was given.
@@ -49,6 +49,25 @@ fn open(dir: &Path, options: Options, create: bool) -> Result<Db, Failure> {
     let db = Db::open(dir, options.create_if_missing(create))?;
     note_dropped_wal(&db);
     Ok(db)
+}
+
+/// The keyspace `--keyspace` names (the default keyspace without it), made when `create` and
+/// the store has none of that name; else a missing one fails.
+pub(super) fn keyspace<'db>(
+    db: &'db Db,
+    arg: &KeyspaceArg,
+    create: bool,
+) -> Result<Keyspace<'db>, Failure> {
+    let name = arg.keyspace.as_deref().unwrap_or(bloomkv::DEFAULT_KEYSPACE);
+    if create {
+        return Ok(db.keyspace(name, KeyspaceOptions::new())?);
+    }
+    db.existing_keyspace(name).ok_or_else(|| {
+        let names = db.keyspace_names().join(", ");
+        Failure::from(format!(
+            "the store has no keyspace {name:?} (it has: {names})"
+        ))
+    })
 }
 
 /// Opens the store for a command that only reads: nothing on disk changes.

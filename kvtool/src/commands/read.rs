@@ -4,11 +4,11 @@
 use std::io::Write;
 use std::ops::Bound;
 
-use bloomkv::Db;
+use bloomkv::KeyspaceView;
 
-use super::open::{open_read_only, store_dir};
+use super::open::{keyspace, open_read_only, store_dir};
 use super::output::stdout;
-use crate::cli::{KeyFormat, StoreDir, WalRecovery};
+use crate::cli::{KeyFormat, KeyspaceArg, StoreDir, WalRecovery};
 use crate::{codec, lines};
 use crate::{output_error, Failure, NOT_FOUND};
 
@@ -17,11 +17,12 @@ pub(super) fn get(
     key: &str,
     store: &StoreDir,
     keys: &KeyFormat,
+    keyspace_arg: &KeyspaceArg,
     wal: &WalRecovery,
 ) -> Result<(), Failure> {
     let parsed = codec::parse(key, keys.hex)?;
     let db = open_read_only(store_dir(store)?, wal)?;
-    match db.get(parsed)? {
+    match keyspace(&db, keyspace_arg, false)?.get(parsed)? {
         Some(value) => {
             let mut out = stdout();
             writeln!(out, "{}", codec::format(&value, keys.hex)).map_err(output_error)?;
@@ -34,36 +35,47 @@ pub(super) fn get(
     }
 }
 
-/// `scan`: prints the pairs of a range, a prefix or the whole store.
-// One argument for each option `scan` takes.
-#[allow(clippy::too_many_arguments)]
+/// What `scan` was asked for, as given.
+pub(super) struct ScanArgs {
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub prefix: Option<String>,
+    pub limit: Option<usize>,
+    pub keys_only: bool,
+    pub reverse: bool,
+}
+
+/// `scan`: prints the pairs of a range, a prefix or the whole keyspace.
 pub(super) fn scan(
-    from: Option<String>,
-    to: Option<String>,
-    prefix: Option<String>,
-    limit: Option<usize>,
-    keys_only: bool,
-    reverse: bool,
+    args: ScanArgs,
     store: &StoreDir,
     keys: &KeyFormat,
+    keyspace_arg: &KeyspaceArg,
     wal: &WalRecovery,
 ) -> Result<(), Failure> {
     let parse = |k: Option<String>| k.map(|k| codec::parse(&k, keys.hex)).transpose();
     let range = ScanRange {
-        from: parse(from)?,
-        to: parse(to)?,
-        prefix: parse(prefix)?,
-        reverse,
+        from: parse(args.from)?,
+        to: parse(args.to)?,
+        prefix: parse(args.prefix)?,
+        reverse: args.reverse,
     };
     let db = open_read_only(store_dir(store)?, wal)?;
-    print_range(&db, keys.hex, &range, limit, keys_only)
+    let ks = keyspace(&db, keyspace_arg, false)?;
+    print_range(&ks, keys.hex, &range, args.limit, args.keys_only)
 }
 
 /// `dump`: prints every pair as a line `load` reads back.
-pub(super) fn dump(store: &StoreDir, keys: &KeyFormat, wal: &WalRecovery) -> Result<(), Failure> {
+pub(super) fn dump(
+    store: &StoreDir,
+    keys: &KeyFormat,
+    keyspace_arg: &KeyspaceArg,
+    wal: &WalRecovery,
+) -> Result<(), Failure> {
     let db = open_read_only(store_dir(store)?, wal)?;
+    let ks = keyspace(&db, keyspace_arg, false)?;
     let mut out = stdout();
-    for pair in db.iter() {
+    for pair in ks.iter() {
         let (k, v) = pair?;
         writeln!(out, "{}", lines::dump_line(&k, &v, keys.hex)).map_err(output_error)?;
     }
@@ -81,7 +93,7 @@ struct ScanRange {
 
 /// Prints the pairs of `range` as `scan` does, or only their keys.
 fn print_range(
-    db: &Db,
+    db: &KeyspaceView<'_>,
     hex: bool,
     range: &ScanRange,
     limit: Option<usize>,

@@ -5,9 +5,9 @@
 use bloomkv::{FilterPolicy, Stats};
 use serde_json::json;
 
-use super::open::{open_read_only, store_dir};
+use super::open::{keyspace, open_read_only, store_dir};
 use super::output::emit;
-use crate::cli::{KeyFormat, StoreDir, WalRecovery};
+use crate::cli::{KeyFormat, KeyspaceArg, StoreDir, WalRecovery};
 use crate::codec;
 use crate::store_json::{filter_partitions_json, levels_json, partition_counts};
 use crate::Failure;
@@ -17,10 +17,24 @@ pub(super) fn stats(
     json: bool,
     store: &StoreDir,
     keys: &KeyFormat,
+    keyspace_arg: &KeyspaceArg,
     wal: &WalRecovery,
 ) -> Result<(), Failure> {
     let db = open_read_only(store_dir(store)?, wal)?;
-    let text = stats_text(&db.stats(), keys.hex, json);
+    let mut stats = db.stats();
+    // With --keyspace, the levels and tables are that keyspace's (the counters stay the
+    // store's).
+    if keyspace_arg.keyspace.is_some() {
+        let name = keyspace(&db, keyspace_arg, false)?.name().to_string();
+        if let Some(ks) = stats.keyspaces.iter().find(|k| k.name == name).cloned() {
+            stats.levels = ks.levels;
+            stats.tables = ks.tables;
+            stats.memtable_bytes = ks.memtable_bytes;
+            stats.immutable_memtables = ks.immutable_memtables;
+            stats.filter_policy = ks.filter_policy;
+        }
+    }
+    let text = stats_text(&stats, keys.hex, json);
     emit(&text)
 }
 
@@ -60,6 +74,25 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         total_entries,
         stats.table_bytes()
     );
+    if stats.keyspaces.len() > 1 {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "keyspace              tables  entries     bytes  compression  block size"
+        );
+        for k in &stats.keyspaces {
+            let _ = writeln!(
+                out,
+                "{:<20} {:>7}  {:>7}  {:>8}  {:>11}  {:>10}",
+                k.name,
+                k.tables.len(),
+                k.entries,
+                k.bytes,
+                k.compression.name(),
+                k.block_size
+            );
+        }
+    }
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -213,7 +246,20 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
             })
         })
         .collect();
+    let keyspaces: Vec<_> = (stats.keyspaces.iter())
+        .map(|k| {
+            json!({
+                "name": k.name, "tables": k.tables.len(), "entries": k.entries,
+                "bytes": k.bytes, "memtable_bytes": k.memtable_bytes,
+                "filter_memory_bytes": k.filter_memory_bytes,
+                "filter_policy": policy_text(&k.filter_policy),
+                "compression": k.compression.name(), "block_size": k.block_size,
+                "memtable_size": k.memtable_size,
+            })
+        })
+        .collect();
     json!({
+        "keyspaces": keyspaces,
         "levels": levels_json(stats),
         "tables": tables,
         "totals": {

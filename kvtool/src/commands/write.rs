@@ -6,12 +6,12 @@ use std::path::Path;
 
 use bloomkv::entry::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use bloomkv::filename::CURRENT;
-use bloomkv::{Db, WriteBatch};
+use bloomkv::{Db, Keyspace, WriteBatch};
 use indicatif::ProgressBar;
 
-use super::open::{open_to_write, store_dir};
+use super::open::{keyspace, open_to_write, store_dir};
 use super::output::counted;
-use crate::cli::{KeyFormat, StoreDir, TableFilter, WalRecovery};
+use crate::cli::{KeyFormat, KeyspaceArg, StoreDir, TableFilter, WalRecovery};
 use crate::{codec, lines, progress};
 use crate::{Failure, SKIPPED_LINES};
 
@@ -21,12 +21,13 @@ pub(super) fn put(
     value: &str,
     store: &StoreDir,
     keys: &KeyFormat,
+    keyspace_arg: &KeyspaceArg,
     filter: &TableFilter,
     wal: &WalRecovery,
 ) -> Result<(), Failure> {
     let (key, value) = (codec::parse(key, keys.hex)?, codec::parse(value, keys.hex)?);
     let db = open_to_write(store_dir(store)?, filter, wal, true)?;
-    db.put(key, value)?;
+    keyspace(&db, keyspace_arg, true)?.put(key, value)?;
     close(db)
 }
 
@@ -35,30 +36,40 @@ pub(super) fn delete(
     key: &str,
     store: &StoreDir,
     keys: &KeyFormat,
+    keyspace_arg: &KeyspaceArg,
     filter: &TableFilter,
     wal: &WalRecovery,
 ) -> Result<(), Failure> {
     let key = codec::parse(key, keys.hex)?;
     let db = open_to_write(store_dir(store)?, filter, wal, false)?;
-    db.delete(key)?;
+    keyspace(&db, keyspace_arg, false)?.delete(key)?;
     close(db)
+}
+
+/// The store and keyspace `load` writes to, and how.
+pub(super) struct LoadTarget<'a> {
+    pub store: &'a StoreDir,
+    pub keyspace: &'a KeyspaceArg,
+    pub filter: &'a TableFilter,
+    pub wal: &'a WalRecovery,
 }
 
 /// `load`: writes the pairs of `file` (or stdin), creating a missing store.
 pub(super) fn load(
     file: Option<&Path>,
     strict: bool,
-    store: &StoreDir,
     keys: &KeyFormat,
-    filter: &TableFilter,
-    wal: &WalRecovery,
+    target: LoadTarget,
 ) -> Result<(), Failure> {
     let input = open_input(file)?;
-    let dir = store_dir(store)?;
+    let dir = store_dir(target.store)?;
     let (dir_existed, store_existed) = (dir.exists(), dir.join(CURRENT).exists());
-    let db = open_to_write(dir, filter, wal, true)?;
-    let result = load_input(&db, keys.hex, input, strict);
-    let empty = db.iter().next().is_none();
+    let db = open_to_write(dir, target.filter, target.wal, true)?;
+    let ks = keyspace(&db, target.keyspace, true)?;
+    let result = load_input(&db, &ks, keys.hex, input, strict);
+    // A new store holds pairs only in the keyspace loaded.
+    let empty = ks.iter().next().is_none();
+    drop(ks);
     close(db)?;
     // A strict load that failed before its first pair leaves no store it created.
     if result.is_err() && empty && !store_existed {
@@ -129,7 +140,13 @@ const PROGRESS_MIN_BYTES: u64 = 1 << 20;
 
 /// Writes the pairs of `input`'s lines in batches, counting and skipping bad lines, or
 /// stopping at the first with `strict`.
-fn load_input(db: &Db, hex: bool, mut input: Input, strict: bool) -> Result<(), Failure> {
+fn load_input(
+    db: &Db,
+    ks: &Keyspace<'_>,
+    hex: bool,
+    mut input: Input,
+    strict: bool,
+) -> Result<(), Failure> {
     let progress = match input.bytes {
         Some(bytes) if bytes >= PROGRESS_MIN_BYTES => progress::bytes(bytes, "load"),
         Some(_) => ProgressBar::hidden(),
@@ -166,7 +183,7 @@ fn load_input(db: &Db, hex: bool, mut input: Input, strict: bool) -> Result<(), 
         }
         match parse_line(&line, hex) {
             Ok((k, v)) => {
-                batch.put(k, v);
+                batch.put_in(ks, k, v);
                 loaded += 1;
             }
             Err(e) if strict => {
