@@ -298,6 +298,14 @@ impl LevelTargets {
     }
 }
 
+/// The highest score of any level: how badly the tree needs a compaction (1 and above: it
+/// does).
+pub fn most_urgent(version: &Version, options: &Options) -> f64 {
+    let targets = LevelTargets::new(version, options);
+    let scores = targets.scores(version, options);
+    scores.into_iter().fold(0.0, f64::max)
+}
+
 /// True when some level needs compaction.
 pub fn needs_compaction(version: &Version, options: &Options) -> bool {
     let targets = LevelTargets::new(version, options);

@@ -30,6 +30,12 @@ pub(crate) type KeyspaceId = u32;
 /// The default keyspace's number.
 pub(crate) const DEFAULT_ID: KeyspaceId = 0;
 
+/// What a snapshot of the manifest records as the next keyspace number: nothing while the
+/// store never made a keyspace, so that its manifest stays one an older bloomkv reads.
+pub(crate) fn recorded_next(next: KeyspaceId) -> Option<KeyspaceId> {
+    (next > DEFAULT_ID + 1).then_some(next)
+}
+
 /// The longest name a keyspace may have, in bytes.
 pub const MAX_KEYSPACE_NAME_LEN: usize = 255;
 

@@ -207,7 +207,10 @@ impl WriteBatch {
             let (kind, keyspace) = match tag {
                 IN_KEYSPACE.. => {
                     let id = varint::take(&mut input).ok_or_else(|| bad("truncated keyspace"))?;
-                    let id = KeyspaceId::try_from(id).map_err(|_| bad("keyspace out of range"))?;
+                    let id = KeyspaceId::try_from(id)
+                        .ok()
+                        .filter(|&id| id != DEFAULT_ID)
+                        .ok_or_else(|| bad("keyspace number 0 or out of range"))?;
                     (tag - IN_KEYSPACE, id)
                 }
                 _ => (tag, DEFAULT_ID),
@@ -293,6 +296,10 @@ mod tests {
         let mut unknown = record.clone();
         unknown[12 + 5] = 5;
         assert!(WriteBatch::decode(&unknown, Path::new("x.log"), 0).is_err());
+        // The default keyspace is never named: its ops have kinds 0 and 1.
+        let mut named_default = record.clone();
+        named_default[12 + 6] = 0;
+        assert!(WriteBatch::decode(&named_default, Path::new("x.log"), 0).is_err());
     }
 
     #[test]

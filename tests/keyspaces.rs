@@ -265,6 +265,9 @@ fn bad_keyspace_requests_get_typed_errors() {
         db.keyspace("tiny", KeyspaceOptions::new().memtable_size(10))
     ));
     assert!(db.existing_keyspace("tiny").is_none());
+    // The default keyspace takes the store's options.
+    let sized = KeyspaceOptions::new().block_size(8192);
+    assert!(invalid(db.keyspace(DEFAULT_KEYSPACE, sized)));
     let ks = db.keyspace("k", KeyspaceOptions::new()).unwrap();
     let too_long = vec![0u8; bloomkv::entry::MAX_KEY_LEN + 1];
     assert!(matches!(
@@ -420,4 +423,72 @@ fn a_batch_across_three_keyspaces_is_all_or_nothing_across_sigkill() {
         db.close().unwrap();
     }
     assert!(durable > 0, "the child never wrote");
+}
+
+#[test]
+fn a_dropped_keyspaces_unsynced_log_does_not_break_a_later_synced_write() {
+    let fs = bloomkv::fs::FaultFs::new();
+    let dir = "/dropped";
+    let mut options = common::small_tree_options().file_system(std::sync::Arc::new(fs.clone()));
+    options.memtable_size = 16 * 1024;
+    options.max_immutable_memtables = 8;
+    let db = Db::open(dir, options.clone()).unwrap();
+    // Flushes fail, so the frozen memtables stay: logs that hold only the keyspace's writes.
+    fs.set_table_appends_fail(true);
+    let doomed = db.keyspace("doomed", KeyspaceOptions::new()).unwrap();
+    for i in 0..350u32 {
+        doomed.put(format!("k{i:05}"), [b'v'; 100]).unwrap();
+    }
+    assert!(db.stats().keyspaces[1].immutable_memtables >= 2);
+    drop(doomed);
+    db.drop_keyspace("doomed").unwrap();
+    let mut batch = WriteBatch::new();
+    batch.put("after", "the drop");
+    db.write_opt(batch, &WriteOptions::synced()).unwrap();
+    fs.power_loss();
+    drop(db);
+    fs.set_table_appends_fail(false);
+    let db = Db::open(dir, options.create_if_missing(false)).unwrap();
+    assert_eq!(db.get("after").unwrap(), Some(b"the drop".to_vec()));
+    assert_eq!(db.keyspace_names(), ["default"]);
+}
+
+#[test]
+fn a_store_that_never_made_a_keyspace_writes_no_keyspace_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    fill_default(&db);
+    db.compact().unwrap();
+    db.checkpoint(dir.path().join("copy")).unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    db.close().unwrap();
+    // Every edit of the manifest (and of the checkpoint's) decodes without keyspace fields:
+    // an older bloomkv, which knows none of them, reads it.
+    for store in [dir.path().to_path_buf(), dir.path().join("copy")] {
+        let edits = manifest_edits(&store);
+        assert!(!edits.is_empty());
+        for edit in edits {
+            assert_eq!(edit.next_keyspace, None, "{}", store.display());
+            assert!(edit.keyspaces.is_empty() && edit.dropped_keyspaces.is_empty());
+            assert!(edit.added.iter().all(|t| t.keyspace == 0));
+        }
+    }
+}
+
+fn fill_default(db: &Db) {
+    for i in 0..2000 {
+        db.put(common::key(i), common::value(i, 0)).unwrap();
+    }
+}
+
+/// The edits of the manifest `CURRENT` names in `dir`.
+fn manifest_edits(dir: &std::path::Path) -> Vec<bloomkv::manifest::VersionEdit> {
+    let fs = bloomkv::fs::OsFileSystem;
+    let number = bloomkv::manifest::read_current(&fs, dir).unwrap().unwrap();
+    let path = dir.join(bloomkv::filename::manifest_file_name(number));
+    let contents = bloomkv::wal::read_log(&fs, &path, bloomkv::wal::RecoveryMode::Strict).unwrap();
+    (contents.records.iter())
+        .map(|r| bloomkv::manifest::VersionEdit::decode(r).unwrap())
+        .collect()
 }

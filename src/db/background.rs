@@ -373,7 +373,7 @@ impl Inner {
             removed: Vec::new(),
             write_totals: Some(self.counters.write_totals()),
             filter_policy: Some(RecordedPolicy::of(&self.options.filter_policy)),
-            next_keyspace: Some(next_keyspace),
+            next_keyspace: crate::keyspace::recorded_next(next_keyspace),
             keyspaces: super::keyspaces::records(&state),
             dropped_keyspaces: Vec::new(),
         }

@@ -90,7 +90,9 @@ impl Db {
             removed: Vec::new(),
             write_totals: None,
             filter_policy: Some(RecordedPolicy::of(&self.inner.options.filter_policy)),
-            next_keyspace: Some(super::lock(&self.inner.shape).next_keyspace),
+            next_keyspace: crate::keyspace::recorded_next(
+                super::lock(&self.inner.shape).next_keyspace,
+            ),
             keyspaces: super::keyspaces::records(&state),
             dropped_keyspaces: Vec::new(),
         };

@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use super::lookup_shape::Span;
 use super::table_writer::{Cuts, NewTables};
-use super::{lock, Counters, Inner, Job};
+use super::{lock, Counters, Inner, Job, Tree};
 use crate::compaction::{self, Compaction, Part};
 use crate::error::Result;
 use crate::keyspace::KeyspaceId;
 use crate::manifest::{TableMeta, VersionEdit};
 use crate::sstable::Table;
+use std::sync::Arc;
 
 impl Inner {
     /// Picks one compaction no other running one conflicts with, and runs it. `Ok(false)`
@@ -23,13 +24,18 @@ impl Inner {
         let picked = {
             let mut shape = lock(&self.shape);
             let state = self.read_state();
-            let job = (state.trees.iter()).find_map(|tree| {
-                let job = compaction::pick(&tree.version, tree.options(), &shape.compacting)?;
+            // The keyspace whose tree needs it most first (each keyspace's running compactions
+            // conflict only with its own).
+            let mut trees: Vec<(&Arc<Tree>, f64)> = (state.trees.iter())
+                .map(|t| (t, compaction::most_urgent(&t.version, t.options())))
+                .collect();
+            trees.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let job = trees.into_iter().find_map(|(tree, _)| {
+                let running = shape.compacting.entry(tree.id()).or_default();
+                let job = compaction::pick(&tree.version, tree.options(), running)?;
+                running.add(&job);
                 Some((tree.id(), job))
             });
-            if let Some((_, job)) = &job {
-                shape.compacting.add(job);
-            }
             job
         };
         match picked {
@@ -72,10 +78,11 @@ impl Inner {
         loop {
             {
                 let mut shape = lock(&self.shape);
-                if shape.compacting.is_empty() {
+                let running = shape.compacting.entry(ks).or_default();
+                if running.is_empty() {
                     let tree = self.tree(ks).ok()?;
                     let job = compaction::full(&tree.version, tree.options())?;
-                    shape.compacting.add(&job);
+                    running.add(&job);
                     return Some(job);
                 }
             }
@@ -93,7 +100,9 @@ impl Inner {
             true => self.move_tables(ks, &job),
             false => self.merge(ks, &job),
         }));
-        lock(&self.shape).compacting.remove(&job);
+        if let Some(running) = lock(&self.shape).compacting.get_mut(&ks) {
+            running.remove(&job);
+        }
         self.background_cv.notify_all();
         result.unwrap_or_else(|payload| panic::resume_unwind(payload))
     }
@@ -146,7 +155,10 @@ impl Inner {
     /// `Compaction::parts`): this thread writes the first part, and one more thread each of the
     /// others. If any part fails, or panics, the tables the others wrote are discarded too.
     fn merge_parts(&self, ks: KeyspaceId, job: &Compaction) -> Result<NewTables> {
-        let tree = self.tree(ks)?;
+        // A keyspace dropped since the job was picked: nothing to write.
+        let Ok(tree) = self.tree(ks) else {
+            return Ok(NewTables::default());
+        };
         let parts = job.parts(self.options.compaction_threads);
         let expected_keys = job.all_inputs().map(|t| t.meta.entries).sum::<u64>();
         let keys_per_part = expected_keys / parts.len() as u64;

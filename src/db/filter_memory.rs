@@ -21,6 +21,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::Ordering as Atomic;
 use std::sync::Arc;
 
+use super::keyspaces::limit_share;
 use super::lookup_shape::table_shares;
 use super::{lock, Inner, ShapeState, Tree};
 use crate::error::{Error, Result};
@@ -38,14 +39,41 @@ impl Inner {
     /// on it.
     pub(super) fn next_version(
         &self,
-        _shape: &ShapeState,
+        shape: &ShapeState,
         tree: &Tree,
         edit: &VersionEdit,
         opened: &HashMap<u64, Table>,
     ) -> Arc<Version> {
-        let version = tree.version.apply(tree.id(), edit, opened);
-        let options = self.tree_options(tree, &version);
-        Arc::new(fit_filters(version, &options))
+        let mut versions = self.next_versions(shape, &[tree], edit, opened);
+        versions.pop().expect("one version per tree")
+    }
+
+    /// `next_version` for each of `trees` (a flush changes several at once), their shares of
+    /// the limit taken from the store as the edit leaves it.
+    pub(super) fn next_versions(
+        &self,
+        _shape: &ShapeState,
+        trees: &[&Tree],
+        edit: &VersionEdit,
+        opened: &HashMap<u64, Table>,
+    ) -> Vec<Arc<Version>> {
+        let applied: Vec<Version> = (trees.iter())
+            .map(|tree| tree.version.apply(tree.id(), edit, opened))
+            .collect();
+        let entries = |v: &Version| v.tables().map(|t| t.meta.entries).sum::<u64>();
+        let unchanged: u64 = (self.read_state().trees.iter())
+            .filter(|t| !trees.iter().any(|changed| changed.id() == t.id()))
+            .map(|t| entries(&t.version))
+            .sum();
+        let total = unchanged + applied.iter().map(entries).sum::<u64>();
+        (trees.iter().zip(applied))
+            .map(|(tree, version)| {
+                let mut options = tree.options().clone();
+                let limit = self.options.filter_memory_limit;
+                options.filter_memory_limit = limit_share(limit, entries(&version), total);
+                Arc::new(fit_filters(version, &options))
+            })
+            .collect()
     }
 
     /// Spends the filter memory again by the lookups counted since the last time, when the

@@ -76,10 +76,13 @@ impl Inner {
             ..VersionEdit::default()
         };
         self.log_edit(&mut shape, &mut edit, opened.values())?;
-        let versions: Vec<(KeyspaceId, Arc<Version>)> = (state.trees.iter())
+        let flushed: Vec<&Tree> = (state.trees.iter())
             .filter(|t| frozen.iter().any(|(f, _)| f.id() == t.id()))
-            .map(|t| (t.id(), self.next_version(&shape, t, &edit, &opened)))
+            .map(|t| t.as_ref())
             .collect();
+        let new_versions = self.next_versions(&shape, &flushed, &edit, &opened);
+        let versions: Vec<(KeyspaceId, Arc<Version>)> =
+            flushed.iter().map(|t| t.id()).zip(new_versions).collect();
         drop(state);
         self.replace_read_state(|old| {
             old.with_trees(|tree| {

@@ -87,7 +87,7 @@ impl Inner {
     /// in it meanwhile) and the flush lock (no flush is writing its memtable); a compaction
     /// of it that is running finds it gone when it ends, and discards its output.
     pub(super) fn drop_keyspace(&self, name: &str) -> Result<()> {
-        let _writer = lock(&self.writer);
+        let mut writer = lock(&self.writer);
         self.refuse_if_failed()?;
         let _flushing = lock(&self.flushing);
         let mut shape = lock(&self.shape);
@@ -97,6 +97,16 @@ impl Inner {
                 name: format!("{name:?}"),
             });
         };
+        // A log that holds only the dropped keyspace's writes stops being a frozen memtable's,
+        // and a later synced write would forget it unsynced; but recovery still reads it (it
+        // is not below the manifest's log number) and wants it whole, since the logs after it
+        // say how long it was. So every log is synced first.
+        if let Err(e) = writer.sync_all(&state.frozen_logs()) {
+            self.fail_wal(format!(
+                "syncing the WAL before dropping a keyspace failed: {e}"
+            ));
+            return Err(e);
+        }
         let mut edit = VersionEdit {
             removed: (tree.version.tables())
                 .map(|t| (t.meta.level, t.meta.number))
@@ -104,14 +114,27 @@ impl Inner {
             dropped_keyspaces: vec![tree.id()],
             ..VersionEdit::default()
         };
-        self.log_edit(&mut shape, &mut edit, std::iter::empty())?;
         drop(state);
-        self.replace_read_state(|old| ReadState {
+        let without_tree = |old: &ReadState| ReadState {
             trees: (old.trees.iter())
                 .filter(|t| t.id() != tree.id())
                 .cloned()
                 .collect(),
-        });
+        };
+        if let Err(e) = self.log_edit(&mut shape, &mut edit, std::iter::empty()) {
+            // The drop may be in the manifest (no new manifest could be written): the keyspace
+            // takes no more writes, which a reopen could lose. Its files stay; a reopen that
+            // finds it dropped removes them.
+            if shape
+                .manifest
+                .as_ref()
+                .is_some_and(|m| m.failed_edit_may_be_durable())
+            {
+                self.replace_read_state(without_tree);
+            }
+            return Err(e);
+        }
+        self.replace_read_state(without_tree);
         for table in tree.version.tables() {
             table.table.mark_obsolete();
         }

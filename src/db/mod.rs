@@ -176,7 +176,12 @@ struct ReadState {
 }
 
 impl ReadState {
+    #[inline]
     fn tree(&self, id: KeyspaceId) -> Option<&Arc<Tree>> {
+        // The default keyspace is always first: most lookups find it without a search.
+        if id == DEFAULT_ID {
+            return self.trees.first();
+        }
         let at = self.trees.binary_search_by_key(&id, |t| t.id()).ok()?;
         Some(&self.trees[at])
     }
@@ -288,7 +293,7 @@ struct ShapeState {
     /// once a new manifest is current, since the failed edit might have been durable.
     discarded: Vec<crate::sstable::Table>,
     /// What running compactions hold: no other compaction may conflict with them.
-    compacting: crate::compaction::Running,
+    compacting: std::collections::HashMap<KeyspaceId, crate::compaction::Running>,
     /// The number the next keyspace created takes.
     next_keyspace: KeyspaceId,
 }
@@ -731,6 +736,11 @@ impl Db {
     pub fn keyspace(&self, name: &str, options: KeyspaceOptions) -> Result<Keyspace<'_>> {
         crate::keyspace::check_name(name)?;
         if name == crate::keyspace::DEFAULT_KEYSPACE {
+            if options != KeyspaceOptions::default() {
+                return Err(Error::InvalidArgument(
+                    "the default keyspace takes the store's Options, not KeyspaceOptions".into(),
+                ));
+            }
             let state = self.inner.read_state();
             return Ok(Keyspace::new(
                 self,

@@ -83,9 +83,10 @@ impl Inner {
         for key in keys {
             check_key_len(key.as_ref())?;
         }
-        let (state, seq) = self.view(ks, at)?;
+        let (state, seq) = self.view(at);
+        let tree = (state.tree(ks)).ok_or_else(|| super::read::no_such_keyspace(ks))?;
         let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
-        let memtables: Vec<_> = state.memtables().collect();
+        let memtables: Vec<_> = tree.memtables().collect();
         let mut unanswered = Vec::with_capacity(keys.len());
         for (slot, key) in keys.iter().enumerate() {
             let key = key.as_ref();
@@ -96,7 +97,7 @@ impl Inner {
         }
         let mut tally = LevelTallies::default();
         self.count_table_lookups(unanswered.len() as u64);
-        let (probed, mut pending) = probe_filters(&state.version, keys, &unanswered, &mut tally);
+        let (probed, mut pending) = probe_filters(&tree.version, keys, &unanswered, &mut tally);
         let read = read_blocks(
             &self.batch_block_reads,
             keys,

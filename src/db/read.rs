@@ -23,14 +23,12 @@ impl Inner {
     /// version a concurrent flush collapsed away), and what the state lacks is whole later
     /// memtables: the reader sees a prefix of the history. At a snapshot's number `at`, the
     /// newest state serves: the versions the snapshot sees are kept for as long as it lives.
-    /// `Err(NoSuchKeyspace)` once keyspace `ks` is dropped.
-    pub(super) fn view(&self, ks: KeyspaceId, at: Option<SeqNo>) -> Result<(TreeView, SeqNo)> {
+    /// Point lookups borrow their keyspace's tree from the state (`ReadState::tree`): one
+    /// reference taken, not two.
+    pub(super) fn view(&self, at: Option<SeqNo>) -> (Arc<ReadState>, SeqNo) {
         let state = self.read_state();
-        let Some(at_index) = state.trees.iter().position(|t| t.id() == ks) else {
-            return Err(no_such_keyspace(ks));
-        };
         let seq = at.unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire));
-        Ok((TreeView { state, at_index }, seq))
+        (state, seq)
     }
 
     /// Keyspace `ks`'s tree as it is now.
@@ -72,15 +70,16 @@ impl Inner {
         key: &[u8],
         at: Option<SeqNo>,
     ) -> Result<Option<Entry>> {
-        let (state, seq) = self.view(ks, at)?;
-        for mem in state.memtables() {
+        let (state, seq) = self.view(at);
+        let tree = state.tree(ks).ok_or_else(|| no_such_keyspace(ks))?;
+        for mem in tree.memtables() {
             if let Some(entry) = mem.get(key, seq) {
                 return Ok(Some(entry));
             }
         }
         let hash = KeyHash::of(key);
         self.count_table_lookups(1);
-        state.version.get(key, seq, &hash, &self.table_env.counters)
+        tree.version.get(key, seq, &hash, &self.table_env.counters)
     }
 
     /// Whether `key` holds a value at `at` (now, without it), from the memtables, the
@@ -92,12 +91,13 @@ impl Inner {
         at: Option<SeqNo>,
     ) -> Result<bool> {
         check_key_len(key)?;
-        let (state, seq) = self.view(ks, at)?;
-        let kind = match state.memtables().find_map(|mem| mem.kind_of(key, seq)) {
+        let (state, seq) = self.view(at);
+        let tree = state.tree(ks).ok_or_else(|| no_such_keyspace(ks))?;
+        let kind = match tree.memtables().find_map(|mem| mem.kind_of(key, seq)) {
             Some(kind) => Some(kind),
             None => {
                 self.count_table_lookups(1);
-                (state.version).kind_of(key, seq, &KeyHash::of(key), &self.table_env.counters)?
+                (tree.version).kind_of(key, seq, &KeyHash::of(key), &self.table_env.counters)?
             }
         };
         Ok(kind == Some(ValueKind::Value))
@@ -107,17 +107,18 @@ impl Inner {
     /// it and every table's filter rules it out. Reads nothing from disk and counts nothing
     /// (the filter counters measure lookups that go on to the data).
     pub(crate) fn may_contain(&self, ks: KeyspaceId, key: &[u8]) -> bool {
-        let Ok((state, seq)) = self.view(ks, None) else {
+        let (state, seq) = self.view(None);
+        let Some(tree) = state.tree(ks) else {
             return false;
         };
-        if let Some(kind) = state.memtables().find_map(|mem| mem.kind_of(key, seq)) {
+        if let Some(kind) = tree.memtables().find_map(|mem| mem.kind_of(key, seq)) {
             return kind == ValueKind::Value;
         }
         let hash = KeyHash::of(key);
         // Every candidate's filter words are fetched first, so that their cache misses
         // overlap instead of coming one after another; past 8 candidates (many level-0
         // tables), the rest are asked as they come.
-        let mut candidates = state.version.candidate_tables(key);
+        let mut candidates = tree.version.candidate_tables(key);
         let mut first: [Option<(&TableHandle, FilterProbe)>; 8] = [None; 8];
         for (slot, table) in first.iter_mut().zip(&mut candidates) {
             *slot = Some((table, table.table.prefetch_filter(key, &hash)));
@@ -340,22 +341,7 @@ fn level_rate(tables: &[(f64, f64, u64)]) -> Option<f64> {
     weighted(&|t| t.1).or_else(|| weighted(&|t| t.2 as f64))
 }
 
-/// One keyspace's tree in a read state, held through the state: a point lookup takes one
-/// reference (the state's), not a second for the tree.
-pub(super) struct TreeView {
-    state: Arc<ReadState>,
-    at_index: usize,
-}
-
-impl std::ops::Deref for TreeView {
-    type Target = Tree;
-
-    fn deref(&self) -> &Tree {
-        &self.state.trees[self.at_index]
-    }
-}
-
-fn no_such_keyspace(ks: KeyspaceId) -> Error {
+pub(super) fn no_such_keyspace(ks: KeyspaceId) -> Error {
     Error::NoSuchKeyspace {
         name: format!("number {ks} (dropped)"),
     }

@@ -213,7 +213,7 @@ pub(super) fn recover(
         removed: Vec::new(),
         write_totals: Some(write_totals.clone()),
         filter_policy: Some(RecordedPolicy::of(&options.filter_policy)),
-        next_keyspace: Some(next_keyspace),
+        next_keyspace: crate::keyspace::recorded_next(next_keyspace),
         keyspaces,
         dropped_keyspaces: Vec::new(),
     };

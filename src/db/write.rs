@@ -29,7 +29,7 @@ impl Inner {
     }
 
     /// Refuses writes until a new log is started: the failed one may end in part of a record.
-    fn fail_wal(&self, reason: String) {
+    pub(super) fn fail_wal(&self, reason: String) {
         let mut background = lock(&self.background);
         background.wal_error.get_or_insert(reason);
         self.count_failure(&mut background);

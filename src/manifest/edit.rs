@@ -5,7 +5,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::filter::FilterParams;
 use crate::keyspace::{KeyspaceId, KeyspaceOptions, DEFAULT_ID, MAX_KEYSPACE_NAME_LEN};
-use crate::sstable::{Compression, FilterPolicy};
+use crate::sstable::{Compression, FilterPolicy, MAX_BLOCK_SIZE};
 
 /// What the manifest records about one table file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -404,19 +404,29 @@ impl<'a> Decoder<'a> {
                 return self.fail(start, format!("unknown compression {code}"));
             }
         }
-        for (flag, field, what) in [
-            (HAS_BLOCK_SIZE, &mut options.block_size, "block size"),
+        // The sizes the options' own checks allow (`Options::validate`).
+        let block_sizes = 64..=MAX_BLOCK_SIZE as u64;
+        for (flag, field, what, range) in [
+            (
+                HAS_BLOCK_SIZE,
+                &mut options.block_size,
+                "block size",
+                block_sizes,
+            ),
             (
                 HAS_MEMTABLE_SIZE,
                 &mut options.memtable_size,
                 "memtable size",
+                1024..=u64::MAX,
             ),
         ] {
             if present & flag != 0 {
                 let start = self.pos;
                 let v = self.varint(what)?;
-                *field =
-                    Some(usize::try_from(v).or_else(|_| self.fail(start, format!("{what} {v}")))?);
+                match usize::try_from(v) {
+                    Ok(size) if range.contains(&v) => *field = Some(size),
+                    _ => return self.fail(start, format!("{what} {v} out of range")),
+                }
             }
         }
         Ok(KeyspaceRecord { id, name, options })

@@ -274,8 +274,17 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
         last_seq = edit.last_seq.or(last_seq);
         write_totals = edit.write_totals.or(write_totals);
         filter_policy = edit.filter_policy.or(filter_policy);
-        next_keyspace = edit.next_keyspace.or(next_keyspace);
+        // Numbers only grow: a number below the next one and not live was dropped, and may
+        // not come back.
+        let next_before = next_keyspace.unwrap_or(0);
+        next_keyspace = next_keyspace.max(edit.next_keyspace);
         for keyspace in edit.keyspaces {
+            if keyspace.id < next_before && !keyspaces.contains_key(&keyspace.id) {
+                return Err(bad(format!(
+                    "edit makes keyspace {}, a number already used",
+                    keyspace.id
+                )));
+            }
             let taken = keyspaces
                 .values()
                 .any(|k| k.name == keyspace.name && k.id != keyspace.id);

@@ -559,6 +559,28 @@ fn a_damaged_edit_before_intact_ones_is_corruption_even_without_sync_marks() {
 }
 
 #[test]
+fn keyspace_records_with_sizes_the_options_refuse_are_corruption() {
+    let options = crate::keyspace::KeyspaceOptions::new();
+    for bad in [
+        options.block_size(63),
+        options.block_size(crate::sstable::MAX_BLOCK_SIZE + 1),
+        options.memtable_size(1023),
+    ] {
+        let edit = VersionEdit {
+            keyspaces: vec![KeyspaceRecord {
+                id: 1,
+                name: "k".into(),
+                options: bad,
+            }],
+            ..VersionEdit::default()
+        };
+        assert!(VersionEdit::decode(&edit.encode())
+            .unwrap_err()
+            .is_corruption());
+    }
+}
+
+#[test]
 fn keyspaces_are_made_changed_and_dropped_through_edits() {
     let fs = fresh();
     let record = |id, name: &str| KeyspaceRecord {
@@ -614,43 +636,54 @@ fn keyspace_edits_that_contradict_the_manifest_are_corruption() {
         (
             "a table of a keyspace never made",
             VersionEdit {
-                added: vec![in_keyspace(4)],
+                added: vec![in_keyspace(10)],
                 ..VersionEdit::default()
             },
         ),
         (
             "a drop of a keyspace never made",
             VersionEdit {
-                dropped_keyspaces: vec![4],
+                dropped_keyspaces: vec![10],
                 ..VersionEdit::default()
             },
         ),
         (
             "a drop that leaves the keyspace's tables",
             VersionEdit {
-                keyspaces: vec![record(4, "x")],
-                added: vec![in_keyspace(4)],
-                dropped_keyspaces: vec![4],
+                keyspaces: vec![record(10, "x")],
+                added: vec![in_keyspace(10)],
+                dropped_keyspaces: vec![10],
                 ..VersionEdit::default()
             },
         ),
         (
             "two keyspaces of one name",
             VersionEdit {
-                keyspaces: vec![record(4, "x"), record(5, "x")],
+                keyspaces: vec![record(10, "x"), record(11, "x")],
+                ..VersionEdit::default()
+            },
+        ),
+        (
+            "a keyspace number used before",
+            VersionEdit {
+                keyspaces: vec![record(8, "late")],
                 ..VersionEdit::default()
             },
         ),
         (
             "a keyspace named as the default",
             VersionEdit {
-                keyspaces: vec![record(4, "default")],
+                keyspaces: vec![record(10, "default")],
                 ..VersionEdit::default()
             },
         ),
     ] {
         let fs = fresh();
-        let mut w = ManifestWriter::create(&fs, &dir(), 3, &snapshot()).unwrap();
+        let numbered = VersionEdit {
+            next_keyspace: Some(9),
+            ..snapshot()
+        };
+        let mut w = ManifestWriter::create(&fs, &dir(), 3, &numbered).unwrap();
         w.append(&bad_edit).unwrap();
         let err = recover_manifest(&fs, &dir()).unwrap_err();
         assert!(err.is_corruption(), "{what}: {err}");

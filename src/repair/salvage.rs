@@ -239,7 +239,7 @@ fn rewrite_manifest(
         removed: Vec::new(),
         write_totals: recovered.write_totals.clone(),
         filter_policy: recovered.filter_policy,
-        next_keyspace: Some(recovered.next_keyspace),
+        next_keyspace: crate::keyspace::recorded_next(recovered.next_keyspace),
         keyspaces: recovered.keyspaces.clone(),
         dropped_keyspaces: Vec::new(),
     };
