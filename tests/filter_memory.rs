@@ -9,9 +9,10 @@ use bloomkv::{Db, FilterResidency, Options, Stats};
 
 const KEYS: u64 = 20_000;
 
-/// Small trees, with no filter limit but the one a test gives.
+/// Small trees, with no filter limit but the one a test gives, held to it (no memory moves
+/// from the block cache, `Options::memory_follows_reads`, but where a test says so).
 fn options() -> Options {
-    common::small_tree_options().no_filter_memory_limit()
+    (common::small_tree_options().no_filter_memory_limit()).memory_follows_reads(false)
 }
 
 /// Looks up every absent (odd) key: the data blocks read, and the reads the tables' rates
@@ -437,4 +438,69 @@ fn filter_memory_spent_by_key_counts_ignores_the_lookups() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(residency_of(&db, busy), held);
     assert!(db.stats().filter_memory_bytes <= limit);
+}
+
+/// Looks up every absent (odd) key `rounds` times, in key order.
+fn all_absent_lookups(db: &Db, rounds: u64) {
+    for _ in 0..rounds {
+        for i in 0..KEYS {
+            assert_eq!(db.get(common::key(2 * i + 1)).unwrap(), None);
+        }
+    }
+}
+
+#[test]
+fn uniform_absent_lookups_move_a_cache_that_serves_little_to_the_filters() {
+    let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
+    let limit = unlimited / 3;
+    let cache = 64 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = (options().filter_memory_limit(limit)).memory_follows_reads(true);
+    options.block_cache_size = cache;
+    let (db, _, _) = build_limited(dir.path(), options);
+    assert_eq!(db.stats().block_cache.capacity, cache);
+    // The store's blocks are seven times the cache: the false positives of folded filters
+    // read blocks it seldom holds, and filter bits save more per byte.
+    let (reads_before, _) = absent_reads(&db);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while db.stats().filter_memory_bytes <= limit && std::time::Instant::now() < deadline {
+        all_absent_lookups(&db, 1);
+    }
+    let stats = db.stats();
+    assert!(stats.memory_moved_to_filters > 0, "{stats:?}");
+    let moved = stats.memory_moved_to_filters as u64;
+    // What the cache gave, the filters got: together they hold what they were given.
+    assert_eq!(stats.block_cache.capacity, cache - moved);
+    assert_eq!(stats.filter_memory_limit, Some(limit + moved));
+    assert!(stats.block_cache.capacity >= cache / 8);
+    assert!(stats.filter_memory_bytes > limit, "{stats:?}");
+    assert!(stats.filter_memory_bytes <= limit + moved, "{stats:?}");
+    // Absent gets read fewer blocks with the memory where it saves more.
+    let (reads_after, _) = absent_reads(&db);
+    assert!(
+        reads_after * 3 < reads_before * 2,
+        "{reads_after} blocks read after, {reads_before} before"
+    );
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
+}
+
+#[test]
+fn a_cache_that_serves_the_lookups_keeps_its_memory() {
+    let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
+    let limit = unlimited / 8;
+    let dir = tempfile::tempdir().unwrap();
+    // The default cache (32 MiB) holds the whole store: present gets of a few keys hit it.
+    let options = (options().filter_memory_limit(limit)).memory_follows_reads(true);
+    let (db, _, _) = build_limited(dir.path(), options);
+    for _ in 0..400 {
+        for i in 0..100 {
+            assert!(db.get(common::key(2 * i)).unwrap().is_some());
+        }
+    }
+    // Whatever the background made of those 40,000 lookups, no memory left the cache.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let stats = db.stats();
+    assert_eq!(stats.memory_moved_to_filters, 0, "{stats:?}");
+    assert_eq!(stats.block_cache.capacity, 32 << 20);
+    assert_eq!(stats.filter_memory_limit, Some(limit));
 }

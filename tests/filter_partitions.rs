@@ -249,12 +249,13 @@ fn damaged_partitions_and_top_levels_are_corruption_naming_the_file_and_offset()
 }
 
 /// Small trees whose filters are partitioned while a limit binds; no limit but the one a test
-/// gives.
+/// gives, and held to it (no memory moves from the block cache).
 fn store_options() -> Options {
     common::small_tree_options()
         .memtable_size(128 * 1024)
         .table_size(128 * 1024)
         .no_filter_memory_limit()
+        .memory_follows_reads(false)
         .filter_partition_size(1024)
 }
 

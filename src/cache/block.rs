@@ -75,7 +75,7 @@ impl BlockCacheStats {
 /// passing the same `Arc<BlockCache>` to each store's `Options::block_cache`.
 pub struct BlockCache<V: CachedBlock = Block> {
     cache: Cache<BlockKey, Arc<V>, BlockWeighter, super::hash::NumberHashBuilder, CountEvictions>,
-    capacity: u64,
+    capacity: AtomicU64,
     /// The largest charge kept: the main queue's share of one shard.
     largest_block: u64,
     hits: AtomicU64,
@@ -90,7 +90,7 @@ pub(crate) type IndexCache = BlockCache<BlockIndex>;
 impl<V: CachedBlock> std::fmt::Debug for BlockCache<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockCache")
-            .field("capacity", &self.capacity)
+            .field("capacity", &self.capacity.load(Ordering::Relaxed))
             .field("bytes", &self.cache.weight())
             .finish()
     }
@@ -141,7 +141,7 @@ impl<V: CachedBlock> BlockCache<V> {
         BlockCache {
             largest_block: cache.shard_capacity() / 10 * 9,
             cache,
-            capacity: capacity_bytes,
+            capacity: AtomicU64::new(capacity_bytes),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             inserts: AtomicU64::new(0),
@@ -187,9 +187,21 @@ impl<V: CachedBlock> BlockCache<V> {
         self.cache.clear();
     }
 
+    /// The bytes the cache may hold.
+    pub fn capacity(&self) -> u64 {
+        self.capacity.load(Ordering::Relaxed)
+    }
+
+    /// Lets the cache hold `bytes` from now on (evicting down to them when it holds more).
+    /// The largest block it takes stays what its first capacity set.
+    pub(crate) fn set_capacity(&self, bytes: u64) {
+        self.cache.set_capacity(bytes.max(1));
+        self.capacity.store(bytes, Ordering::Relaxed);
+    }
+
     pub fn stats(&self) -> BlockCacheStats {
         BlockCacheStats {
-            capacity: self.capacity,
+            capacity: self.capacity.load(Ordering::Relaxed),
             bytes: self.cache.weight(),
             blocks: self.cache.len() as u64,
             hits: self.hits.load(Ordering::Relaxed),

@@ -107,7 +107,10 @@ impl Inner {
                 CompactionTurn::Compact { jobs_ended } => jobs_ended,
                 CompactionTurn::RefitFilters => {
                     // A panic must not end the thread with its turn still counted as running.
-                    let _ = caught(Job::Compaction, || Ok(self.refit_filters()));
+                    let _ = caught(Job::Compaction, || {
+                        self.rebalance_memory();
+                        Ok(self.refit_filters())
+                    });
                     self.release_freed_memory();
                     self.end_idle_turn();
                     continue;

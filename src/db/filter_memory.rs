@@ -69,7 +69,7 @@ impl Inner {
         (trees.iter().zip(applied))
             .map(|(tree, version)| {
                 let mut options = tree.options().clone();
-                let limit = self.options.filter_memory_limit;
+                let limit = self.memory_split.filter_limit();
                 options.filter_memory_limit = limit_share(limit, entries(&version), total);
                 Arc::new(fit_filters(version, &options))
             })

@@ -149,11 +149,12 @@ impl Inner {
     /// keyspaces by their entries (all of it, for a store of one keyspace).
     pub(super) fn tree_options(&self, tree: &Tree, version: &Version) -> Options {
         let mut options = tree.options().clone();
-        let Some(limit) = self.options.filter_memory_limit else {
+        let Some(limit) = self.memory_split.filter_limit() else {
             return options;
         };
         let state = self.read_state();
         if state.trees.len() < 2 {
+            options.filter_memory_limit = Some(limit);
             return options;
         }
         let entries = |v: &Version| v.tables().map(|t| t.meta.entries).sum::<u64>();

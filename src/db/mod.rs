@@ -37,6 +37,7 @@ mod filter_memory;
 mod flush;
 mod keyspaces;
 mod lookup_shape;
+mod memory_split;
 mod multi_get;
 mod read;
 mod recovery;
@@ -483,6 +484,8 @@ pub(crate) struct Inner {
     snapshots: Mutex<snapshot::SnapshotList>,
     /// How long `multi_get`'s block reads take lately.
     batch_block_reads: multi_get::BlockReadTimes,
+    /// The filter memory limit now, moved to and from the block cache (`memory_split`).
+    memory_split: memory_split::MemorySplit,
     /// `ReadCounters::table_lookups` when the filter memory was last spent by the lookups
     /// counted (`filter_memory`).
     filters_refit_at: std::sync::atomic::AtomicU64,

@@ -219,7 +219,8 @@ impl Inner {
                 .counters
                 .filter_refits
                 .load(Ordering::Relaxed),
-            filter_memory_limit: self.options.filter_memory_limit,
+            filter_memory_limit: self.memory_split.filter_limit(),
+            memory_moved_to_filters: self.memory_split.moved_to_filters(),
             filter_policy: self.options.filter_policy,
             index_memory_bytes,
             keyspaces,

@@ -381,6 +381,12 @@ impl Parts {
             snapshots: Mutex::new(Default::default()),
             batch_block_reads: Default::default(),
             filters_refit_at: Default::default(),
+            memory_split: super::memory_split::MemorySplit::new(
+                &self.options,
+                (self.table_env.block_cache.as_ref())
+                    .filter(|_| self.options.block_cache.is_none())
+                    .map(|cache| cache.capacity()),
+            ),
             next_file_number: AtomicU64::new(self.next_file),
             background: Mutex::new(BackgroundState::default()),
             background_cv: Condvar::new(),

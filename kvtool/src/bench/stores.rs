@@ -129,6 +129,8 @@ fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Valu
         "resident_bytes": resident_bytes, "peak_resident_bytes": peak_resident_bytes,
         "filter_memory_bytes": after.filter_memory_bytes,
         "filter_memory_limit_bytes": after.filter_memory_limit,
+        "memory_moved_to_filters_bytes": after.memory_moved_to_filters,
+        "block_cache_capacity_bytes": after.block_cache.capacity,
         "filter_reads": after.filter_reads,
         "filter_bytes_read": after.filter_bytes_read,
         "filter_refits": after.filter_refits,

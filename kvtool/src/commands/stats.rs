@@ -299,6 +299,7 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         "filter_policy": policy_text(&stats.filter_policy),
         "filter_memory_bytes": stats.filter_memory_bytes,
         "filter_memory_limit_bytes": stats.filter_memory_limit,
+        "memory_moved_to_filters_bytes": stats.memory_moved_to_filters,
         "tables_filter_shrunk": tables_filter_shrunk(stats),
         "filter_partitions": filter_partitions_json(stats),
         "index_memory_bytes": stats.index_memory_bytes,

@@ -1,0 +1,312 @@
+//! Moves memory between the block cache and the filters, toward whichever saves more reads
+//! per byte for the lookups the store serves.
+//!
+//! Both save data-block reads: a cached block is a read a lookup need not make, and a filter
+//! bit more per key is a false positive fewer. Which saves more depends on the lookups. Under
+//! a skewed load a small cache holds the hot blocks and serves many lookups; under uniform
+//! lookups over a store many times larger than the cache it holds a sliver of the data (32
+//! MiB of a 12 GB store: 0.3% of the reads), while the same memory as filter bits cuts the
+//! false positives that send absent-key lookups to the disk. So, every few thousand lookups,
+//! the store compares the two over the lookups since the last time:
+//!
+//! - the cache saves `hits / lookups` reads per lookup with its `capacity` bytes, about
+//!   `hits / (lookups * capacity)` per byte (an average over the cache; its last bytes, the
+//!   ones a move would take, save no more than that under LRU-like eviction);
+//! - the filters lose `false_positives / lookups` reads per lookup (the data blocks point
+//!   lookups read less those a filter's "maybe" found the key in: false positives, and the
+//!   reads of tables whose filter the limit dropped), and a Bloom filter near its
+//!   best hash count loses `e^(-b ln²2)` at `b` bits per key, so a byte more (`8 / keys` bits
+//!   per key) saves about `false_positives / lookups * ln²2 * 8 / keys` per lookup (the
+//!   filter memory plan spends it where it saves the most, which this assumes).
+//!
+//! When one side saves at least twice what the other does per byte, an eighth of the cache's
+//! first size moves to it; the cache keeps at least an eighth of its first size, and the
+//! filters never drop below the limit they were given. The factor of two keeps the split from
+//! swinging on noise. An average is not a margin: a cache whose hot blocks fill a third of it
+//! loses nothing to a move, and one whose hot blocks just fit loses them all. So the cache
+//! gives memory up only while it serves fewer than 5% of the lookups, which bounds what a
+//! move can cost, and it takes memory back as soon as it saves twice what the filters do per
+//! byte (a load that turned skewed). Only a store with a filter memory limit, a block cache of its own (a
+//! shared one serves other stores too) and filters that follow lookups moves memory.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::{lock, Inner};
+use crate::options::Options;
+
+/// ln²2: how fast a Bloom filter's false-positive rate falls per bit per key.
+const LN2_SQUARED: f64 = std::f64::consts::LN_2 * std::f64::consts::LN_2;
+
+/// How many times more per byte one side must save before memory moves to it.
+const MOVE_FACTOR: f64 = 2.0;
+
+/// The cache gives memory up only while it serves fewer lookups than this share: what a move
+/// can cost is then bounded by it, whatever its last bytes were worth.
+const MOST_HITS_PER_LOOKUP_TO_GIVE: f64 = 0.05;
+
+/// The share of the cache's first size one move takes, and the share it always keeps.
+const STEP_DIVISOR: u64 = 8;
+
+/// The filter memory limit now, and what moves memory between it and the block cache.
+pub(super) struct MemorySplit {
+    /// The filters' limit now; `u64::MAX` for none.
+    filter_limit: AtomicU64,
+    /// The limit the options gave, and the block cache's first size: the filters never go
+    /// below the one, and the cache keeps an eighth of the other.
+    given_filter_limit: u64,
+    given_cache: u64,
+    moves: bool,
+    /// The counters at the last look.
+    last: Mutex<Counted>,
+    /// Bytes moved from the cache to the filters, net (negative: back to the cache).
+    moved_to_filters: std::sync::atomic::AtomicI64,
+}
+
+/// What the store counted since it opened, as one look saw it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Counted {
+    pub lookups: u64,
+    pub cache_hits: u64,
+    pub false_positives: u64,
+}
+
+/// The split as it stands.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Split {
+    pub cache: u64,
+    pub filters: u64,
+}
+
+impl MemorySplit {
+    /// The split `options` give. `cache_bytes` is the block cache's size when the store owns
+    /// its cache (`None`: no cache, or one shared with other stores).
+    pub(super) fn new(options: &Options, cache_bytes: Option<u64>) -> MemorySplit {
+        let given_filter_limit = options.filter_memory_limit.unwrap_or(u64::MAX);
+        let moves = options.memory_follows_reads
+            && options.filter_memory_follows_lookups
+            && options.filter_memory_limit.is_some()
+            && cache_bytes.is_some_and(|b| b >= STEP_DIVISOR);
+        MemorySplit {
+            filter_limit: AtomicU64::new(given_filter_limit),
+            given_filter_limit,
+            given_cache: cache_bytes.unwrap_or(0),
+            moves,
+            last: Mutex::new(Counted::default()),
+            moved_to_filters: Default::default(),
+        }
+    }
+
+    /// The limit the filters are held to now.
+    pub(super) fn filter_limit(&self) -> Option<u64> {
+        match self.filter_limit.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            limit => Some(limit),
+        }
+    }
+
+    /// Bytes moved from the block cache to the filters since the store opened (negative when
+    /// the cache got more back than it gave).
+    pub(super) fn moved_to_filters(&self) -> i64 {
+        self.moved_to_filters.load(Ordering::Relaxed)
+    }
+
+    /// The move the lookups counted since the last look call for, if any, out of `now`, given
+    /// `keys` in the store.
+    fn next_move(&self, seen: Counted, now: Split, keys: u64) -> Option<i64> {
+        let step = self.given_cache / STEP_DIVISOR;
+        let floor = self.given_cache / STEP_DIVISOR;
+        if seen.lookups == 0 || keys == 0 || now.cache == 0 {
+            return None;
+        }
+        let per_lookup = |n: u64| n as f64 / seen.lookups as f64;
+        let cache_saves = per_lookup(seen.cache_hits) / now.cache as f64;
+        let filters_save = per_lookup(seen.false_positives) * LN2_SQUARED * 8.0 / keys as f64;
+        let cache_serves_little = per_lookup(seen.cache_hits) < MOST_HITS_PER_LOOKUP_TO_GIVE;
+        if filters_save >= MOVE_FACTOR * cache_saves && cache_serves_little && now.cache > floor {
+            Some(step.min(now.cache - floor) as i64)
+        } else if cache_saves >= MOVE_FACTOR * filters_save && now.filters > self.given_filter_limit
+        {
+            Some(-(step.min(now.filters - self.given_filter_limit) as i64))
+        } else {
+            None
+        }
+    }
+}
+
+impl Inner {
+    /// Looks at the lookups since the last look and moves memory between the block cache and
+    /// the filters when one saves far more reads per byte (the module's rule). Called on the
+    /// background turn that refits the filters, which then spends a grown limit, or folds
+    /// filters into a shrunk one. Returns whether memory moved.
+    pub(super) fn rebalance_memory(&self) -> bool {
+        let split = &self.memory_split;
+        let Some(cache) = self.table_env.block_cache.as_ref().filter(|_| split.moves) else {
+            return false;
+        };
+        let counters = self.table_env.counters.snapshot();
+        let cache_stats = cache.stats();
+        let now_counted = Counted {
+            lookups: self
+                .table_env
+                .counters
+                .table_lookups
+                .load(Ordering::Relaxed),
+            cache_hits: cache_stats.hits,
+            // Block reads a filter did not answer for: its false positives, and the reads of
+            // tables whose filter is dropped (which a present key's may be too: the 5% rule
+            // bounds what that misjudgement can cost).
+            false_positives: (counters.data_block_reads)
+                .saturating_sub(counters.filter_true_positives),
+        };
+        let seen = {
+            let mut last = lock(&split.last);
+            // Counters read one by one may lag each other: a difference is never below zero.
+            let seen = Counted {
+                lookups: now_counted.lookups.saturating_sub(last.lookups),
+                cache_hits: now_counted.cache_hits.saturating_sub(last.cache_hits),
+                false_positives: (now_counted.false_positives).saturating_sub(last.false_positives),
+            };
+            *last = now_counted;
+            seen
+        };
+        let state = self.read_state();
+        let keys: u64 = (state.trees.iter())
+            .flat_map(|t| t.version.tables())
+            .map(|t| t.meta.entries)
+            .sum();
+        let filters = split.filter_limit.load(Ordering::Relaxed);
+        let now = Split {
+            cache: cache.capacity(),
+            filters,
+        };
+        let Some(to_filters) = split.next_move(seen, now, keys) else {
+            return false;
+        };
+        let filters = filters.saturating_add_signed(to_filters);
+        // The cache shrinks before the filters grow, and the filters shrink (at the refit that
+        // follows) before the cache grows: the two never hold more than their sum for long.
+        cache.set_capacity(now.cache.saturating_add_signed(-to_filters));
+        split.filter_limit.store(filters, Ordering::Relaxed);
+        split
+            .moved_to_filters
+            .fetch_add(to_filters, Ordering::Relaxed);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(cache: u64, filters: u64) -> MemorySplit {
+        let mut options = Options::default().filter_memory_limit(filters);
+        options.memory_follows_reads = true;
+        MemorySplit::new(&options, Some(cache))
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn uniform_absent_lookups_over_a_big_store_move_memory_to_the_filters() {
+        let s = split(32 * MIB, 64 * MIB);
+        // 100M keys, 11% of lookups a false positive, the cache serving 0.3% of them.
+        let seen = Counted {
+            lookups: 10_000,
+            cache_hits: 30,
+            false_positives: 1_100,
+        };
+        let now = Split {
+            cache: 32 * MIB,
+            filters: 64 * MIB,
+        };
+        assert_eq!(s.next_move(seen, now, 100_000_000), Some(4 * MIB as i64));
+        // Never below an eighth of the cache.
+        let nearly_empty = Split {
+            cache: 5 * MIB,
+            filters: 91 * MIB,
+        };
+        assert_eq!(
+            s.next_move(seen, nearly_empty, 100_000_000),
+            Some(MIB as i64)
+        );
+        let empty = Split {
+            cache: 4 * MIB,
+            filters: 92 * MIB,
+        };
+        assert_eq!(s.next_move(seen, empty, 100_000_000), None);
+    }
+
+    #[test]
+    fn a_cache_that_serves_the_lookups_keeps_its_memory_and_gets_it_back() {
+        let s = split(32 * MIB, 64 * MIB);
+        // A skewed load: the cache serves 60% of lookups; the filters' false positives are
+        // rare.
+        let seen = Counted {
+            lookups: 10_000,
+            cache_hits: 6_000,
+            false_positives: 100,
+        };
+        let given = Split {
+            cache: 32 * MIB,
+            filters: 64 * MIB,
+        };
+        // Nothing below the given limit for the cache to take back.
+        assert_eq!(s.next_move(seen, given, 100_000_000), None);
+        let moved = Split {
+            cache: 20 * MIB,
+            filters: 76 * MIB,
+        };
+        assert_eq!(
+            s.next_move(seen, moved, 100_000_000),
+            Some(-(4 * MIB as i64))
+        );
+    }
+
+    #[test]
+    fn a_cache_serving_a_twentieth_of_the_lookups_gives_nothing_up() {
+        let s = split(32 * MIB, 64 * MIB);
+        // Filters would save more per byte, but the cache serves 6% of the lookups.
+        let seen = Counted {
+            lookups: 10_000,
+            cache_hits: 600,
+            false_positives: 5_000,
+        };
+        let now = Split {
+            cache: 32 * MIB,
+            filters: 64 * MIB,
+        };
+        assert_eq!(s.next_move(seen, now, 1_000_000), None);
+    }
+
+    #[test]
+    fn close_calls_and_empty_windows_move_nothing() {
+        let s = split(32 * MIB, 64 * MIB);
+        let now = Split {
+            cache: 20 * MIB,
+            filters: 76 * MIB,
+        };
+        assert_eq!(s.next_move(Counted::default(), now, 1_000_000), None);
+        // Filters save 1.5 times what the cache does per byte: within the factor of two.
+        let keys = 10_000_000u64;
+        let fp = 1_000u64;
+        let filters_save = fp as f64 / 10_000.0 * LN2_SQUARED * 8.0 / keys as f64;
+        let hits = (filters_save / 1.5 * 20.0 * MIB as f64 * 10_000.0) as u64;
+        let seen = Counted {
+            lookups: 10_000,
+            cache_hits: hits,
+            false_positives: fp,
+        };
+        assert_eq!(s.next_move(seen, now, keys), None);
+    }
+
+    #[test]
+    fn a_store_without_a_limit_or_a_cache_of_its_own_never_moves() {
+        let options = Options::default().no_filter_memory_limit();
+        assert!(!MemorySplit::new(&options, Some(32 * MIB)).moves);
+        let options = Options::default().filter_memory_limit(MIB);
+        assert!(!MemorySplit::new(&options, None).moves);
+        let options = (Options::default().filter_memory_limit(MIB)).memory_follows_reads(false);
+        assert!(!MemorySplit::new(&options, Some(32 * MIB)).moves);
+    }
+}
