@@ -155,10 +155,6 @@ impl Inner {
     /// `Compaction::parts`): this thread writes the first part, and one more thread each of the
     /// others. If any part fails, or panics, the tables the others wrote are discarded too.
     fn merge_parts(&self, ks: KeyspaceId, job: &Compaction) -> Result<NewTables> {
-        // A keyspace dropped since the job was picked: nothing to write.
-        let Ok(tree) = self.tree(ks) else {
-            return Ok(NewTables::default());
-        };
         let parts = job.parts(self.options.compaction_threads);
         let expected_keys = job.all_inputs().map(|t| t.meta.entries).sum::<u64>();
         let keys_per_part = expected_keys / parts.len() as u64;
@@ -170,7 +166,13 @@ impl Inner {
             entries: expected_keys,
             level: job.output_level,
         };
-        let writer = self.compaction_writer(&tree, &inputs, output);
+        // The tree is held only to make the writer: held for the whole merge, it would keep
+        // every memtable flushed meanwhile in memory until the merge ends.
+        let writer = match self.tree(ks) {
+            Ok(tree) => self.compaction_writer(&tree, &inputs, output),
+            // A keyspace dropped since the job was picked: nothing to write.
+            Err(_) => return Ok(NewTables::default()),
+        };
         let snapshots = self.live_snapshots();
         let write_part = |part: &Part| {
             writer.write(

@@ -26,6 +26,7 @@ use super::lookup_shape::table_shares;
 use super::{lock, Inner, ShapeState, Tree};
 use crate::error::{Error, Result};
 use crate::filter::textbook_rate;
+use crate::keyspace::KeyspaceId;
 use crate::manifest::VersionEdit;
 use crate::options::Options;
 use crate::sstable::{FilterResidency, Table, FILTER_FOLD_LIMIT};
@@ -83,20 +84,30 @@ impl Inner {
     /// any lock held; the new version is installed only if no flush or compaction installed
     /// another meanwhile (the next turn plans again). Returns whether it installed one.
     pub(super) fn refit_filters(&self) -> bool {
-        let trees = self.read_state().trees.clone();
+        // Each tree's version and limit, not the trees: a refit reads filters from files for
+        // a while, and a tree held meanwhile would keep its memtables in memory.
+        let versions: Vec<(KeyspaceId, Arc<Version>, Option<u64>)> = (self.read_state().trees)
+            .iter()
+            .map(|t| {
+                (
+                    t.id(),
+                    Arc::clone(&t.version),
+                    self.tree_options(t, &t.version),
+                )
+            })
+            .map(|(id, version, options)| (id, version, options.filter_memory_limit))
+            .collect();
         let mut refitted = false;
-        for tree in &trees {
-            refitted |= self.refit_tree_filters(tree);
+        for (id, version, limit) in versions {
+            if let Some(limit) = limit {
+                refitted |= self.refit_tree_filters(id, version, limit);
+            }
         }
         refitted
     }
 
-    /// `refit_filters` for one keyspace's tree.
-    fn refit_tree_filters(&self, tree: &Arc<Tree>) -> bool {
-        let version = Arc::clone(&tree.version);
-        let Some(limit) = self.tree_options(tree, &version).filter_memory_limit else {
-            return false;
-        };
+    /// `refit_filters` for one keyspace's tree, its version being `version`.
+    fn refit_tree_filters(&self, id: KeyspaceId, version: Arc<Version>, limit: u64) -> bool {
         let shares = lookup_shares(&version, true);
         let now = plan_cost(&version, &shares, |t| t.table.filter_units_residency());
         let plan = fit_plan(&version, limit, &shares, Start::Whole);
@@ -124,7 +135,7 @@ impl Inner {
         }
         let shape = lock(&self.shape);
         let state = self.read_state();
-        if !(state.tree(tree.id())).is_some_and(|t| Arc::ptr_eq(&t.version, &version)) {
+        if !(state.tree(id)).is_some_and(|t| Arc::ptr_eq(&t.version, &version)) {
             // A flush or compaction came first (or the keyspace was dropped): the next idle
             // turn plans again.
             self.filters_refit_at
@@ -136,7 +147,7 @@ impl Inner {
         }
         let refitted = Arc::new(version.with_readers(&replaced));
         drop(state);
-        self.replace_read_state(|old| old.with_version(tree.id(), refitted));
+        self.replace_read_state(|old| old.with_version(id, refitted));
         drop(shape);
         (self.table_env.counters.filter_refits).fetch_add(1, Atomic::Relaxed);
         true
