@@ -24,9 +24,12 @@
 //! filters never drop below the limit they were given. The factor of two keeps the split from
 //! swinging on noise. An average is not a margin: a cache whose hot blocks fill a third of it
 //! loses nothing to a move, and one whose hot blocks just fit loses them all. So the cache
-//! gives memory up only while it serves fewer than 5% of the lookups, which bounds what a
-//! move can cost, and it takes memory back as soon as it saves twice what the filters do per
-//! byte (a load that turned skewed). Only a store with a filter memory limit, a block cache of its own (a
+//! gives memory up only while it has served under 5% of its reads since the store opened,
+//! which bounds what a move can cost. The rate since the open, not over the last few thousand
+//! lookups: a load that alternates between absent keys (which read few blocks, so the cache
+//! looks idle) and present keys the cache serves must not move memory back and forth at each
+//! turn, reading filters from their files each time (a Zipf run did, at `a781a13`). And the
+//! cache takes memory back as soon as it saves twice what the filters do per byte. Only a store with a filter memory limit, a block cache of its own (a
 //! shared one serves other stores too) and filters that follow lookups moves memory.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,9 +44,10 @@ const LN2_SQUARED: f64 = std::f64::consts::LN_2 * std::f64::consts::LN_2;
 /// How many times more per byte one side must save before memory moves to it.
 const MOVE_FACTOR: f64 = 2.0;
 
-/// The cache gives memory up only while it serves fewer lookups than this share: what a move
-/// can cost is then bounded by it, whatever its last bytes were worth.
-const MOST_HITS_PER_LOOKUP_TO_GIVE: f64 = 0.05;
+/// The cache gives memory up only while it has served fewer of its reads since the store
+/// opened than this share: what a move can cost is then bounded by it, whatever its last
+/// bytes were worth.
+const MOST_HIT_RATE_TO_GIVE: f64 = 0.05;
 
 /// The share of the cache's first size one move takes, and the share it always keeps.
 const STEP_DIVISOR: u64 = 8;
@@ -113,7 +117,8 @@ impl MemorySplit {
 
     /// The move the lookups counted since the last look call for, if any, out of `now`, given
     /// `keys` in the store.
-    fn next_move(&self, seen: Counted, now: Split, keys: u64) -> Option<i64> {
+    /// `hit_rate` is the cache's hits over the reads it served since the store opened.
+    fn next_move(&self, seen: Counted, now: Split, keys: u64, hit_rate: f64) -> Option<i64> {
         let step = self.given_cache / STEP_DIVISOR;
         let floor = self.given_cache / STEP_DIVISOR;
         if seen.lookups == 0 || keys == 0 || now.cache == 0 {
@@ -122,7 +127,7 @@ impl MemorySplit {
         let per_lookup = |n: u64| n as f64 / seen.lookups as f64;
         let cache_saves = per_lookup(seen.cache_hits) / now.cache as f64;
         let filters_save = per_lookup(seen.false_positives) * LN2_SQUARED * 8.0 / keys as f64;
-        let cache_serves_little = per_lookup(seen.cache_hits) < MOST_HITS_PER_LOOKUP_TO_GIVE;
+        let cache_serves_little = hit_rate < MOST_HIT_RATE_TO_GIVE;
         if filters_save >= MOVE_FACTOR * cache_saves && cache_serves_little && now.cache > floor {
             Some(step.min(now.cache - floor) as i64)
         } else if cache_saves >= MOVE_FACTOR * filters_save && now.filters > self.given_filter_limit
@@ -180,7 +185,8 @@ impl Inner {
             cache: cache.capacity(),
             filters,
         };
-        let Some(to_filters) = split.next_move(seen, now, keys) else {
+        let hit_rate = cache_stats.hit_rate().unwrap_or(0.0);
+        let Some(to_filters) = split.next_move(seen, now, keys, hit_rate) else {
             return false;
         };
         let filters = filters.saturating_add_signed(to_filters);
@@ -220,21 +226,24 @@ mod tests {
             cache: 32 * MIB,
             filters: 64 * MIB,
         };
-        assert_eq!(s.next_move(seen, now, 100_000_000), Some(4 * MIB as i64));
+        assert_eq!(
+            s.next_move(seen, now, 100_000_000, 0.003),
+            Some(4 * MIB as i64)
+        );
         // Never below an eighth of the cache.
         let nearly_empty = Split {
             cache: 5 * MIB,
             filters: 91 * MIB,
         };
         assert_eq!(
-            s.next_move(seen, nearly_empty, 100_000_000),
+            s.next_move(seen, nearly_empty, 100_000_000, 0.003),
             Some(MIB as i64)
         );
         let empty = Split {
             cache: 4 * MIB,
             filters: 92 * MIB,
         };
-        assert_eq!(s.next_move(seen, empty, 100_000_000), None);
+        assert_eq!(s.next_move(seen, empty, 100_000_000, 0.003), None);
     }
 
     #[test]
@@ -252,31 +261,32 @@ mod tests {
             filters: 64 * MIB,
         };
         // Nothing below the given limit for the cache to take back.
-        assert_eq!(s.next_move(seen, given, 100_000_000), None);
+        assert_eq!(s.next_move(seen, given, 100_000_000, 0.6), None);
         let moved = Split {
             cache: 20 * MIB,
             filters: 76 * MIB,
         };
         assert_eq!(
-            s.next_move(seen, moved, 100_000_000),
+            s.next_move(seen, moved, 100_000_000, 0.6),
             Some(-(4 * MIB as i64))
         );
     }
 
     #[test]
-    fn a_cache_serving_a_twentieth_of_the_lookups_gives_nothing_up() {
+    fn a_cache_that_served_a_twentieth_of_its_reads_gives_nothing_up() {
         let s = split(32 * MIB, 64 * MIB);
-        // Filters would save more per byte, but the cache serves 6% of the lookups.
+        // Filters would save more per byte in this window (absent keys read few blocks, so the
+        // cache looks idle), but since the open it has served 6% of its reads.
         let seen = Counted {
             lookups: 10_000,
-            cache_hits: 600,
+            cache_hits: 10,
             false_positives: 5_000,
         };
         let now = Split {
             cache: 32 * MIB,
             filters: 64 * MIB,
         };
-        assert_eq!(s.next_move(seen, now, 1_000_000), None);
+        assert_eq!(s.next_move(seen, now, 1_000_000, 0.06), None);
     }
 
     #[test]
@@ -286,7 +296,7 @@ mod tests {
             cache: 20 * MIB,
             filters: 76 * MIB,
         };
-        assert_eq!(s.next_move(Counted::default(), now, 1_000_000), None);
+        assert_eq!(s.next_move(Counted::default(), now, 1_000_000, 0.0), None);
         // Filters save 1.5 times what the cache does per byte: within the factor of two.
         let keys = 10_000_000u64;
         let fp = 1_000u64;
@@ -297,7 +307,7 @@ mod tests {
             cache_hits: hits,
             false_positives: fp,
         };
-        assert_eq!(s.next_move(seen, now, keys), None);
+        assert_eq!(s.next_move(seen, now, keys, 0.0), None);
     }
 
     #[test]
