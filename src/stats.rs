@@ -189,11 +189,11 @@ pub struct Stats {
     /// Refits installed since the store opened: new plans for the filter memory made from the
     /// lookups counted (`Options::filter_memory_follows_lookups`).
     pub filter_refits: u64,
-    /// Bytes of memory moved from the block cache to the filters since the store opened
-    /// (negative: from the filters to the cache), as the lookups showed which saves more
-    /// reads (`Options::memory_follows_reads`); `filter_memory_limit` and the block cache's
-    /// capacity are the sizes after the moves.
-    pub memory_moved_to_filters: i64,
+    /// Bytes of memory the block cache has given the filters since the store opened (net of
+    /// what it took back), as the lookups showed which saves more reads
+    /// (`Options::memory_follows_reads`); `filter_memory_limit` and the block cache's capacity
+    /// are the sizes after the moves.
+    pub memory_moved_to_filters: u64,
     /// The limit `filter_memory_bytes` stays within: `Options::filter_memory_limit`, or the
     /// one the store made from `Options::filter_memory_share` when it opened, with what moved
     /// from the block cache added; `None` when the filters are uncapped.

@@ -471,7 +471,7 @@ fn uniform_absent_lookups_move_a_cache_that_serves_little_to_the_filters() {
     }
     let stats = db.stats();
     assert!(stats.memory_moved_to_filters > 0, "{stats:?}");
-    let moved = stats.memory_moved_to_filters as u64;
+    let moved = stats.memory_moved_to_filters;
     // What the cache gave, the filters got: together they hold what they were given.
     assert_eq!(stats.block_cache.capacity, cache - moved);
     assert_eq!(stats.filter_memory_limit, Some(limit + moved));

@@ -29,8 +29,9 @@ impl Inner {
             Some(tree) => (tree.id(), tree.keyspace.given.updated_by(&options)),
             None => (shape.next_keyspace, options),
         };
-        if existing.is_some_and(|tree| tree.keyspace.given == given) {
-            return Ok(Arc::clone(&existing.expect("checked").keyspace));
+        // Made, or given these options, by another thread since the caller looked.
+        if let Some(tree) = existing.filter(|tree| tree.keyspace.given == given) {
+            return Ok(Arc::clone(&tree.keyspace));
         }
         let next_keyspace = match existing {
             Some(_) => shape.next_keyspace,

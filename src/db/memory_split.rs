@@ -63,8 +63,6 @@ pub(super) struct MemorySplit {
     moves: bool,
     /// The counters at the last look.
     last: Mutex<Counted>,
-    /// Bytes moved from the cache to the filters, net (negative: back to the cache).
-    moved_to_filters: std::sync::atomic::AtomicI64,
 }
 
 /// What the store counted since it opened, as one look saw it.
@@ -97,7 +95,6 @@ impl MemorySplit {
             given_cache: cache_bytes.unwrap_or(0),
             moves,
             last: Mutex::new(Counted::default()),
-            moved_to_filters: Default::default(),
         }
     }
 
@@ -109,10 +106,13 @@ impl MemorySplit {
         }
     }
 
-    /// Bytes moved from the block cache to the filters since the store opened (negative when
-    /// the cache got more back than it gave).
-    pub(super) fn moved_to_filters(&self) -> i64 {
-        self.moved_to_filters.load(Ordering::Relaxed)
+    /// Bytes the block cache has given the filters (net of what it took back): what the
+    /// filters' limit stands above the one given, since they never go below it.
+    pub(super) fn moved_to_filters(&self) -> u64 {
+        match self.filter_limit() {
+            Some(limit) => limit - self.given_filter_limit,
+            None => 0,
+        }
     }
 
     /// The move the lookups counted since the last look call for, if any, out of `now`, given
@@ -194,9 +194,6 @@ impl Inner {
         // follows) before the cache grows: the two never hold more than their sum for long.
         cache.set_capacity(now.cache.saturating_add_signed(-to_filters));
         split.filter_limit.store(filters, Ordering::Relaxed);
-        split
-            .moved_to_filters
-            .fetch_add(to_filters, Ordering::Relaxed);
         true
     }
 }
