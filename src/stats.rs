@@ -194,9 +194,15 @@ pub struct Stats {
     /// (`Options::memory_follows_reads`); `filter_memory_limit` and the block cache's capacity
     /// are the sizes after the moves.
     pub memory_moved_to_filters: u64,
+    /// Bytes of the index cache's capacity lent to the filters now: what the live tables'
+    /// index partitions leave spare of it, with an eighth of them to grow in, while the
+    /// filters' limit binds (`Options::memory_follows_reads`); taken back as the indexes
+    /// grow. `index_cache`'s capacity is the size after the loan.
+    pub index_cache_lent_to_filters: u64,
     /// The limit `filter_memory_bytes` stays within: `Options::filter_memory_limit`, or the
     /// one the store made from `Options::filter_memory_share` when it opened, with what moved
-    /// from the block cache added; `None` when the filters are uncapped.
+    /// from the block cache and what the index cache lends added; `None` when the filters
+    /// are uncapped.
     pub filter_memory_limit: Option<u64>,
     /// Bytes of table indexes held in memory for the tables' lives: whole index blocks, and
     /// the top levels of two-level indexes (whose partitions are in `index_cache`).

@@ -488,6 +488,54 @@ fn uniform_absent_lookups_move_a_cache_that_serves_little_to_the_filters() {
 }
 
 #[test]
+fn an_index_cache_lends_the_filters_what_its_partitions_leave_spare() {
+    let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
+    let limit = unlimited / 3;
+    let index_cache = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = (options().filter_memory_limit(limit))
+        .memory_follows_reads(true)
+        .index_cache_size(index_cache);
+    // Two-level indexes, whose partitions take a sliver of the index cache; no block cache,
+    // so that nothing moves but the loan.
+    options.index_partition_size = 16;
+    options.block_cache_size = 0;
+    let (db, _, _) = build_limited(dir.path(), options);
+    let stats = db.stats();
+    assert_eq!(stats.index_cache.capacity, index_cache);
+    assert!(stats.index_cache.blocks > 0, "{stats:?}");
+    let (reads_before, _) = absent_reads(&db);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while db.stats().index_cache_lent_to_filters == 0 && std::time::Instant::now() < deadline {
+        all_absent_lookups(&db, 1);
+    }
+    db.wait_for_background_work().unwrap();
+    let stats = db.stats();
+    let lent = stats.index_cache_lent_to_filters;
+    assert!(lent > 0, "{stats:?}");
+    // What the index cache lent, the filters got, and nothing moved from the block cache.
+    assert_eq!(stats.index_cache.capacity, index_cache - lent);
+    assert_eq!(stats.filter_memory_limit, Some(limit + lent));
+    assert_eq!(stats.memory_moved_to_filters, 0);
+    assert!(stats.filter_memory_bytes > limit, "{stats:?}");
+    assert!(stats.filter_memory_bytes <= limit + lent, "{stats:?}");
+    // The partitions still fit, with room to grow.
+    assert!(
+        stats.index_cache.bytes * 9 / 8 <= stats.index_cache.capacity,
+        "{stats:?}"
+    );
+    let (reads_after, _) = absent_reads(&db);
+    assert!(
+        reads_after * 3 < reads_before * 2,
+        "{reads_after} blocks read after, {reads_before} before"
+    );
+    // Present gets find every partition in the cache: no index read from the files.
+    let index_reads = db.stats().index_block_reads;
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
+    assert_eq!(db.stats().index_block_reads, index_reads);
+}
+
+#[test]
 fn a_cache_that_serves_the_lookups_keeps_its_memory() {
     let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
     let limit = unlimited / 8;

@@ -31,6 +31,15 @@
 //! turn, reading filters from their files each time (a Zipf run did, at `6c1932a`). And the
 //! cache takes memory back as soon as it saves twice what the filters do per byte. Only a store with a filter memory limit, a block cache of its own (a
 //! shared one serves other stores too) and filters that follow lookups moves memory.
+//!
+//! The index cache is sized as a share of memory, which holds every index partition of a
+//! store several times larger than it serves (in 256 MiB, 32 MiB; 100M keys take 19 MB).
+//! What the live tables' partitions leave of it, with an eighth of them kept free for the
+//! indexes to grow in, it lends the filters while their limit binds, and takes back as the
+//! indexes grow: memory no lookup would ever use goes where it cuts false positives. The
+//! loan needs no judgement of which saves more, only the partitions' count and size, so it
+//! is not held to the 5% rule; it changes only by a sixteenth of the cache or more, so that
+//! a refit does not read filters back for a few bytes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -52,15 +61,26 @@ const MOST_HIT_RATE_TO_GIVE: f64 = 0.05;
 /// The share of the cache's first size one move takes, and the share it always keeps.
 const STEP_DIVISOR: u64 = 8;
 
-/// The filter memory limit now, and what moves memory between it and the block cache.
+/// The index cache's loan changes only by more than this share of its first size (or to
+/// nothing).
+const LOAN_STEP_DIVISOR: u64 = 16;
+
+/// The filter memory limit now, and what moves memory between it and the block cache, and
+/// lends the filters what the index cache cannot use.
 pub(super) struct MemorySplit {
-    /// The filters' limit now; `u64::MAX` for none.
+    /// The filters' limit now: the one given, what moved from the block cache, and what the
+    /// index cache lends; `u64::MAX` for none.
     filter_limit: AtomicU64,
     /// The limit the options gave, and the block cache's first size: the filters never go
     /// below the one, and the cache keeps an eighth of the other.
     given_filter_limit: u64,
     given_cache: u64,
     moves: bool,
+    /// The index cache's first size, whether it lends the filters what its partitions leave
+    /// of it, and what it lends now.
+    given_index_cache: u64,
+    lends_index: bool,
+    index_lent: AtomicU64,
     /// The counters at the last look.
     last: Mutex<Counted>,
 }
@@ -83,17 +103,24 @@ pub(super) struct Split {
 impl MemorySplit {
     /// The split `options` give. `cache_bytes` is the block cache's size when the store owns
     /// its cache (`None`: no cache, or one shared with other stores).
-    pub(super) fn new(options: &Options, cache_bytes: Option<u64>) -> MemorySplit {
+    /// `index_cache_bytes` is the index cache's size (`None` without one).
+    pub(super) fn new(
+        options: &Options,
+        cache_bytes: Option<u64>,
+        index_cache_bytes: Option<u64>,
+    ) -> MemorySplit {
         let given_filter_limit = options.filter_memory_limit.unwrap_or(u64::MAX);
-        let moves = options.memory_follows_reads
+        let follows = options.memory_follows_reads
             && options.filter_memory_follows_lookups
-            && options.filter_memory_limit.is_some()
-            && cache_bytes.is_some_and(|b| b >= STEP_DIVISOR);
+            && options.filter_memory_limit.is_some();
         MemorySplit {
             filter_limit: AtomicU64::new(given_filter_limit),
             given_filter_limit,
             given_cache: cache_bytes.unwrap_or(0),
-            moves,
+            moves: follows && cache_bytes.is_some_and(|b| b >= STEP_DIVISOR),
+            given_index_cache: index_cache_bytes.unwrap_or(0),
+            lends_index: follows && index_cache_bytes.is_some(),
+            index_lent: AtomicU64::new(0),
             last: Mutex::new(Counted::default()),
         }
     }
@@ -110,9 +137,25 @@ impl MemorySplit {
     /// filters' limit stands above the one given, since they never go below it.
     pub(super) fn moved_to_filters(&self) -> u64 {
         match self.filter_limit() {
-            Some(limit) => limit - self.given_filter_limit,
+            Some(limit) => limit - self.given_filter_limit - self.lent_by_index_cache(),
             None => 0,
         }
+    }
+
+    /// Bytes the index cache lends the filters now.
+    pub(super) fn lent_by_index_cache(&self) -> u64 {
+        self.index_lent.load(Ordering::Relaxed)
+    }
+
+    /// What the index cache lends the filters, given that every live table's index
+    /// partitions take `partitions` bytes in it, that whole filters would take
+    /// `whole_filters`, and the filters' limit without the loan is `limit`: what the
+    /// partitions leave of its first size, with an eighth of them kept free for the index to
+    /// grow in, but no more than whole filters can use.
+    fn index_loan(&self, partitions: u64, whole_filters: u64, limit: u64) -> u64 {
+        let needed = partitions.saturating_add(partitions / STEP_DIVISOR);
+        let spare = self.given_index_cache.saturating_sub(needed);
+        spare.min(whole_filters.saturating_sub(limit))
     }
 
     /// The move the lookups counted since the last look call for, if any, out of `now`, given
@@ -145,6 +188,53 @@ impl Inner {
     /// background turn that refits the filters, which then spends a grown limit, or folds
     /// filters into a shrunk one. Returns whether memory moved.
     pub(super) fn rebalance_memory(&self) -> bool {
+        let lent = self.lend_spare_index_cache();
+        self.move_between_cache_and_filters() || lent
+    }
+
+    /// Lends the filters the index cache's memory that every live table's index partitions
+    /// leave spare, or takes it back as they grow (`MemorySplit::index_loan`). The partitions
+    /// are counted, and sized by what the cache holds on average: a partition is cut at
+    /// `index_partition_size` bytes before compression, so they differ little. Returns
+    /// whether the loan changed.
+    fn lend_spare_index_cache(&self) -> bool {
+        let split = &self.memory_split;
+        let Some(cache) = (self.table_env.index_cache.as_ref()).filter(|_| split.lends_index)
+        else {
+            return false;
+        };
+        let held = cache.stats();
+        if held.blocks == 0 {
+            // Nothing to size a partition by yet: no lookup has needed one.
+            return false;
+        }
+        let state = self.read_state();
+        let tables = || state.trees.iter().flat_map(|t| t.version.tables());
+        let partitions: u64 = tables()
+            .map(|t| t.table.cached_index_partitions() as u64)
+            .sum();
+        let whole_filters: u64 = tables().map(|t| t.table.whole_filter_bytes()).sum();
+        drop(state);
+        let lent = split.lent_by_index_cache();
+        let limit = split.filter_limit.load(Ordering::Relaxed);
+        let partition_bytes = held.bytes.div_ceil(held.blocks);
+        let loan = split.index_loan(partitions * partition_bytes, whole_filters, limit - lent);
+        // Partitions sized by an average move a little each turn; a loan that followed them
+        // would have each refit read filters back or fold them for a few bytes.
+        let close = loan.abs_diff(lent) <= split.given_index_cache / LOAN_STEP_DIVISOR;
+        if loan == lent || (close && loan != 0) {
+            return false;
+        }
+        // The cache shrinks before the filters grow; the filters shrink (at the refit that
+        // follows) before the cache refills.
+        cache.set_capacity(split.given_index_cache - loan);
+        split.index_lent.store(loan, Ordering::Relaxed);
+        (split.filter_limit).store(limit - lent + loan, Ordering::Relaxed);
+        true
+    }
+
+    /// Moves memory between the block cache and the filters by the module's rule.
+    fn move_between_cache_and_filters(&self) -> bool {
         let split = &self.memory_split;
         let Some(cache) = self.table_env.block_cache.as_ref().filter(|_| split.moves) else {
             return false;
@@ -180,7 +270,9 @@ impl Inner {
             .flat_map(|t| t.version.tables())
             .map(|t| t.meta.entries)
             .sum();
-        let filters = split.filter_limit.load(Ordering::Relaxed);
+        // The index cache's loan is not the block cache's to take back.
+        let lent = split.lent_by_index_cache();
+        let filters = split.filter_limit.load(Ordering::Relaxed) - lent;
         let now = Split {
             cache: cache.capacity(),
             filters,
@@ -193,7 +285,7 @@ impl Inner {
         // The cache shrinks before the filters grow, and the filters shrink (at the refit that
         // follows) before the cache grows: the two never hold more than their sum for long.
         cache.set_capacity(now.cache.saturating_add_signed(-to_filters));
-        split.filter_limit.store(filters, Ordering::Relaxed);
+        split.filter_limit.store(filters + lent, Ordering::Relaxed);
         true
     }
 }
@@ -205,7 +297,7 @@ mod tests {
     fn split(cache: u64, filters: u64) -> MemorySplit {
         let mut options = Options::default().filter_memory_limit(filters);
         options.memory_follows_reads = true;
-        MemorySplit::new(&options, Some(cache))
+        MemorySplit::new(&options, Some(cache), None)
     }
 
     const MIB: u64 = 1 << 20;
@@ -308,12 +400,31 @@ mod tests {
     }
 
     #[test]
+    fn the_index_cache_lends_what_its_partitions_leave_spare_and_filters_can_use() {
+        let options = (Options::default().filter_memory_limit(64 * MIB)).memory_follows_reads(true);
+        let s = MemorySplit::new(&options, Some(32 * MIB), Some(32 * MIB));
+        assert!(s.lends_index);
+        // 100M keys: 16 MiB of partitions keep 18 MiB, and lend the other 14 MiB.
+        assert_eq!(s.index_loan(16 * MIB, 256 * MIB, 64 * MIB), 14 * MIB);
+        // No more than whole filters would take beyond the limit.
+        assert_eq!(s.index_loan(16 * MIB, 70 * MIB, 64 * MIB), 6 * MIB);
+        assert_eq!(s.index_loan(16 * MIB, 50 * MIB, 64 * MIB), 0);
+        // Partitions that fill the cache lend nothing.
+        assert_eq!(s.index_loan(30 * MIB, 256 * MIB, 64 * MIB), 0);
+        // Without a limit, or with the moves off, the index cache lends nothing.
+        let options = Options::default().no_filter_memory_limit();
+        assert!(!MemorySplit::new(&options, None, Some(32 * MIB)).lends_index);
+        let options = (Options::default().filter_memory_limit(MIB)).memory_follows_reads(false);
+        assert!(!MemorySplit::new(&options, None, Some(32 * MIB)).lends_index);
+    }
+
+    #[test]
     fn a_store_without_a_limit_or_a_cache_of_its_own_never_moves() {
         let options = Options::default().no_filter_memory_limit();
-        assert!(!MemorySplit::new(&options, Some(32 * MIB)).moves);
+        assert!(!MemorySplit::new(&options, Some(32 * MIB), None).moves);
         let options = Options::default().filter_memory_limit(MIB);
-        assert!(!MemorySplit::new(&options, None).moves);
+        assert!(!MemorySplit::new(&options, None, None).moves);
         let options = (Options::default().filter_memory_limit(MIB)).memory_follows_reads(false);
-        assert!(!MemorySplit::new(&options, Some(32 * MIB)).moves);
+        assert!(!MemorySplit::new(&options, Some(32 * MIB), None).moves);
     }
 }

@@ -386,6 +386,7 @@ impl Parts {
                 (self.table_env.block_cache.as_ref())
                     .filter(|_| self.options.block_cache.is_none())
                     .map(|cache| cache.capacity()),
+                (self.table_env.index_cache.as_ref()).map(|cache| cache.capacity()),
             ),
             next_file_number: AtomicU64::new(self.next_file),
             background: Mutex::new(BackgroundState::default()),

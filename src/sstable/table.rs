@@ -638,6 +638,15 @@ impl Table {
     pub fn index_memory_bytes(&self) -> usize {
         self.inner.index.resident_bytes()
     }
+
+    /// Index partitions of a two-level index, which live in the index cache (0 for an index
+    /// of one block, held in memory for the table's life).
+    pub fn cached_index_partitions(&self) -> usize {
+        match &self.inner.index {
+            TableIndex::Single(_) => 0,
+            TableIndex::TwoLevel(top) => top.len(),
+        }
+    }
 }
 
 impl TableInner {

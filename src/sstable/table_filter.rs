@@ -532,6 +532,16 @@ impl Table {
         self.held_filter_bytes() + self.filter_top_bytes()
     }
 
+    /// Bytes the filter takes held whole, as written (its units and what a partitioned filter
+    /// keeps beside them): the most memory it can use, whatever limit it is given.
+    pub fn whole_filter_bytes(&self) -> u64 {
+        let units: u64 = (0..self.filter_units())
+            .filter_map(|unit| self.filter_unit_shape(unit))
+            .map(|(words, _)| words * 8)
+            .sum();
+        units + self.filter_top_bytes() as u64
+    }
+
     /// Bytes a partitioned filter keeps in memory beside its partitions' bits (0 for a whole
     /// filter), whatever becomes of the partitions: the top level, and per partition its
     /// reader's slot, lookup count and filter header.

@@ -192,10 +192,16 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("index memory bytes", stats.index_memory_bytes.to_string()),
         (
             "index cache bytes",
-            format!(
-                "{} of {}",
-                stats.index_cache.bytes, stats.index_cache.capacity
-            ),
+            match stats.index_cache_lent_to_filters {
+                0 => format!(
+                    "{} of {}",
+                    stats.index_cache.bytes, stats.index_cache.capacity
+                ),
+                lent => format!(
+                    "{} of {} ({lent} lent to the filters)",
+                    stats.index_cache.bytes, stats.index_cache.capacity
+                ),
+            },
         ),
         (
             "block cache bytes",
@@ -300,6 +306,7 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         "filter_memory_bytes": stats.filter_memory_bytes,
         "filter_memory_limit_bytes": stats.filter_memory_limit,
         "memory_moved_to_filters_bytes": stats.memory_moved_to_filters,
+        "index_cache_lent_to_filters_bytes": stats.index_cache_lent_to_filters,
         "tables_filter_shrunk": tables_filter_shrunk(stats),
         "filter_partitions": filter_partitions_json(stats),
         "index_memory_bytes": stats.index_memory_bytes,
