@@ -101,7 +101,9 @@ pub struct Options {
     /// under a skew that the cache serves, it keeps its memory or takes it back. The filters
     /// never drop below `filter_memory_limit`, and the two never hold more than the limit and
     /// `block_cache_size` together. Needs a filter memory limit, a block cache of the store's
-    /// own and `filter_memory_follows_lookups` (`docs/design.md`, "Filter memory").
+    /// own and `filter_memory_follows_lookups`. With it, the index cache lends the filters
+    /// what the live tables' index partitions leave spare of it (an eighth of them kept for
+    /// growth), and takes it back as they grow (`docs/design.md`, "Filter memory").
     pub memory_follows_reads: bool,
     /// Bytes of index partitions the store keeps in memory, in a cache of their own. A table
     /// whose index outgrows `index_partition_size` is written with a two-level index: a small

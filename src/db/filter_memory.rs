@@ -120,37 +120,76 @@ impl Inner {
             return false;
         }
         // The new filters are made beside the old ones, which the readers of the old version
-        // hold until they let go.
-        let mut replaced = HashMap::new();
-        for (number, (table, residency)) in plan {
+        // hold until they let go: so the plan is installed in steps of about a sixteenth of
+        // the limit in new filters (`REFIT_STEP_DIVISOR`), the shrinks first, so that every step installed
+        // holds no more than the limit. A grown limit can read tens of MiB of filters back;
+        // memory never holds all of them beside the old ones.
+        let mut changes: Vec<(i64, u64, Table, Vec<FilterResidency>)> = (plan.into_iter())
+            .map(|(number, (table, residency))| {
+                let growth = planned_bytes(&table, &residency) as i64 - held_bytes(&table) as i64;
+                (growth, number, table, residency)
+            })
+            .collect();
+        changes.sort_by_key(|(growth, number, ..)| (*growth, *number));
+        let mut version = version;
+        let mut installed = false;
+        let mut step = HashMap::new();
+        let mut step_bytes = 0;
+        let last = changes.len().saturating_sub(1);
+        for (i, (_, number, table, residency)) in changes.into_iter().enumerate() {
             match table.refit_filters(&residency) {
                 Ok(reader) => {
-                    replaced.insert(number, reader);
+                    step_bytes += planned_bytes(&table, &residency);
+                    step.insert(number, reader);
                 }
-                // The plan's folds made room for this filter: without it they would cost
-                // lookups for nothing. The lookup or check that reads the table reports what
-                // is wrong with it.
-                Err(_) => return false,
+                // The plan's folds made room for this filter, and it is left for the next
+                // turn's plan: the lookup or check that reads the table reports what is wrong
+                // with it. Steps already installed stand: each is within the limit.
+                Err(_) => break,
+            }
+            if step_bytes >= limit / REFIT_STEP_DIVISOR || i == last {
+                let Some(next) = self.install_refit(id, &version, &step, !installed) else {
+                    break;
+                };
+                (version, installed) = (next, true);
+                (step, step_bytes) = (HashMap::new(), 0);
             }
         }
+        if installed {
+            (self.table_env.counters.filter_refits).fetch_add(1, Atomic::Relaxed);
+        }
+        installed
+    }
+
+    /// Installs `version` with the readers `replaced` as `id`'s tree's version, when it is
+    /// still the one installed (`first`: the first step of a refit, which halves the lookup
+    /// counts the plan was made from). Returns the version installed; `None` when a flush or
+    /// compaction came first (or the keyspace was dropped), and the next idle turn plans
+    /// again.
+    fn install_refit(
+        &self,
+        id: KeyspaceId,
+        version: &Arc<Version>,
+        replaced: &HashMap<u64, Table>,
+        first: bool,
+    ) -> Option<Arc<Version>> {
         let shape = lock(&self.shape);
         let state = self.read_state();
-        if !(state.tree(id)).is_some_and(|t| Arc::ptr_eq(&t.version, &version)) {
-            // A flush or compaction came first (or the keyspace was dropped): the next idle
-            // turn plans again.
+        if !(state.tree(id)).is_some_and(|t| Arc::ptr_eq(&t.version, version)) {
             self.filters_refit_at
                 .fetch_sub(REFIT_EVERY, Atomic::Relaxed);
-            return false;
+            return None;
         }
-        for t in version.tables() {
-            t.table.age_lookup_counts();
+        if first {
+            for t in version.tables() {
+                t.table.age_lookup_counts();
+            }
         }
-        let refitted = Arc::new(version.with_readers(&replaced));
+        let refitted = Arc::new(version.with_readers(replaced));
         drop(state);
-        self.replace_read_state(|old| old.with_version(id, refitted));
+        self.replace_read_state(|old| old.with_version(id, Arc::clone(&refitted)));
         drop(shape);
-        (self.table_env.counters.filter_refits).fetch_add(1, Atomic::Relaxed);
-        true
+        Some(refitted)
     }
 
     /// Counts `n` point lookups that reached the tables, and wakes the background threads
@@ -186,6 +225,11 @@ impl Inner {
 /// tens of thousands of lookups a second follows a new skew within a second or two (each
 /// refit that installs a plan halves the counts, so old lookups fade).
 const REFIT_EVERY: u64 = 8192;
+
+/// A refit installs what it has read once it holds this share of the limit in new filters,
+/// so that the old filters and the new ones are never all in memory together: 6.75 MB of
+/// a 108 MB limit (100M keys in 256 MiB).
+const REFIT_STEP_DIVISOR: u64 = 16;
 
 /// A plan must cut the false positives per lookup below this share of what the filters held
 /// give before filters are read back for it.
@@ -315,6 +359,26 @@ fn apply_plan(
         replaced.insert(t.meta.number, reader);
     }
     Ok(version.with_readers(&replaced))
+}
+
+/// Bytes the table's filter units take held as `residency` says (the top level of a
+/// partitioned filter not counted: it stays whatever becomes of the units).
+fn planned_bytes(table: &Table, residency: &[FilterResidency]) -> u64 {
+    (residency.iter().enumerate())
+        .filter_map(|(unit, r)| {
+            let shape = Shape::of_written(table, unit)?;
+            match r {
+                FilterResidency::Whole => Some(shape.bytes(1)),
+                FilterResidency::Folded(f) => Some(shape.bytes(*f)),
+                FilterResidency::Dropped | FilterResidency::NoFilter => None,
+            }
+        })
+        .sum()
+}
+
+/// Bytes the table's filter units take as held now.
+fn held_bytes(table: &Table) -> u64 {
+    (table.filter_memory_bytes() - table.filter_top_bytes()) as u64
 }
 
 /// One unit of a table's filter (the whole filter, or a partition) as written, known

@@ -131,6 +131,11 @@ pub struct BenchArgs {
     /// lookups counted go (`Options::filter_memory_follows_lookups(false)`).
     #[arg(long)]
     pub filter_memory_by_keys: bool,
+    /// With `--stores`: keep bloomkv's memory where its options put it: no memory moves
+    /// between the block cache and the filters, and the index cache lends nothing
+    /// (`Options::memory_follows_reads(false)`), for a run beside one that moves it.
+    #[arg(long)]
+    pub memory_fixed: bool,
     /// With `--stores`: bloomkv's `Options::index_cache_size`, the memory its index partitions
     /// may take (`4MiB`, ...; default: the store's, an eighth of the memory the process may
     /// use).

@@ -118,6 +118,9 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
         if args.filter_memory_by_keys {
             v.push("--filter-memory-by-keys".into());
         }
+        if args.memory_fixed {
+            v.push("--memory-fixed".into());
+        }
         if let Some(filter) = &args.filter {
             v.extend([
                 "--stores".into(),
@@ -181,6 +184,9 @@ pub fn bloomkv_options(args: &BenchArgs) -> Result<Options, Failure> {
     if args.filter_memory_by_keys {
         options = options.filter_memory_follows_lookups(false);
     }
+    if args.memory_fixed {
+        options = options.memory_follows_reads(false);
+    }
     if let Some(setting) = &args.filter {
         match parse_settings(setting)?.as_slice() {
             [(_, policy)] => options = options.filter_policy(*policy),
@@ -197,4 +203,40 @@ pub fn bloomkv_options(args: &BenchArgs) -> Result<Options, Failure> {
 /// This process's resident memory, now and at its peak.
 pub fn resident() -> Result<(u64, u64), Failure> {
     memory::resident_bytes().map_err(Failure::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn bench_args(line: &[&str]) -> BenchArgs {
+        Command::try_parse_from(std::iter::once("bench").chain(line.iter().copied()))
+            .unwrap()
+            .bench
+    }
+
+    #[test]
+    fn memory_fixed_reaches_the_bloomkv_child_and_its_options() {
+        let args = bench_args(&["--stores", "bloomkv,rocksdb", "--memory-fixed"]);
+        let child = child_args(&args, "bloomkv", Path::new("out.json"));
+        assert!(child.iter().any(|a| a == "--memory-fixed"), "{child:?}");
+        let in_child: Vec<&str> = child.iter().map(String::as_str).collect();
+        let options = bloomkv_options(&bench_args(&in_child)).unwrap();
+        assert!(!options.memory_follows_reads);
+        // Another store's child never gets it; without the flag memory follows the reads.
+        let rocksdb = child_args(&args, "rocksdb", Path::new("out.json"));
+        assert!(
+            !rocksdb.iter().any(|a| a == "--memory-fixed"),
+            "{rocksdb:?}"
+        );
+        let options = bloomkv_options(&bench_args(&["--stores", "bloomkv"])).unwrap();
+        assert!(options.memory_follows_reads);
+    }
 }
