@@ -100,10 +100,11 @@ pub struct Options {
     /// larger than the cache, the cache gives the filters up to seven eighths of itself;
     /// under a skew that the cache serves, it keeps its memory or takes it back. The filters
     /// never drop below `filter_memory_limit`, and the two never hold more than the limit and
-    /// `block_cache_size` together. Needs a filter memory limit, a block cache of the store's
-    /// own and `filter_memory_follows_lookups`. With it, the index cache lends the filters
-    /// what the live tables' index partitions leave spare of it (an eighth of them kept for
-    /// growth), and takes it back as they grow (`docs/design.md`, "Filter memory").
+    /// `block_cache_size` together; the moves need a block cache of the store's own. With it,
+    /// the index cache also lends the filters what the live tables' index partitions leave
+    /// spare of it (an eighth of them kept for growth), and takes it back as they grow. Both
+    /// need a filter memory limit and `filter_memory_follows_lookups` (`docs/design.md`,
+    /// "Filter memory").
     pub memory_follows_reads: bool,
     /// Bytes of index partitions the store keeps in memory, in a cache of their own. A table
     /// whose index outgrows `index_partition_size` is written with a two-level index: a small
@@ -111,7 +112,8 @@ pub struct Options {
     /// them and this cache keeps (format version 4). So the memory of indexes is bounded
     /// however large the store grows, where whole indexes would take about 0.19 bytes per key
     /// (190 MB for a billion 16-byte keys). Default `None`: `index_memory_share` of the memory
-    /// the process may use, made a size when the store opens (`Stats::index_cache` shows it).
+    /// the process may use, made a size when the store opens (`Stats::index_cache` shows it, less
+    /// what it lends the filters: `Options::memory_follows_reads`).
     pub index_cache_size: Option<u64>,
     /// Without an `index_cache_size`: the share of the memory this process may use
     /// ([`crate::memory::available`]) that index partitions may take. Default 0.125: 128 MiB

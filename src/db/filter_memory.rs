@@ -115,8 +115,13 @@ impl Inner {
             Some((_, r)) => r.clone(),
             None => t.table.filter_units_residency(),
         });
-        // A plan within a twentieth of what is held is not worth the reads.
-        if planned >= now * REFIT_GAIN {
+        // A plan within a twentieth of what is held is not worth the reads; but filters held
+        // above a limit that shrank (memory moved back to a cache) are folded to it whatever
+        // the plan costs.
+        let held: u64 = (version.tables())
+            .map(|t| t.table.filter_memory_bytes() as u64)
+            .sum();
+        if planned >= now * REFIT_GAIN && held <= limit {
             return false;
         }
         // The new filters are made beside the old ones, which the readers of the old version

@@ -38,8 +38,9 @@
 //! indexes to grow in, it lends the filters while their limit binds, and takes back as the
 //! indexes grow: memory no lookup would ever use goes where it cuts false positives. The
 //! loan needs no judgement of which saves more, only the partitions' count and size, so it
-//! is not held to the 5% rule; it changes only by a sixteenth of the cache or more, so that
-//! a refit does not read filters back for a few bytes.
+//! is not held to the 5% rule; it grows only by more than a sixteenth of the cache, so that
+//! a refit does not read filters back for a few bytes, and shrinks once the partitions have
+//! used half the room kept for them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -61,28 +62,39 @@ const MOST_HIT_RATE_TO_GIVE: f64 = 0.05;
 /// The share of the cache's first size one move takes, and the share it always keeps.
 const STEP_DIVISOR: u64 = 8;
 
-/// The index cache's loan changes only by more than this share of its first size (or to
-/// nothing).
+/// The index cache's loan grows only by more than this share of its first size, and shrinks
+/// once the cache has less than this share of the partitions free beside them (half the
+/// room a loan leaves them).
 const LOAN_STEP_DIVISOR: u64 = 16;
 
 /// The filter memory limit now, and what moves memory between it and the block cache, and
 /// lends the filters what the index cache cannot use.
 pub(super) struct MemorySplit {
     /// The filters' limit now: the one given, what moved from the block cache, and what the
-    /// index cache lends; `u64::MAX` for none.
+    /// index cache lends (stored with `held` locked); `u64::MAX` for none.
     filter_limit: AtomicU64,
     /// The limit the options gave, and the block cache's first size: the filters never go
     /// below the one, and the cache keeps an eighth of the other.
     given_filter_limit: u64,
     given_cache: u64,
     moves: bool,
-    /// The index cache's first size, whether it lends the filters what its partitions leave
-    /// of it, and what it lends now.
+    /// The index cache's first size, and whether it lends the filters what its partitions
+    /// leave of it.
     given_index_cache: u64,
     lends_index: bool,
-    index_lent: AtomicU64,
-    /// The counters at the last look.
-    last: Mutex<Counted>,
+    /// What moved and what is lent, and the counters at the last look. Locked for a whole
+    /// rebalance: a refit turn may begin while a long one still reads filters.
+    held: Mutex<Held>,
+}
+
+/// What a [`MemorySplit`] has moved and lent.
+#[derive(Debug, Default)]
+struct Held {
+    /// Bytes the block cache has given the filters, net of what it took back.
+    moved: u64,
+    /// Bytes the index cache lends the filters.
+    lent: u64,
+    last: Counted,
 }
 
 /// What the store counted since it opened, as one look saw it.
@@ -98,6 +110,16 @@ pub(super) struct Counted {
 pub(super) struct Split {
     pub cache: u64,
     pub filters: u64,
+}
+
+/// What a rebalance weighs about the live tables.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tables {
+    keys: u64,
+    /// Index partitions, which live in the index cache.
+    index_partitions: u64,
+    /// Bytes the filters would take held whole: more memory they cannot use.
+    whole_filters: u64,
 }
 
 impl MemorySplit {
@@ -120,8 +142,7 @@ impl MemorySplit {
             moves: follows && cache_bytes.is_some_and(|b| b >= STEP_DIVISOR),
             given_index_cache: index_cache_bytes.unwrap_or(0),
             lends_index: follows && index_cache_bytes.is_some(),
-            index_lent: AtomicU64::new(0),
-            last: Mutex::new(Counted::default()),
+            held: Mutex::new(Held::default()),
         }
     }
 
@@ -133,18 +154,14 @@ impl MemorySplit {
         }
     }
 
-    /// Bytes the block cache has given the filters (net of what it took back): what the
-    /// filters' limit stands above the one given, since they never go below it.
+    /// Bytes the block cache has given the filters (net of what it took back).
     pub(super) fn moved_to_filters(&self) -> u64 {
-        match self.filter_limit() {
-            Some(limit) => limit - self.given_filter_limit - self.lent_by_index_cache(),
-            None => 0,
-        }
+        lock(&self.held).moved
     }
 
     /// Bytes the index cache lends the filters now.
     pub(super) fn lent_by_index_cache(&self) -> u64 {
-        self.index_lent.load(Ordering::Relaxed)
+        lock(&self.held).lent
     }
 
     /// What the index cache lends the filters, given that every live table's index
@@ -156,6 +173,20 @@ impl MemorySplit {
         let needed = partitions.saturating_add(partitions / STEP_DIVISOR);
         let spare = self.given_index_cache.saturating_sub(needed);
         spare.min(whole_filters.saturating_sub(limit))
+    }
+
+    /// Whether the loan should go from `lent` to `loan`, the partitions taking `partitions`
+    /// bytes: up only by more than a sixteenth of the cache (a loan that followed the
+    /// partitions' average size would have each refit read filters back for a few bytes);
+    /// down once the partitions have used half the room kept for them, or the loan falls by
+    /// more than a sixteenth of the cache, or to nothing.
+    fn loan_changes(&self, lent: u64, loan: u64, partitions: u64) -> bool {
+        let step = self.given_index_cache / LOAN_STEP_DIVISOR;
+        if loan > lent {
+            return loan - lent > step;
+        }
+        let room_used = self.given_index_cache - lent < partitions + partitions / LOAN_STEP_DIVISOR;
+        loan < lent && (room_used || lent - loan > step || loan == 0)
     }
 
     /// The move the lookups counted since the last look call for, if any, out of `now`, given
@@ -184,12 +215,39 @@ impl MemorySplit {
 
 impl Inner {
     /// Looks at the lookups since the last look and moves memory between the block cache and
-    /// the filters when one saves far more reads per byte (the module's rule). Called on the
-    /// background turn that refits the filters, which then spends a grown limit, or folds
-    /// filters into a shrunk one. Returns whether memory moved.
+    /// the filters when one saves far more reads per byte (the module's rule), and lends the
+    /// filters what the index cache cannot use. Called on the background turn that refits
+    /// the filters, which then spends a grown limit, or folds filters into a shrunk one.
+    /// Returns whether the limit changed.
     pub(super) fn rebalance_memory(&self) -> bool {
-        let lent = self.lend_spare_index_cache();
-        self.move_between_cache_and_filters() || lent
+        let split = &self.memory_split;
+        if !(split.moves || split.lends_index) {
+            return false;
+        }
+        let mut held = match split.held.try_lock() {
+            Ok(held) => held,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            // Another turn is rebalancing.
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        let tables = self.live_tables();
+        let lent = self.lend_spare_index_cache(&mut held, &tables);
+        let moved = self.move_between_cache_and_filters(&mut held, &tables);
+        let limit = split.given_filter_limit + held.moved + held.lent;
+        split.filter_limit.store(limit, Ordering::Relaxed);
+        lent || moved
+    }
+
+    /// The live tables' keys, index partitions and whole filters' bytes, every keyspace's.
+    fn live_tables(&self) -> Tables {
+        let state = self.read_state();
+        let mut tables = Tables::default();
+        for t in state.trees.iter().flat_map(|t| t.version.tables()) {
+            tables.keys += t.meta.entries;
+            tables.index_partitions += t.table.cached_index_partitions() as u64;
+            tables.whole_filters += t.table.whole_filter_bytes();
+        }
+        tables
     }
 
     /// Lends the filters the index cache's memory that every live table's index partitions
@@ -197,44 +255,33 @@ impl Inner {
     /// are counted, and sized by what the cache holds on average: a partition is cut at
     /// `index_partition_size` bytes before compression, so they differ little. Returns
     /// whether the loan changed.
-    fn lend_spare_index_cache(&self) -> bool {
+    fn lend_spare_index_cache(&self, held: &mut Held, tables: &Tables) -> bool {
         let split = &self.memory_split;
         let Some(cache) = (self.table_env.index_cache.as_ref()).filter(|_| split.lends_index)
         else {
             return false;
         };
-        let held = cache.stats();
-        if held.blocks == 0 {
+        let cached = cache.stats();
+        if cached.blocks == 0 {
             // Nothing to size a partition by yet: no lookup has needed one.
             return false;
         }
-        let state = self.read_state();
-        let tables = || state.trees.iter().flat_map(|t| t.version.tables());
-        let partitions: u64 = tables()
-            .map(|t| t.table.cached_index_partitions() as u64)
-            .sum();
-        let whole_filters: u64 = tables().map(|t| t.table.whole_filter_bytes()).sum();
-        drop(state);
-        let lent = split.lent_by_index_cache();
-        let limit = split.filter_limit.load(Ordering::Relaxed);
-        let partition_bytes = held.bytes.div_ceil(held.blocks);
-        let loan = split.index_loan(partitions * partition_bytes, whole_filters, limit - lent);
-        // Partitions sized by an average move a little each turn; a loan that followed them
-        // would have each refit read filters back or fold them for a few bytes.
-        let close = loan.abs_diff(lent) <= split.given_index_cache / LOAN_STEP_DIVISOR;
-        if loan == lent || (close && loan != 0) {
+        let partitions = tables.index_partitions * cached.bytes.div_ceil(cached.blocks);
+        let without_loan = split.given_filter_limit + held.moved;
+        let loan = split.index_loan(partitions, tables.whole_filters, without_loan);
+        if !split.loan_changes(held.lent, loan, partitions) {
             return false;
         }
         // The cache shrinks before the filters grow; the filters shrink (at the refit that
-        // follows) before the cache refills.
+        // follows) after the cache may refill.
         cache.set_capacity(split.given_index_cache - loan);
-        split.index_lent.store(loan, Ordering::Relaxed);
-        (split.filter_limit).store(limit - lent + loan, Ordering::Relaxed);
+        held.lent = loan;
         true
     }
 
-    /// Moves memory between the block cache and the filters by the module's rule.
-    fn move_between_cache_and_filters(&self) -> bool {
+    /// Moves memory between the block cache and the filters by the module's rule, no more
+    /// to the filters than whole filters can use.
+    fn move_between_cache_and_filters(&self, held: &mut Held, tables: &Tables) -> bool {
         let split = &self.memory_split;
         let Some(cache) = self.table_env.block_cache.as_ref().filter(|_| split.moves) else {
             return false;
@@ -254,38 +301,31 @@ impl Inner {
             false_positives: (counters.data_block_reads)
                 .saturating_sub(counters.filter_true_positives),
         };
-        let seen = {
-            let mut last = lock(&split.last);
-            // Counters read one by one may lag each other: a difference is never below zero.
-            let seen = Counted {
-                lookups: now_counted.lookups.saturating_sub(last.lookups),
-                cache_hits: now_counted.cache_hits.saturating_sub(last.cache_hits),
-                false_positives: (now_counted.false_positives).saturating_sub(last.false_positives),
-            };
-            *last = now_counted;
-            seen
+        // Counters read one by one may lag each other: a difference is never below zero.
+        let last = std::mem::replace(&mut held.last, now_counted);
+        let seen = Counted {
+            lookups: now_counted.lookups.saturating_sub(last.lookups),
+            cache_hits: now_counted.cache_hits.saturating_sub(last.cache_hits),
+            false_positives: (now_counted.false_positives).saturating_sub(last.false_positives),
         };
-        let state = self.read_state();
-        let keys: u64 = (state.trees.iter())
-            .flat_map(|t| t.version.tables())
-            .map(|t| t.meta.entries)
-            .sum();
         // The index cache's loan is not the block cache's to take back.
-        let lent = split.lent_by_index_cache();
-        let filters = split.filter_limit.load(Ordering::Relaxed) - lent;
         let now = Split {
             cache: cache.capacity(),
-            filters,
+            filters: split.given_filter_limit + held.moved,
         };
         let hit_rate = cache_stats.hit_rate().unwrap_or(0.0);
-        let Some(to_filters) = split.next_move(seen, now, keys, hit_rate) else {
+        let Some(to_filters) = split.next_move(seen, now, tables.keys, hit_rate) else {
             return false;
         };
-        let filters = filters.saturating_add_signed(to_filters);
+        let usable = (tables.whole_filters).saturating_sub(now.filters + held.lent);
+        let to_filters = to_filters.min(usable as i64);
+        if to_filters == 0 {
+            return false;
+        }
         // The cache shrinks before the filters grow, and the filters shrink (at the refit that
-        // follows) before the cache grows: the two never hold more than their sum for long.
+        // follows) before the cache fills: the two never hold more than their sum for long.
         cache.set_capacity(now.cache.saturating_add_signed(-to_filters));
-        split.filter_limit.store(filters + lent, Ordering::Relaxed);
+        held.moved = held.moved.saturating_add_signed(to_filters);
         true
     }
 }
@@ -416,6 +456,23 @@ mod tests {
         assert!(!MemorySplit::new(&options, None, Some(32 * MIB)).lends_index);
         let options = (Options::default().filter_memory_limit(MIB)).memory_follows_reads(false);
         assert!(!MemorySplit::new(&options, None, Some(32 * MIB)).lends_index);
+    }
+
+    #[test]
+    fn the_loan_grows_by_steps_and_shrinks_before_the_partitions_outgrow_their_room() {
+        let options = (Options::default().filter_memory_limit(64 * MIB)).memory_follows_reads(true);
+        let s = MemorySplit::new(&options, None, Some(32 * MIB));
+        // Up only by more than a sixteenth of the cache (2 MiB).
+        assert!(s.loan_changes(0, 14 * MIB, 16 * MIB));
+        assert!(!s.loan_changes(13 * MIB, 14 * MIB, 16 * MIB));
+        // Down when the partitions have used half their room: 14 MiB lent leaves 18 MiB, and
+        // 17 MiB of partitions want 17 MiB and a sixteenth.
+        assert!(!s.loan_changes(14 * MIB, 13 * MIB, 16 * MIB));
+        assert!(s.loan_changes(14 * MIB, 13 * MIB, 17 * MIB));
+        // Or by more than a sixteenth, or to nothing.
+        assert!(s.loan_changes(14 * MIB, 11 * MIB, 16 * MIB));
+        assert!(s.loan_changes(MIB, 0, MIB));
+        assert!(!s.loan_changes(0, 0, MIB));
     }
 
     #[test]

@@ -385,8 +385,12 @@ fn filter_memory_text(stats: &Stats) -> String {
     match stats.filter_memory_limit {
         None => format!("{} (no limit)", stats.filter_memory_bytes),
         Some(limit) => format!(
-            "{} of a limit of {limit} ({} tables' filters shrunk to fit){}",
+            "{} of a limit of {limit}{} ({} tables' filters shrunk to fit){}",
             stats.filter_memory_bytes,
+            match stats.memory_moved_to_filters {
+                0 => String::new(),
+                moved => format!(", {moved} of it moved from the block cache"),
+            },
             tables_filter_shrunk(stats),
             match partition_counts(stats) {
                 c if c.tables == 0 => String::new(),
