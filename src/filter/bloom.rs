@@ -344,7 +344,7 @@ fn fold_bit_by_bit(words: &[u64], factor: u32) -> Vec<u64> {
 
 /// A hint to load the cache line holding `word`; no effect on what any code reads.
 #[inline]
-fn prefetch_read(word: &u64) {
+pub(super) fn prefetch_read(word: &u64) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch only hints the cache; it reads nothing the program sees and cannot
     // fault, and `word` is a valid reference besides.

@@ -5,6 +5,8 @@
 //!   the table's reach.
 //! - [`BloomFilter`] is a classic (unblocked) Bloom filter over 64-bit words; [`KeyHash`] lets a
 //!   caller hash a key once and probe any number of filters with that hash.
+//! - [`BlockedBloomFilter`] keeps all of a key's probes in one 64-byte block (one cache miss
+//!   a probe), with parameters from its own rule ([`BlockedParams`], [`blocked_rate`]).
 //! - [`CountingBloomFilter`] supports removal with saturating 4-bit counters.
 //! - [`allocate`] spreads one memory budget over groups of filters (the levels of an LSM tree)
 //!   for the fewest false positives in all, by Monkey's rule; [`allocate_blended`] spends it
@@ -30,6 +32,7 @@
 //! # Ok::<(), bloomkv::filter::FilterError>(())
 //! ```
 
+mod blocked;
 mod bloom;
 mod budget;
 mod codec;
@@ -38,6 +41,9 @@ mod error;
 mod hash;
 mod params;
 
+pub use blocked::{
+    blocked_rate, BlockedBloomFilter, BlockedParams, BLOCK_BITS, MAX_BLOCKED_HASHES,
+};
 pub use bloom::BloomFilter;
 pub(crate) use bloom::FirstBits;
 pub use budget::{

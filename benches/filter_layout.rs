@@ -1,0 +1,110 @@
+//! The two filter layouts' probe times, hot and cold: the standard layout (a key's probes over
+//! the whole bit array, ClickHouse's parameters) beside the cache-local one (all of a key's
+//! probes in one 64-byte block, its own rule's parameters), both for a 1% target: 10 bits per
+//! key, 5 hashes standard, 6 blocked.
+//!
+//! - **hot**: a filter of 64Ki keys (80 KiB), which stays in the CPU's caches;
+//! - **cold**: a filter of `BLOOMKV_COLD_FILTER_BYTES` bytes (default 1 GiB, 859M keys), far
+//!   larger than any CPU cache, so that every probe meets the memory.
+//!
+//! Each measured call probes the next of 1Mi prehashed keys, half inserted and half not, in a
+//! fixed random order: the time per probe is the filter's, without the key's hash. Under
+//! `cargo test` (no `--bench` argument) the cold filter is 8 MiB, so the run stays short.
+//!
+//! Run: `cargo bench --bench filter_layout`
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use bloomkv::filter::{BlockedBloomFilter, BloomFilter, KeyHash};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+
+const TARGET_RATE: f64 = 0.01;
+const HOT_KEYS: u64 = 1 << 16;
+const PROBES: usize = 1 << 20;
+const BITS_PER_KEY: u64 = 10;
+
+/// The key hash of key number `i`: distinct keys, hashed as a store hashes them.
+fn hash(i: u64) -> KeyHash {
+    KeyHash::of(&i.to_le_bytes())
+}
+
+/// Keys a filter of `bytes` holds at 10 bits per key.
+fn keys_for(bytes: u64) -> u64 {
+    bytes * 8 / BITS_PER_KEY
+}
+
+fn cold_bytes() -> u64 {
+    let benching = std::env::args().any(|a| a == "--bench");
+    let default = if benching { 1 << 30 } else { 8 << 20 };
+    std::env::var("BLOOMKV_COLD_FILTER_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// `PROBES` hashes of keys `0..keys` (inserted) and `keys..2 * keys` (not), alternating, each
+/// drawn by a fixed pseudo-random walk.
+fn probes(keys: u64) -> Vec<KeyHash> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    (0..PROBES)
+        .map(|n| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let present = n % 2 == 0;
+            hash(x % keys + if present { 0 } else { keys })
+        })
+        .collect()
+}
+
+/// Runs `probe` on one prehashed key per call, cycling through `hashes`.
+fn per_probe<'a>(
+    hashes: &'a [KeyHash],
+    probe: impl Fn(&KeyHash) -> bool + 'a,
+) -> impl FnMut() -> bool + 'a {
+    let mut i = 0usize;
+    move || {
+        let h = &hashes[i];
+        i = (i + 1) & (PROBES - 1);
+        probe(black_box(h))
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    for (name, keys) in [("hot", HOT_KEYS), ("cold", keys_for(cold_bytes()))] {
+        let mut standard = BloomFilter::with_capacity(keys, TARGET_RATE).expect("1% is reachable");
+        let mut blocked =
+            BlockedBloomFilter::with_capacity(keys, TARGET_RATE).expect("1% is reachable");
+        for i in 0..keys {
+            let h = hash(i);
+            standard.insert_hash(&h);
+            blocked.insert_hash(&h);
+        }
+        let hashes = probes(keys);
+        let label = format!("{keys} keys, {} MiB", standard.memory_bytes() >> 20);
+        let mut group = c.benchmark_group(format!("layout_{name}"));
+        group.throughput(Throughput::Elements(1));
+        group.bench_function(BenchmarkId::new("standard", &label), |b| {
+            b.iter(per_probe(&hashes, |h| standard.contains_hash(h)))
+        });
+        group.bench_function(BenchmarkId::new("blocked", &label), |b| {
+            b.iter(per_probe(&hashes, |h| blocked.contains_hash(h)))
+        });
+        group.finish();
+    }
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+}
+
+criterion_group! {
+    name = filter_layout;
+    config = config();
+    targets = benches
+}
+criterion_main!(filter_layout);
