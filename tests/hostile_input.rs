@@ -1,13 +1,14 @@
 //! Bounded property tests on hostile bytes: random and mutated input to the table reader (via
-//! a file), `wal::parse_log`, `VersionEdit::decode` and `BloomFilter::from_bytes`. Each must
-//! return a value or an error, never panic. The same inputs drive the fuzz targets in `fuzz/`.
+//! a file), `wal::parse_log`, `VersionEdit::decode`, `BloomFilter::from_bytes` and
+//! `BlockedBloomFilter::from_bytes`. Each must return a value or an error, never panic. The
+//! same inputs drive the fuzz targets in `fuzz/` (all but the blocked filter's).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use bloomkv::entry::{Entry, ValueKind};
 use bloomkv::filter::KeyHash;
-use bloomkv::filter::{BloomFilter, FilterParams};
+use bloomkv::filter::{BlockedBloomFilter, BlockedParams, BloomFilter, FilterParams};
 use bloomkv::fs::{FaultFs, FileSystem};
 use bloomkv::manifest::{TableMeta, VersionEdit};
 use bloomkv::metrics::ReadCounters;
@@ -111,6 +112,14 @@ fn valid_edit() -> Vec<u8> {
 
 fn valid_filter() -> Vec<u8> {
     let mut f = BloomFilter::new(FilterParams::new(10, 7).unwrap(), 100);
+    for i in 0..100u32 {
+        f.insert(&i.to_le_bytes());
+    }
+    f.to_bytes()
+}
+
+fn valid_blocked_filter() -> Vec<u8> {
+    let mut f = BlockedBloomFilter::new(BlockedParams::new(10, 6).unwrap(), 100);
     for i in 0..100u32 {
         f.insert(&i.to_le_bytes());
     }
@@ -223,6 +232,15 @@ proptest! {
             }
         }
     }
+
+    #[test]
+    fn blocked_filter_decoder_never_panics(ops in ops(), random in proptest::collection::vec(any::<u8>(), 0..200)) {
+        for bytes in [mutate(&valid_blocked_filter(), &ops), random] {
+            if let Ok(filter) = BlockedBloomFilter::from_bytes(&bytes) {
+                prop_assert_eq!(filter.to_bytes(), bytes);
+            }
+        }
+    }
 }
 
 #[test]
@@ -243,4 +261,5 @@ fn valid_inputs_decode() {
     );
     assert!(VersionEdit::decode(&valid_edit()).is_ok());
     assert!(BloomFilter::from_bytes(&valid_filter()).is_ok());
+    assert!(BlockedBloomFilter::from_bytes(&valid_blocked_filter()).is_ok());
 }

@@ -43,6 +43,7 @@ mod params;
 
 pub use blocked::{
     blocked_rate, BlockedBloomFilter, BlockedParams, BLOCK_BITS, MAX_BLOCKED_HASHES,
+    MIN_BLOCKED_TARGET,
 };
 pub use bloom::BloomFilter;
 pub(crate) use bloom::FirstBits;
