@@ -81,8 +81,9 @@ impl Inner {
     /// store has a limit that follows lookups and enough lookups came to tell: filters of
     /// tables grown busy are read back from their files (whole, or less folded), those of
     /// tables grown quiet are folded or dropped to make room. The filters are read without
-    /// any lock held; the new version is installed only if no flush or compaction installed
-    /// another meanwhile (the next turn plans again). Returns whether it installed one.
+    /// any lock held, and the plan is installed in steps, each only if no flush or compaction
+    /// installed another version meanwhile (the next turn plans again). Returns whether it
+    /// installed a step.
     pub(super) fn refit_filters(&self) -> bool {
         // Each tree's version and limit, not the trees: a refit reads filters from files for
         // a while, and a tree held meanwhile would keep its memtables in memory.
