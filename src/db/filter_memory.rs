@@ -127,9 +127,9 @@ impl Inner {
         }
         // The new filters are made beside the old ones, which the readers of the old version
         // hold until they let go: so the plan is installed in steps of about a sixteenth of
-        // the limit in new filters (`REFIT_STEP_DIVISOR`), the shrinks first, so that every step installed
-        // holds no more than the limit. A grown limit can read tens of MiB of filters back;
-        // memory never holds all of them beside the old ones.
+        // the limit in new filters (`REFIT_STEP_DIVISOR`), the shrinks first, so that every
+        // step installed holds no more than the limit. A grown limit can read tens of MiB of
+        // filters back; memory never holds all of them beside the old ones.
         let mut changes: Vec<(i64, u64, Table, Vec<FilterResidency>)> = (plan.into_iter())
             .map(|(number, (table, residency))| {
                 let growth = planned_bytes(&table, &residency) as i64 - held_bytes(&table) as i64;
