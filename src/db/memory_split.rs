@@ -29,8 +29,9 @@
 //! lookups: a load that alternates between absent keys (which read few blocks, so the cache
 //! looks idle) and present keys the cache serves must not move memory back and forth at each
 //! turn, reading filters from their files each time (a Zipf run did, at `6c1932a`). And the
-//! cache takes memory back as soon as it saves twice what the filters do per byte. Only a store with a filter memory limit, a block cache of its own (a
-//! shared one serves other stores too) and filters that follow lookups moves memory.
+//! cache takes memory back as soon as it saves twice what the filters do per byte. Only a
+//! store with a filter memory limit, a block cache of its own (a shared one serves other
+//! stores too) and filters that follow lookups moves memory.
 //!
 //! The index cache is sized as a share of memory, which holds every index partition of a
 //! store several times larger than it serves (in 256 MiB, 32 MiB; 100M keys take 19 MB).
