@@ -23,18 +23,21 @@ fn measure(target: f64) -> (f64, f64) {
         filter.insert(&key(b'p', i));
     }
     assert!(!filter.is_over_capacity());
-    let false_positives = (0..PROBES)
-        .filter(|&i| filter.contains(&key(b'a', i)))
-        .count();
-    let measured = false_positives as f64 / PROBES as f64;
+    let measured = absent_rate(PROBES, |k| filter.contains(k));
     let predicted = filter.params().predicted_false_positive_rate();
     println!(
         "target {target}: {} bits/key, {} hashes, predicted {predicted}, measured {measured} \
-         ({false_positives} of {PROBES} absent keys)",
+         over {PROBES} absent keys",
         filter.bits_per_key(),
         filter.hashes()
     );
     (measured, predicted)
+}
+
+/// The share of `probes` absent keys that `contains` answers "maybe" for.
+fn absent_rate(probes: u64, contains: impl Fn(&[u8]) -> bool) -> f64 {
+    let false_positives = (0..probes).filter(|&i| contains(&key(b'a', i))).count();
+    false_positives as f64 / probes as f64
 }
 
 fn check(target: f64) {
@@ -89,21 +92,18 @@ fn an_overfilled_filter_exceeds_its_prediction() {
 }
 
 /// The cache-local layout's measured rate over `probes` absent keys, filled to capacity,
-/// against [`BlockedParams`]' prediction: within `tolerance` (the issue's 5%; the probes are
-/// enough that counting noise is a quarter of it or less).
+/// against [`BlockedParams`]' prediction: within `tolerance` (5%; the probes are enough that
+/// counting noise is a quarter of it or less).
 fn check_blocked(target: f64, probes: u64, tolerance: f64) {
     let mut filter = BlockedBloomFilter::with_capacity(KEYS, target).unwrap();
     for i in 0..KEYS {
         filter.insert(&key(b'p', i));
     }
-    let false_positives = (0..probes)
-        .filter(|&i| filter.contains(&key(b'a', i)))
-        .count();
-    let measured = false_positives as f64 / probes as f64;
+    let measured = absent_rate(probes, |k| filter.contains(k));
     let predicted = filter.params().predicted_false_positive_rate();
     println!(
         "blocked, target {target}: {} bits/key, {} hashes, predicted {predicted}, measured \
-         {measured} ({false_positives} of {probes} absent keys)",
+         {measured} over {probes} absent keys",
         filter.bits_per_key(),
         filter.hashes()
     );

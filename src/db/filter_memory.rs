@@ -130,10 +130,11 @@ impl Inner {
         // the limit in new filters (`REFIT_STEP_DIVISOR`), the shrinks first, so that every
         // step installed holds no more than the limit. A grown limit can read tens of MiB of
         // filters back; memory never holds all of them beside the old ones.
-        let mut changes: Vec<(i64, u64, Table, Vec<FilterResidency>)> = (plan.into_iter())
+        let mut changes: Vec<(i64, u64, u64, Table, Vec<FilterResidency>)> = (plan.into_iter())
             .map(|(number, (table, residency))| {
-                let growth = planned_bytes(&table, &residency) as i64 - held_bytes(&table) as i64;
-                (growth, number, table, residency)
+                let planned = planned_bytes(&table, &residency);
+                let growth = planned as i64 - held_bytes(&table) as i64;
+                (growth, number, planned, table, residency)
             })
             .collect();
         changes.sort_by_key(|(growth, number, ..)| (*growth, *number));
@@ -142,10 +143,10 @@ impl Inner {
         let mut step = HashMap::new();
         let mut step_bytes = 0;
         let last = changes.len().saturating_sub(1);
-        for (i, (_, number, table, residency)) in changes.into_iter().enumerate() {
+        for (i, (_, number, planned, table, residency)) in changes.into_iter().enumerate() {
             match table.refit_filters(&residency) {
                 Ok(reader) => {
-                    step_bytes += planned_bytes(&table, &residency);
+                    step_bytes += planned;
                     step.insert(number, reader);
                 }
                 // The plan's folds made room for this filter, and it is left for the next

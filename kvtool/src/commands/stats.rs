@@ -192,16 +192,15 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("index memory bytes", stats.index_memory_bytes.to_string()),
         (
             "index cache bytes",
-            match stats.index_cache_lent_to_filters {
-                0 => format!(
-                    "{} of {}",
-                    stats.index_cache.bytes, stats.index_cache.capacity
-                ),
-                lent => format!(
-                    "{} of {} ({lent} lent to the filters)",
-                    stats.index_cache.bytes, stats.index_cache.capacity
-                ),
-            },
+            format!(
+                "{} of {}{}",
+                stats.index_cache.bytes,
+                stats.index_cache.capacity,
+                match stats.index_cache_lent_to_filters {
+                    0 => String::new(),
+                    lent => format!(" ({lent} lent to the filters)"),
+                }
+            ),
         ),
         (
             "block cache bytes",
