@@ -294,6 +294,12 @@ impl<'a> KeyspaceView<'a> {
         crate::entry::check_key_len(key).is_ok() && self.inner.may_contain(self.def.id, key)
     }
 
+    /// `false` when no key of the keyspace starts with `prefix` now; `true` when one may (see
+    /// [`Db::may_contain_prefix`]).
+    pub fn may_contain_prefix(&self, prefix: impl AsRef<[u8]>) -> bool {
+        self.inner.may_contain_prefix(self.def.id, prefix.as_ref())
+    }
+
     /// Every pair of the keyspace in key order.
     pub fn iter(&self) -> DbIterator {
         (self.inner).iter(

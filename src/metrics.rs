@@ -19,6 +19,9 @@ pub struct ReadCounters {
     /// Index partitions (of two-level indexes) that point lookups read from the file because
     /// the index cache did not hold them.
     pub index_block_reads: AtomicU64,
+    /// Data blocks that scans (iterators and cursors over the store, or over a table) read,
+    /// from the block cache or the file; compaction and verification do not count.
+    pub scan_block_reads: AtomicU64,
     /// Point lookups of a store that reached its tables (the memtables did not answer them):
     /// what a table's count of lookups it was asked is a share of.
     pub table_lookups: AtomicU64,
@@ -35,6 +38,33 @@ pub struct ReadCounters {
     /// Filter counts of lookups in a table on its own ([`ReadCounters::add`]), outside any
     /// store's levels.
     pub unleveled: LevelFilterCounters,
+    /// Prefix filter counts of a store's scans, per level of the tree the probed table was in.
+    pub prefix_levels: [PrefixFilterCounters; MAX_LEVELS],
+}
+
+/// One level's prefix filter counts: the tables of the level a scan over one prefix asked,
+/// those whose prefix filter ruled the prefix out (the scan passed them by), and those it let
+/// through whose walk then found no key of the scan's prefix. The last are the filter's false
+/// positives when scans ask for the prefixes the extractor cuts; a scan over a longer prefix
+/// (`user:42:` where the extractor cuts `user:`) also counts tables that rightly held the
+/// extractor's prefix but none of the scan's.
+#[derive(Debug, Default)]
+pub struct PrefixFilterCounters {
+    pub probes: AtomicU64,
+    pub negatives: AtomicU64,
+    pub false_positives: AtomicU64,
+}
+
+impl PrefixFilterCounters {
+    /// (probes, negatives, false positives) now.
+    pub fn get(&self) -> (u64, u64, u64) {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        (
+            get(&self.probes),
+            get(&self.negatives),
+            get(&self.false_positives),
+        )
+    }
 }
 
 /// Levels a store may have (`Options::num_levels` is at most this).

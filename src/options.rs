@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::cache::BlockCache;
 use crate::fs::{FileSystem, MmapFileSystem, OsFileSystem, SharedFs};
+use crate::prefix::PrefixExtractor;
 use crate::sstable::{Compression, FilterPolicy};
 
 /// What recovery does with a damaged WAL. Whatever is dropped or skipped is reported in
@@ -137,6 +138,20 @@ pub struct Options {
     /// read as few blocks per absent get as whole filters kept table by table, and present
     /// gets ran at half their speed (`docs/benchmarks.md`, "Partitioned filters").
     pub filter_partition_size: usize,
+    /// Cuts each key's prefix (a user, a tenant, a time bucket: [`PrefixExtractor`]) for
+    /// prefix filters: each table written carries a Bloom filter over its keys' distinct
+    /// prefixes, with the filter policy's parameters, and scans over one prefix
+    /// ([`Db::prefix`](crate::Db::prefix), ranges whose bounds share one) pass by every table
+    /// whose prefix filter rules the prefix out; [`Db::may_contain_prefix`](crate::Db::may_contain_prefix)
+    /// answers from memory. Tables written under an extractor of another name keep their
+    /// prefix filters on disk, unused (`Stats::tables_prefix_filter_ignored`), until
+    /// compaction rewrites them. `None` (the default) writes no prefix filter.
+    pub prefix_extractor: Option<PrefixExtractor>,
+    /// With a prefix extractor, whether tables keep their filter over whole keys too (the
+    /// default). Without it, a table's only filter is its prefix filter, which point lookups
+    /// of keys with a prefix ask instead: less memory, more data blocks read by absent gets
+    /// that share a prefix with a present key. RocksDB's `whole_key_filtering`.
+    pub whole_key_filtering: bool,
     /// A memtable is frozen and flushed once it holds about this many bytes. Default 32 MiB:
     /// with 4 MiB memtables and an 8 MiB level 1, a 30M-key load wrote 10.4 bytes per byte
     /// loaded; with 32 MiB and 128 MiB (and dynamic level sizes), about 6 (docs/benchmarks.md,
@@ -262,6 +277,8 @@ impl Default for Options {
             index_memory_share: 0.125,
             index_partition_size: 4096,
             filter_partition_size: 0,
+            prefix_extractor: None,
+            whole_key_filtering: true,
             memtable_size: 32 << 20,
             max_immutable_memtables: 2,
             table_size: 64 << 20,
@@ -307,6 +324,8 @@ impl std::fmt::Debug for Options {
             .field("index_memory_share", &self.index_memory_share)
             .field("index_partition_size", &self.index_partition_size)
             .field("filter_partition_size", &self.filter_partition_size)
+            .field("prefix_extractor", &self.prefix_extractor)
+            .field("whole_key_filtering", &self.whole_key_filtering)
             .field("memtable_size", &self.memtable_size)
             .field("table_size", &self.table_size)
             .field("level1_size", &self.level1_size)
@@ -383,6 +402,19 @@ impl Options {
     /// memory limit binds; 0 writes every filter whole.
     pub fn filter_partition_size(mut self, bytes: usize) -> Self {
         self.filter_partition_size = bytes;
+        self
+    }
+
+    /// Sets the prefix extractor for prefix filters (see the field).
+    pub fn prefix_extractor(mut self, extractor: PrefixExtractor) -> Self {
+        self.prefix_extractor = Some(extractor);
+        self
+    }
+
+    /// Sets whether tables with a prefix filter keep a filter over whole keys too (see the
+    /// field).
+    pub fn whole_key_filtering(mut self, on: bool) -> Self {
+        self.whole_key_filtering = on;
         self
     }
 
@@ -595,6 +627,9 @@ impl Options {
     pub(crate) fn validate(&self) -> crate::Result<()> {
         let bad = |msg: &str| Err(crate::Error::InvalidArgument(msg.to_string()));
         self.filter_policy.validate()?;
+        if let Some(extractor) = &self.prefix_extractor {
+            extractor.validate()?;
+        }
         if self.memtable_size < 1024 {
             return bad("memtable_size must be at least 1 KiB");
         }

@@ -31,6 +31,10 @@ pub struct TableStats {
     /// For a partitioned filter, how each partition is kept, in key order; empty for a whole
     /// filter.
     pub filter_partitions: Vec<FilterResidency>,
+    /// Bytes of the table's prefix filter (0 without one), held whole.
+    pub prefix_filter_bytes: u64,
+    /// The prefix filter's predicted false-positive rate, when the store trusts it.
+    pub prefix_filter_predicted_rate: Option<f64>,
 }
 
 /// One level as `Stats` reports it: its shape now, and the I/O of flushes and compactions at
@@ -72,6 +76,16 @@ pub struct LevelStats {
     /// (folded ones at their smaller size, dropped ones at 1), weighted by the lookups that
     /// reach each table; `None` when none of them was written with a filter.
     pub predicted_false_positive_rate: Option<f64>,
+    /// Scans over one prefix (`Options::prefix_extractor`), since open: the tables of this
+    /// level whose prefix filter they asked; of them, those the filter ruled out (the scan
+    /// passed them by), and those it let through that held no key of the scan's prefix (see
+    /// [`crate::metrics::PrefixFilterCounters`]).
+    pub prefix_filter_probes: u64,
+    pub prefix_filter_negatives: u64,
+    pub prefix_filter_false_positives: u64,
+    /// Tables of the level whose prefix filter the store ignores: written with an extractor
+    /// of another name than the store's.
+    pub tables_prefix_filter_ignored: usize,
 }
 
 impl LevelStats {
@@ -178,8 +192,14 @@ pub struct Stats {
     /// The filter policy the store writes its tables with: the options', or the one the store
     /// recorded when the options left it at its default (see `Options::filter_policy`).
     pub filter_policy: crate::FilterPolicy,
-    /// Bytes of all filters held in memory.
+    /// Bytes of all filters held in memory, prefix filters included.
     pub filter_memory_bytes: u64,
+    /// Bytes of those that are prefix filters (held whole, for the tables' lives).
+    pub prefix_filter_memory_bytes: u64,
+    /// Live tables whose prefix filter the store ignores, over every level and keyspace.
+    pub tables_prefix_filter_ignored: usize,
+    /// The name of the store's prefix extractor (`Options::prefix_extractor`), when it has one.
+    pub prefix_extractor: Option<String>,
     /// Filter units (whole filters, or partitions) read from table files into memory since
     /// the store opened, under a filter memory limit: at the open, after flushes and
     /// compactions, and by refits growing filters back (no lookup reads one); and the bytes
@@ -214,6 +234,8 @@ pub struct Stats {
     /// Index partitions point lookups read from table files because the index cache did not
     /// hold them: besides `data_block_reads`, what a lookup's index cost in reads.
     pub index_block_reads: u64,
+    /// Data blocks scans read (iterators and cursors), from the block cache or the files.
+    pub scan_block_reads: u64,
     /// The block cache (zeros when it is off; all its users' figures when it is shared).
     pub block_cache: BlockCacheStats,
     /// The table cache: open table files.

@@ -13,8 +13,9 @@ use crate::error::Result;
 use crate::filter::KeyHash;
 use crate::iter::EntryStream;
 use crate::manifest::{TableMeta, VersionEdit};
-use crate::metrics::{ReadCounters, ReadCountersSnapshot};
-use crate::sstable::Table;
+use crate::metrics::{ReadCounters, ReadCountersSnapshot, MAX_LEVELS};
+use crate::sstable::{PrefixAnswer, Table};
+use std::sync::atomic::Ordering;
 
 /// A live table: what the manifest records of it, and the open reader.
 pub struct TableHandle {
@@ -291,6 +292,57 @@ impl Version {
         streams
     }
 
+    /// Whether any table may hold a key starting with `prefix`: one whose key range meets
+    /// the prefix's, and whose prefix filter, asked for `hash` (the hash of the prefix's
+    /// extractor prefix, when it has one), does not rule it out.
+    pub fn may_hold_prefix(&self, prefix: &[u8], hash: Option<&KeyHash>) -> bool {
+        self.tables()
+            .filter(|t| range_may_hold_prefix(&t.meta, prefix))
+            .any(|t| hash.is_none_or(|h| t.table.prefix_answer(h) != PrefixAnswer::Absent))
+    }
+
+    /// [`streams_from`](Self::streams_from) for a walk within `scope`'s prefix: only the tables
+    /// whose key range meets the prefix's and whose prefix filter lets it through, each
+    /// walked from `start`.
+    pub fn streams_within(&self, start: Bound<&[u8]>, scope: &PrefixScope) -> Vec<EntryStream> {
+        self.scoped_streams(scope, false, |t| table_stream(t, start))
+    }
+
+    /// [`streams_back_to`](Self::streams_back_to) for a walk within `scope`'s prefix.
+    pub fn streams_back_within(&self, end: Bound<&[u8]>, scope: &PrefixScope) -> Vec<EntryStream> {
+        self.scoped_streams(scope, true, |t| Box::new(t.iter_back_to(end)))
+    }
+
+    /// One stream per level-0 table and per deeper level, over the tables `scope` admits,
+    /// each walked by `walk` (in descending key order when `backward`).
+    fn scoped_streams(
+        &self,
+        scope: &PrefixScope,
+        backward: bool,
+        walk: impl Fn(&Table) -> EntryStream,
+    ) -> Vec<EntryStream> {
+        let mut streams = Vec::new();
+        for (level, tables) in self.levels.iter().enumerate() {
+            let in_walk_order: Box<dyn Iterator<Item = &Arc<TableHandle>>> = match backward {
+                true => Box::new(tables.iter().rev()),
+                false => Box::new(tables.iter()),
+            };
+            let admitted: Vec<EntryStream> = in_walk_order
+                .filter_map(|t| scope.admits(level, t).map(|a| (t, a)))
+                .map(|(t, answer)| scope.checked(level, answer, walk(&t.table)))
+                .collect();
+            match level {
+                0 => streams.extend(admitted),
+                // A deeper level's tables are disjoint and in walk order: one after another.
+                _ if !admitted.is_empty() => {
+                    streams.push(Box::new(admitted.into_iter().flatten()));
+                }
+                _ => {}
+            }
+        }
+        streams
+    }
+
     /// The same tables, with the readers in `replaced` (by file number) in place of the ones
     /// they replace: the same files read through other filters (see
     /// [`Table::with_filter`]).
@@ -367,6 +419,87 @@ pub fn table_stream(table: &Table, start: Bound<&[u8]>) -> EntryStream {
         }
         Bound::Unbounded => Box::new(table.iter()),
     }
+}
+
+/// A walk over keys that all start with `prefix`, whose extractor prefix is hashed as `hash`:
+/// the tables whose prefix filter rules that out have nothing for it.
+pub struct PrefixScope {
+    pub prefix: Vec<u8>,
+    pub hash: KeyHash,
+    pub counters: Arc<ReadCounters>,
+}
+
+impl PrefixScope {
+    /// Whether the walk should read `table` of `level`: its key range meets the prefix's,
+    /// and its prefix filter, when the store trusts it, lets the prefix through. Counts the
+    /// filter's probe and its answer.
+    fn admits(&self, level: usize, table: &TableHandle) -> Option<PrefixAnswer> {
+        if !range_may_hold_prefix(&table.meta, &self.prefix) {
+            return None;
+        }
+        let answer = table.table.prefix_answer(&self.hash);
+        let counters = &self.counters.prefix_levels[level.min(MAX_LEVELS - 1)];
+        match answer {
+            PrefixAnswer::Unknown => {}
+            PrefixAnswer::Maybe => {
+                counters.probes.fetch_add(1, Ordering::Relaxed);
+            }
+            PrefixAnswer::Absent => {
+                counters.probes.fetch_add(1, Ordering::Relaxed);
+                counters.negatives.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+        }
+        Some(answer)
+    }
+
+    /// `stream`, of a table of `level` the prefix filter let through (`answer`), counting a
+    /// false positive when its first entry does not start with the prefix.
+    fn checked(&self, level: usize, answer: PrefixAnswer, stream: EntryStream) -> EntryStream {
+        if answer != PrefixAnswer::Maybe {
+            return stream;
+        }
+        Box::new(FirstEntryCheck {
+            inner: stream,
+            prefix: self.prefix.clone(),
+            counters: Some((Arc::clone(&self.counters), level.min(MAX_LEVELS - 1))),
+        })
+    }
+}
+
+/// Counts a prefix filter's false positive when the walk of a table it let through finds no
+/// key with the prefix at its start.
+struct FirstEntryCheck {
+    inner: EntryStream,
+    prefix: Vec<u8>,
+    /// Until the first entry: where to count.
+    counters: Option<(Arc<ReadCounters>, usize)>,
+}
+
+impl Iterator for FirstEntryCheck {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        let item = self.inner.next();
+        if let Some((counters, level)) = self.counters.take() {
+            let found = match &item {
+                Some(Ok(entry)) => entry.key.starts_with(&self.prefix),
+                Some(Err(_)) => true,
+                None => false,
+            };
+            if !found {
+                let fp = &counters.prefix_levels[level].false_positives;
+                fp.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        item
+    }
+}
+
+/// Whether a table's key range meets the keys that start with `prefix`.
+fn range_may_hold_prefix(meta: &TableMeta, prefix: &[u8]) -> bool {
+    meta.largest_key.as_slice() >= prefix
+        && (meta.smallest_key.as_slice() <= prefix || meta.smallest_key.starts_with(prefix))
 }
 
 /// A sorted stream over a level of disjoint tables, opening each table's iterator only when

@@ -109,6 +109,7 @@ impl Inner {
 
     /// `refit_filters` for one keyspace's tree, its version being `version`.
     fn refit_tree_filters(&self, id: KeyspaceId, version: Arc<Version>, limit: u64) -> bool {
+        let limit = beside_prefix_filters(&version, limit);
         let shares = lookup_shares(&version, true);
         let now = plan_cost(&version, &shares, |t| t.table.filter_units_residency());
         let plan = fit_plan(&version, limit, &shares, Start::Whole);
@@ -317,6 +318,15 @@ fn plan_cost(
     cost
 }
 
+/// What `limit` leaves for the filters over whole keys once `version`'s prefix filters, held
+/// whole for their tables' lives, are paid for.
+fn beside_prefix_filters(version: &Version, limit: u64) -> u64 {
+    let prefix_bytes: u64 = (version.tables())
+        .map(|t| t.table.prefix_filter_memory_bytes() as u64)
+        .sum();
+    limit.saturating_sub(prefix_bytes)
+}
+
 /// `version`, with filters folded or dropped until all of them fit the limit (as it is when
 /// they fit, or without a limit), and the filters of readers opened without them (a flush's
 /// or compaction's new tables, under a limit) read and kept as the plan says. A filter that
@@ -346,6 +356,7 @@ fn apply_plan(
     let mut plan = match options.filter_memory_limit {
         Some(limit) => {
             let shares = lookup_shares(&version, options.filter_memory_follows_lookups);
+            let limit = beside_prefix_filters(&version, limit);
             fit_plan(&version, limit, &shares, Start::AsHeld)
         }
         None => HashMap::new(),

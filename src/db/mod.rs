@@ -669,6 +669,28 @@ impl Db {
         check_key_len(key).is_ok() && self.inner.may_contain(DEFAULT_ID, key)
     }
 
+    /// `false` when no key starts with `prefix`; `true` when one may. Asks the memtables and
+    /// the tables' prefix filters only (`Options::prefix_extractor`), never a data block: a
+    /// table whose key range meets the prefix, and whose prefix filter does not rule it out
+    /// (or that has none the store trusts, or when the extractor cuts nothing from `prefix`),
+    /// answers `true`; so do deleted keys still in the memtables or tables.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use bloomkv::{Db, Options, PrefixExtractor};
+    /// let options = Options::default().prefix_extractor(PrefixExtractor::Delimited(b':'));
+    /// let db = Db::open(dir.path(), options)?;
+    /// db.put("app:1", "x")?;
+    /// db.put("user:42", "ada")?;
+    /// db.flush()?; // "team:" falls within the table's keys; its prefix filter rules it out
+    /// assert!(db.may_contain_prefix("user:"));
+    /// assert!(!db.may_contain_prefix("team:"));
+    /// # Ok::<(), bloomkv::Error>(())
+    /// ```
+    pub fn may_contain_prefix(&self, prefix: impl AsRef<[u8]>) -> bool {
+        self.inner.may_contain_prefix(DEFAULT_ID, prefix.as_ref())
+    }
+
     /// A consistent view of the store as of now: reads through it see every write made
     /// before and none after, until it is dropped (see [`Snapshot`]).
     pub fn snapshot(&self) -> Snapshot<'_> {

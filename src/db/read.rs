@@ -12,9 +12,11 @@ use crate::error::{Error, Result};
 use crate::filter::KeyHash;
 use crate::iter::{DbIterator, EntryStream, Sources};
 use crate::keyspace::KeyspaceId;
+use crate::memtable::MemTable;
+use crate::prefix::shared_prefix;
 use crate::sstable::{FilterProbe, FilterResidency};
 use crate::stats::{KeyspaceStats, LevelStats, Stats, TableStats};
-use crate::version::TableHandle;
+use crate::version::{PrefixScope, TableHandle};
 
 impl Inner {
     /// The read state, then the sequence number: in that order every table of the state holds
@@ -41,15 +43,56 @@ impl Inner {
     }
 
     /// What iterators and cursors of keyspace `ks` read: its tree, or once it is dropped, a
-    /// source whose every walk fails.
-    fn sources(&self, ks: KeyspaceId, at: Option<SeqNo>) -> (Arc<dyn Sources>, SeqNo) {
+    /// source whose every walk fails. A walk whose keys all start with `shared`, a prefix
+    /// from which the store's extractor cuts one, reads only the tables whose prefix filters
+    /// let that through.
+    fn sources(
+        &self,
+        ks: KeyspaceId,
+        at: Option<SeqNo>,
+        shared: Vec<u8>,
+    ) -> (Arc<dyn Sources>, SeqNo) {
         match self.tree(ks) {
             Ok(tree) => {
                 let seq = at.unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire));
-                (tree, seq)
+                match self.prefix_scope(shared) {
+                    Some(scope) => (Arc::new(PrefixWalk { tree, scope }), seq),
+                    None => (tree, seq),
+                }
             }
             Err(e) => (Arc::new(Failing(e.to_string())), 0),
         }
+    }
+
+    /// The scope of a walk over keys that all start with `prefix`, when the store's extractor
+    /// cuts a prefix from it.
+    fn prefix_scope(&self, prefix: Vec<u8>) -> Option<PrefixScope> {
+        let extractor = self.options.prefix_extractor.as_ref()?;
+        let hash = KeyHash::of(extractor.prefix(&prefix)?);
+        Some(PrefixScope {
+            prefix,
+            hash,
+            counters: Arc::clone(&self.table_env.counters),
+        })
+    }
+
+    /// `false` when no key starting with `prefix` is in keyspace `ks` now: no memtable holds
+    /// an entry with it, and every table whose key range meets it has a prefix filter that
+    /// rules it out (when the store's extractor cuts a prefix from `prefix`). Reads nothing
+    /// from disk. A `true` may be wrong: a filter's false positive, a deleted key, or a
+    /// prefix the extractor cuts nothing from.
+    pub(crate) fn may_contain_prefix(&self, ks: KeyspaceId, prefix: &[u8]) -> bool {
+        let (state, _) = self.view(None);
+        let Some(tree) = state.tree(ks) else {
+            return false;
+        };
+        let in_memtables = tree.memtables().any(|mem| {
+            let first = mem.iter_from(Bound::Included(prefix)).next();
+            first.is_some_and(|e| e.map_or(true, |e| e.key.starts_with(prefix)))
+        });
+        let extractor = self.options.prefix_extractor.as_ref();
+        let hash = extractor.and_then(|e| e.prefix(prefix)).map(KeyHash::of);
+        in_memtables || tree.version.may_hold_prefix(prefix, hash.as_ref())
     }
 
     /// The value of `key` at `at` (now, without it); `None` when absent or deleted.
@@ -137,8 +180,12 @@ impl Inner {
         prefix: Option<Vec<u8>>,
         at: Option<SeqNo>,
     ) -> DbIterator {
-        let (state, seq) = self.sources(ks, at);
         let start = start.map(<[u8]>::to_vec);
+        let mut shared = shared_prefix(&start, &end);
+        if let Some(p) = prefix.as_ref().filter(|p| p.len() > shared.len()) {
+            shared = p.clone();
+        }
+        let (state, seq) = self.sources(ks, at, shared);
         DbIterator::new(state, seq, start, end, prefix)
     }
 
@@ -150,9 +197,10 @@ impl Inner {
         upper: Bound<&[u8]>,
         at: Option<SeqNo>,
     ) -> Cursor {
-        let (state, seq) = self.sources(ks, at);
         let owned = |b: Bound<&[u8]>| b.map(<[u8]>::to_vec);
-        Cursor::new(state, seq, owned(lower), owned(upper))
+        let (lower, upper) = (owned(lower), owned(upper));
+        let (state, seq) = self.sources(ks, at, shared_prefix(&lower, &upper));
+        Cursor::new(state, seq, lower, upper)
     }
 
     pub(super) fn stats(&self) -> Stats {
@@ -167,6 +215,11 @@ impl Inner {
         let state = self.read_state();
         let trees: Vec<TreeStats> = state.trees.iter().map(|t| self.tree_stats(t)).collect();
         let filter_memory_bytes = trees.iter().map(|t| t.filter_memory_bytes).sum();
+        let prefix_filter_memory_bytes = trees.iter().map(|t| t.prefix_memory_bytes).sum();
+        let tables_prefix_filter_ignored = (trees.iter())
+            .flat_map(|t| &t.levels)
+            .map(|l| l.tables_prefix_filter_ignored)
+            .sum();
         let index_memory_bytes = trees.iter().map(|t| t.index_memory_bytes).sum();
         let keyspaces = (state.trees.iter().zip(&trees))
             .map(|(tree, stats)| keyspace_stats(tree, stats))
@@ -212,6 +265,9 @@ impl Inner {
             writes_refused,
             manifest_rotations: self.counters.manifest_rotations.load(Ordering::Relaxed),
             filter_memory_bytes,
+            prefix_filter_memory_bytes,
+            tables_prefix_filter_ignored,
+            prefix_extractor: (self.options.prefix_extractor.as_ref()).map(|e| e.name()),
             filter_reads: self.table_env.counters.filter_reads.load(Ordering::Relaxed),
             filter_bytes_read: (self.table_env.counters.filter_bytes_read).load(Ordering::Relaxed),
             filter_refits: self
@@ -236,6 +292,7 @@ impl Inner {
                 .map(|c| c.stats())
                 .unwrap_or_default(),
             index_block_reads: counters.index_block_reads,
+            scan_block_reads: (self.table_env.counters.scan_block_reads).load(Ordering::Relaxed),
             table_cache: self.table_env.table_cache.stats(),
         }
     }
@@ -248,6 +305,7 @@ impl Inner {
         let mut levels = Vec::with_capacity(version.num_levels());
         let mut tables = Vec::new();
         let mut filter_memory_bytes = 0;
+        let mut prefix_memory_bytes = 0;
         let mut index_memory_bytes = 0;
         // The targets are those of the version reported, not of one a job installed since.
         let writer = self.table_writer_on(tree, version);
@@ -266,6 +324,8 @@ impl Inner {
                 .levels
                 .get(level)
                 .map_or((0, 0, 0), |c| c.get());
+            let (prefix_filter_probes, prefix_filter_negatives, prefix_filter_false_positives) =
+                (self.table_env.counters.prefix_levels.get(level)).map_or((0, 0, 0), |c| c.get());
             let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
             let mut summary = LevelStats {
                 bytes_written: load(&io.bytes_written),
@@ -277,6 +337,9 @@ impl Inner {
                 filter_probes,
                 filter_positives,
                 filter_true_positives,
+                prefix_filter_probes,
+                prefix_filter_negatives,
+                prefix_filter_false_positives,
                 ..LevelStats::default()
             };
             let mut filtered = Vec::new();
@@ -297,7 +360,11 @@ impl Inner {
                 ));
                 summary.tables_off_target += usize::from(!target.includes(params));
                 let filter_bytes = handle.table.filter_memory_bytes() as u64;
-                filter_memory_bytes += filter_bytes;
+                let prefix_filter_bytes = handle.table.prefix_filter_memory_bytes() as u64;
+                filter_memory_bytes += filter_bytes + prefix_filter_bytes;
+                prefix_memory_bytes += prefix_filter_bytes;
+                summary.tables_prefix_filter_ignored +=
+                    usize::from(handle.table.prefix_filter_ignored());
                 index_memory_bytes += handle.table.index_memory_bytes() as u64;
                 tables.push(TableStats {
                     level,
@@ -317,6 +384,8 @@ impl Inner {
                         true => handle.table.filter_units_residency(),
                         false => Vec::new(),
                     },
+                    prefix_filter_bytes,
+                    prefix_filter_predicted_rate: handle.table.prefix_filter_predicted_rate(),
                 });
             }
             summary.predicted_false_positive_rate = level_rate(&filtered);
@@ -326,6 +395,7 @@ impl Inner {
             levels,
             tables,
             filter_memory_bytes,
+            prefix_memory_bytes,
             index_memory_bytes,
         }
     }
@@ -354,6 +424,7 @@ struct TreeStats {
     levels: Vec<LevelStats>,
     tables: Vec<TableStats>,
     filter_memory_bytes: u64,
+    prefix_memory_bytes: u64,
     index_memory_bytes: u64,
 }
 
@@ -397,21 +468,41 @@ impl Sources for Failing {
     }
 }
 
+/// A tree's sources for a walk within one prefix: the memtables, and the tables the scope
+/// admits.
+struct PrefixWalk {
+    tree: Arc<Tree>,
+    scope: PrefixScope,
+}
+
+impl Sources for PrefixWalk {
+    fn forward(&self, start: Bound<&[u8]>) -> Vec<EntryStream> {
+        let mut streams = memtable_streams(&self.tree, |m| Box::new(m.iter_from(start)));
+        streams.extend(self.tree.version.streams_within(start, &self.scope));
+        streams
+    }
+
+    fn backward(&self, end: Bound<&[u8]>) -> Vec<EntryStream> {
+        let mut streams = memtable_streams(&self.tree, |m| Box::new(m.iter_back_to(end)));
+        streams.extend(self.tree.version.streams_back_within(end, &self.scope));
+        streams
+    }
+}
+
+/// Each of `tree`'s memtables walked by `walk`, newest first.
+fn memtable_streams(tree: &Tree, walk: impl Fn(&Arc<MemTable>) -> EntryStream) -> Vec<EntryStream> {
+    tree.memtables().map(walk).collect()
+}
+
 impl Sources for Tree {
     fn forward(&self, start: Bound<&[u8]>) -> Vec<EntryStream> {
-        let mut streams: Vec<EntryStream> = self
-            .memtables()
-            .map(|m| Box::new(m.iter_from(start)) as EntryStream)
-            .collect();
+        let mut streams = memtable_streams(self, |m| Box::new(m.iter_from(start)));
         streams.extend(self.version.streams_from(start));
         streams
     }
 
     fn backward(&self, end: Bound<&[u8]>) -> Vec<EntryStream> {
-        let mut streams: Vec<EntryStream> = self
-            .memtables()
-            .map(|m| Box::new(m.iter_back_to(end)) as EntryStream)
-            .collect();
+        let mut streams = memtable_streams(self, |m| Box::new(m.iter_back_to(end)));
         streams.extend(self.version.streams_back_to(end));
         streams
     }

@@ -433,6 +433,7 @@ pub(super) fn table_env(fs: &SharedFs, options: &Options) -> TableEnv {
         store_open: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         count_lookups: options.filter_memory_follows_lookups
             && options.filter_memory_limit.is_some(),
+        prefix_extractor: options.prefix_extractor.clone(),
     }
 }
 

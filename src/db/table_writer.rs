@@ -284,12 +284,15 @@ impl<'a> TableWriter<'a> {
             },
             ..TableOptions::default()
         };
-        let builder = TableBuilder::new(
+        let mut builder = TableBuilder::new(
             Arc::clone(&self.env.fs),
             &path,
             table_options,
             expected_keys,
         )?;
+        if let Some(extractor) = &self.options.prefix_extractor {
+            builder = builder.with_prefix_filter(extractor, self.options.whole_key_filtering);
+        }
         Ok((number, builder))
     }
 

@@ -11,18 +11,19 @@ use super::compression::{self, Compression, CompressionProbe};
 use super::filter_block;
 use super::filter_partitions;
 use super::format::{
-    block_trailer, BlockHandle, BlockKind, Footer, FOOTER_LEN, SINGLE_INDEX_VERSION, TRAILER_LEN,
-    TWO_LEVEL_INDEX_VERSION,
+    block_trailer, BlockHandle, BlockKind, Footer, FOOTER_LEN, PREFIX_FILTER_VERSION,
+    SINGLE_INDEX_VERSION, TRAILER_LEN, TWO_LEVEL_INDEX_VERSION,
 };
 use super::index_builder::IndexBuilder;
 use super::options::TableOptions;
-use super::properties::TableProperties;
+use super::properties::{PrefixFilterProperties, TableProperties};
 use super::separator::block_separator;
 use super::top_index::TopIndexBuilder;
 use crate::entry::{check_entry_len, entry_order, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::{FilterParams, KeyHash};
 use crate::fs::{SharedFs, WritableFile};
+use crate::prefix::PrefixExtractor;
 
 /// The name a table is written under until `finish` renames it: `path` + ".tmp".
 pub fn temp_path(path: &Path) -> PathBuf {
@@ -59,6 +60,29 @@ struct ClosedPartition {
     run: PartitionRun,
 }
 
+/// The distinct prefixes of a table's keys, as they arrive: keys that share a prefix arrive
+/// together (they sort together), so a prefix is hashed once, when it differs from the last.
+struct PrefixCollector {
+    extractor: PrefixExtractor,
+    params: FilterParams,
+    last: Option<Vec<u8>>,
+    hashes: Vec<KeyHash>,
+}
+
+impl PrefixCollector {
+    fn add(&mut self, key: &[u8]) {
+        let Some(prefix) = self.extractor.prefix(key) else {
+            return;
+        };
+        if self.last.as_deref() != Some(prefix) {
+            self.hashes.push(KeyHash::of(prefix));
+            let last = self.last.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(prefix);
+        }
+    }
+}
+
 /// Builds one table file from entries added in entry order.
 pub struct TableBuilder {
     fs: SharedFs,
@@ -82,6 +106,8 @@ pub struct TableBuilder {
     pending_index_entry: Option<BlockHandle>,
     /// Hash of each distinct user key, in order; the filter is built from them at `finish`.
     key_hashes: Vec<KeyHash>,
+    /// The prefixes for a prefix filter, when the table has one.
+    prefixes: Option<PrefixCollector>,
     /// Keys per filter partition, when the filter is to be partitioned.
     partition_keys: Option<u64>,
     /// The last user key of each full run of `partition_keys` keys so far.
@@ -125,6 +151,7 @@ impl TableBuilder {
             pending_index_entry: None,
             options,
             key_hashes: Vec::with_capacity(if filter_params.is_some() { hint } else { 0 }),
+            prefixes: None,
             partition_keys: filter_params.and_then(|p| {
                 filter_partitions::keys_per_partition(
                     options.filter_partition_size,
@@ -153,12 +180,34 @@ impl TableBuilder {
                 index_size: 0,
                 properties_size: 0,
                 file_size: 0,
+                prefix_filter: None,
             },
             offset: 0,
             compression_probe: CompressionProbe::default(),
             failed: None,
             done: false,
         })
+    }
+
+    /// Gives the table a prefix filter over the prefixes `extractor` finds in its keys, with
+    /// the filter policy's parameters (`docs/format.md`, "Prefix filter block"); without
+    /// `whole_keys`, the table has no filter over its whole keys. A table whose policy is
+    /// `Disabled` has neither. Call before the first entry.
+    pub fn with_prefix_filter(mut self, extractor: &PrefixExtractor, whole_keys: bool) -> Self {
+        if let Some(params) = self.filter_params {
+            self.prefixes = Some(PrefixCollector {
+                extractor: extractor.clone(),
+                params,
+                last: None,
+                hashes: Vec::new(),
+            });
+            if !whole_keys {
+                self.filter_params = None;
+                self.partition_keys = None;
+                self.key_hashes = Vec::new();
+            }
+        }
+        self
     }
 
     /// The final path of the table.
@@ -197,6 +246,9 @@ impl TableBuilder {
         }
         if first || key != self.last_key.as_slice() {
             self.props.distinct_keys += 1;
+            if let Some(prefixes) = &mut self.prefixes {
+                prefixes.add(key);
+            }
             if self.filter_params.is_some() {
                 self.key_hashes.push(KeyHash::of(key));
                 let n = self.key_hashes.len() as u64;
@@ -234,10 +286,14 @@ impl TableBuilder {
     /// What the file would weigh if finished now (data written, the open block, the index,
     /// the filter, properties and footer): lets compaction cut output at a target size.
     pub fn estimated_file_size(&self) -> u64 {
-        let filter = self.filter_params.map_or(0, |p| {
-            let bits = (self.key_hashes.len() as u64 * u64::from(p.bits_per_key())).max(64);
+        let filter_bytes = |params: FilterParams, keys: usize| {
+            let bits = (keys as u64 * u64::from(params.bits_per_key())).max(64);
             bits.div_ceil(64) * 8 + 36 + TRAILER_LEN as u64
-        });
+        };
+        let filter = self
+            .filter_params
+            .map_or(0, |p| filter_bytes(p, self.key_hashes.len()))
+            + (self.prefixes.as_ref()).map_or(0, |c| filter_bytes(c.params, c.hashes.len()));
         let props = 128 + self.props.smallest_key.len() + self.last_key.len();
         self.offset
             + self.data_block.estimated_size() as u64
@@ -355,6 +411,13 @@ impl TableBuilder {
             .push(ClosedPartition { contents, run });
     }
 
+    /// Whether `write_index` will write a two-level index: whether the index will be two
+    /// partitions or more, the open one counted when another closed before it.
+    fn index_is_two_level(&self) -> bool {
+        let open = self.partition.blocks > 0 && !self.closed_partitions.is_empty();
+        self.closed_partitions.len() + usize::from(open) >= 2
+    }
+
     /// Writes the index after the properties block: one index block when it fits in one
     /// partition (format version 3), else its partitions and the top level over them (version
     /// 4). Returns the handle the footer names, the version, and the index's bytes.
@@ -426,6 +489,16 @@ impl TableBuilder {
             Some(contents) => Some(self.write_block(&contents, BlockKind::Filter)?),
             None => None,
         };
+        if let Some(collector) = self.prefixes.take() {
+            let filter = filter_block::build(collector.params, &collector.hashes);
+            let handle = self.write_block(&filter.to_bytes(), BlockKind::PrefixFilter)?;
+            self.props.prefix_filter = Some(PrefixFilterProperties {
+                extractor: collector.extractor.name(),
+                handle,
+                prefixes: collector.hashes.len() as u64,
+                two_level_index: self.index_is_two_level(),
+            });
+        }
 
         self.props.largest_key = self.last_key.clone();
         self.props.filter = self.filter_params.map(|p| {
@@ -438,7 +511,11 @@ impl TableBuilder {
         let properties = self.props.encode();
         let properties_handle = self.write_block(&properties, BlockKind::Properties)?;
 
-        let (index_handle, version, index_size) = self.write_index()?;
+        let (index_handle, index_version, index_size) = self.write_index()?;
+        let version = match self.props.prefix_filter {
+            Some(_) => PREFIX_FILTER_VERSION,
+            None => index_version,
+        };
 
         let footer = Footer {
             index: index_handle,

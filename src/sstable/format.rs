@@ -8,14 +8,19 @@ use byteorder::{ByteOrder, LittleEndian};
 use super::compression::{self, Compression};
 use crate::error::Error;
 
-/// The newest format version, written in the footer of a table whose index is split into
-/// partitions under a top-level index (`docs/format.md`, "Two-level index"); a table whose
-/// index fits one partition is written as version 3. Version 3 shortened the index block's
+/// The newest format version, written in the footer of a table with a prefix filter
+/// (`docs/format.md`, "Prefix filter block"), whose properties say whether its index is one
+/// block or two levels. Without one, a table whose index is split into partitions under a
+/// top-level index is written as version 4 (`docs/format.md`, "Two-level index"), and one
+/// whose index fits one partition as version 3. Version 3 shortened the index block's
 /// separators and prefix-compressed its entries (`docs/format.md`, "Index block"); version 2
 /// added per-block compression (in the high bits of the trailer's type byte). Versions 1 and
 /// 2 are read by the same code, their index through its older layout. Readers refuse any
 /// other version.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
+
+/// The first format version whose properties name a prefix filter block.
+pub const PREFIX_FILTER_VERSION: u32 = 5;
 
 /// The version of a table whose index is one block: what every table was before version 4,
 /// and what a small table still is.
@@ -52,6 +57,8 @@ pub enum BlockKind {
     Index = 4,
     /// The top level of a two-level index: one entry per index partition.
     TopIndex = 5,
+    /// A filter over the prefixes of the table's keys.
+    PrefixFilter = 6,
 }
 
 impl BlockKind {
@@ -68,6 +75,7 @@ impl BlockKind {
             BlockKind::Properties => "properties",
             BlockKind::Index => "index",
             BlockKind::TopIndex => "top-level index",
+            BlockKind::PrefixFilter => "prefix filter",
         }
     }
 }
@@ -303,7 +311,11 @@ fn max_contents_len(kind: BlockKind) -> usize {
     match kind {
         BlockKind::Data => super::options::MAX_BLOCK_SIZE + MAX_KEY_LEN + MAX_VALUE_LEN + 64,
         BlockKind::Index => u32::MAX as usize / 2,
-        BlockKind::Filter | BlockKind::Properties | BlockKind::TopIndex => 0, // never compressed
+        // never compressed
+        BlockKind::Filter
+        | BlockKind::Properties
+        | BlockKind::TopIndex
+        | BlockKind::PrefixFilter => 0,
     }
 }
 

@@ -86,6 +86,7 @@ impl TableIterator {
             let Some(handle) = self.table.next_block_handle(cursor, self.reads)? else {
                 return Ok(None);
             };
+            self.table.count_scan_block(self.reads);
             let mut it = self
                 .table
                 .data_block(handle, self.reads, Some(&mut self.readahead))?
@@ -179,6 +180,7 @@ impl TableBackIterator {
             let reason = format!("the index has no handle for data block {block}");
             return Err(Error::corruption(&self.table.path, None, reason));
         };
+        self.table.count_scan_block(self.reads);
         let data = self.table.data_block(handle, self.reads, None)?;
         let mut it = data.shared_iter();
         let in_block = |m: super::format::Malformed| {

@@ -4,9 +4,24 @@
 //! ones only the builder knows; sizes of the blocks that follow the properties block (the
 //! index) and of the file itself are filled in by the reader from the footer.
 
-use super::format::{put_varint, Decoder, Malformed};
+use super::format::{put_varint, BlockHandle, Decoder, Malformed, PREFIX_FILTER_VERSION};
 use crate::entry::SeqNo;
 use crate::filter::FilterParams;
+use crate::prefix::MAX_NAME_LEN;
+
+/// Where a table's prefix filter is and what it holds (format version 5, `docs/format.md`,
+/// "Prefix filter block").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefixFilterProperties {
+    /// The name of the extractor that cut the prefixes ([`crate::PrefixExtractor::name`]).
+    pub extractor: String,
+    /// The prefix filter block.
+    pub handle: BlockHandle,
+    /// Distinct prefixes of the table's keys: the keys in the prefix filter.
+    pub prefixes: u64,
+    /// Whether the index is two-level (its version 4 layout) or one block (version 3).
+    pub two_level_index: bool,
+}
 
 /// What a table holds and how big its parts are.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +64,9 @@ pub struct TableProperties {
     pub properties_size: u64,
     /// Size of the whole file.
     pub file_size: u64,
+    /// The prefix filter of a table written with a prefix extractor (format version 5);
+    /// `None` before version 5.
+    pub prefix_filter: Option<PrefixFilterProperties>,
 }
 
 impl TableProperties {
@@ -81,12 +99,21 @@ impl TableProperties {
             put_varint(&mut out, key.len() as u64);
             out.extend_from_slice(key);
         }
+        if let Some(prefix) = &self.prefix_filter {
+            put_varint(&mut out, 1 + u64::from(prefix.two_level_index));
+            put_varint(&mut out, prefix.extractor.len() as u64);
+            out.extend_from_slice(prefix.extractor.as_bytes());
+            put_varint(&mut out, prefix.handle.offset);
+            put_varint(&mut out, prefix.handle.size);
+            put_varint(&mut out, prefix.prefixes);
+        }
         out
     }
 
-    /// Decodes a properties block and checks that its fields agree with each other. The
-    /// fields the reader derives from the footer are left at zero.
-    pub(crate) fn decode(contents: &[u8]) -> Result<TableProperties, Malformed> {
+    /// Decodes the properties block of a table of format `version` and checks that its
+    /// fields agree with each other. The fields the reader derives from the footer are left at
+    /// zero.
+    pub(crate) fn decode(contents: &[u8], version: u32) -> Result<TableProperties, Malformed> {
         let mut d = Decoder::new(contents, 0);
         let entries = d.varint("entries")?;
         let tombstones = d.varint("tombstones")?;
@@ -102,6 +129,10 @@ impl TableProperties {
         let hashes = d.varint("filter hashes")?;
         let smallest_key = d.length_prefixed("smallest key")?.to_vec();
         let largest_key = d.length_prefixed("largest key")?.to_vec();
+        let prefix_filter = match version >= PREFIX_FILTER_VERSION {
+            true => Some(decode_prefix_filter(&mut d)?),
+            false => None,
+        };
         if !d.is_empty() {
             return Err(Malformed::new(
                 d.pos(),
@@ -157,8 +188,38 @@ impl TableProperties {
             index_size: 0,
             properties_size: 0,
             file_size: 0,
+            prefix_filter,
         })
     }
+}
+
+/// The prefix filter's fields, after the keys of a version 5 properties block.
+fn decode_prefix_filter(d: &mut Decoder<'_>) -> Result<PrefixFilterProperties, Malformed> {
+    let levels_at = d.pos();
+    let two_level_index = match d.varint("index levels")? {
+        1 => false,
+        2 => true,
+        n => return Err(Malformed::new(levels_at, format!("{n} index levels"))),
+    };
+    let name_at = d.pos();
+    let name = d.length_prefixed("prefix extractor")?;
+    let extractor = match std::str::from_utf8(name) {
+        Ok(name) if !name.is_empty() && name.len() <= MAX_NAME_LEN => name.to_string(),
+        _ => {
+            return Err(Malformed::new(
+                name_at,
+                "prefix extractor name is empty, too long, or not UTF-8",
+            ))
+        }
+    };
+    let handle = BlockHandle::decode_varint(d)?;
+    let prefixes = d.varint("prefixes")?;
+    Ok(PrefixFilterProperties {
+        extractor,
+        handle,
+        prefixes,
+        two_level_index,
+    })
 }
 
 #[cfg(test)]
@@ -191,19 +252,20 @@ mod tests {
             index_size: 0,
             properties_size: 0,
             file_size: 0,
+            prefix_filter: None,
         }
     }
 
     #[test]
     fn round_trip() {
         let p = sample();
-        assert_eq!(TableProperties::decode(&p.encode()).unwrap(), p);
+        assert_eq!(TableProperties::decode(&p.encode(), 4).unwrap(), p);
         let no_filter = TableProperties {
             filter: None,
             ..sample()
         };
         assert_eq!(
-            TableProperties::decode(&no_filter.encode()).unwrap(),
+            TableProperties::decode(&no_filter.encode(), 3).unwrap(),
             no_filter
         );
     }
@@ -212,15 +274,46 @@ mod tests {
     fn rejects_truncation_trailing_bytes_and_inconsistency() {
         let bytes = sample().encode();
         for cut in 0..bytes.len() {
-            assert!(TableProperties::decode(&bytes[..cut]).is_err());
+            assert!(TableProperties::decode(&bytes[..cut], 4).is_err());
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(TableProperties::decode(&longer).is_err());
+        assert!(TableProperties::decode(&longer, 4).is_err());
         let bad = TableProperties {
             tombstones: 11,
             ..sample()
         };
-        assert!(TableProperties::decode(&bad.encode()).is_err());
+        assert!(TableProperties::decode(&bad.encode(), 4).is_err());
+    }
+
+    #[test]
+    fn a_prefix_filter_round_trips_in_version_5_only() {
+        let p = TableProperties {
+            prefix_filter: Some(PrefixFilterProperties {
+                extractor: "fixed:8".into(),
+                handle: BlockHandle {
+                    offset: 1100,
+                    size: 44,
+                },
+                prefixes: 3,
+                two_level_index: true,
+            }),
+            ..sample()
+        };
+        assert_eq!(TableProperties::decode(&p.encode(), 5).unwrap(), p);
+        let bytes = p.encode();
+        for cut in sample().encode().len()..bytes.len() {
+            assert!(TableProperties::decode(&bytes[..cut], 5).is_err());
+        }
+        // A version 4 reader of the same bytes finds bytes after the last property.
+        assert!(TableProperties::decode(&bytes, 4).is_err());
+        let no_name = TableProperties {
+            prefix_filter: Some(PrefixFilterProperties {
+                extractor: String::new(),
+                ..p.prefix_filter.clone().unwrap()
+            }),
+            ..sample()
+        };
+        assert!(TableProperties::decode(&no_name.encode(), 5).is_err());
     }
 }

@@ -11,10 +11,12 @@ use std::sync::Arc;
 use super::block::{Block, BlockIter};
 use super::filter_partitions::FilterLayout;
 use super::format::{
-    check_block, BlockHandle, BlockKind, Footer, Malformed, FOOTER_LEN, TWO_LEVEL_INDEX_VERSION,
+    check_block, BlockHandle, BlockKind, Footer, Malformed, FOOTER_LEN, PREFIX_FILTER_VERSION,
+    TWO_LEVEL_INDEX_VERSION,
 };
 use super::index;
 use super::iter::{TableBackIterator, TableIterator};
+use super::prefix_filter::{PrefixAnswer, TablePrefixFilter};
 use super::properties::TableProperties;
 use super::readahead::ReadAhead;
 use super::table_filter::{
@@ -28,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::filter::{BloomFilter, FilterParams, KeyHash};
 use crate::fs::{RandomAccessFile, SharedFs};
 use crate::metrics::{ReadCounters, ReadCountersSnapshot};
+use crate::prefix::PrefixExtractor;
 
 /// What a table reads through: the store's file system, its counters and its two caches.
 #[derive(Clone)]
@@ -50,6 +53,9 @@ pub struct TableEnv {
     /// (`Options::filter_memory_follows_lookups`): off, a lookup touches no shared counter
     /// for it.
     pub(crate) count_lookups: bool,
+    /// The extractor the store cuts prefixes with: a table's prefix filter is trusted only
+    /// when it was written with an extractor of the same name.
+    pub(crate) prefix_extractor: Option<PrefixExtractor>,
 }
 
 impl TableEnv {
@@ -62,6 +68,7 @@ impl TableEnv {
             block_cache: None,
             index_cache: None,
             store_open: Arc::new(AtomicBool::new(true)),
+            prefix_extractor: None,
             count_lookups: false,
         }
     }
@@ -117,6 +124,8 @@ pub(crate) struct TableInner {
     /// a partitioned one; `None` without a filter.
     pub(crate) filter_layout: Option<FilterLayout>,
     pub(crate) properties: TableProperties,
+    /// The filter over the prefixes of the table's keys, when it has one.
+    pub(crate) prefix_filter: Option<TablePrefixFilter>,
     /// Set when the store no longer needs the table: the file is deleted once the last reader
     /// (a version, an iterator) lets go of it, so no reader ever finds its file gone.
     obsolete: AtomicBool,
@@ -240,8 +249,8 @@ impl Table {
         )?;
 
         // The blocks after the data must tile the file exactly:
-        // [data blocks][filter][properties][index][footer], where a two-level index is its
-        // partitions followed by its top level.
+        // [data blocks][filter][prefix filter][properties][index][footer], where a two-level
+        // index is its partitions followed by its top level.
         if footer.index.end() != footer_offset {
             return Err(corrupt(
                 footer_offset,
@@ -251,20 +260,51 @@ impl Table {
                 ),
             ));
         }
+        // The properties come first: from version 5 they say where the prefix filter is and
+        // how many levels the index has.
+        let props_contents = read_block(
+            file.as_ref(),
+            path,
+            footer.properties,
+            BlockKind::Properties,
+        )?;
+        let mut properties = TableProperties::decode(&props_contents, footer.version)
+            .map_err(|m| m.in_block(path, BlockKind::Properties, footer.properties.offset))?;
+        let filters_end = match &properties.prefix_filter {
+            Some(p) if p.handle.size == 0 || p.handle.end() != footer.properties.offset => {
+                return Err(corrupt(
+                    footer.properties.offset,
+                    format!(
+                        "prefix filter block handle ({}, {}) does not end where the properties \
+                         block starts",
+                        p.handle.offset, p.handle.size
+                    ),
+                ))
+            }
+            Some(p) => p.handle.offset,
+            None => footer.properties.offset,
+        };
         let data_end = match footer.filter {
-            Some(f) if f.end() != footer.properties.offset => {
+            Some(f) if f.end() != filters_end => {
                 return Err(corrupt(
                     footer_offset,
                     format!(
-                    "filter block handle ({}, {}) does not end where the properties block starts",
-                    f.offset, f.size
-                ),
+                        "filter block handle ({}, {}) does not end where the next block starts \
+                         ({filters_end})",
+                        f.offset, f.size
+                    ),
                 ))
             }
             Some(f) => f.offset,
-            None => footer.properties.offset,
+            None => filters_end,
         };
-        let index = read_index(file.as_ref(), path, &footer)?;
+        let two_level = match footer.version {
+            v if v >= PREFIX_FILTER_VERSION => {
+                (properties.prefix_filter.as_ref()).is_some_and(|p| p.two_level_index)
+            }
+            v => v >= TWO_LEVEL_INDEX_VERSION,
+        };
+        let index = read_index(file.as_ref(), path, &footer, two_level)?;
         let index_start = match &index {
             TableIndex::Single(_) => footer.index.offset,
             TableIndex::TwoLevel(top) => top.partition(0).offset,
@@ -302,14 +342,15 @@ impl Table {
             None => (None, None),
         };
 
-        let props_contents = read_block(
-            file.as_ref(),
-            path,
-            footer.properties,
-            BlockKind::Properties,
-        )?;
-        let mut properties = TableProperties::decode(&props_contents)
-            .map_err(|m| m.in_block(path, BlockKind::Properties, footer.properties.offset))?;
+        let prefix_filter = match &properties.prefix_filter {
+            Some(p) => Some(TablePrefixFilter::read(
+                file.as_ref(),
+                path,
+                p,
+                env.prefix_extractor.as_ref(),
+            )?),
+            None => None,
+        };
         properties.format_version = footer.version;
         properties.filter_size_bytes = footer.filter.map_or(0, |h| h.size_with_trailer());
         properties.properties_size = footer.properties.size_with_trailer();
@@ -384,6 +425,7 @@ impl Table {
                 filter_params,
                 filter_layout,
                 properties,
+                prefix_filter,
                 obsolete: AtomicBool::new(false),
                 first_unit_lookups: AtomicU64::new(0),
                 lookups: (1..counted_units).map(|_| AtomicU64::new(0)).collect(),
@@ -394,6 +436,30 @@ impl Table {
         );
         table.inner.warm_index_cache();
         Ok(table)
+    }
+
+    /// What the table's prefix filter says of the prefix hashed as `hash`: `Unknown` when it
+    /// has none, or one written with another extractor than the store's.
+    pub fn prefix_answer(&self, hash: &KeyHash) -> PrefixAnswer {
+        (self.inner.prefix_filter.as_ref()).map_or(PrefixAnswer::Unknown, |f| f.answer(hash))
+    }
+
+    /// Bytes of the prefix filter held in memory (0 without one).
+    pub fn prefix_filter_memory_bytes(&self) -> usize {
+        (self.inner.prefix_filter.as_ref()).map_or(0, |f| f.memory_bytes())
+    }
+
+    /// Whether the table has a prefix filter the store does not trust: written with an
+    /// extractor of another name.
+    pub fn prefix_filter_ignored(&self) -> bool {
+        (self.inner.prefix_filter.as_ref()).is_some_and(|f| !f.is_trusted())
+    }
+
+    /// The prefix filter's predicted false-positive rate, when it has a trusted one.
+    pub fn prefix_filter_predicted_rate(&self) -> Option<f64> {
+        (self.inner.prefix_filter.as_ref())
+            .filter(|f| f.is_trusted())
+            .map(|f| f.predicted_false_positive_rate())
     }
 
     /// The newest entry (value or tombstone) for `key` in this table. `hash` must be
@@ -650,6 +716,14 @@ impl Table {
 }
 
 impl TableInner {
+    /// Counts a data block a scan reads (`reads` is `Cached` for scans; compaction and
+    /// verification bypass the cache, and are not counted).
+    pub(super) fn count_scan_block(&self, reads: BlockReads) {
+        if reads == BlockReads::Cached {
+            (self.env.counters.scan_block_reads).fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// The lookup count of unit `unit` of the table's filter.
     pub(super) fn unit_lookups(&self, unit: usize) -> Option<&AtomicU64> {
         match unit {
@@ -718,11 +792,17 @@ impl TableInner {
     }
 }
 
-/// Reads and checks the index the footer names: one index block, or (format version 4) a
-/// top-level index, whose partitions are read when lookups need them.
-fn read_index(file: &dyn RandomAccessFile, path: &Path, footer: &Footer) -> Result<TableIndex> {
+/// Reads and checks the index the footer names: one index block, or (`two_level`: format
+/// version 4, or 5 when the properties say so) a top-level index, whose partitions are read
+/// when lookups need them.
+fn read_index(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    footer: &Footer,
+    two_level: bool,
+) -> Result<TableIndex> {
     let handle = footer.index;
-    if footer.version < TWO_LEVEL_INDEX_VERSION {
+    if !two_level {
         let contents = read_block(file, path, handle, BlockKind::Index)?;
         let index = index::decode(contents, footer.version)
             .map_err(|m| m.in_block(path, BlockKind::Index, handle.offset))?;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::filter_block;
 use super::filter_partitions::{FilterLayout, FilterUnit};
 use super::format::{BlockHandle, BlockKind};
+use super::prefix_filter::PrefixAnswer;
 use super::properties::TableProperties;
 use super::table::{read_block, Table};
 use crate::error::{Error, Result};
@@ -127,7 +128,7 @@ impl Table {
             return self.partition_admits(key, hash, tally);
         }
         if !self.filtered {
-            return true;
+            return self.prefix_filter_admits(key, tally);
         }
         if self.inner.env.count_lookups {
             self.inner
@@ -138,6 +139,22 @@ impl Table {
             Some(filter) => tally.count_probe(filter.contains_hash(hash)),
             None => true,
         }
+    }
+
+    /// For a table without a filter over whole keys (written with `whole_key_filtering` off):
+    /// whether its prefix filter, when the store trusts it, lets `key`'s prefix through. A key
+    /// without a prefix, or a table without such a filter, is let through.
+    #[inline(never)]
+    fn prefix_filter_admits(&self, key: &[u8], tally: &mut ReadCountersSnapshot) -> bool {
+        let (Some(filter), Some(extractor)) =
+            (&self.inner.prefix_filter, &self.inner.env.prefix_extractor)
+        else {
+            return true;
+        };
+        let Some(prefix) = extractor.prefix(key).filter(|_| filter.is_trusted()) else {
+            return true;
+        };
+        tally.count_probe(filter.answer(&KeyHash::of(prefix)) != PrefixAnswer::Absent)
     }
 
     /// [`filter_admits`](Self::filter_admits) for a partitioned filter: the partition that

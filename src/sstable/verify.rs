@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::format::BlockKind;
 use super::index::IndexEntry;
+use super::prefix_filter::TablePrefixFilter;
 use super::properties::TableProperties;
 use super::table::Table;
 use super::table_index::TableIndex;
@@ -15,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::filter::KeyHash;
 use crate::fs::SharedFs;
 use crate::metrics::ReadCounters;
+use crate::prefix::PrefixExtractor;
 
 /// Reads and checks every block of the table at `path`. On damage the error names the file
 /// and the offset of the bad block.
@@ -23,6 +25,7 @@ pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
     let inner = &table.inner;
     let props = &inner.properties;
 
+    let prefix_check = PrefixCheck::of(&table);
     let mut prev: Option<(Vec<u8>, SeqNo)> = None;
     let (mut entries, mut tombstones, mut distinct) = (0u64, 0u64, 0u64);
     let (mut raw_key_bytes, mut raw_value_bytes) = (0u64, 0u64);
@@ -79,6 +82,16 @@ pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
                         Some(at),
                         format!(
                             "filter block at offset {at} does not hold a key of data block {i}"
+                        ),
+                    ));
+                }
+                if let Some(missing) = prefix_check.as_ref().and_then(|c| c.missing(&e.key)) {
+                    return Err(Error::corruption(
+                        path,
+                        Some(missing),
+                        format!(
+                            "prefix filter block at offset {missing} does not hold the prefix \
+                             of a key of data block {i}"
                         ),
                     ));
                 }
@@ -156,5 +169,31 @@ fn separator_fits(index: &TableIndex, key: &[u8], seq: SeqNo, separator: &IndexE
         order.is_eq()
     } else {
         order.is_le()
+    }
+}
+
+/// Checks that a table's prefix filter holds the prefix of every key, when its extractor is
+/// one this build can rebuild from its name (a fixed length or a delimiter; a user function
+/// is known only to the store that has it).
+struct PrefixCheck<'t> {
+    extractor: PrefixExtractor,
+    filter: &'t TablePrefixFilter,
+    offset: u64,
+}
+
+impl<'t> PrefixCheck<'t> {
+    fn of(table: &'t Table) -> Option<PrefixCheck<'t>> {
+        let props = table.inner.properties.prefix_filter.as_ref()?;
+        Some(PrefixCheck {
+            extractor: PrefixExtractor::from_builtin_name(&props.extractor)?,
+            filter: table.inner.prefix_filter.as_ref()?,
+            offset: props.handle.offset,
+        })
+    }
+
+    /// The prefix filter's offset, when it misses `key`'s prefix.
+    fn missing(&self, key: &[u8]) -> Option<u64> {
+        let prefix = self.extractor.prefix(key)?;
+        (!self.filter.holds(&KeyHash::of(prefix))).then_some(self.offset)
     }
 }

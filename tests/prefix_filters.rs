@@ -1,0 +1,398 @@
+//! Prefix filters: tables carry a filter over their keys' prefixes, scans over one prefix pass
+//! by the tables it rules out, and a store opened with another extractor ignores them.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use bloomkv::{Db, Error, ExtractPrefix, Options, PrefixExtractor, Stats};
+
+/// Tenants `t000:` to `t039:` in a store cutting prefixes at the colon.
+fn tenant_key(tenant: u64, id: u64) -> Vec<u8> {
+    format!("t{tenant:03}:{id:06}").into_bytes()
+}
+
+fn options(extractor: Option<PrefixExtractor>) -> Options {
+    let mut options = common::small_tree_options();
+    options.prefix_extractor = extractor;
+    options
+}
+
+fn delimited() -> Option<PrefixExtractor> {
+    Some(PrefixExtractor::Delimited(b':'))
+}
+
+/// Writes, overwrites and deletes keys of every fourth tenant among 0..40 with flushes
+/// between rounds, so the keys spread over level 0 and deeper levels; returns the model.
+fn fill(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut model = BTreeMap::new();
+    let mut state = 7u64;
+    for round in 0..6u64 {
+        for _ in 0..1500 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let tenant = (state >> 40) % 10 * 4;
+            let id = (state >> 20) % 1000;
+            let key = tenant_key(tenant, id);
+            if (state >> 8).is_multiple_of(7) {
+                db.delete(&key).unwrap();
+                model.remove(&key);
+            } else {
+                let value = format!("v{round}-{id}").into_bytes();
+                db.put(&key, &value).unwrap();
+                model.insert(key, value);
+            }
+        }
+        db.flush().unwrap();
+    }
+    db.wait_for_background_work().unwrap();
+    model
+}
+
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn scan(db: &Db, prefix: &[u8]) -> Pairs {
+    db.prefix(prefix).map(|r| r.unwrap()).collect()
+}
+
+fn scan_back(db: &Db, prefix: &[u8]) -> Pairs {
+    let mut pairs: Pairs = db.prefix(prefix).rev().map(|r| r.unwrap()).collect();
+    pairs.reverse();
+    pairs
+}
+
+fn model_scan(model: &BTreeMap<Vec<u8>, Vec<u8>>, prefix: &[u8]) -> Pairs {
+    (model.iter())
+        .filter(|(k, _)| k.starts_with(prefix))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Scans over present and absent tenants, and over longer prefixes within them, forwards and
+/// backwards, by prefix and by range and by cursor, all agree with the model.
+fn assert_scans_agree(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    for tenant in 0..40 {
+        for prefix in [
+            format!("t{tenant:03}:"),
+            format!("t{tenant:03}:0001"),
+            format!("t{tenant:03}"),
+        ] {
+            let prefix = prefix.as_bytes();
+            let expected = model_scan(model, prefix);
+            assert_eq!(scan(db, prefix), expected, "prefix {prefix:?}");
+            assert_eq!(
+                scan_back(db, prefix),
+                expected,
+                "prefix {prefix:?} backwards"
+            );
+        }
+        let (from, to) = (tenant_key(tenant, 50), tenant_key(tenant, 150));
+        let ranged: Pairs = db
+            .range(from.clone()..to.clone())
+            .map(|r| r.unwrap())
+            .collect();
+        let expected: Pairs = (model.range(from.clone()..to.clone()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(ranged, expected, "tenant {tenant} from 50 to 150");
+        let mut cursor = db.cursor_over(from..to);
+        cursor.seek_to_last().unwrap();
+        assert_eq!(
+            cursor.key().map(<[u8]>::to_vec),
+            expected.last().map(|(k, _)| k.clone())
+        );
+    }
+}
+
+fn level_prefix_counts(stats: &Stats) -> (u64, u64, u64) {
+    stats.levels.iter().fold((0, 0, 0), |(p, n, f), l| {
+        (
+            p + l.prefix_filter_probes,
+            n + l.prefix_filter_negatives,
+            f + l.prefix_filter_false_positives,
+        )
+    })
+}
+
+#[test]
+fn prefix_scans_agree_with_a_model_and_pass_by_the_tables_filters_rule_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options(delimited())).unwrap();
+    let model = fill(&db);
+    let stats = db.stats();
+    assert!(stats.tables.len() >= 4, "{} tables", stats.tables.len());
+    assert!(stats.tables.iter().all(|t| t.prefix_filter_bytes > 0));
+    assert!(stats.prefix_filter_memory_bytes > 0);
+    assert_eq!(stats.tables_prefix_filter_ignored, 0);
+    assert_eq!(stats.prefix_extractor.as_deref(), Some("delimited:0x3a"));
+
+    assert_scans_agree(&db, &model);
+
+    // An absent tenant between present ones: every table whose range covers it is asked and
+    // nearly all rule it out; none is read past its filter's answer.
+    let before = db.stats();
+    let absent = scan(&db, b"t013:");
+    assert!(absent.is_empty());
+    let after = db.stats();
+    let (p0, n0, f0) = level_prefix_counts(&before);
+    let (p1, n1, f1) = level_prefix_counts(&after);
+    let covering = (before.tables.iter())
+        .filter(|t| t.smallest_key.as_slice() < b"t013:".as_slice())
+        .filter(|t| t.largest_key.as_slice() > b"t013:".as_slice())
+        .count() as u64;
+    assert!(covering >= 2, "{covering} tables cover t013:");
+    assert_eq!(p1 - p0, covering);
+    assert_eq!(
+        (p1 - p0) - (n1 - n0),
+        f1 - f0,
+        "every admission found nothing"
+    );
+    assert!(
+        n1 - n0 >= covering.saturating_sub(1),
+        "{} of {covering}",
+        n1 - n0
+    );
+    assert!(after.scan_block_reads - before.scan_block_reads <= f1 - f0);
+
+    // A present tenant: the tables holding it are read, and no filter rules them out.
+    let before = db.stats();
+    assert_eq!(scan(&db, b"t012:"), model_scan(&model, b"t012:"));
+    let holding = (before.tables.iter())
+        .filter(|t| t.smallest_key.as_slice() <= b"t012:~".as_slice())
+        .filter(|t| t.largest_key.as_slice() >= b"t012:".as_slice())
+        .count() as u64;
+    let (p2, n2, _) = level_prefix_counts(&db.stats());
+    assert_eq!(p2 - p1, holding);
+    assert!(n2 - n1 < holding, "some table holds t012:");
+}
+
+#[test]
+fn may_contain_prefix_answers_from_memtables_and_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options(delimited())).unwrap();
+    let model = fill(&db);
+    for tenant in 0..40u64 {
+        let prefix = format!("t{tenant:03}:");
+        let present = model.keys().any(|k| k.starts_with(prefix.as_bytes()));
+        if present {
+            assert!(db.may_contain_prefix(&prefix), "{prefix}");
+        }
+    }
+    let absent = (0..40u64)
+        .filter(|t| t % 4 != 0)
+        .filter(|t| !db.may_contain_prefix(format!("t{t:03}:")))
+        .count();
+    assert!(absent >= 28, "{absent} of 30 absent tenants ruled out");
+    // In the memtable only: found without a filter.
+    db.put("t013:000001", "new").unwrap();
+    assert!(db.may_contain_prefix("t013:"));
+    // Past every key: no table's range meets it.
+    assert!(!db.may_contain_prefix("u"));
+}
+
+#[test]
+fn a_store_reopened_with_another_extractor_ignores_the_old_prefix_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = {
+        let db = Db::open(dir.path(), options(delimited())).unwrap();
+        fill(&db)
+    };
+    // Same results under another fixed length, under none, and under a custom function of
+    // the same cut but another name; the old filters are named and ignored.
+    struct UpToColon;
+    impl ExtractPrefix for UpToColon {
+        fn name(&self) -> &str {
+            "up-to-colon.v1"
+        }
+        fn prefix_len(&self, key: &[u8]) -> Option<usize> {
+            key.iter().position(|&b| b == b':').map(|at| at + 1)
+        }
+    }
+    let others = [
+        Some(PrefixExtractor::Fixed(5)),
+        None,
+        Some(PrefixExtractor::Custom(Arc::new(UpToColon))),
+    ];
+    for extractor in others {
+        let db = Db::open(dir.path(), options(extractor.clone())).unwrap();
+        let stats = db.stats();
+        assert_eq!(stats.tables_prefix_filter_ignored, stats.tables.len());
+        assert!(stats
+            .tables
+            .iter()
+            .all(|t| t.prefix_filter_predicted_rate.is_none()));
+        assert_scans_agree(&db, &model);
+        assert_eq!(level_prefix_counts(&db.stats()), (0, 0, 0), "{extractor:?}");
+        drop(db);
+    }
+    let db = Db::open(dir.path(), options(delimited())).unwrap();
+    assert_eq!(db.stats().tables_prefix_filter_ignored, 0);
+    assert_scans_agree(&db, &model);
+}
+
+#[test]
+fn compaction_rewrites_tables_under_the_stores_extractor() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = {
+        let db = Db::open(dir.path(), options(delimited())).unwrap();
+        fill(&db)
+    };
+    let db = Db::open(dir.path(), options(Some(PrefixExtractor::Fixed(4)))).unwrap();
+    assert!(db.stats().tables_prefix_filter_ignored > 0);
+    db.compact().unwrap();
+    db.wait_for_background_work().unwrap();
+    let stats = db.stats();
+    assert_eq!(stats.tables_prefix_filter_ignored, 0);
+    assert!(stats.tables.iter().all(|t| t.prefix_filter_bytes > 0));
+    assert_scans_agree(&db, &model);
+    let before = level_prefix_counts(&db.stats());
+    assert!(scan(&db, b"t013").is_empty());
+    let after = level_prefix_counts(&db.stats());
+    assert!(after.0 > before.0, "the fixed-length filters were asked");
+}
+
+#[test]
+fn without_whole_key_filters_gets_ask_the_prefix_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options(delimited()).whole_key_filtering(false)).unwrap();
+    let model = fill(&db);
+    let stats = db.stats();
+    assert!(stats.tables.iter().all(|t| t.bits_per_key.is_none()));
+    assert!(stats.tables.iter().all(|t| t.prefix_filter_bytes > 0));
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+    // Absent tenants are ruled out by the prefix filter: (almost) no data block read.
+    let before = db.stats();
+    for tenant in (0..40u64).filter(|t| t % 4 != 0) {
+        for id in 0..10 {
+            assert_eq!(db.get(tenant_key(tenant, id)).unwrap(), None);
+        }
+    }
+    let after = db.stats();
+    let probes = after.filter_probes - before.filter_probes;
+    let negatives = after.filter_negatives - before.filter_negatives;
+    assert!(probes > 0);
+    assert!(negatives * 100 >= probes * 95, "{negatives} of {probes}");
+    // Absent keys of present tenants pass the prefix filter and read their blocks.
+    let before = db.stats().data_block_reads;
+    assert_eq!(db.get(tenant_key(0, 999_999)).unwrap(), None);
+    assert!(db.stats().data_block_reads > before);
+    assert_scans_agree(&db, &model);
+}
+
+/// A store in `dir` holding one table of 50 keys of five tenants; returns the table's path.
+fn five_tenant_table(dir: &Path, options: Options) -> std::path::PathBuf {
+    let db = Db::open(dir, options).unwrap();
+    for i in 0..50 {
+        db.put(tenant_key(i % 5, i), "v").unwrap();
+    }
+    db.flush().unwrap();
+    drop(db);
+    first_table(dir)
+}
+
+/// The table file a store wrote first.
+fn first_table(dir: &Path) -> std::path::PathBuf {
+    let mut tables: Vec<_> = (std::fs::read_dir(dir).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
+        .collect();
+    tables.sort();
+    tables.remove(0)
+}
+
+#[test]
+fn tables_with_a_prefix_filter_are_format_version_5_and_name_their_extractor() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = bloomkv::FilterPolicy::FalsePositiveRate(0.01);
+    let path = five_tenant_table(dir.path(), options(delimited()).filter_policy(policy));
+    let table = common::open_table(&path);
+    let props = table.properties();
+    assert_eq!(props.format_version, 5);
+    let prefix = props.prefix_filter.as_ref().expect("a prefix filter");
+    assert_eq!(prefix.extractor, "delimited:0x3a");
+    assert_eq!(prefix.prefixes, 5);
+    assert!(!prefix.two_level_index);
+    // docs/format.md's worked example: 5 prefixes at 10 bits fill the 64-bit minimum.
+    assert_eq!(prefix.handle.size, 36 + 8);
+    // The block sits between the filter and the properties, its trailer naming kind 6.
+    let bytes = std::fs::read(&path).unwrap();
+    let end = (prefix.handle.offset + prefix.handle.size) as usize;
+    assert_eq!(bytes[end] & 0x0f, 6);
+    assert_eq!(&bytes[prefix.handle.offset as usize..][..4], b"BKBF");
+}
+
+#[test]
+fn a_damaged_prefix_filter_is_reported_with_its_file_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = five_tenant_table(dir.path(), options(delimited()));
+    let offset = {
+        let table = common::open_table(&path);
+        table
+            .properties()
+            .prefix_filter
+            .as_ref()
+            .unwrap()
+            .handle
+            .offset
+    };
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[offset as usize + 40] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = Db::open(dir.path(), options(delimited())).unwrap_err();
+    match err {
+        Error::Corruption {
+            file,
+            offset: Some(o),
+            ..
+        } => {
+            assert_eq!(file, path);
+            assert_eq!(o, offset);
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_bad_extractor_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Db::open(dir.path(), options(Some(PrefixExtractor::Fixed(0)))).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+}
+
+#[test]
+fn verification_finds_a_prefix_missing_from_the_prefix_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = five_tenant_table(dir.path(), options(delimited()));
+    let props = bloomkv::sstable::verify_table(common::os_fs(), &path).unwrap();
+    let handle = props.prefix_filter.unwrap().handle;
+    // Clear the filter's bits and mend its checksums: a filter that reads back but lies.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let (start, len) = (handle.offset as usize, handle.size as usize);
+    let contents = &mut bytes[start..start + len];
+    contents[32..len - 4].fill(0);
+    let crc = crc32fast::hash(&contents[..len - 4]);
+    contents[len - 4..].copy_from_slice(&crc.to_le_bytes());
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&bytes[start..start + len]);
+    hasher.update(&[bytes[start + len]]);
+    let block_crc = hasher.finalize();
+    bytes[start + len + 1..start + len + 5].copy_from_slice(&block_crc.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    match bloomkv::sstable::verify_table(common::os_fs(), &path).unwrap_err() {
+        Error::Corruption {
+            file,
+            offset,
+            reason,
+        } => {
+            assert_eq!(file, path);
+            assert_eq!(offset, Some(handle.offset));
+            assert!(reason.contains("prefix filter"), "{reason}");
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+}
