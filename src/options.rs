@@ -143,9 +143,12 @@ pub struct Options {
     /// prefixes, with the filter policy's parameters, and scans over one prefix
     /// ([`Db::prefix`](crate::Db::prefix), ranges whose bounds share one) pass by every table
     /// whose prefix filter rules the prefix out; [`Db::may_contain_prefix`](crate::Db::may_contain_prefix)
-    /// answers from memory. Tables written under an extractor of another name keep their
-    /// prefix filters on disk, unused (`Stats::tables_prefix_filter_ignored`), until
-    /// compaction rewrites them. `None` (the default) writes no prefix filter.
+    /// answers from memory. Prefix filters are held whole for their tables' lives and count
+    /// against `filter_memory_limit`: the filters over whole keys get what they leave (a
+    /// limit smaller than the prefix filters alone is exceeded by them). Tables written under
+    /// an extractor of another name keep their prefix filters on disk, unread
+    /// (`Stats::tables_prefix_filter_ignored`), until compaction rewrites them. `None` (the
+    /// default) writes no prefix filter.
     pub prefix_extractor: Option<PrefixExtractor>,
     /// With a prefix extractor, whether tables keep their filter over whole keys too (the
     /// default). Without it, a table's only filter is its prefix filter, which point lookups

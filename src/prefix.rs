@@ -25,7 +25,9 @@ pub trait ExtractPrefix: Send + Sync {
     /// filters written under the old rule are no longer trusted. At most 255 bytes.
     fn name(&self) -> &str;
     /// The length of `key`'s prefix, or `None` when `key` has none. A length past the key's
-    /// end is taken as the whole key.
+    /// end is taken as none: a key shorter than its prefix would be (a scan's prefix, cut
+    /// short) is not its own prefix, or a scan over it would ask the filters for the wrong
+    /// bytes.
     fn prefix_len(&self, key: &[u8]) -> Option<usize>;
 }
 
@@ -70,7 +72,7 @@ impl PrefixExtractor {
         let len = match self {
             PrefixExtractor::Fixed(n) => Some(*n).filter(|&n| n <= key.len()),
             PrefixExtractor::Delimited(d) => key.iter().position(|b| b == d).map(|at| at + 1),
-            PrefixExtractor::Custom(f) => f.prefix_len(key).map(|n| n.min(key.len())),
+            PrefixExtractor::Custom(f) => f.prefix_len(key).filter(|&n| n <= key.len()),
         }?;
         Some(&key[..len])
     }

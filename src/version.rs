@@ -305,31 +305,54 @@ impl Version {
     /// whose key range meets the prefix's and whose prefix filter lets it through, each
     /// walked from `start`.
     pub fn streams_within(&self, start: Bound<&[u8]>, scope: &PrefixScope) -> Vec<EntryStream> {
-        self.scoped_streams(scope, false, |t| table_stream(t, start))
+        let from_edge = match start {
+            Bound::Included(k) => k <= scope.prefix.as_slice(),
+            Bound::Excluded(k) => k < scope.prefix.as_slice(),
+            Bound::Unbounded => true,
+        };
+        self.scoped_streams(scope, false, from_edge, |t| table_stream(t, start))
     }
 
     /// [`streams_back_to`](Self::streams_back_to) for a walk within `scope`'s prefix.
     pub fn streams_back_within(&self, end: Bound<&[u8]>, scope: &PrefixScope) -> Vec<EntryStream> {
-        self.scoped_streams(scope, true, |t| Box::new(t.iter_back_to(end)))
+        let from_edge = match (end, crate::iter::prefix_end(&scope.prefix)) {
+            (Bound::Unbounded, _) => true,
+            (_, Bound::Unbounded) => false,
+            (Bound::Included(k) | Bound::Excluded(k), Bound::Excluded(past)) => {
+                k >= past.as_slice()
+            }
+            (_, Bound::Included(_)) => false,
+        };
+        self.scoped_streams(scope, true, from_edge, |t| Box::new(t.iter_back_to(end)))
     }
 
     /// One stream per level-0 table and per deeper level, over the tables `scope` admits,
-    /// each walked by `walk` (in descending key order when `backward`).
+    /// each walked by `walk` (in descending key order when `backward`). A walk that starts
+    /// at the edge of the prefix's keys (`from_edge`: its first key, or its last, walking
+    /// backwards) sees all of a table's keys with the prefix before any other: only then
+    /// does a table let through that gives none of them count as the filter's false
+    /// positive.
     fn scoped_streams(
         &self,
         scope: &PrefixScope,
         backward: bool,
+        from_edge: bool,
         walk: impl Fn(&Table) -> EntryStream,
     ) -> Vec<EntryStream> {
         let mut streams = Vec::new();
         for (level, tables) in self.levels.iter().enumerate() {
+            // Level 0's tables stay newest first, as the merge wants its sources; a deeper
+            // level's are walked from the end the walk starts at.
             let in_walk_order: Box<dyn Iterator<Item = &Arc<TableHandle>>> = match backward {
-                true => Box::new(tables.iter().rev()),
-                false => Box::new(tables.iter()),
+                true if level > 0 => Box::new(tables.iter().rev()),
+                _ => Box::new(tables.iter()),
             };
             let admitted: Vec<EntryStream> = in_walk_order
                 .filter_map(|t| scope.admits(level, t).map(|a| (t, a)))
-                .map(|(t, answer)| scope.checked(level, answer, walk(&t.table)))
+                .map(|(t, answer)| match from_edge {
+                    true => scope.checked(level, answer, walk(&t.table)),
+                    false => walk(&t.table),
+                })
                 .collect();
             match level {
                 0 => streams.extend(admitted),
@@ -421,11 +444,12 @@ pub fn table_stream(table: &Table, start: Bound<&[u8]>) -> EntryStream {
     }
 }
 
-/// A walk over keys that all start with `prefix`, whose extractor prefix is hashed as `hash`:
-/// the tables whose prefix filter rules that out have nothing for it.
+/// A walk over keys that all start with `prefix`: the tables whose key range misses the
+/// prefix's have nothing for it, nor, when `hash` is the hash of the prefix the store's
+/// extractor cuts from it, do those whose prefix filter rules that out.
 pub struct PrefixScope {
     pub prefix: Vec<u8>,
-    pub hash: KeyHash,
+    pub hash: Option<KeyHash>,
     pub counters: Arc<ReadCounters>,
 }
 
@@ -437,7 +461,10 @@ impl PrefixScope {
         if !range_may_hold_prefix(&table.meta, &self.prefix) {
             return None;
         }
-        let answer = table.table.prefix_answer(&self.hash);
+        let Some(hash) = &self.hash else {
+            return Some(PrefixAnswer::Unknown);
+        };
+        let answer = table.table.prefix_answer(hash);
         let counters = &self.counters.prefix_levels[level.min(MAX_LEVELS - 1)];
         match answer {
             PrefixAnswer::Unknown => {}

@@ -43,9 +43,9 @@ impl Inner {
     }
 
     /// What iterators and cursors of keyspace `ks` read: its tree, or once it is dropped, a
-    /// source whose every walk fails. A walk whose keys all start with `shared`, a prefix
-    /// from which the store's extractor cuts one, reads only the tables whose prefix filters
-    /// let that through.
+    /// source whose every walk fails. A walk whose keys all start with `shared` reads only
+    /// the tables whose key range meets it and, when the store's extractor cuts a prefix
+    /// from it, whose prefix filters let that through.
     fn sources(
         &self,
         ks: KeyspaceId,
@@ -64,11 +64,13 @@ impl Inner {
         }
     }
 
-    /// The scope of a walk over keys that all start with `prefix`, when the store's extractor
-    /// cuts a prefix from it.
+    /// The scope of a walk over keys that all start with `prefix` (none for an empty one).
     fn prefix_scope(&self, prefix: Vec<u8>) -> Option<PrefixScope> {
-        let extractor = self.options.prefix_extractor.as_ref()?;
-        let hash = KeyHash::of(extractor.prefix(&prefix)?);
+        if prefix.is_empty() {
+            return None;
+        }
+        let extractor = self.options.prefix_extractor.as_ref();
+        let hash = extractor.and_then(|e| e.prefix(&prefix)).map(KeyHash::of);
         Some(PrefixScope {
             prefix,
             hash,

@@ -1,6 +1,7 @@
 //! A table's prefix filter: one Bloom filter over the distinct prefixes of its keys
 //! (`docs/format.md`, "Prefix filter block"), read when the table opens and held whole for
-//! its life, and trusted only when the store cuts prefixes as the table's writer did.
+//! its life, when the store cuts prefixes as the table's writer did (the store reads no
+//! other: `Table::open_with`).
 
 use std::path::Path;
 
@@ -11,15 +12,12 @@ use super::table::read_block;
 use crate::error::{Error, Result};
 use crate::filter::{BloomFilter, KeyHash};
 use crate::fs::RandomAccessFile;
-use crate::prefix::PrefixExtractor;
 
-/// A table's prefix filter, as the store reading it may use it.
+/// A table's prefix filter, read by a store whose extractor has the name the table's writer
+/// used: only then do the filter's prefixes mean what the store's scans ask.
 #[derive(Debug)]
 pub(crate) struct TablePrefixFilter {
     filter: BloomFilter,
-    /// The store's extractor has the name the table's writer used: only then do the filter's
-    /// prefixes mean what the store's scans ask.
-    trusted: bool,
 }
 
 /// What a prefix filter says of a prefix.
@@ -29,18 +27,17 @@ pub enum PrefixAnswer {
     Absent,
     /// Some key of the table may have it.
     Maybe,
-    /// The table has no prefix filter the store trusts: it cannot tell.
+    /// The table has no prefix filter the store trusts (or the walk's prefix has none the
+    /// extractor cuts): it cannot tell.
     Unknown,
 }
 
 impl TablePrefixFilter {
-    /// Reads and checks the prefix filter `props` names; `store_extractor` is the one the
-    /// store reading the table cuts prefixes with.
+    /// Reads and checks the prefix filter `props` names.
     pub(super) fn read(
         file: &dyn RandomAccessFile,
         path: &Path,
         props: &PrefixFilterProperties,
-        store_extractor: Option<&PrefixExtractor>,
     ) -> Result<TablePrefixFilter> {
         let handle = props.handle;
         let contents = read_block(file, path, handle, BlockKind::PrefixFilter)?;
@@ -58,28 +55,15 @@ impl TablePrefixFilter {
                 ),
             ));
         }
-        let trusted = store_extractor.is_some_and(|e| e.name() == props.extractor);
-        Ok(TablePrefixFilter { filter, trusted })
-    }
-
-    /// Whether the store may ask this filter.
-    pub(crate) fn is_trusted(&self) -> bool {
-        self.trusted
+        Ok(TablePrefixFilter { filter })
     }
 
     /// What the filter says of the prefix whose hash is `hash`.
     pub(crate) fn answer(&self, hash: &KeyHash) -> PrefixAnswer {
-        match (self.trusted, self.filter.contains_hash(hash)) {
-            (false, _) => PrefixAnswer::Unknown,
-            (true, true) => PrefixAnswer::Maybe,
-            (true, false) => PrefixAnswer::Absent,
+        match self.filter.contains_hash(hash) {
+            true => PrefixAnswer::Maybe,
+            false => PrefixAnswer::Absent,
         }
-    }
-
-    /// Whether the filter holds the prefix hashed as `hash`, trusted or not (a check of the
-    /// table against the extractor it names).
-    pub(crate) fn holds(&self, hash: &KeyHash) -> bool {
-        self.filter.contains_hash(hash)
     }
 
     /// Bytes the filter holds in memory.

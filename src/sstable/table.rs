@@ -17,7 +17,7 @@ use super::format::{
 use super::index;
 use super::iter::{TableBackIterator, TableIterator};
 use super::prefix_filter::{PrefixAnswer, TablePrefixFilter};
-use super::properties::TableProperties;
+use super::properties::{PrefixFilterProperties, TableProperties};
 use super::readahead::ReadAhead;
 use super::table_filter::{
     filter_agrees, layout_agrees, read_filter_block, read_filter_layout, HeldUnit,
@@ -261,7 +261,18 @@ impl Table {
             ));
         }
         // The properties come first: from version 5 they say where the prefix filter is and
-        // how many levels the index has.
+        // how many levels the index has. They end before the index's handle at the latest
+        // (exactly where the index starts, checked below), so a damaged handle is caught
+        // before anything is read by it.
+        if (footer.properties.checked_end()).is_none_or(|end| end > footer.index.offset) {
+            return Err(corrupt(
+                footer_offset,
+                format!(
+                    "properties block handle ({}, {}) runs past the index ({})",
+                    footer.properties.offset, footer.properties.size, footer.index.offset
+                ),
+            ));
+        }
         let props_contents = read_block(
             file.as_ref(),
             path,
@@ -342,13 +353,12 @@ impl Table {
             None => (None, None),
         };
 
-        let prefix_filter = match &properties.prefix_filter {
-            Some(p) => Some(TablePrefixFilter::read(
-                file.as_ref(),
-                path,
-                p,
-                env.prefix_extractor.as_ref(),
-            )?),
+        // A prefix filter the store cannot trust is not read: it would only take memory.
+        let trusted = |p: &&PrefixFilterProperties| {
+            (env.prefix_extractor.as_ref()).is_some_and(|e| e.name() == p.extractor)
+        };
+        let prefix_filter = match properties.prefix_filter.as_ref().filter(trusted) {
+            Some(p) => Some(TablePrefixFilter::read(file.as_ref(), path, p)?),
             None => None,
         };
         properties.format_version = footer.version;
@@ -449,17 +459,15 @@ impl Table {
         (self.inner.prefix_filter.as_ref()).map_or(0, |f| f.memory_bytes())
     }
 
-    /// Whether the table has a prefix filter the store does not trust: written with an
-    /// extractor of another name.
+    /// Whether the table has a prefix filter the store does not trust (written with an
+    /// extractor of another name, or read by a store without one), left unread.
     pub fn prefix_filter_ignored(&self) -> bool {
-        (self.inner.prefix_filter.as_ref()).is_some_and(|f| !f.is_trusted())
+        self.inner.properties.prefix_filter.is_some() && self.inner.prefix_filter.is_none()
     }
 
     /// The prefix filter's predicted false-positive rate, when it has a trusted one.
     pub fn prefix_filter_predicted_rate(&self) -> Option<f64> {
-        (self.inner.prefix_filter.as_ref())
-            .filter(|f| f.is_trusted())
-            .map(|f| f.predicted_false_positive_rate())
+        (self.inner.prefix_filter.as_ref()).map(|f| f.predicted_false_positive_rate())
     }
 
     /// The newest entry (value or tombstone) for `key` in this table. `hash` must be
@@ -695,9 +703,10 @@ impl Table {
         self.inner.index.blocks()
     }
 
-    /// Bytes of memory the table keeps: filter bits and index entries.
+    /// Bytes of memory the table keeps: filter bits (its prefix filter's too) and index
+    /// entries.
     pub fn memory_bytes(&self) -> usize {
-        self.filter_memory_bytes() + self.index_memory_bytes()
+        self.filter_memory_bytes() + self.prefix_filter_memory_bytes() + self.index_memory_bytes()
     }
 
     /// Bytes of the index held in memory.

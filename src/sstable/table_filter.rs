@@ -128,7 +128,7 @@ impl Table {
             return self.partition_admits(key, hash, tally);
         }
         if !self.filtered {
-            return self.prefix_filter_admits(key, tally);
+            return self.prefix_filter_admits(key);
         }
         if self.inner.env.count_lookups {
             self.inner
@@ -143,18 +143,20 @@ impl Table {
 
     /// For a table without a filter over whole keys (written with `whole_key_filtering` off):
     /// whether its prefix filter, when the store trusts it, lets `key`'s prefix through. A key
-    /// without a prefix, or a table without such a filter, is let through.
+    /// without a prefix, or a table without such a filter, is let through. Counted nowhere:
+    /// the filter counters describe the filters over whole keys (a prefix filter's answer
+    /// shows in the data blocks gets read), and batched gets and `may_contain` ask only
+    /// those.
     #[inline(never)]
-    fn prefix_filter_admits(&self, key: &[u8], tally: &mut ReadCountersSnapshot) -> bool {
+    fn prefix_filter_admits(&self, key: &[u8]) -> bool {
         let (Some(filter), Some(extractor)) =
             (&self.inner.prefix_filter, &self.inner.env.prefix_extractor)
         else {
             return true;
         };
-        let Some(prefix) = extractor.prefix(key).filter(|_| filter.is_trusted()) else {
-            return true;
-        };
-        tally.count_probe(filter.answer(&KeyHash::of(prefix)) != PrefixAnswer::Absent)
+        extractor
+            .prefix(key)
+            .is_none_or(|prefix| filter.answer(&KeyHash::of(prefix)) != PrefixAnswer::Absent)
     }
 
     /// [`filter_admits`](Self::filter_admits) for a partitioned filter: the partition that

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::format::BlockKind;
 use super::index::IndexEntry;
-use super::prefix_filter::TablePrefixFilter;
+use super::prefix_filter::{PrefixAnswer, TablePrefixFilter};
 use super::properties::TableProperties;
 use super::table::Table;
 use super::table_index::TableIndex;
@@ -21,11 +21,11 @@ use crate::prefix::PrefixExtractor;
 /// Reads and checks every block of the table at `path`. On damage the error names the file
 /// and the offset of the bad block.
 pub fn verify_table(fs: SharedFs, path: &Path) -> Result<TableProperties> {
-    let table = Table::open(fs, path, Arc::new(ReadCounters::new()))?;
+    let table = Table::open(Arc::clone(&fs), path, Arc::new(ReadCounters::new()))?;
     let inner = &table.inner;
     let props = &inner.properties;
 
-    let prefix_check = PrefixCheck::of(&table);
+    let prefix_check = PrefixCheck::of(&fs, path, &table)?;
     let mut prev: Option<(Vec<u8>, SeqNo)> = None;
     let (mut entries, mut tombstones, mut distinct) = (0u64, 0u64, 0u64);
     let (mut raw_key_bytes, mut raw_value_bytes) = (0u64, 0u64);
@@ -175,25 +175,34 @@ fn separator_fits(index: &TableIndex, key: &[u8], seq: SeqNo, separator: &IndexE
 /// Checks that a table's prefix filter holds the prefix of every key, when its extractor is
 /// one this build can rebuild from its name (a fixed length or a delimiter; a user function
 /// is known only to the store that has it).
-struct PrefixCheck<'t> {
+struct PrefixCheck {
     extractor: PrefixExtractor,
-    filter: &'t TablePrefixFilter,
+    filter: TablePrefixFilter,
     offset: u64,
 }
 
-impl<'t> PrefixCheck<'t> {
-    fn of(table: &'t Table) -> Option<PrefixCheck<'t>> {
-        let props = table.inner.properties.prefix_filter.as_ref()?;
-        Some(PrefixCheck {
-            extractor: PrefixExtractor::from_builtin_name(&props.extractor)?,
-            filter: table.inner.prefix_filter.as_ref()?,
+impl PrefixCheck {
+    /// The check of the table at `path`, read as `table`: its prefix filter is read here,
+    /// as a reader of the table on its own has no extractor and leaves it unread.
+    fn of(fs: &SharedFs, path: &Path, table: &Table) -> Result<Option<PrefixCheck>> {
+        let Some(props) = table.inner.properties.prefix_filter.as_ref() else {
+            return Ok(None);
+        };
+        let Some(extractor) = PrefixExtractor::from_builtin_name(&props.extractor) else {
+            return Ok(None);
+        };
+        let file = fs.open_read(path)?;
+        Ok(Some(PrefixCheck {
+            extractor,
+            filter: TablePrefixFilter::read(file.as_ref(), path, props)?,
             offset: props.handle.offset,
-        })
+        }))
     }
 
     /// The prefix filter's offset, when it misses `key`'s prefix.
     fn missing(&self, key: &[u8]) -> Option<u64> {
         let prefix = self.extractor.prefix(key)?;
-        (!self.filter.holds(&KeyHash::of(prefix))).then_some(self.offset)
+        let answer = self.filter.answer(&KeyHash::of(prefix));
+        (answer == PrefixAnswer::Absent).then_some(self.offset)
     }
 }

@@ -163,6 +163,17 @@ pub struct BenchArgs {
     /// Seed for the lookups.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// With `--stores`: time scans over one key prefix instead of gets, of prefixes the store
+    /// holds and of prefixes it does not (`--lookups` of each). Keys come in groups of
+    /// `--keys-per-prefix` sharing their first eight bytes; bloomkv runs with prefix filters
+    /// over them (and, as `bloomkv-no-prefix-filters`, without), RocksDB with its prefix
+    /// Bloom filters over the same eight bytes.
+    #[arg(long, conflicts_with = "writes")]
+    pub prefix_scans: bool,
+    /// With `--prefix-scans`: keys per group sharing a prefix.
+    #[arg(long, value_name = "N", default_value_t = 16,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub keys_per_prefix: u64,
     /// How lookups pick their keys: `uniform`, or `zipf:S`, a Zipf law of exponent S over
     /// the keys in key order (`zipf:0.99`: a few key ranges take most lookups).
     #[arg(long, value_name = "LAW", default_value = "uniform", value_parser = Distribution::parse)]

@@ -24,7 +24,7 @@ pub fn check_stores(stores: &[String], known: &[&str], mode: &str) -> Result<(),
                 known.join(", ")
             )));
         }
-        if store != "bloomkv" && !cfg!(feature = "peers") {
+        if !store.starts_with("bloomkv") && !cfg!(feature = "peers") {
             return Err(Failure::from(format!(
                 "--stores {store} needs kvtool built with `--features peers`"
             )));
@@ -103,7 +103,7 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
         v.push("--max-open-files".into());
         v.push(files.to_string());
     }
-    if store == "bloomkv" {
+    if store.starts_with("bloomkv") {
         for (flag, size) in [
             ("--table-size", args.table_size),
             ("--memtable-size", args.memtable_size),
@@ -131,6 +131,14 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
         }
     }
     v
+}
+
+/// The arguments of a child that times `--lookups` of each kind and no cold ones.
+pub fn warm_lookups_only(args: &BenchArgs) -> Vec<String> {
+    let lookups = args.lookups.to_string();
+    ["--lookups", &lookups, "--cold-lookups", "0"]
+        .map(String::from)
+        .to_vec()
 }
 
 /// In a child: moves this process into a memory cgroup of `limit` bytes, when there is one.

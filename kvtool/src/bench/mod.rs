@@ -7,7 +7,8 @@
 //!   `peers.rs` for `--peers`;
 //! - `--stores`, lookups: `stores.rs`, `stores_report.rs`;
 //! - `--stores --writes`: `writes.rs`, `writes_report.rs`, with the stores behind
-//!   `write_store.rs` and `peer_writes.rs`.
+//!   `write_store.rs` and `peer_writes.rs`;
+//! - `--stores --prefix-scans`: `scans.rs`, with RocksDB's scans in `peers.rs`.
 //!
 //! Below them is what they share: the options (`args.rs`); the keys, values and lookups of a
 //! run (`keys.rs`, `lookup_keys.rs`, `workload.rs`, `figures.rs`); timing and batched lookups
@@ -32,6 +33,7 @@ mod memory;
 mod peer_writes;
 #[cfg(feature = "peers")]
 mod peers;
+mod scans;
 mod settings;
 mod settings_plot;
 mod settings_report;
@@ -55,11 +57,17 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         if args.writes {
             return writes::run_child(args, dir, store);
         }
+        if args.prefix_scans {
+            return scans::run_child(args, dir, store);
+        }
         return stores::run_child(args, dir, store);
     }
     files::check_result_paths(args)?;
     if args.writes {
         return writes::run(args, dir);
+    }
+    if args.prefix_scans {
+        return scans::run(args, dir);
     }
     if !args.stores.is_empty() {
         return stores::run(args, dir);

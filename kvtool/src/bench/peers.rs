@@ -264,7 +264,7 @@ pub fn run_rocksdb(
     bounded_metadata: bool,
 ) -> Result<PeerResult, Failure> {
     use rocksdb::statistics::Ticker;
-    use rocksdb::{WaitForCompactOptions, WriteBatch, DB};
+    use rocksdb::{WaitForCompactOptions, DB};
     let (options, name, note) = match bounded_metadata {
         false => (rocksdb_options(), "RocksDB", ROCKSDB_CONFIGURATION),
         true => (
@@ -274,26 +274,7 @@ pub fn run_rocksdb(
         ),
     };
     let db = DB::open(&options, dir).map_err(|e| e.to_string())?;
-    let bar = progress::bar(workload.keys, &format!("load ({name})"));
-    let started = Instant::now();
-    let mut longest_write = Duration::ZERO;
-    for pairs in workload.batches() {
-        let write_started = Instant::now();
-        if let [(key, value)] = pairs.as_slice() {
-            db.put(key, value).map_err(|e| e.to_string())?;
-        } else {
-            let mut batch = WriteBatch::default();
-            for (key, value) in &pairs {
-                batch.put(key, value);
-            }
-            db.write(batch).map_err(|e| e.to_string())?;
-        }
-        longest_write = longest_write.max(write_started.elapsed());
-        bar.inc(pairs.len() as u64);
-    }
-    db.flush().map_err(|e| e.to_string())?;
-    let load_seconds = started.elapsed().as_secs_f64();
-    bar.finish_and_clear();
+    let (load_seconds, longest_write) = load_rocksdb(&db, workload, name)?;
     let files_after_load = db.live_files().map(|f| f.len()).unwrap_or(0);
     let fresh = rocksdb_lookups(&db, &options, workload)?;
     let waiting = progress::waiting(&format!("compactions ({name})"));
@@ -336,6 +317,35 @@ pub fn run_rocksdb(
         extra,
         note,
     })
+}
+
+/// Writes the workload into `db` in its batches, then flushes the memtable; returns the
+/// seconds that took and the longest single write.
+fn load_rocksdb(
+    db: &rocksdb::DB,
+    workload: &Workload,
+    name: &str,
+) -> Result<(f64, Duration), Failure> {
+    let bar = progress::bar(workload.keys, &format!("load ({name})"));
+    let started = Instant::now();
+    let mut longest_write = Duration::ZERO;
+    for pairs in workload.batches() {
+        let write_started = Instant::now();
+        if let [(key, value)] = pairs.as_slice() {
+            db.put(key, value).map_err(|e| e.to_string())?;
+        } else {
+            let mut batch = rocksdb::WriteBatch::default();
+            for (key, value) in &pairs {
+                batch.put(key, value);
+            }
+            db.write(batch).map_err(|e| e.to_string())?;
+        }
+        longest_write = longest_write.max(write_started.elapsed());
+        bar.inc(pairs.len() as u64);
+    }
+    db.flush().map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    Ok((started.elapsed().as_secs_f64(), longest_write))
 }
 
 /// Loads fjall with its default options, then times the warm lookups (fjall offers no way to
@@ -436,5 +446,91 @@ pub fn print_comparison(
             present.gets_per_second / p.present.gets_per_second,
             absent.gets_per_second / p.absent.gets_per_second
         );
+    }
+}
+
+/// What `rocksdb` is in a prefix-scan run.
+const ROCKSDB_PREFIX_CONFIGURATION: &str = "as rocksdb, with a fixed 8-byte prefix extractor (its full filters hold the prefixes beside the whole keys), scanned with prefix_same_as_start and an upper bound at the prefix's end";
+
+/// Loads RocksDB with [`rocksdb_options`] and a fixed prefix extractor over the keys' first
+/// `PREFIX_LEN` bytes, waits for its compactions, then times the present-prefix and the
+/// absent-prefix scans (`scans.rs`), counting the data blocks each read through its block
+/// cache and its prefix filter checks.
+pub fn run_rocksdb_scans(
+    workload: &Workload,
+    (present, absent): &(
+        Vec<[u8; super::scans::PREFIX_LEN]>,
+        Vec<[u8; super::scans::PREFIX_LEN]>,
+    ),
+    dir: &Path,
+) -> Result<serde_json::Value, Failure> {
+    use rocksdb::statistics::Ticker;
+    use rocksdb::{
+        Direction, IteratorMode, ReadOptions, SliceTransform, WaitForCompactOptions, DB,
+    };
+    let mut options = rocksdb_options();
+    options.set_prefix_extractor(SliceTransform::create_fixed_prefix(
+        super::scans::PREFIX_LEN,
+    ));
+    let db = DB::open(&options, dir).map_err(|e| e.to_string())?;
+    let (load_seconds, _) = load_rocksdb(&db, workload, "rocksdb")?;
+    let settling = Instant::now();
+    let mut wait = WaitForCompactOptions::default();
+    wait.set_flush(true);
+    db.wait_for_compact(&wait).map_err(|e| e.to_string())?;
+    let settle_seconds = settling.elapsed().as_secs_f64();
+    let scan = |p: &[u8]| -> Result<u64, String> {
+        let mut read = ReadOptions::default();
+        read.set_prefix_same_as_start(true);
+        if let std::ops::Bound::Excluded(end) = prefix_end(p) {
+            read.set_iterate_upper_bound(end);
+        }
+        let mut n = 0;
+        for pair in db.iterator_opt(IteratorMode::From(p, Direction::Forward), read) {
+            let (key, _) = pair.map_err(|e| e.to_string())?;
+            if !key.starts_with(p) {
+                break;
+            }
+            n += 1;
+        }
+        Ok(n)
+    };
+    let ticker = |t: Ticker| options.get_ticker_count(t);
+    let blocks = || ticker(Ticker::BlockCacheDataHit) + ticker(Ticker::BlockCacheDataMiss);
+    let checks = || {
+        (
+            ticker(Ticker::BloomFilterPrefixChecked),
+            ticker(Ticker::BloomFilterPrefixUseful),
+        )
+    };
+    let phase = |prefixes: &[[u8; super::scans::PREFIX_LEN]], present: bool| {
+        let (checked, useful) = checks();
+        let mut figures = super::scans::time_scans(prefixes, present, scan, blocks)?;
+        let (checked_after, useful_after) = checks();
+        let scans = prefixes.len().max(1) as f64;
+        figures["prefix_filter_probes_per_scan"] = json!((checked_after - checked) as f64 / scans);
+        figures["prefix_filter_negatives_per_scan"] = json!((useful_after - useful) as f64 / scans);
+        Ok::<_, Failure>(figures)
+    };
+    let present = phase(present, true)?;
+    let absent = phase(absent, false)?;
+    let mut figures = json!({
+        "store": "rocksdb", "configuration": ROCKSDB_PREFIX_CONFIGURATION,
+        "load_seconds": load_seconds, "settle_seconds": settle_seconds,
+        "present": present, "absent": absent,
+    });
+    merge(&mut figures, &rocksdb_metadata_memory(&db));
+    Ok(figures)
+}
+
+/// The first key past every key that starts with `prefix` (`Unbounded` for all 0xff bytes).
+fn prefix_end(prefix: &[u8]) -> std::ops::Bound<Vec<u8>> {
+    match prefix.iter().rposition(|&b| b != 0xff) {
+        Some(at) => {
+            let mut end = prefix[..=at].to_vec();
+            end[at] += 1;
+            std::ops::Bound::Excluded(end)
+        }
+        None => std::ops::Bound::Unbounded,
     }
 }

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::args::BenchArgs;
 use super::children::{
     add_cgroup_figures, bloomkv_options, check_stores, child_args, enter_cgroup, resident,
-    run_children,
+    run_children, warm_lookups_only,
 };
 use super::files::{scratch_dir, write_result};
 use super::stores_report::{chart_svg, is_writes_run, print_report, read_run};
@@ -36,15 +36,7 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     let temp = scratch_dir(dir, "bloomkv-compare")?;
     let runs = run_children(&args.stores, temp.path(), |store, out| {
         let mut v = child_args(args, store, out);
-        v.extend(
-            [
-                "--lookups",
-                &args.lookups.to_string(),
-                "--cold-lookups",
-                "0",
-            ]
-            .map(String::from),
-        );
+        v.extend(warm_lookups_only(args));
         v
     })?;
     let doc = json!({

@@ -112,8 +112,8 @@ fn device_reads_completed() -> Option<u64> {
 
 /// Times `get` over `keys`, checking each answer (found or not) is `present`, with a progress
 /// bar on stderr.
-pub fn time_lookups(
-    keys: &[[u8; 16]],
+pub fn time_lookups<K: AsRef<[u8]>>(
+    keys: &[K],
     present: bool,
     mut get: impl FnMut(&[u8]) -> Result<bool, String>,
 ) -> Result<Timing, Failure> {
@@ -128,7 +128,7 @@ pub fn time_lookups(
     let started = Instant::now();
     for (i, key) in keys.iter().enumerate() {
         let t = Instant::now();
-        let found = get(key).map_err(Failure::from)?;
+        let found = get(key.as_ref()).map_err(Failure::from)?;
         latencies.push(t.elapsed());
         if found != present {
             return Err(Failure::from(format!(

@@ -13,6 +13,7 @@ use serde_json::json;
 use super::args::{BenchArgs, Values};
 use super::keys::{bench_key, splitmix};
 use super::lookup_keys::LookupKeys;
+use super::scans::grouped_key;
 use crate::{progress, Failure};
 
 /// The keys loaded and looked up: the same for every setting and every peer store. Keys and
@@ -38,6 +39,9 @@ pub struct Workload {
     pub level0_keys_each: u64,
     /// Puts per write while loading (`--load-batch`).
     pub load_batch: u64,
+    /// With `--prefix-scans`: keys come in groups of this many that share their first eight
+    /// bytes (`scans::grouped_key`).
+    pub keys_per_prefix: Option<u64>,
 }
 
 impl Workload {
@@ -60,6 +64,7 @@ impl Workload {
             level0_tables: args.level0_tables,
             level0_keys_each: memtable_keys(args),
             load_batch: args.load_batch,
+            keys_per_prefix: args.prefix_scans.then_some(args.keys_per_prefix),
         }
     }
 
@@ -80,6 +85,15 @@ impl Workload {
             level0_tables: 0,
             level0_keys_each: 0,
             load_batch: 1,
+            keys_per_prefix: None,
+        }
+    }
+
+    /// The key loaded `i`-th.
+    pub fn key(&self, i: u64) -> [u8; 16] {
+        match self.keys_per_prefix {
+            None => bench_key(i, true),
+            Some(per_prefix) => grouped_key(i, per_prefix),
         }
     }
 
@@ -117,7 +131,7 @@ impl Workload {
         (0..batches).map(move |b| {
             let from = indexes.start + b * size;
             (from..(from + size).min(indexes.end))
-                .map(|i| (bench_key(i, true), self.value(i)))
+                .map(|i| (self.key(i), self.value(i)))
                 .collect()
         })
     }
