@@ -146,7 +146,8 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ),
         ("write amplification", amplification),
     ];
-    let this_open: [(&str, String); 19] = [
+    let (prefix_probes, prefix_negatives, prefix_false_positives) = prefix_counts(stats);
+    let this_open: [(&str, String); 21] = [
         ("filter probes", stats.filter_probes.to_string()),
         ("filter negatives", stats.filter_negatives.to_string()),
         ("filter positives", stats.filter_positives.to_string()),
@@ -175,6 +176,14 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("block cache inserts", cache.inserts.to_string()),
         ("block cache evictions", cache.evictions.to_string()),
         ("index partition reads", stats.index_block_reads.to_string()),
+        ("scan block reads", stats.scan_block_reads.to_string()),
+        (
+            "prefix filter probes",
+            format!(
+                "{prefix_probes} ({prefix_negatives} ruled out, {prefix_false_positives} false \
+                 positives)"
+            ),
+        ),
         (
             "filter reads from files",
             format!(
@@ -185,8 +194,9 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("index cache hits", stats.index_cache.hits.to_string()),
         ("table file opens", stats.table_cache.opens.to_string()),
     ];
-    let now: [(&str, String); 9] = [
+    let now: [(&str, String); 10] = [
         ("filter policy", policy_text(&stats.filter_policy)),
+        ("prefix filters", prefix_filters_text(stats)),
         ("memtable bytes", stats.memtable_bytes.to_string()),
         ("filter memory bytes", filter_memory_text(stats)),
         ("index memory bytes", stats.index_memory_bytes.to_string()),
@@ -307,6 +317,10 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         "memory_moved_to_filters_bytes": stats.memory_moved_to_filters,
         "index_cache_lent_to_filters_bytes": stats.index_cache_lent_to_filters,
         "tables_filter_shrunk": tables_filter_shrunk(stats),
+        "scan_block_reads": stats.scan_block_reads,
+        "prefix_extractor": stats.prefix_extractor,
+        "prefix_filter_memory_bytes": stats.prefix_filter_memory_bytes,
+        "tables_prefix_filter_ignored": stats.tables_prefix_filter_ignored,
         "filter_partitions": filter_partitions_json(stats),
         "index_memory_bytes": stats.index_memory_bytes,
         "index_cache": {
@@ -358,6 +372,33 @@ fn level_bits_per_key(stats: &Stats, level: usize) -> String {
         (Some(l), Some(h), false) => format!("{l}-{h}"),
         (Some(l), Some(h), true) => format!("none, {l}-{h}"),
         _ => "-".to_string(),
+    }
+}
+
+/// The store's prefix filter counts over its levels: probes, negatives, false positives.
+fn prefix_counts(stats: &Stats) -> (u64, u64, u64) {
+    stats.levels.iter().fold((0, 0, 0), |(p, n, f), l| {
+        (
+            p + l.prefix_filter_probes,
+            n + l.prefix_filter_negatives,
+            f + l.prefix_filter_false_positives,
+        )
+    })
+}
+
+/// The extractor, the prefix filters' memory, and the tables whose prefix filters the store
+/// left unread.
+fn prefix_filters_text(stats: &Stats) -> String {
+    let ignored = match stats.tables_prefix_filter_ignored {
+        0 => String::new(),
+        n => format!("; {n} tables' prefix filters unread (written with another extractor)"),
+    };
+    match &stats.prefix_extractor {
+        Some(name) => format!(
+            "{name}, {} bytes{ignored}",
+            stats.prefix_filter_memory_bytes
+        ),
+        None => format!("none{ignored}"),
     }
 }
 
