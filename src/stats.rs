@@ -31,6 +31,8 @@ pub struct TableStats {
     /// For a partitioned filter, how each partition is kept, in key order; empty for a whole
     /// filter.
     pub filter_partitions: Vec<FilterResidency>,
+    /// Whether the table's filter is in the cache-local layout (`Options::cache_local_filters`).
+    pub cache_local_filter: bool,
     /// Bytes of the table's prefix filter (0 without one), held whole.
     pub prefix_filter_bytes: u64,
     /// The prefix filter's predicted false-positive rate, when the store trusts it.

@@ -25,7 +25,7 @@ use super::keyspaces::limit_share;
 use super::lookup_shape::table_shares;
 use super::{lock, Inner, ShapeState, Tree};
 use crate::error::{Error, Result};
-use crate::filter::textbook_rate;
+use crate::filter::{blocked_rate, textbook_rate, BLOCK_BITS};
 use crate::keyspace::KeyspaceId;
 use crate::manifest::VersionEdit;
 use crate::options::Options;
@@ -406,6 +406,8 @@ struct Shape {
     words: u64,
     keys: u64,
     hashes: u32,
+    /// In the cache-local layout: its rate is the blocked layout's, and it folds by blocks.
+    blocked: bool,
 }
 
 impl Shape {
@@ -416,6 +418,7 @@ impl Shape {
             words,
             keys,
             hashes: table.filter_params()?.hashes(),
+            blocked: table.filter_is_blocked(),
         })
     }
 
@@ -424,19 +427,27 @@ impl Shape {
         self.words * 8 / u64::from(factor)
     }
 
-    /// The textbook rate of the filter folded by `factor` (that of the whole one for 1): a
-    /// fold keeps the hash count.
+    /// The rate of the filter folded by `factor` (that of the whole one for 1), by its
+    /// layout's rule: the textbook rate, or the blocked layout's. A fold keeps the hash count.
     fn rate(&self, factor: u32) -> f64 {
         if self.keys == 0 {
             return 0.0;
         }
-        let bits = (self.words * 64) as f64 / f64::from(factor);
-        textbook_rate(bits / self.keys as f64, self.hashes)
+        let bits_per_key = (self.words * 64) as f64 / f64::from(factor) / self.keys as f64;
+        match self.blocked {
+            true => blocked_rate(bits_per_key, self.hashes),
+            false => textbook_rate(bits_per_key, self.hashes),
+        }
     }
 
-    /// Whether the filter folds by `factor` into whole words.
+    /// Whether the filter folds by `factor` into whole words (whole 512-bit blocks for the
+    /// cache-local layout).
     fn folds_by(&self, factor: u32) -> bool {
-        factor <= FILTER_FOLD_LIMIT && self.words.is_multiple_of(u64::from(factor))
+        let unit = match self.blocked {
+            true => BLOCK_BITS / 64,
+            false => 1,
+        };
+        factor <= FILTER_FOLD_LIMIT && self.words.is_multiple_of(unit * u64::from(factor))
     }
 }
 

@@ -377,8 +377,7 @@ impl Inner {
                     largest_key: handle.meta.largest_key.clone(),
                     bits_per_key: params.map(|p| p.bits_per_key()),
                     hashes: params.map(|p| p.hashes()),
-                    predicted_false_positive_rate: params
-                        .map(|p| p.predicted_false_positive_rate()),
+                    predicted_false_positive_rate: handle.table.predicted_filter_rate(),
                     resident_false_positive_rate: resident_rate,
                     filter_bytes,
                     filter_residency: residency,
@@ -386,6 +385,7 @@ impl Inner {
                         true => handle.table.filter_units_residency(),
                         false => Vec::new(),
                     },
+                    cache_local_filter: handle.table.filter_is_blocked(),
                     prefix_filter_bytes,
                     prefix_filter_predicted_rate: handle.table.prefix_filter_predicted_rate(),
                 });

@@ -282,6 +282,7 @@ impl<'a> TableWriter<'a> {
                 true => self.options.filter_partition_size,
                 false => 0,
             },
+            cache_local_filter: self.options.cache_local_filters,
             ..TableOptions::default()
         };
         let mut builder = TableBuilder::new(

@@ -132,6 +132,16 @@ impl BlockedParams {
         Err(FilterError::UnreachableRate { target, best })
     }
 
+    /// The hashes that give the lowest [`blocked_rate`] at `bits_per_key` (1 to 64): the
+    /// blocked layout's choice for a memory already decided, as a store's budget decides it.
+    pub fn for_bits_per_key(bits_per_key: u32) -> Result<BlockedParams> {
+        let bits = f64::from(bits_per_key);
+        let best = (1..=MAX_BLOCKED_HASHES)
+            .min_by(|&a, &b| blocked_rate(bits, a).total_cmp(&blocked_rate(bits, b)))
+            .expect("at least one hash count");
+        BlockedParams::new(bits_per_key, best)
+    }
+
     /// Parameters given directly: 1 to 64 bits per key, 1 to [`MAX_BLOCKED_HASHES`] hashes.
     pub fn new(bits_per_key: u32, hashes: u32) -> Result<BlockedParams> {
         if !(1..=MAX_BITS_PER_KEY).contains(&bits_per_key) {
@@ -187,6 +197,23 @@ pub struct BlockedBloomFilter {
 }
 
 impl BlockedBloomFilter {
+    /// A filter like [`new`](Self::new) whose block count is rounded up to a multiple of
+    /// `fold_limit`, so that [`fold`](Self::fold) can divide it by any factor that divides
+    /// `fold_limit`.
+    pub fn new_foldable(
+        params: BlockedParams,
+        expected_keys: u64,
+        fold_limit: u32,
+    ) -> BlockedBloomFilter {
+        let mut filter = Self::new(params, expected_keys);
+        let blocks = filter
+            .blocks
+            .len()
+            .next_multiple_of(fold_limit.max(1) as usize);
+        filter.blocks.resize(blocks, Block::default());
+        filter
+    }
+
     /// A filter for `expected_keys` at the parameters' bits per key, rounded up to whole
     /// blocks and never smaller than one.
     pub fn new(params: BlockedParams, expected_keys: u64) -> BlockedBloomFilter {
@@ -411,6 +438,25 @@ mod tests {
             filter.insert(format!("key{i}").as_bytes());
         }
         filter
+    }
+
+    #[test]
+    fn the_best_hashes_for_a_memory_are_the_lowest_rate_at_it() {
+        for bits in [4, 8, 10, 16, 23] {
+            let params = BlockedParams::for_bits_per_key(bits).unwrap();
+            let best = params.predicted_false_positive_rate();
+            for k in 1..=MAX_BLOCKED_HASHES {
+                assert!(
+                    best <= blocked_rate(f64::from(bits), k),
+                    "{bits} bits, {k} hashes"
+                );
+            }
+        }
+        // The rule of `for_false_positive_rate` at 1% picks 10 bits and 6 hashes.
+        assert_eq!(BlockedParams::for_bits_per_key(10).unwrap().hashes(), 6);
+        let foldable =
+            BlockedBloomFilter::new_foldable(BlockedParams::new(10, 6).unwrap(), 1000, 8);
+        assert!(foldable.fold(8).is_ok());
     }
 
     #[test]

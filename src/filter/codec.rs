@@ -126,6 +126,16 @@ impl BloomFilter {
         encode(&header, &self.words)
     }
 
+    /// Whether `head`, the first bytes (at least 8) of a serialized filter, names the
+    /// cache-local layout ([`BlockedBloomFilter`](super::BlockedBloomFilter), hash algorithm
+    /// 3): what a reader decodes it as, known before it reads the rest. `None` when `head` is
+    /// too short or not a filter's.
+    pub fn serialized_is_blocked(head: &[u8]) -> Option<bool> {
+        let algorithm = head.get(6..8)?;
+        (head.get(..4)? == MAGIC)
+            .then(|| u16::from_le_bytes([algorithm[0], algorithm[1]]) == BLOCKED_ALGORITHM)
+    }
+
     /// The number of 64-bit words of the filter whose serialized form is `len` bytes long
     /// (`None` for a length no serialized filter has): its memory, known without reading it.
     pub fn words_in_serialized(len: u64) -> Option<u64> {

@@ -21,7 +21,7 @@ use super::separator::block_separator;
 use super::top_index::TopIndexBuilder;
 use crate::entry::{check_entry_len, entry_order, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
-use crate::filter::{FilterParams, KeyHash};
+use crate::filter::{BlockedParams, FilterParams, KeyHash};
 use crate::fs::{SharedFs, WritableFile};
 use crate::prefix::PrefixExtractor;
 
@@ -108,6 +108,8 @@ pub struct TableBuilder {
     key_hashes: Vec<KeyHash>,
     /// The prefixes for a prefix filter, when the table has one.
     prefixes: Option<PrefixCollector>,
+    /// The parameters of the whole filter written in the cache-local layout, once written.
+    blocked_params: Option<BlockedParams>,
     /// Keys per filter partition, when the filter is to be partitioned.
     partition_keys: Option<u64>,
     /// The last user key of each full run of `partition_keys` keys so far.
@@ -152,6 +154,7 @@ impl TableBuilder {
             options,
             key_hashes: Vec::with_capacity(if filter_params.is_some() { hint } else { 0 }),
             prefixes: None,
+            blocked_params: None,
             partition_keys: filter_params.and_then(|p| {
                 filter_partitions::keys_per_partition(
                     options.filter_partition_size,
@@ -473,6 +476,11 @@ impl TableBuilder {
             self.props.filter_partitions = ends.len() as u64;
         }
         Some(match ends.len() {
+            0 | 1 if self.options.cache_local_filter => {
+                let filter = filter_block::build_blocked(params, &self.key_hashes);
+                self.blocked_params = Some(filter.params());
+                filter.to_bytes()
+            }
             0 | 1 => filter_block::build(params, &self.key_hashes).to_bytes(),
             _ => filter_partitions::encode(params, &self.key_hashes, &last_keys, &ends),
         })
@@ -501,13 +509,20 @@ impl TableBuilder {
         }
 
         self.props.largest_key = self.last_key.clone();
-        self.props.filter = self.filter_params.map(|p| {
-            (
+        self.props.filter = match self.blocked_params {
+            Some(p) => Some((
                 p.bits_per_key(),
                 p.hashes(),
                 p.predicted_false_positive_rate(),
-            )
-        });
+            )),
+            None => self.filter_params.map(|p| {
+                (
+                    p.bits_per_key(),
+                    p.hashes(),
+                    p.predicted_false_positive_rate(),
+                )
+            }),
+        };
         let properties = self.props.encode();
         let properties_handle = self.write_block(&properties, BlockKind::Properties)?;
 

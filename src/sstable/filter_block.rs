@@ -6,8 +6,9 @@
 use std::path::Path;
 
 use super::format::BlockHandle;
+use super::unit_filter::UnitFilter;
 use crate::error::{Error, Result};
-use crate::filter::{BloomFilter, FilterParams, KeyHash};
+use crate::filter::{BlockedBloomFilter, BlockedParams, BloomFilter, FilterParams, KeyHash};
 
 /// The largest factor a table's filter can be folded by in memory (and any factor dividing
 /// it): its bit count is a multiple of 64 times this. A store short of filter memory folds
@@ -33,9 +34,28 @@ pub fn build(params: FilterParams, hashes: &[KeyHash]) -> BloomFilter {
     filter
 }
 
-/// Decodes a filter block's contents.
-pub fn decode(path: &Path, handle: BlockHandle, contents: &[u8]) -> Result<BloomFilter> {
-    BloomFilter::from_bytes(contents).map_err(|e| {
+/// A filter in the cache-local layout sized for exactly `hashes.len()` keys at `params`'
+/// bits per key, with the hashes that give the lowest rate at those bits
+/// ([`BlockedParams::for_bits_per_key`]), its blocks rounded up as [`FOLDABLE_BITS`] says.
+pub fn build_blocked(params: FilterParams, hashes: &[KeyHash]) -> BlockedBloomFilter {
+    let keys = hashes.len() as u64;
+    let blocked = BlockedParams::for_bits_per_key(params.bits_per_key())
+        .expect("a table's bits per key are within the blocked layout's range");
+    let mut filter = match keys.saturating_mul(u64::from(params.bits_per_key())) {
+        bits if bits >= FOLDABLE_BITS => {
+            BlockedBloomFilter::new_foldable(blocked, keys, FOLD_LIMIT)
+        }
+        _ => BlockedBloomFilter::new(blocked, keys),
+    };
+    for h in hashes {
+        filter.insert_hash(h);
+    }
+    filter
+}
+
+/// Decodes a filter block's contents, in either layout.
+pub fn decode(path: &Path, handle: BlockHandle, contents: &[u8]) -> Result<UnitFilter> {
+    UnitFilter::from_bytes(contents).map_err(|e| {
         Error::corruption(
             path,
             Some(handle.offset),

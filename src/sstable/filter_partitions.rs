@@ -58,6 +58,8 @@ pub struct FilterLayout {
     key_ends: Vec<u32>,
     /// The keys of every unit together.
     total_keys: u64,
+    /// A whole filter in the cache-local layout (partitions are always standard).
+    blocked: bool,
 }
 
 impl FilterLayout {
@@ -75,7 +77,18 @@ impl FilterLayout {
             keys: Vec::new(),
             key_ends: Vec::new(),
             total_keys: 0,
+            blocked: false,
         })
+    }
+
+    /// A whole filter whose header names the cache-local layout (`blocked`), or not.
+    pub fn set_blocked(&mut self, blocked: bool) {
+        self.blocked = blocked && !self.is_partitioned();
+    }
+
+    /// Whether the filter is a whole one in the cache-local layout.
+    pub fn is_blocked(&self) -> bool {
+        self.blocked
     }
 
     /// A whole filter holds each of the table's `keys` distinct keys.
@@ -201,6 +214,7 @@ impl FilterLayout {
             keys: Vec::new(),
             key_ends: Vec::with_capacity(count),
             total_keys: 0,
+            blocked: false,
         };
         let contents_end = handle.offset.saturating_add(handle.size);
         let mut at = handle.offset.saturating_add(top_len as u64);

@@ -30,6 +30,7 @@ mod table;
 mod table_filter;
 mod table_index;
 mod top_index;
+mod unit_filter;
 mod verify;
 
 pub use block::Block;
@@ -46,4 +47,5 @@ pub use properties::{PrefixFilterProperties, TableProperties};
 pub use table::{BlockReads, Table, TableEnv};
 pub(crate) use table_filter::FilterProbe;
 pub use table_filter::FilterResidency;
+pub use unit_filter::UnitFilter;
 pub use verify::verify_table;

@@ -104,6 +104,10 @@ pub struct TableOptions {
     /// filter"), which a store's filter memory keeps apart. 0 (the default) writes one
     /// filter.
     pub filter_partition_size: usize,
+    /// Writes a whole filter in the cache-local layout: all of a key's probes in one 64-byte
+    /// block, with the bits per key the policy gives and the hashes that give the lowest
+    /// rate at them (`docs/filter.md`, "The cache-local layout"). Partitions stay standard.
+    pub cache_local_filter: bool,
 }
 
 impl Default for TableOptions {
@@ -115,6 +119,7 @@ impl Default for TableOptions {
             compression: Compression::default(),
             index_partition_size: 4096,
             filter_partition_size: 0,
+            cache_local_filter: false,
         }
     }
 }

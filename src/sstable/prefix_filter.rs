@@ -9,15 +9,16 @@ use super::filter_block;
 use super::format::BlockKind;
 use super::properties::PrefixFilterProperties;
 use super::table::read_block;
+use super::unit_filter::UnitFilter;
 use crate::error::{Error, Result};
-use crate::filter::{BloomFilter, KeyHash};
+use crate::filter::KeyHash;
 use crate::fs::RandomAccessFile;
 
 /// A table's prefix filter, read by a store whose extractor has the name the table's writer
 /// used: only then do the filter's prefixes mean what the store's scans ask.
 #[derive(Debug)]
 pub(crate) struct TablePrefixFilter {
-    filter: BloomFilter,
+    filter: UnitFilter,
 }
 
 /// What a prefix filter says of a prefix.
@@ -73,6 +74,6 @@ impl TablePrefixFilter {
 
     /// The filter's predicted false-positive rate (the policy's, for its prefixes).
     pub(crate) fn predicted_false_positive_rate(&self) -> f64 {
-        self.filter.params().predicted_false_positive_rate()
+        self.filter.predicted_false_positive_rate()
     }
 }

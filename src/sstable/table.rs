@@ -24,10 +24,11 @@ use super::table_filter::{
 };
 use super::table_index::TableIndex;
 use super::top_index::TopIndex;
+use super::unit_filter::UnitFilter;
 use crate::cache::{next_table_id, BlockCache, IndexCache, TableCache};
 use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
-use crate::filter::{BloomFilter, FilterParams, KeyHash};
+use crate::filter::{FilterParams, KeyHash};
 use crate::fs::{RandomAccessFile, SharedFs};
 use crate::metrics::{ReadCounters, ReadCountersSnapshot};
 use crate::prefix::PrefixExtractor;
@@ -103,7 +104,7 @@ pub struct Table {
     pub(super) deferred: bool,
     /// Unit 0's filter when the filter is whole (not partitioned) and held: a probe of a
     /// whole filter follows this one pointer, as it did before filters had units.
-    pub(super) whole: Option<Arc<BloomFilter>>,
+    pub(super) whole: Option<Arc<UnitFilter>>,
     /// Whether the filter is partitioned: a probe searches its top level first.
     pub(super) partitioned: bool,
     /// Whether the table was written with a filter.
@@ -395,6 +396,12 @@ impl Table {
         }
         if let Some(layout) = &mut filter_layout {
             layout.set_whole_keys(properties.distinct_keys);
+            // The properties' rate is the standard rule's: a cache-local filter has its own.
+            if let (true, Some((bits, hashes, rate))) =
+                (layout.is_blocked(), &mut properties.filter)
+            {
+                *rate = crate::filter::blocked_rate(f64::from(*bits), *hashes);
+            }
             if layout.is_partitioned() {
                 properties.filter_partitions = layout.len() as u64;
             }

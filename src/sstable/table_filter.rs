@@ -13,8 +13,9 @@ use super::format::{BlockHandle, BlockKind};
 use super::prefix_filter::PrefixAnswer;
 use super::properties::TableProperties;
 use super::table::{read_block, Table};
+use super::unit_filter::{Prefetched, UnitFilter};
 use crate::error::{Error, Result};
-use crate::filter::{BloomFilter, FilterParams, FirstBits, KeyHash};
+use crate::filter::{blocked_rate, BloomFilter, FilterParams, KeyHash};
 use crate::fs::RandomAccessFile;
 use crate::metrics::ReadCountersSnapshot;
 
@@ -56,7 +57,7 @@ pub(crate) enum FilterProbe {
     /// The key lies past the last partition: the table cannot hold it.
     Reject,
     /// Unit `unit`'s filter answers; `bits` are the first its probe tests.
-    Probe { unit: u32, bits: FirstBits },
+    Probe { unit: u32, bits: Prefetched },
 }
 
 impl FilterProbe {
@@ -77,13 +78,13 @@ impl FilterProbe {
 /// One unit of a table's filter as a reader holds it.
 #[derive(Clone)]
 pub(super) struct HeldUnit {
-    pub(super) filter: Option<Arc<BloomFilter>>,
+    pub(super) filter: Option<Arc<UnitFilter>>,
     residency: FilterResidency,
 }
 
 impl HeldUnit {
     /// A unit read whole.
-    pub(super) fn whole(filter: BloomFilter) -> HeldUnit {
+    pub(super) fn whole(filter: UnitFilter) -> HeldUnit {
         HeldUnit {
             filter: Some(Arc::new(filter)),
             residency: FilterResidency::Whole,
@@ -194,7 +195,7 @@ impl Table {
     }
 
     /// The filter held for unit `unit`: for a whole filter, the one beside the reader.
-    fn unit_filter(&self, unit: usize) -> Option<&Arc<BloomFilter>> {
+    fn unit_filter(&self, unit: usize) -> Option<&Arc<UnitFilter>> {
         match self.partitioned {
             false => self.whole.as_ref(),
             true => self.units[unit].filter.as_ref(),
@@ -476,7 +477,7 @@ impl Table {
             UnitFor::Unit(u) => match self.unit_filter(u) {
                 Some(filter) => FilterProbe::Probe {
                     unit: u as u32,
-                    bits: filter.prefetch_first_bits(hash),
+                    bits: filter.prefetch(hash),
                 },
                 None => FilterProbe::Unheld { unit: u as u32 },
             },
@@ -490,14 +491,15 @@ impl Table {
         match probe {
             FilterProbe::Admit | FilterProbe::Unheld { .. } => true,
             FilterProbe::Reject => false,
-            FilterProbe::Probe { unit, bits } => (self.unit_filter(*unit as usize))
-                .is_none_or(|f| f.first_bits_set(bits) && f.contains_hash(hash)),
+            FilterProbe::Probe { unit, bits } => {
+                (self.unit_filter(*unit as usize)).is_none_or(|f| f.contains_prefetched(hash, bits))
+            }
         }
     }
 
     /// The Bloom filter lookups probe (folded where [`filter_residency`](Self::filter_residency)
     /// says so), when there is one and it is whole, not partitioned.
-    pub fn filter(&self) -> Option<&BloomFilter> {
+    pub fn filter(&self) -> Option<&UnitFilter> {
         match &*self.units {
             [one] if !self.is_partitioned() => one.filter.as_deref(),
             _ => None,
@@ -506,7 +508,7 @@ impl Table {
 
     /// Unit `unit` of the filter as held (a partition, or the whole filter for unit 0 of an
     /// unpartitioned one), when held.
-    pub fn filter_unit(&self, unit: usize) -> Option<&BloomFilter> {
+    pub fn filter_unit(&self, unit: usize) -> Option<&UnitFilter> {
         self.units.get(unit)?.filter.as_deref()
     }
 
@@ -520,6 +522,23 @@ impl Table {
         self.inner.filter_params
     }
 
+    /// Whether the table's filter is whole and in the cache-local layout
+    /// (`Options::cache_local_filters`).
+    pub fn filter_is_blocked(&self) -> bool {
+        (self.inner.filter_layout.as_ref()).is_some_and(|l| l.is_blocked())
+    }
+
+    /// The rate the table's filter as written is predicted to have, by its layout's rule:
+    /// the ClickHouse-based one for a standard filter, the blocked layout's own
+    /// ([`blocked_rate`]) for a cache-local one. `None` without a filter.
+    pub fn predicted_filter_rate(&self) -> Option<f64> {
+        let params = self.inner.filter_params?;
+        Some(match self.filter_is_blocked() {
+            true => blocked_rate(f64::from(params.bits_per_key()), params.hashes()),
+            false => params.predicted_false_positive_rate(),
+        })
+    }
+
     /// The false-positive rate lookups of absent keys meet in this table: its filter's, as
     /// written or folded; 1 when it has none (every lookup in its range reads).
     /// For a partitioned filter, the mean over its partitions, each weighed by its keys.
@@ -528,10 +547,7 @@ impl Table {
             return 1.0;
         };
         let rate = |held: &HeldUnit| match (held.residency, &held.filter) {
-            (FilterResidency::Whole, _) => self
-                .inner
-                .filter_params
-                .map_or(1.0, |p| p.predicted_false_positive_rate()),
+            (FilterResidency::Whole, _) => self.predicted_filter_rate().unwrap_or(1.0),
             (_, Some(f)) => f.expected_false_positive_rate(),
             (_, None) => 1.0,
         };
@@ -567,7 +583,7 @@ impl Table {
     pub fn filter_top_bytes(&self) -> usize {
         let per_unit = std::mem::size_of::<HeldUnit>()
             + std::mem::size_of::<AtomicU64>()
-            + std::mem::size_of::<BloomFilter>()
+            + std::mem::size_of::<UnitFilter>()
             + 16;
         (self.inner.filter_layout.as_ref())
             .filter(|l| l.is_partitioned())
@@ -588,12 +604,13 @@ pub(super) fn read_filter_block(
     file: &dyn RandomAccessFile,
     path: &Path,
     handle: BlockHandle,
-) -> Result<(FilterLayout, Vec<BloomFilter>)> {
+) -> Result<(FilterLayout, Vec<UnitFilter>)> {
     let contents = read_block(file, path, handle, BlockKind::Filter)?;
     if FilterLayout::top_len(&contents).is_none() {
         let filter = filter_block::decode(path, handle, &contents)?;
-        let layout = FilterLayout::whole(handle)
+        let mut layout = FilterLayout::whole(handle)
             .ok_or_else(|| filter_corrupt(path, handle.offset, "bad size".to_string()))?;
+        layout.set_blocked(filter.is_blocked());
         return Ok((layout, vec![filter]));
     }
     let layout = FilterLayout::decode_top(&contents, handle)
@@ -602,8 +619,7 @@ pub(super) fn read_filter_block(
         .map(|u| {
             let start = (u.offset - handle.offset) as usize;
             let bytes = &contents[start..start + u.serialized_len() as usize];
-            BloomFilter::from_bytes(bytes)
-                .map_err(|e| filter_corrupt(path, u.offset, e.to_string()))
+            UnitFilter::from_bytes(bytes).map_err(|e| filter_corrupt(path, u.offset, e.to_string()))
         })
         .collect::<Result<_>>()?;
     Ok((layout, filters))
@@ -622,8 +638,10 @@ pub(super) fn read_filter_layout(
     let head = file.read_at(handle.offset, head_len)?;
     let Some(top_len) = FilterLayout::top_len(&head) else {
         // The whole filter's keys are the table's (`FilterLayout::set_whole_keys`); they are
-        // checked once the filter is read.
-        return FilterLayout::whole(handle).ok_or_else(|| bad("bad size".to_string()));
+        // checked once the filter is read. Its header names its layout.
+        let mut layout = FilterLayout::whole(handle).ok_or_else(|| bad("bad size".to_string()))?;
+        layout.set_blocked(BloomFilter::serialized_is_blocked(&head).unwrap_or(false));
+        return Ok(layout);
     };
     if top_len as u64 > handle.size {
         return Err(bad(format!(
@@ -641,11 +659,11 @@ fn read_partition(
     file: &dyn RandomAccessFile,
     path: &Path,
     unit: FilterUnit,
-) -> Result<BloomFilter> {
+) -> Result<UnitFilter> {
     let len = usize::try_from(unit.serialized_len())
         .map_err(|_| filter_corrupt(path, unit.offset, "partition too large".to_string()))?;
     let bytes = file.read_at(unit.offset, len)?;
-    BloomFilter::from_bytes(&bytes).map_err(|e| filter_corrupt(path, unit.offset, e.to_string()))
+    UnitFilter::from_bytes(&bytes).map_err(|e| filter_corrupt(path, unit.offset, e.to_string()))
 }
 
 fn filter_corrupt(path: &Path, offset: u64, reason: String) -> Error {
@@ -657,7 +675,7 @@ fn filter_corrupt(path: &Path, offset: u64, reason: String) -> Error {
 }
 
 /// Whether a filter is the one the table's properties describe: parameters and key count.
-pub(super) fn filter_agrees(filter: &BloomFilter, params: Option<FilterParams>, keys: u64) -> bool {
+pub(super) fn filter_agrees(filter: &UnitFilter, params: Option<FilterParams>, keys: u64) -> bool {
     params.is_some_and(|p| {
         filter.bits_per_key() == p.bits_per_key()
             && filter.hashes() == p.hashes()

@@ -136,6 +136,10 @@ pub struct BenchArgs {
     /// (`Options::memory_follows_reads(false)`), for a run beside one that moves it.
     #[arg(long)]
     pub memory_fixed: bool,
+    /// With `--stores`: write bloomkv's filters in the cache-local layout
+    /// (`Options::cache_local_filters(true)`), for a run beside one in the standard layout.
+    #[arg(long)]
+    pub cache_local_filters: bool,
     /// With `--stores`: bloomkv's `Options::index_cache_size`, the memory its index partitions
     /// may take (`4MiB`, ...; default: the store's, an eighth of the memory the process may
     /// use).

@@ -121,6 +121,9 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
         if args.memory_fixed {
             v.push("--memory-fixed".into());
         }
+        if args.cache_local_filters {
+            v.push("--cache-local-filters".into());
+        }
         if let Some(filter) = &args.filter {
             v.extend([
                 "--stores".into(),
@@ -195,6 +198,9 @@ pub fn bloomkv_options(args: &BenchArgs) -> Result<Options, Failure> {
     if args.memory_fixed {
         options = options.memory_follows_reads(false);
     }
+    if args.cache_local_filters {
+        options = options.cache_local_filters(true);
+    }
     if let Some(setting) = &args.filter {
         match parse_settings(setting)?.as_slice() {
             [(_, policy)] => options = options.filter_policy(*policy),
@@ -246,5 +252,21 @@ mod tests {
         );
         let options = bloomkv_options(&bench_args(&["--stores", "bloomkv"])).unwrap();
         assert!(options.memory_follows_reads);
+    }
+
+    #[test]
+    fn cache_local_filters_reach_the_bloomkv_child_and_its_options() {
+        let args = bench_args(&["--stores", "bloomkv,rocksdb", "--cache-local-filters"]);
+        let child = child_args(&args, "bloomkv", Path::new("out.json"));
+        let in_child: Vec<&str> = child.iter().map(String::as_str).collect();
+        assert!(
+            bloomkv_options(&bench_args(&in_child))
+                .unwrap()
+                .cache_local_filters
+        );
+        let rocksdb = child_args(&args, "rocksdb", Path::new("out.json"));
+        assert!(!rocksdb.iter().any(|a| a == "--cache-local-filters"));
+        let plain = bloomkv_options(&bench_args(&["--stores", "bloomkv"])).unwrap();
+        assert!(!plain.cache_local_filters);
     }
 }
