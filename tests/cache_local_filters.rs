@@ -4,7 +4,7 @@
 
 mod common;
 
-use bloomkv::filter::blocked_rate;
+use bloomkv::filter::{blocked_rate, BlockedParams};
 use bloomkv::{Db, FilterPolicy, FilterResidency, Options, Stats};
 
 /// Tables of a few thousand keys: filters large enough to fold (at least 32,768 bits).
@@ -166,4 +166,39 @@ fn a_cache_local_filter_block_names_its_layout_in_its_header() {
         u64::from_le_bytes(header[16..24].try_into().unwrap()) % 512,
         0
     );
+}
+
+#[test]
+fn filters_written_wide_for_a_binding_limit_take_the_hashes_of_their_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = {
+        let db = Db::open(dir.path(), options(true)).unwrap();
+        put_even(&db, 0, 20_000);
+        db.stats().filter_memory_bytes
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let budget = common::small_tree_options()
+        .memtable_size(256 << 10)
+        .table_size(512 << 10)
+        .level1_size(1 << 20)
+        .cache_local_filters(true)
+        .filter_memory_limit(whole / 3);
+    let db = Db::open(dir.path(), budget).unwrap();
+    put_even(&db, 0, 20_000);
+    let stats = db.stats();
+    let widened: Vec<_> = (stats.tables.iter())
+        .filter(|t| t.bits_per_key.is_some_and(|b| b >= 16))
+        .collect();
+    assert!(!widened.is_empty(), "{:?}", stats.tables);
+    for t in widened {
+        let bits = t.bits_per_key.unwrap();
+        let share = BlockedParams::for_bits_per_key(bits / 4).unwrap();
+        assert_eq!(
+            t.hashes,
+            Some(share.hashes()),
+            "{bits} bits per key, written 4x wide"
+        );
+        assert!(t.cache_local_filter);
+    }
+    common::assert_even_keys_read_back(&db, 20_000, |_| true);
 }

@@ -458,3 +458,33 @@ fn whole_filters_and_partitioned_ones_mix_in_one_store() {
     let report = db.check();
     assert!(report.is_clean(), "{:?}", report.problems);
 }
+
+#[test]
+fn a_partition_in_the_cache_local_layout_is_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.sst");
+    let table = build(&path, 4 * PER_PARTITION, table_options());
+    let filter_at = table.properties().data_size as usize;
+    let filter_size = table.properties().filter_size_bytes as usize - 5;
+    drop(table);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The first partition starts after the top level, whose length is at byte 12 of the
+    // block; its header's hash algorithm (bytes 6..8) becomes 3, its checksum and the
+    // block's are mended: a well-formed cache-local filter where a standard one must be.
+    let top = u32::from_le_bytes(bytes[filter_at + 12..filter_at + 16].try_into().unwrap());
+    let part = filter_at + top as usize;
+    let words = u64::from_le_bytes(bytes[part + 16..part + 24].try_into().unwrap()) / 64;
+    let len = 32 + 8 * words as usize;
+    bytes[part + 6..part + 8].copy_from_slice(&3u16.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[part..part + len]);
+    bytes[part + len..part + len + 4].copy_from_slice(&crc.to_le_bytes());
+    let mut block = crc32fast::Hasher::new();
+    block.update(&bytes[filter_at..filter_at + filter_size]);
+    block.update(&bytes[filter_at + filter_size..filter_at + filter_size + 1]);
+    let trailer = filter_at + filter_size + 1;
+    bytes[trailer..trailer + 4].copy_from_slice(&block.finalize().to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let counters = std::sync::Arc::new(bloomkv::metrics::ReadCounters::new());
+    let err = Table::open(common::os_fs(), &path, counters).unwrap_err();
+    assert_corruption_at(err, &path, part as u64);
+}

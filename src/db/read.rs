@@ -360,7 +360,8 @@ impl Inner {
                     residency,
                     FilterResidency::Folded(_) | FilterResidency::Dropped
                 ));
-                summary.tables_off_target += usize::from(!target.includes(params));
+                let blocked = handle.table.filter_is_blocked();
+                summary.tables_off_target += usize::from(!target.includes(params, blocked));
                 let filter_bytes = handle.table.filter_memory_bytes() as u64;
                 let prefix_filter_bytes = handle.table.prefix_filter_memory_bytes() as u64;
                 filter_memory_bytes += filter_bytes + prefix_filter_bytes;

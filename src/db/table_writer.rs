@@ -283,6 +283,10 @@ impl<'a> TableWriter<'a> {
                 false => 0,
             },
             cache_local_filter: self.options.cache_local_filters,
+            filter_fold_target: match filters.widens() {
+                true => FILTER_HEADROOM,
+                false => 1,
+            },
             ..TableOptions::default()
         };
         let mut builder = TableBuilder::new(
@@ -399,18 +403,21 @@ impl LevelFilters {
         }
     }
 
-    /// Whether a table with filter `params` is one these could have written.
-    pub(super) fn includes(&self, params: Option<FilterParams>) -> bool {
+    /// Whether a table with filter `params` is one these could have written; `blocked`: in
+    /// the cache-local layout, whose hashes are its own, so only the bits per key tell.
+    pub(super) fn includes(&self, params: Option<FilterParams>, blocked: bool) -> bool {
+        let bits = |p: Option<FilterParams>| p.map(|p| p.bits_per_key());
         match self {
-            LevelFilters::Policy(policy) => {
-                policy.params().ok().flatten().map(|p| p.bits_per_key())
-                    == params.map(|p| p.bits_per_key())
-            }
+            LevelFilters::Policy(policy) => bits(policy.params().ok().flatten()) == bits(params),
             LevelFilters::Budget { group, widen } => {
                 let upper = (group.upper_share() > 0.0).then(|| group.upper()).flatten();
-                [group.lower(), upper]
-                    .into_iter()
-                    .any(|row| row.map(|r| widened(r, *widen)) == params)
+                [group.lower(), upper].into_iter().any(|row| {
+                    let written = row.map(|r| widened(r, *widen));
+                    match blocked {
+                        true => bits(written) == bits(params),
+                        false => written == params,
+                    }
+                })
             }
         }
     }
@@ -578,7 +585,7 @@ mod tests {
             (share - last.upper_share()).abs() < 0.02,
             "{share} against {last:?}"
         );
-        assert!(filters.includes(last.lower()) && filters.includes(last.upper()));
+        assert!(filters.includes(last.lower(), false) && filters.includes(last.upper(), false));
         assert_eq!(filters.bits_per_key(), Some(last.bits_per_key()));
     }
 

@@ -178,6 +178,7 @@ impl TableBuilder {
                 filter: None,
                 filter_size_bytes: 0,
                 filter_partitions: 0,
+                filter_cache_local: false,
                 data_size: 0,
                 data_blocks: 0,
                 index_size: 0,
@@ -477,7 +478,8 @@ impl TableBuilder {
         }
         Some(match ends.len() {
             0 | 1 if self.options.cache_local_filter => {
-                let filter = filter_block::build_blocked(params, &self.key_hashes);
+                let fold_target = self.options.filter_fold_target;
+                let filter = filter_block::build_blocked(params, &self.key_hashes, fold_target);
                 self.blocked_params = Some(filter.params());
                 filter.to_bytes()
             }
@@ -565,6 +567,7 @@ impl TableBuilder {
         props.index_size = index_size;
         props.format_version = version;
         props.file_size = self.offset;
+        props.filter_cache_local = self.blocked_params.is_some();
         Ok(props)
     }
 

@@ -8,7 +8,9 @@ use std::path::Path;
 use super::format::BlockHandle;
 use super::unit_filter::UnitFilter;
 use crate::error::{Error, Result};
-use crate::filter::{BlockedBloomFilter, BlockedParams, BloomFilter, FilterParams, KeyHash};
+use crate::filter::{
+    BlockedBloomFilter, BlockedParams, BloomFilter, FilterParams, KeyHash, BLOCK_BITS,
+};
 
 /// The largest factor a table's filter can be folded by in memory (and any factor dividing
 /// it): its bit count is a multiple of 64 times this. A store short of filter memory folds
@@ -35,23 +37,34 @@ pub fn build(params: FilterParams, hashes: &[KeyHash]) -> BloomFilter {
 }
 
 /// A filter in the cache-local layout sized for exactly `hashes.len()` keys at `params`'
-/// bits per key, with the hashes that give the lowest rate at those bits
-/// ([`BlockedParams::for_bits_per_key`]), its blocks rounded up as [`FOLDABLE_BITS`] says.
-pub fn build_blocked(params: FilterParams, hashes: &[KeyHash]) -> BlockedBloomFilter {
+/// bits per key, with the hashes that give the lowest rate at those bits divided by
+/// `fold_target` (the fold the store means to keep it at: [`BlockedParams::for_bits_per_key`]),
+/// its blocks rounded up as [`FOLDABLE_BLOCKED_BITS`] says.
+pub fn build_blocked(
+    params: FilterParams,
+    hashes: &[KeyHash],
+    fold_target: u32,
+) -> BlockedBloomFilter {
     let keys = hashes.len() as u64;
-    let blocked = BlockedParams::for_bits_per_key(params.bits_per_key())
+    let bits = params.bits_per_key();
+    let held_bits = (bits / fold_target.max(1)).max(1);
+    let best = BlockedParams::for_bits_per_key(held_bits)
+        .and_then(|held| BlockedParams::new(bits, held.hashes()))
         .expect("a table's bits per key are within the blocked layout's range");
-    let mut filter = match keys.saturating_mul(u64::from(params.bits_per_key())) {
-        bits if bits >= FOLDABLE_BITS => {
-            BlockedBloomFilter::new_foldable(blocked, keys, FOLD_LIMIT)
-        }
-        _ => BlockedBloomFilter::new(blocked, keys),
+    let mut filter = match keys.saturating_mul(u64::from(bits)) {
+        b if b >= FOLDABLE_BLOCKED_BITS => BlockedBloomFilter::new_foldable(best, keys, FOLD_LIMIT),
+        _ => BlockedBloomFilter::new(best, keys),
     };
     for h in hashes {
         filter.insert_hash(h);
     }
     filter
 }
+
+/// Cache-local filters of at least this many bits are rounded up to a multiple of
+/// `FOLD_LIMIT` blocks, which adds at most 1/64 to them, as [`FOLDABLE_BITS`] does for the
+/// standard layout's words.
+pub const FOLDABLE_BLOCKED_BITS: u64 = 64 * BLOCK_BITS * FOLD_LIMIT as u64;
 
 /// Decodes a filter block's contents, in either layout.
 pub fn decode(path: &Path, handle: BlockHandle, contents: &[u8]) -> Result<UnitFilter> {

@@ -108,6 +108,11 @@ pub struct TableOptions {
     /// block, with the bits per key the policy gives and the hashes that give the lowest
     /// rate at them (`docs/filter.md`, "The cache-local layout"). Partitions stay standard.
     pub cache_local_filter: bool,
+    /// The factor a store means to fold the filter by in memory (1: none), when it writes it
+    /// wider than its share to leave room to fold (`docs/design.md`, "Filter memory"): a
+    /// cache-local filter takes the hashes best at its bits per key divided by this, so that
+    /// folded to its share it has that share's best rate.
+    pub filter_fold_target: u32,
 }
 
 impl Default for TableOptions {
@@ -120,6 +125,7 @@ impl Default for TableOptions {
             index_partition_size: 4096,
             filter_partition_size: 0,
             cache_local_filter: false,
+            filter_fold_target: 1,
         }
     }
 }

@@ -54,6 +54,9 @@ pub struct TableProperties {
     /// Partitions of a partitioned filter (`docs/format.md`, "Partitioned filter"); 0 for a
     /// whole filter or none. Like the sizes, known from the file, not stored here.
     pub filter_partitions: u64,
+    /// Whether the filter is whole and in the cache-local layout (its header says so); like
+    /// the sizes, known from the file, not stored here.
+    pub filter_cache_local: bool,
     /// Bytes of all data blocks, trailers included.
     pub data_size: u64,
     /// Number of data blocks.
@@ -183,6 +186,7 @@ impl TableProperties {
             filter,
             filter_size_bytes: 0,
             filter_partitions: 0,
+            filter_cache_local: false,
             data_size,
             data_blocks,
             index_size: 0,
@@ -247,6 +251,7 @@ mod tests {
             )),
             filter_size_bytes: 0,
             filter_partitions: 0,
+            filter_cache_local: false,
             data_size: 1100,
             data_blocks: 1,
             index_size: 0,

@@ -396,6 +396,7 @@ impl Table {
         }
         if let Some(layout) = &mut filter_layout {
             layout.set_whole_keys(properties.distinct_keys);
+            properties.filter_cache_local = layout.is_blocked();
             // The properties' rate is the standard rule's: a cache-local filter has its own.
             if let (true, Some((bits, hashes, rate))) =
                 (layout.is_blocked(), &mut properties.filter)

@@ -619,7 +619,7 @@ pub(super) fn read_filter_block(
         .map(|u| {
             let start = (u.offset - handle.offset) as usize;
             let bytes = &contents[start..start + u.serialized_len() as usize];
-            UnitFilter::from_bytes(bytes).map_err(|e| filter_corrupt(path, u.offset, e.to_string()))
+            standard_partition(UnitFilter::from_bytes(bytes), path, u.offset)
         })
         .collect::<Result<_>>()?;
     Ok((layout, filters))
@@ -663,7 +663,25 @@ fn read_partition(
     let len = usize::try_from(unit.serialized_len())
         .map_err(|_| filter_corrupt(path, unit.offset, "partition too large".to_string()))?;
     let bytes = file.read_at(unit.offset, len)?;
-    UnitFilter::from_bytes(&bytes).map_err(|e| filter_corrupt(path, unit.offset, e.to_string()))
+    standard_partition(UnitFilter::from_bytes(&bytes), path, unit.offset)
+}
+
+/// A partition decoded at `offset`: always in the standard layout (partitions are written so,
+/// and the memory plan folds them by words).
+fn standard_partition(
+    decoded: std::result::Result<UnitFilter, crate::filter::FilterError>,
+    path: &Path,
+    offset: u64,
+) -> Result<UnitFilter> {
+    match decoded {
+        Ok(filter) if filter.is_blocked() => Err(filter_corrupt(
+            path,
+            offset,
+            "a partition in the cache-local layout".to_string(),
+        )),
+        Ok(filter) => Ok(filter),
+        Err(e) => Err(filter_corrupt(path, offset, e.to_string())),
+    }
 }
 
 fn filter_corrupt(path: &Path, offset: u64, reason: String) -> Error {

@@ -36,7 +36,8 @@ pub(super) fn sst(file: &Path, hex: bool, as_json: bool) -> Result<(), Failure> 
     let props = bloomkv::sstable::verify_table(Arc::new(OsFileSystem), file)?;
     if as_json {
         let filter = props.filter.map(|(bits, hashes, fpr)| {
-            json!({"bits_per_key": bits, "hashes": hashes, "predicted_false_positive_rate": fpr})
+            json!({"bits_per_key": bits, "hashes": hashes, "predicted_false_positive_rate": fpr,
+                   "cache_local": props.filter_cache_local})
         });
         let doc = json!({
             "file": file.display().to_string(),
@@ -62,7 +63,13 @@ pub(super) fn sst(file: &Path, hex: bool, as_json: bool) -> Result<(), Failure> 
                 0 => String::new(),
                 n => format!(", in {n} partitions"),
             };
-            format!("bloom, {bits} bits per key, {hashes} hashes, predicted fpr {fpr:.6}{parts}")
+            let layout = match props.filter_cache_local {
+                true => " (cache-local)",
+                false => "",
+            };
+            format!(
+                "bloom{layout}, {bits} bits per key, {hashes} hashes, predicted fpr {fpr:.6}{parts}"
+            )
         }
         None => "none".to_string(),
     };

@@ -257,7 +257,8 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
                 "largest_key": codec::format(&t.largest_key, hex),
                 "bits_per_key": t.bits_per_key, "hashes": t.hashes,
                 "predicted_false_positive_rate": t.predicted_false_positive_rate,
-                "filter_bytes": t.filter_bytes,
+                "filter_bytes": t.filter_bytes, "cache_local_filter": t.cache_local_filter,
+                "prefix_filter_bytes": t.prefix_filter_bytes,
             })
         })
         .collect();
