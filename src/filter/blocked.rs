@@ -206,11 +206,10 @@ impl BlockedBloomFilter {
         fold_limit: u32,
     ) -> BlockedBloomFilter {
         let mut filter = Self::new(params, expected_keys);
-        let blocks = filter
-            .blocks
-            .len()
-            .next_multiple_of(fold_limit.max(1) as usize);
-        filter.blocks.resize(blocks, Block::default());
+        let blocks = (filter.blocks.len()).next_multiple_of(fold_limit.max(1) as usize);
+        if blocks != filter.blocks.len() {
+            filter.blocks = super::huge_pages::filled(blocks, Block::default());
+        }
         filter
     }
 
@@ -220,7 +219,7 @@ impl BlockedBloomFilter {
         let bits = expected_keys.saturating_mul(u64::from(params.bits_per_key));
         let blocks = bits.div_ceil(BLOCK_BITS).max(1) as usize;
         BlockedBloomFilter {
-            blocks: vec![Block::default(); blocks],
+            blocks: super::huge_pages::filled(blocks, Block::default()),
             bits_per_key: params.bits_per_key,
             hashes: params.hashes,
             key_count: 0,
@@ -364,17 +363,14 @@ impl BlockedBloomFilter {
                 factor,
             });
         }
-        let blocks = (self.blocks.chunks_exact(f))
-            .map(|run| {
-                let mut folded = Block::default();
-                for block in run {
-                    for (a, b) in folded.0.iter_mut().zip(block.0) {
-                        *a |= b;
-                    }
+        let mut blocks = super::huge_pages::filled(self.blocks.len() / f, Block::default());
+        for (folded, run) in blocks.iter_mut().zip(self.blocks.chunks_exact(f)) {
+            for block in run {
+                for (a, b) in folded.0.iter_mut().zip(block.0) {
+                    *a |= b;
                 }
-                folded
-            })
-            .collect();
+            }
+        }
         Ok(BlockedBloomFilter {
             blocks,
             bits_per_key: (self.bits_per_key / factor).max(1),
@@ -415,9 +411,10 @@ impl BlockedBloomFilter {
         }
         BlockedParams::new(header.bits_per_key, header.hashes)
             .map_err(|e| FilterError::Corrupt(e.to_string()))?;
-        let blocks = (words.chunks_exact(BLOCK_WORDS))
-            .map(|w| Block(w.try_into().expect("chunks of a block's words")))
-            .collect();
+        let mut blocks = super::huge_pages::filled(words.len() / BLOCK_WORDS, Block::default());
+        for (block, w) in blocks.iter_mut().zip(words.chunks_exact(BLOCK_WORDS)) {
+            block.0.copy_from_slice(w);
+        }
         Ok(BlockedBloomFilter {
             blocks,
             bits_per_key: header.bits_per_key,

@@ -37,7 +37,7 @@ impl BloomFilter {
             .max(WORD_BITS);
         let words = bits.div_ceil(WORD_BITS) as usize;
         BloomFilter {
-            words: vec![0; words],
+            words: super::huge_pages::filled(words, 0),
             bits_per_key: params.bits_per_key(),
             hashes: params.hashes(),
             key_count: 0,
@@ -52,9 +52,10 @@ impl BloomFilter {
     pub fn new_foldable(params: FilterParams, expected_keys: u64, fold_limit: u32) -> BloomFilter {
         let mut filter = Self::new(params, expected_keys);
         let unit = fold_limit.max(1) as usize;
-        filter
-            .words
-            .resize(filter.words.len().next_multiple_of(unit), 0);
+        let words = filter.words.len().next_multiple_of(unit);
+        if words != filter.words.len() {
+            filter.words = super::huge_pages::filled(words, 0);
+        }
         filter
     }
 
@@ -308,10 +309,11 @@ impl BloomFilter {
 /// `words` (an even number of them) folded by 2: bit `j` of the result is bits `2j` and
 /// `2j + 1` ORed, so each source word gives 32 bits, a word at a time.
 fn halve(words: &[u64]) -> Vec<u64> {
-    words
-        .chunks_exact(2)
-        .map(|pair| pair_bits_ored(pair[0]) | (pair_bits_ored(pair[1]) << 32))
-        .collect()
+    let mut halved = super::huge_pages::filled(words.len() / 2, 0u64);
+    for (word, pair) in halved.iter_mut().zip(words.chunks_exact(2)) {
+        *word = pair_bits_ored(pair[0]) | (pair_bits_ored(pair[1]) << 32);
+    }
+    halved
 }
 
 /// The 32 bits of `x` whose bit `j` is bit `2j` OR bit `2j + 1` of `x`, in the low half.
@@ -329,7 +331,7 @@ fn pair_bits_ored(x: u64) -> u64 {
 /// `words` folded by any `factor` dividing their number, one set bit at a time: bit `p` goes
 /// to bit `p / factor`.
 fn fold_bit_by_bit(words: &[u64], factor: u32) -> Vec<u64> {
-    let mut folded = vec![0u64; words.len() / factor as usize];
+    let mut folded = super::huge_pages::filled(words.len() / factor as usize, 0u64);
     for (i, &word) in words.iter().enumerate() {
         let mut rest = word;
         while rest != 0 {

@@ -109,7 +109,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<(Header, Vec<u64>)> {
         bits_per_key: LittleEndian::read_u32(&bytes[12..16]),
         key_count: LittleEndian::read_u64(&bytes[24..32]),
     };
-    let mut words = vec![0u64; (bit_count / 64) as usize];
+    let mut words = super::huge_pages::filled((bit_count / 64) as usize, 0u64);
     LittleEndian::read_u64_into(&bytes[HEADER_LEN..body_end], &mut words);
     Ok((header, words))
 }

@@ -39,6 +39,7 @@ mod codec;
 mod counting;
 mod error;
 mod hash;
+mod huge_pages;
 mod params;
 
 pub use blocked::{
