@@ -50,8 +50,11 @@ pub struct ReadCounters {
 /// extractor's prefix but none of the scan's.
 #[derive(Debug, Default)]
 pub struct PrefixFilterCounters {
+    /// Tables whose prefix filter a scan asked.
     pub probes: AtomicU64,
+    /// Of those, the ones it ruled out.
     pub negatives: AtomicU64,
+    /// Of those let through, the ones whose walk found no key of the scan's prefix.
     pub false_positives: AtomicU64,
 }
 

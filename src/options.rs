@@ -72,7 +72,8 @@ pub struct Options {
     /// costs lookups least are folded to a half, a quarter or an eighth of their bits in
     /// memory, or at last dropped, until they fit (`docs/design.md`, "Filter memory"). The
     /// files keep their whole filters. `Stats::filter_memory_bytes` is never above the limit
-    /// once a flush, compaction or open returns.
+    /// once a flush, compaction or open returns, unless prefix filters alone exceed it (see
+    /// `prefix_extractor`).
     pub filter_memory_limit: Option<u64>,
     /// Without a `filter_memory_limit`: the share of the memory this process may use that
     /// the store's filters may take, made a limit when the store opens (`Stats` shows it).
@@ -140,7 +141,8 @@ pub struct Options {
     pub filter_partition_size: usize,
     /// Cuts each key's prefix (a user, a tenant, a time bucket: [`PrefixExtractor`]) for
     /// prefix filters: each table written carries a Bloom filter over its keys' distinct
-    /// prefixes, with the filter policy's parameters, and scans over one prefix
+    /// prefixes, in the standard layout with the filter policy's share for the table's level,
+    /// and scans over one prefix
     /// ([`Db::prefix`](crate::Db::prefix), ranges whose bounds share one) pass by every table
     /// whose prefix filter rules the prefix out; [`Db::may_contain_prefix`](crate::Db::may_contain_prefix)
     /// answers from memory. Prefix filters are held whole for their tables' lives and count
@@ -159,7 +161,7 @@ pub struct Options {
     /// layout: all of a key's probes in one 64-byte block, one cache miss a probe where the
     /// standard layout takes up to one per hash, with the bits per key the filter policy gives
     /// and the hashes that give the lowest rate at them, which the blocked layout's own rule
-    /// predicts (`docs/filter.md`, "The cache-local layout"). Its rate at the same memory is a
+    /// predicts (`docs/filter.md`, "Cache-local layout"). Its rate at the same memory is a
     /// little higher (0.97% against 0.82% at 10 bits per key). Tables of both layouts mix in
     /// a store; compaction writes the store's. Default `false`: `docs/benchmarks.md`, "Filter
     /// layouts in the store", has the measurements.

@@ -83,10 +83,13 @@ pub struct LevelStats {
     /// passed them by), and those it let through that held no key of the scan's prefix (see
     /// [`crate::metrics::PrefixFilterCounters`]).
     pub prefix_filter_probes: u64,
+    /// Of `prefix_filter_probes`, those that ruled the prefix out.
     pub prefix_filter_negatives: u64,
+    /// Of `prefix_filter_probes`, those that let a table through whose walk found no key of
+    /// the scan's prefix.
     pub prefix_filter_false_positives: u64,
     /// Tables of the level whose prefix filter the store ignores: written with an extractor
-    /// of another name than the store's.
+    /// of another name than the store's, or read by a store without one.
     pub tables_prefix_filter_ignored: usize,
 }
 
@@ -221,7 +224,8 @@ pub struct Stats {
     /// filters' limit binds (`Options::memory_follows_reads`); taken back as the indexes
     /// grow. `index_cache`'s capacity is the size after the loan.
     pub index_cache_lent_to_filters: u64,
-    /// The limit `filter_memory_bytes` stays within: `Options::filter_memory_limit`, or the
+    /// The limit `filter_memory_bytes` stays within (unless prefix filters alone exceed it):
+    /// `Options::filter_memory_limit`, or the
     /// one the store made from `Options::filter_memory_share` when it opened, with what moved
     /// from the block cache and what the index cache lends added; `None` when the filters
     /// are uncapped.

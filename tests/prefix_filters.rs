@@ -454,3 +454,22 @@ fn a_properties_handle_past_the_index_is_corruption_not_a_huge_read() {
         other => panic!("expected corruption, got {other:?}"),
     }
 }
+
+#[test]
+fn verification_checks_a_user_functions_prefix_filter_block_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let extractor = PrefixExtractor::Custom(Arc::new(FirstEight));
+    let path = five_tenant_table(dir.path(), options(Some(extractor)));
+    let props = bloomkv::sstable::verify_table(common::os_fs(), &path).unwrap();
+    let handle = props.prefix_filter.unwrap().handle;
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[handle.offset as usize + 36] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    match bloomkv::sstable::verify_table(common::os_fs(), &path).unwrap_err() {
+        Error::Corruption { file, offset, .. } => {
+            assert_eq!(file, path);
+            assert_eq!(offset, Some(handle.offset));
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+}

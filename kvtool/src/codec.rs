@@ -140,6 +140,15 @@ fn unescape(bytes: &[u8]) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// The first key past every key that starts with `prefix`; `None` when none is (every byte
+/// of the prefix is 0xff, or it is empty).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|&b| b != 0xff)?;
+    let mut end = prefix[..=last].to_vec();
+    end[last] += 1;
+    Some(end)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

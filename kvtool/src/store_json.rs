@@ -78,3 +78,14 @@ pub fn filter_partitions_json(stats: &Stats) -> serde_json::Value {
         "dropped": c.dropped,
     })
 }
+
+/// The store's prefix filter counts over its levels: probes, negatives, false positives.
+pub fn prefix_counts(stats: &Stats) -> (u64, u64, u64) {
+    stats.levels.iter().fold((0, 0, 0), |(p, n, f), l| {
+        (
+            p + l.prefix_filter_probes,
+            n + l.prefix_filter_negatives,
+            f + l.prefix_filter_false_positives,
+        )
+    })
+}

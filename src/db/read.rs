@@ -69,8 +69,7 @@ impl Inner {
         if prefix.is_empty() {
             return None;
         }
-        let extractor = self.options.prefix_extractor.as_ref();
-        let hash = extractor.and_then(|e| e.prefix(&prefix)).map(KeyHash::of);
+        let hash = self.extracted_prefix_hash(&prefix);
         Some(PrefixScope {
             prefix,
             hash,
@@ -92,9 +91,15 @@ impl Inner {
             let first = mem.iter_from(Bound::Included(prefix)).next();
             first.is_some_and(|e| e.map_or(true, |e| e.key.starts_with(prefix)))
         });
-        let extractor = self.options.prefix_extractor.as_ref();
-        let hash = extractor.and_then(|e| e.prefix(prefix)).map(KeyHash::of);
+        let hash = self.extracted_prefix_hash(prefix);
         in_memtables || tree.version.may_hold_prefix(prefix, hash.as_ref())
+    }
+
+    /// The hash of the prefix the store's extractor cuts from `prefix`, the one its prefix
+    /// filters are asked for; `None` without an extractor, or when it cuts none.
+    fn extracted_prefix_hash(&self, prefix: &[u8]) -> Option<KeyHash> {
+        let extractor = self.options.prefix_extractor.as_ref()?;
+        extractor.prefix(prefix).map(KeyHash::of)
     }
 
     /// The value of `key` at `at` (now, without it); `None` when absent or deleted.

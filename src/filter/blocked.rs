@@ -95,6 +95,13 @@ fn distinct_probes(hashes: u32) -> Vec<f64> {
     p
 }
 
+/// The blocks of a filter for `expected_keys` at `params`' bits per key: whole blocks, at
+/// least one.
+fn blocks_for(params: BlockedParams, expected_keys: u64) -> usize {
+    let bits = expected_keys.saturating_mul(u64::from(params.bits_per_key));
+    bits.div_ceil(BLOCK_BITS).max(1) as usize
+}
+
 /// Bits per key and hashes of a blocked filter, chosen by [`blocked_rate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockedParams {
@@ -205,19 +212,18 @@ impl BlockedBloomFilter {
         expected_keys: u64,
         fold_limit: u32,
     ) -> BlockedBloomFilter {
-        let mut filter = Self::new(params, expected_keys);
-        let blocks = (filter.blocks.len()).next_multiple_of(fold_limit.max(1) as usize);
-        if blocks != filter.blocks.len() {
-            filter.blocks = super::huge_pages::filled(blocks, Block::default());
-        }
-        filter
+        let blocks = blocks_for(params, expected_keys).next_multiple_of(fold_limit.max(1) as usize);
+        Self::with_blocks(params, blocks)
     }
 
     /// A filter for `expected_keys` at the parameters' bits per key, rounded up to whole
     /// blocks and never smaller than one.
     pub fn new(params: BlockedParams, expected_keys: u64) -> BlockedBloomFilter {
-        let bits = expected_keys.saturating_mul(u64::from(params.bits_per_key));
-        let blocks = bits.div_ceil(BLOCK_BITS).max(1) as usize;
+        Self::with_blocks(params, blocks_for(params, expected_keys))
+    }
+
+    /// An empty filter of `blocks` blocks.
+    fn with_blocks(params: BlockedParams, blocks: usize) -> BlockedBloomFilter {
         BlockedBloomFilter {
             blocks: super::huge_pages::filled(blocks, Block::default()),
             bits_per_key: params.bits_per_key,

@@ -32,17 +32,7 @@ impl BloomFilter {
     /// A filter sized for `expected_keys` at the parameters' bits per key, rounded up to whole
     /// 64-bit words and never smaller than one word.
     pub fn new(params: FilterParams, expected_keys: u64) -> BloomFilter {
-        let bits = expected_keys
-            .saturating_mul(params.bits_per_key() as u64)
-            .max(WORD_BITS);
-        let words = bits.div_ceil(WORD_BITS) as usize;
-        BloomFilter {
-            words: super::huge_pages::filled(words, 0),
-            bits_per_key: params.bits_per_key(),
-            hashes: params.hashes(),
-            key_count: 0,
-            sequence: ProbeSequence::CURRENT,
-        }
+        Self::with_words(params, words_for(params, expected_keys))
     }
 
     /// A filter like [`new`](Self::new) whose bit count is rounded up further, to a multiple
@@ -50,13 +40,19 @@ impl BloomFilter {
     /// quarter...) by any factor that divides `fold_limit`. The rounding costs under
     /// `64 * fold_limit` bits per filter.
     pub fn new_foldable(params: FilterParams, expected_keys: u64, fold_limit: u32) -> BloomFilter {
-        let mut filter = Self::new(params, expected_keys);
-        let unit = fold_limit.max(1) as usize;
-        let words = filter.words.len().next_multiple_of(unit);
-        if words != filter.words.len() {
-            filter.words = super::huge_pages::filled(words, 0);
+        let words = words_for(params, expected_keys).next_multiple_of(fold_limit.max(1) as usize);
+        Self::with_words(params, words)
+    }
+
+    /// An empty filter of `words` 64-bit words.
+    fn with_words(params: FilterParams, words: usize) -> BloomFilter {
+        BloomFilter {
+            words: super::huge_pages::filled(words, 0),
+            bits_per_key: params.bits_per_key(),
+            hashes: params.hashes(),
+            key_count: 0,
+            sequence: ProbeSequence::CURRENT,
         }
-        filter
     }
 
     /// A filter for `expected_keys` keys at `false_positive_rate`.
@@ -304,6 +300,15 @@ impl BloomFilter {
             ..Self::new(params, expected_keys)
         }
     }
+}
+
+/// The words of a filter for `expected_keys` at `params`' bits per key: whole words, at
+/// least one.
+fn words_for(params: FilterParams, expected_keys: u64) -> usize {
+    let bits = expected_keys
+        .saturating_mul(params.bits_per_key() as u64)
+        .max(WORD_BITS);
+    bits.div_ceil(WORD_BITS) as usize
 }
 
 /// `words` (an even number of them) folded by 2: bit `j` of the result is bits `2j` and

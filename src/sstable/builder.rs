@@ -193,12 +193,17 @@ impl TableBuilder {
         })
     }
 
-    /// Gives the table a prefix filter over the prefixes `extractor` finds in its keys, with
-    /// the filter policy's parameters (`docs/format.md`, "Prefix filter block"); without
-    /// `whole_keys`, the table has no filter over its whole keys. A table whose policy is
-    /// `Disabled` has neither. Call before the first entry.
+    /// Gives the table a prefix filter over the prefixes `extractor` finds in its keys, in
+    /// the standard layout with the filter policy's bits per key (divided by
+    /// `TableOptions::filter_fold_target`: a prefix filter is never folded) and hashes
+    /// (`docs/format.md`, "Prefix filter block"); without `whole_keys`, the table has no
+    /// filter over its whole keys. A table whose policy is `Disabled` has neither. Call
+    /// before the first entry.
     pub fn with_prefix_filter(mut self, extractor: &PrefixExtractor, whole_keys: bool) -> Self {
-        if let Some(params) = self.filter_params {
+        let fold = self.options.filter_fold_target.max(1);
+        let share = (self.filter_params)
+            .map(|p| FilterParams::new((p.bits_per_key() / fold).max(1), p.hashes()).unwrap_or(p));
+        if let Some(params) = share {
             self.prefixes = Some(PrefixCollector {
                 extractor: extractor.clone(),
                 params,

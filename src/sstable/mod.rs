@@ -1,11 +1,14 @@
-//! The immutable sorted table file: data blocks of prefix-compressed entries, one Bloom
-//! filter over the table's user keys, a properties block, an index and a fixed footer.
+//! The immutable sorted table file: data blocks of prefix-compressed entries, a Bloom filter
+//! over the table's user keys (in the standard or the cache-local layout, [`UnitFilter`]),
+//! with a prefix extractor one over their prefixes too, a properties block, an index and a
+//! fixed footer.
 //! `docs/format.md`, "Table files", gives the layout byte by byte.
 //!
 //! - [`TableBuilder`] writes a table from entries in entry order.
 //! - [`Table`] opens one, keeps its index and filter in memory, and answers point lookups
 //!   (asking the filter first) and ordered scans ([`TableIterator`]).
-//! - [`verify_table`] reads and checks every block.
+//! - [`verify_table`] reads and checks every block (the prefix filter's too, whatever
+//!   extractor wrote it).
 //!
 //! Blocks may be compressed ([`Compression`], LZ4 by default); the block cache holds them
 //! decompressed and parsed.

@@ -106,7 +106,7 @@ pub struct TableOptions {
     pub filter_partition_size: usize,
     /// Writes a whole filter in the cache-local layout: all of a key's probes in one 64-byte
     /// block, with the bits per key the policy gives and the hashes that give the lowest
-    /// rate at them (`docs/filter.md`, "The cache-local layout"). Partitions stay standard.
+    /// rate at them (`docs/filter.md`, "Cache-local layout"). Partitions stay standard.
     pub cache_local_filter: bool,
     /// The factor a store means to fold the filter by in memory (1: none), when it writes it
     /// wider than its share to leave room to fold (`docs/design.md`, "Filter memory"): a

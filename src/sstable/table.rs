@@ -1,5 +1,5 @@
-//! Reads a table file: the footer, index, filter and properties once at open (they stay in
-//! memory), then for each lookup that the filter does not rule out one data block, from the
+//! Reads a table file: the footer, properties, index, filter and prefix filter once at open
+//! (they stay in memory), then for each lookup that the filter does not rule out one data block, from the
 //! block cache or with one positioned read. The file itself is held by the store's table
 //! cache, which may close it between reads.
 

@@ -15,7 +15,7 @@ use super::properties::TableProperties;
 use super::table::{read_block, Table};
 use super::unit_filter::{Prefetched, UnitFilter};
 use crate::error::{Error, Result};
-use crate::filter::{blocked_rate, BloomFilter, FilterParams, KeyHash};
+use crate::filter::{BloomFilter, FilterParams, KeyHash};
 use crate::fs::RandomAccessFile;
 use crate::metrics::ReadCountersSnapshot;
 
@@ -111,8 +111,9 @@ enum UnitFor {
 
 impl Table {
     /// Asks the filter whether the table may hold `key` (of `hash`), counting the probe (a
-    /// table without a filter may hold anything) and, where the store counts them, the
-    /// lookup for the unit of the filter that answers.
+    /// table without a filter over whole keys asks its prefix filter, uncounted, and without
+    /// either may hold anything) and, where the store counts them, the lookup for the unit of
+    /// the filter that answers.
     ///
     /// A whole filter, the common case, takes the path it took before filters had units, and
     /// small enough to be inlined into the lookup: no search, one count in the table itself,
@@ -532,11 +533,8 @@ impl Table {
     /// the ClickHouse-based one for a standard filter, the blocked layout's own
     /// ([`blocked_rate`]) for a cache-local one. `None` without a filter.
     pub fn predicted_filter_rate(&self) -> Option<f64> {
-        let params = self.inner.filter_params?;
-        Some(match self.filter_is_blocked() {
-            true => blocked_rate(f64::from(params.bits_per_key()), params.hashes()),
-            false => params.predicted_false_positive_rate(),
-        })
+        // The properties' rate, which the table's open set by the layout its filter has.
+        self.inner.properties.filter.map(|(_, _, rate)| rate)
     }
 
     /// The false-positive rate lookups of absent keys meet in this table: its filter's, as

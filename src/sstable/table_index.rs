@@ -1,7 +1,8 @@
 //! A table's index as lookups and scans use it: either one index block, kept whole in memory
 //! (format versions 1 to 3, which small tables still are), or a top level kept in memory over
 //! index partitions that are read when a lookup or scan needs them and kept in the store's
-//! index cache (version 4). Either way data blocks are numbered from 0 across the table, so
+//! index cache (version 4). A version 5 table (one with a prefix filter) has either, as its
+//! properties say. Either way data blocks are numbered from 0 across the table, so
 //! batched lookups and scans never see the partitions.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! One unit of a table's filter (the whole filter, or a partition) as a reader holds it: the
 //! standard layout, or the cache-local one that keeps all of a key's probes in one 64-byte
-//! block (`Options::cache_local_filters`; `docs/filter.md`, "The cache-local layout"). The
+//! block (`Options::cache_local_filters`; `docs/filter.md`, "Cache-local layout"). The
 //! serialized header names which (hash algorithm 3 for the cache-local one), so tables of
 //! both kinds mix in one store.
 
@@ -9,7 +9,9 @@ use crate::filter::{BlockedBloomFilter, BloomFilter, FilterError, FirstBits, Key
 /// A unit's filter, in one of the two layouts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnitFilter {
+    /// The standard layout: a key's probes anywhere in the bit array.
     Standard(BloomFilter),
+    /// The cache-local layout: a key's probes all in one 512-bit block.
     Blocked(BlockedBloomFilter),
 }
 
@@ -32,6 +34,7 @@ impl UnitFilter {
         }
     }
 
+    /// The serialized form, its header naming its layout.
     pub fn to_bytes(&self) -> Vec<u8> {
         match self {
             UnitFilter::Standard(f) => f.to_bytes(),
@@ -86,6 +89,7 @@ impl UnitFilter {
         }
     }
 
+    /// Bytes of its bit array.
     pub fn memory_bytes(&self) -> usize {
         match self {
             UnitFilter::Standard(f) => f.memory_bytes(),
@@ -93,6 +97,7 @@ impl UnitFilter {
         }
     }
 
+    /// The bits per key it was sized with (divided by its fold, when folded).
     pub fn bits_per_key(&self) -> u32 {
         match self {
             UnitFilter::Standard(f) => f.bits_per_key(),
@@ -100,6 +105,7 @@ impl UnitFilter {
         }
     }
 
+    /// Probes a key sets and tests.
     pub fn hashes(&self) -> u32 {
         match self {
             UnitFilter::Standard(f) => f.hashes(),
@@ -115,6 +121,7 @@ impl UnitFilter {
         }
     }
 
+    /// Whether no key was inserted.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

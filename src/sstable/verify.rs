@@ -172,11 +172,11 @@ fn separator_fits(index: &TableIndex, key: &[u8], seq: SeqNo, separator: &IndexE
     }
 }
 
-/// Checks that a table's prefix filter holds the prefix of every key, when its extractor is
-/// one this build can rebuild from its name (a fixed length or a delimiter; a user function
-/// is known only to the store that has it).
+/// A table's prefix filter, read and checked, and when its extractor is one this build can
+/// rebuild from its name (a fixed length or a delimiter; a user function is known only to the
+/// store that has it), checked to hold the prefix of every key.
 struct PrefixCheck {
-    extractor: PrefixExtractor,
+    extractor: Option<PrefixExtractor>,
     filter: TablePrefixFilter,
     offset: u64,
 }
@@ -188,12 +188,9 @@ impl PrefixCheck {
         let Some(props) = table.inner.properties.prefix_filter.as_ref() else {
             return Ok(None);
         };
-        let Some(extractor) = PrefixExtractor::from_builtin_name(&props.extractor) else {
-            return Ok(None);
-        };
         let file = fs.open_read(path)?;
         Ok(Some(PrefixCheck {
-            extractor,
+            extractor: PrefixExtractor::from_builtin_name(&props.extractor),
             filter: TablePrefixFilter::read(file.as_ref(), path, props)?,
             offset: props.handle.offset,
         }))
@@ -201,7 +198,7 @@ impl PrefixCheck {
 
     /// The prefix filter's offset, when it misses `key`'s prefix.
     fn missing(&self, key: &[u8]) -> Option<u64> {
-        let prefix = self.extractor.prefix(key)?;
+        let prefix = self.extractor.as_ref()?.prefix(key)?;
         let answer = self.filter.answer(&KeyHash::of(prefix));
         (answer == PrefixAnswer::Absent).then_some(self.offset)
     }

@@ -121,3 +121,12 @@ pub struct SettingResult {
     pub warm_present: LookupFigures,
     pub warm_absent: LookupFigures,
 }
+
+/// Adds every field of `extra` (an object) to `figures`.
+pub fn merge(figures: &mut serde_json::Value, extra: &serde_json::Value) {
+    if let (Some(into), Some(from)) = (figures.as_object_mut(), extra.as_object()) {
+        for (name, value) in from {
+            into.insert(name.clone(), value.clone());
+        }
+    }
+}

@@ -25,11 +25,13 @@ use super::children::{
     add_cgroup_figures, bloomkv_options, check_stores, child_args, enter_cgroup, resident,
     run_children, warm_lookups_only,
 };
+use super::figures::merge;
 use super::files::{scratch_dir, write_result};
 use super::keys::splitmix;
 use super::memory;
 use super::timing::{time_lookups, watch_device_of, Timing};
 use super::workload::{load, settle, Workload};
+use crate::store_json::prefix_counts;
 use crate::Failure;
 
 const KNOWN_STORES: [&str; 3] = ["bloomkv", "bloomkv-no-prefix-filters", "rocksdb"];
@@ -178,14 +180,9 @@ fn run_bloomkv(
     let middle = db.stats();
     let absent = time_scans(absent, false, scan, blocks)?;
     let after = db.stats();
-    let prefix_counts = |s: &bloomkv::Stats| {
-        s.levels.iter().fold((0, 0), |(p, n), l| {
-            (p + l.prefix_filter_probes, n + l.prefix_filter_negatives)
-        })
-    };
     let per_scan = |earlier: &bloomkv::Stats, later: &bloomkv::Stats, scans: u64| {
-        let (p0, n0) = prefix_counts(earlier);
-        let (p1, n1) = prefix_counts(later);
+        let (p0, n0, _) = prefix_counts(earlier);
+        let (p1, n1, _) = prefix_counts(later);
         let scans = scans.max(1) as f64;
         json!({
             "prefix_filter_probes_per_scan": (p1 - p0) as f64 / scans,
@@ -202,16 +199,12 @@ fn run_bloomkv(
         "filter_memory_bytes": after.filter_memory_bytes,
         "prefix_filter_memory_bytes": after.prefix_filter_memory_bytes,
     });
-    merge(&mut figures["present"], per_scan(&before, &middle, lookups));
-    merge(&mut figures["absent"], per_scan(&middle, &after, lookups));
+    merge(
+        &mut figures["present"],
+        &per_scan(&before, &middle, lookups),
+    );
+    merge(&mut figures["absent"], &per_scan(&middle, &after, lookups));
     Ok(figures)
-}
-
-/// Adds every field of `extra` (an object) to `figures`.
-pub fn merge(figures: &mut Value, extra: Value) {
-    if let (Some(into), Value::Object(from)) = (figures.as_object_mut(), extra) {
-        into.extend(from);
-    }
 }
 
 #[cfg(feature = "peers")]

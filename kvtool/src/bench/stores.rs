@@ -221,7 +221,7 @@ fn run_peer(store: &str, workload: &Workload, dir: &Path) -> Result<Value, Failu
         figures["fresh_present"] = present.to_json();
         figures["fresh_absent"] = absent.to_json();
     }
-    super::peers::merge(&mut figures, &result.extra);
+    super::figures::merge(&mut figures, &result.extra);
     Ok(figures)
 }
 

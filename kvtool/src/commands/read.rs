@@ -106,7 +106,7 @@ fn print_range(
         (None, None) => Bound::Unbounded,
     };
     // The prefix ends the range too, so that a reverse scan starts at the prefix's last key.
-    let past_prefix = range.prefix.as_deref().and_then(prefix_end);
+    let past_prefix = range.prefix.as_deref().and_then(codec::prefix_end);
     let end = match (range.to.as_deref(), past_prefix.as_deref()) {
         (Some(to), Some(past)) => Bound::Excluded(to.min(past)),
         (Some(end), None) | (None, Some(end)) => Bound::Excluded(end),
@@ -134,13 +134,4 @@ fn print_range(
         .map_err(output_error)?;
     }
     out.flush().map_err(output_error)
-}
-
-/// The first key past every key that starts with `prefix`; `None` when none is (every byte
-/// of the prefix is 0xff, or it is empty).
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let last = prefix.iter().rposition(|&b| b != 0xff)?;
-    let mut end = prefix[..=last].to_vec();
-    end[last] += 1;
-    Some(end)
 }

@@ -9,7 +9,7 @@ use super::open::{keyspace, open_read_only, store_dir};
 use super::output::emit;
 use crate::cli::{KeyFormat, KeyspaceArg, StoreDir, WalRecovery};
 use crate::codec;
-use crate::store_json::{filter_partitions_json, levels_json, partition_counts};
+use crate::store_json::{filter_partitions_json, levels_json, partition_counts, prefix_counts};
 use crate::Failure;
 
 /// `stats`: prints the store's stats, as JSON with `--json`.
@@ -376,23 +376,15 @@ fn level_bits_per_key(stats: &Stats, level: usize) -> String {
     }
 }
 
-/// The store's prefix filter counts over its levels: probes, negatives, false positives.
-fn prefix_counts(stats: &Stats) -> (u64, u64, u64) {
-    stats.levels.iter().fold((0, 0, 0), |(p, n, f), l| {
-        (
-            p + l.prefix_filter_probes,
-            n + l.prefix_filter_negatives,
-            f + l.prefix_filter_false_positives,
-        )
-    })
-}
-
 /// The extractor, the prefix filters' memory, and the tables whose prefix filters the store
 /// left unread.
 fn prefix_filters_text(stats: &Stats) -> String {
     let ignored = match stats.tables_prefix_filter_ignored {
         0 => String::new(),
-        n => format!("; {n} tables' prefix filters unread (written with another extractor)"),
+        n => format!(
+            "; {n} tables' prefix filters unread (written with an extractor this store was not \
+             opened with)"
+        ),
     };
     match &stats.prefix_extractor {
         Some(name) => format!(
