@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use bloomkv::filter::FilterParams;
 use bloomkv::{Db, Error, ExtractPrefix, Options, PrefixExtractor, Stats};
 
 /// Tenants `t000:` to `t039:` in a store cutting prefixes at the colon.
@@ -472,4 +473,34 @@ fn verification_checks_a_user_functions_prefix_filter_block_too() {
         }
         other => panic!("expected corruption, got {other:?}"),
     }
+}
+
+#[test]
+fn under_a_binding_limit_a_prefix_filter_takes_its_levels_share_not_the_wide_filter() {
+    let unlimited = {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), options(delimited())).unwrap();
+        fill(&db);
+        db.stats().filter_memory_bytes
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let limited = options(delimited()).filter_memory_limit(unlimited / 3);
+    let db = Db::open(dir.path(), limited).unwrap();
+    let model = fill(&db);
+    let stats = db.stats();
+    let wide: Vec<_> = (stats.tables.iter())
+        .filter(|t| t.bits_per_key.is_some_and(|b| b >= 16))
+        .collect();
+    assert!(!wide.is_empty(), "some filter written wide for the limit");
+    for t in wide {
+        let share = FilterParams::new(t.bits_per_key.unwrap() / 4, t.hashes.unwrap()).unwrap();
+        let rate = t.prefix_filter_predicted_rate.unwrap();
+        assert_eq!(
+            rate,
+            share.predicted_false_positive_rate(),
+            "table {}",
+            t.number
+        );
+    }
+    assert_scans_agree(&db, &model);
 }
