@@ -76,15 +76,28 @@ pub struct TableFilter {
     pub no_filter: bool,
 }
 
-/// `--wal-recovery`: what opening the store does with a damaged WAL.
+/// How a command opens the store: `--wal-recovery` and `--prefix-extractor`.
 #[derive(Args, Debug, Clone, Default)]
-pub struct WalRecovery {
+pub struct OpenFlags {
     /// What to do with a damaged WAL. Without this flag: drop a torn last record, or what
     /// follows a lost page of writes that were never synced, and refuse other damage.
     /// `strict`: refuse any damage. `point-in-time`: keep the writes before the first damage.
     /// `salvage`: keep every intact record.
     #[arg(long, value_name = "MODE")]
     pub wal_recovery: Option<WalMode>,
+    /// The prefix extractor the store's tables were written with, by the name they record
+    /// (`fixed:N`, `delimited:0xHH`; `kvtool stats` and `kvtool sst --json` show it): scans use
+    /// their prefix filters, and tables written carry them. Without it, the store is opened
+    /// without one (its prefix filters unread). A user function's filters cannot be named.
+    #[arg(long, value_name = "NAME", value_parser = parse_prefix_extractor)]
+    pub prefix_extractor: Option<bloomkv::PrefixExtractor>,
+}
+
+/// A built-in prefix extractor by the name tables record.
+fn parse_prefix_extractor(name: &str) -> Result<bloomkv::PrefixExtractor, String> {
+    bloomkv::PrefixExtractor::from_builtin_name(name).ok_or_else(|| {
+        format!("'{name}' is no built-in extractor's name: use fixed:N (N >= 1) or delimited:0xHH")
+    })
 }
 
 /// The values of `--wal-recovery`.
@@ -112,7 +125,7 @@ pub enum Command {
         #[command(flatten)]
         filter: TableFilter,
         #[command(flatten)]
-        wal: WalRecovery,
+        opening: OpenFlags,
     },
     /// Print the value of KEY; exit 1 when there is none.
     Get {
@@ -125,7 +138,7 @@ pub enum Command {
         #[command(flatten)]
         keyspace: KeyspaceArg,
         #[command(flatten)]
-        wal: WalRecovery,
+        opening: OpenFlags,
     },
     /// Delete KEY.
     Delete {
@@ -140,7 +153,7 @@ pub enum Command {
         #[command(flatten)]
         filter: TableFilter,
         #[command(flatten)]
-        wal: WalRecovery,
+        opening: OpenFlags,
     },
     /// Print `key ==> value` lines in key order (or, with --reverse, last key first).
     Scan {
@@ -170,7 +183,7 @@ pub enum Command {
         #[command(flatten)]
         keyspace: KeyspaceArg,
         #[command(flatten)]
-        wal: WalRecovery,
+        opening: OpenFlags,
     },
     /// Bulk-load pairs from FILE or stdin (creates a missing store).
     ///
@@ -192,7 +205,7 @@ pub enum Command {
         #[command(flatten)]
         filter: TableFilter,
         #[command(flatten)]
-        wal: WalRecovery,
+        opening: OpenFlags,
     },
     /// Print every pair as a `key<TAB>value` line, the format `load` reads back.
     Dump {
@@ -203,7 +216,7 @@ pub enum Command {
         #[command(flatten)]
         keyspace: KeyspaceArg,
         #[command(flatten)]
-        wal: WalRecovery,
+        opening: OpenFlags,
     },
     /// Levels, tables, filters and counters.
     Stats {
@@ -217,7 +230,7 @@ pub enum Command {
         #[command(flatten)]
         keyspace: KeyspaceArg,
         #[command(flatten)]
-        wal: WalRecovery,
+        opening: OpenFlags,
     },
     /// Verify every checksum of every file; on damage name the file and offset (exit 2).
     Check {
@@ -232,7 +245,7 @@ pub enum Command {
         #[command(flatten)]
         filter: TableFilter,
         #[command(flatten)]
-        wal: WalRecovery,
+        opening: OpenFlags,
     },
     /// Make a damaged store open again: point CURRENT at the newest intact manifest when it
     /// is lost, keep every intact WAL record (skipping damaged ones) and write them into a

@@ -2196,3 +2196,50 @@ fn chart_from_draws_a_writes_run_and_refuses_what_it_cannot_draw() {
     )
     .fails(2, "is not the JSON of a --stores run: no stores");
 }
+
+#[test]
+fn a_prefix_extractor_given_by_name_lets_scans_and_stats_use_the_prefix_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s");
+    let lines: String = (0..200)
+        .map(|i| format!("t{:02}:{i:04}\tv\n", (i % 10) * 2))
+        .collect();
+    kv_stdin(
+        &db,
+        &["load", "--prefix-extractor", "delimited:0x3a"],
+        lines.as_bytes(),
+    )
+    .ok();
+    // Opened with the extractor the tables name: the filters are read and asked.
+    let stats = kv(
+        &db,
+        &["stats", "--prefix-extractor", "delimited:0x3a", "--json"],
+    )
+    .ok();
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(stats["prefix_extractor"], "delimited:0x3a");
+    assert_eq!(stats["tables_prefix_filter_ignored"], 0);
+    assert!(stats["prefix_filter_memory_bytes"].as_u64().unwrap() > 0);
+    let scan = kv(
+        &db,
+        &[
+            "scan",
+            "--prefix-extractor",
+            "delimited:0x3a",
+            "--prefix",
+            "t04:",
+        ],
+    )
+    .ok();
+    assert_eq!(scan.lines().count(), 20);
+    assert!(kv(&db, &["scan", "--prefix", "t05:"]).ok().is_empty());
+    // Without it, the same answers, the filters left unread.
+    let stats = kv(&db, &["stats", "--json"]).ok();
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(stats["tables_prefix_filter_ignored"], 1);
+    let plain = kv(&db, &["scan", "--prefix", "t04:"]).ok();
+    assert_eq!(plain, scan);
+    // A name no built-in extractor has is a usage error.
+    kv(&db, &["scan", "--prefix-extractor", "custom:x"])
+        .usage_error("invalid value 'custom:x' for '--prefix-extractor <NAME>'");
+}

@@ -11,7 +11,7 @@ use super::open::{
     describe_dropped, no_store, open_to_write, require_store, store_dir, tool_options,
 };
 use super::output::{counted, emit};
-use crate::cli::{StoreDir, TableFilter, WalRecovery};
+use crate::cli::{OpenFlags, StoreDir, TableFilter};
 use crate::Failure;
 
 pub(super) fn check(dir: &Path) -> Result<(), Failure> {
@@ -66,9 +66,9 @@ pub(super) fn check(dir: &Path) -> Result<(), Failure> {
 pub(super) fn compact(
     store: &StoreDir,
     filter: &TableFilter,
-    wal: &WalRecovery,
+    opening: &OpenFlags,
 ) -> Result<(), Failure> {
-    let db = open_to_write(store_dir(store)?, filter, wal, false)?;
+    let db = open_to_write(store_dir(store)?, filter, opening, false)?;
     db.compact()?;
     let stats = db.stats();
     let tables: usize = stats.levels.iter().map(|l| l.tables).sum();

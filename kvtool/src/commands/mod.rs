@@ -33,23 +33,23 @@ pub fn run(command: Command) -> Result<(), Failure> {
             keys,
             keyspace,
             filter,
-            wal,
-        } => write::put(&key, &value, &store, &keys, &keyspace, &filter, &wal),
+            opening,
+        } => write::put(&key, &value, &store, &keys, &keyspace, &filter, &opening),
         Command::Get {
             key,
             store,
             keys,
             keyspace,
-            wal,
-        } => read::get(&key, &store, &keys, &keyspace, &wal),
+            opening,
+        } => read::get(&key, &store, &keys, &keyspace, &opening),
         Command::Delete {
             key,
             store,
             keys,
             keyspace,
             filter,
-            wal,
-        } => write::delete(&key, &store, &keys, &keyspace, &filter, &wal),
+            opening,
+        } => write::delete(&key, &store, &keys, &keyspace, &filter, &opening),
         Command::Scan {
             from,
             to,
@@ -60,7 +60,7 @@ pub fn run(command: Command) -> Result<(), Failure> {
             store,
             keys,
             keyspace,
-            wal,
+            opening,
         } => {
             let range = read::ScanArgs {
                 from,
@@ -70,7 +70,7 @@ pub fn run(command: Command) -> Result<(), Failure> {
                 keys_only,
                 reverse,
             };
-            read::scan(range, &store, &keys, &keyspace, &wal)
+            read::scan(range, &store, &keys, &keyspace, &opening)
         }
         Command::Load {
             file,
@@ -79,13 +79,13 @@ pub fn run(command: Command) -> Result<(), Failure> {
             keys,
             keyspace,
             filter,
-            wal,
+            opening,
         } => {
             let target = write::LoadTarget {
                 store: &store,
                 keyspace: &keyspace,
                 filter: &filter,
-                wal: &wal,
+                opening: &opening,
             };
             write::load(file.as_deref(), strict, &keys, target)
         }
@@ -93,17 +93,21 @@ pub fn run(command: Command) -> Result<(), Failure> {
             store,
             keys,
             keyspace,
-            wal,
-        } => read::dump(&store, &keys, &keyspace, &wal),
+            opening,
+        } => read::dump(&store, &keys, &keyspace, &opening),
         Command::Stats {
             json,
             store,
             keys,
             keyspace,
-            wal,
-        } => stats::stats(json, &store, &keys, &keyspace, &wal),
+            opening,
+        } => stats::stats(json, &store, &keys, &keyspace, &opening),
         Command::Check { store } => maintain::check(store_dir(&store)?),
-        Command::Compact { store, filter, wal } => maintain::compact(&store, &filter, &wal),
+        Command::Compact {
+            store,
+            filter,
+            opening,
+        } => maintain::compact(&store, &filter, &opening),
         Command::Repair { store } => maintain::repair(store_dir(&store)?),
         Command::Sst { file, json, keys } => sst::sst(&file, keys.hex, json),
         Command::Bench(args) => crate::bench::run(&args),

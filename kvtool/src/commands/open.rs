@@ -9,7 +9,7 @@ use bloomkv::filename::CURRENT;
 use bloomkv::{Db, FilterPolicy, Keyspace, KeyspaceOptions, Options, WalRecoveryMode};
 
 use super::output::counted;
-use crate::cli::{KeyspaceArg, StoreDir, TableFilter, WalMode, WalRecovery};
+use crate::cli::{KeyspaceArg, OpenFlags, StoreDir, TableFilter, WalMode};
 use crate::Failure;
 
 /// The directory of `--db`, which the command line checked was given.
@@ -25,10 +25,10 @@ pub(super) fn store_dir(store: &StoreDir) -> Result<&Path, Failure> {
 pub(super) fn open_to_write(
     dir: &Path,
     filter: &TableFilter,
-    wal: &WalRecovery,
+    opening: &OpenFlags,
     create: bool,
 ) -> Result<Db, Failure> {
-    let options = tool_options().wal_recovery_mode(wal_recovery_mode(wal));
+    let options = opening_options(opening);
     let new_store = !dir.join(CURRENT).exists();
     let options = match filter_policy(filter)? {
         Some(policy) => options.filter_policy(policy),
@@ -71,10 +71,9 @@ pub(super) fn keyspace<'db>(
 }
 
 /// Opens the store for a command that only reads: nothing on disk changes.
-pub(super) fn open_read_only(dir: &Path, wal: &WalRecovery) -> Result<Db, Failure> {
+pub(super) fn open_read_only(dir: &Path, opening: &OpenFlags) -> Result<Db, Failure> {
     require_store(dir)?;
-    let options = tool_options().wal_recovery_mode(wal_recovery_mode(wal));
-    let db = Db::open_read_only(dir, options)?;
+    let db = Db::open_read_only(dir, opening_options(opening))?;
     note_dropped_wal(&db);
     Ok(db)
 }
@@ -101,9 +100,16 @@ pub(super) fn tool_options() -> Options {
     Options::default().no_filter_memory_limit()
 }
 
+/// [`tool_options`] with what `--wal-recovery` and `--prefix-extractor` ask for.
+fn opening_options(opening: &OpenFlags) -> Options {
+    let mut options = tool_options().wal_recovery_mode(wal_recovery_mode(opening));
+    options.prefix_extractor = opening.prefix_extractor.clone();
+    options
+}
+
 /// The recovery mode `--wal-recovery` names (the library's default without it).
-fn wal_recovery_mode(wal: &WalRecovery) -> WalRecoveryMode {
-    match wal.wal_recovery {
+fn wal_recovery_mode(opening: &OpenFlags) -> WalRecoveryMode {
+    match opening.wal_recovery {
         Some(WalMode::Strict) => WalRecoveryMode::Strict,
         Some(WalMode::PointInTime) => WalRecoveryMode::PointInTime,
         Some(WalMode::Salvage) => WalRecoveryMode::Salvage,

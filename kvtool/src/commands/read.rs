@@ -8,7 +8,7 @@ use bloomkv::KeyspaceView;
 
 use super::open::{keyspace, open_read_only, store_dir};
 use super::output::stdout;
-use crate::cli::{KeyFormat, KeyspaceArg, StoreDir, WalRecovery};
+use crate::cli::{KeyFormat, KeyspaceArg, OpenFlags, StoreDir};
 use crate::{codec, lines};
 use crate::{output_error, Failure, NOT_FOUND};
 
@@ -18,10 +18,10 @@ pub(super) fn get(
     store: &StoreDir,
     keys: &KeyFormat,
     keyspace_arg: &KeyspaceArg,
-    wal: &WalRecovery,
+    opening: &OpenFlags,
 ) -> Result<(), Failure> {
     let parsed = codec::parse(key, keys.hex)?;
-    let db = open_read_only(store_dir(store)?, wal)?;
+    let db = open_read_only(store_dir(store)?, opening)?;
     match keyspace(&db, keyspace_arg, false)?.get(parsed)? {
         Some(value) => {
             let mut out = stdout();
@@ -51,7 +51,7 @@ pub(super) fn scan(
     store: &StoreDir,
     keys: &KeyFormat,
     keyspace_arg: &KeyspaceArg,
-    wal: &WalRecovery,
+    opening: &OpenFlags,
 ) -> Result<(), Failure> {
     let parse = |k: Option<String>| k.map(|k| codec::parse(&k, keys.hex)).transpose();
     let range = ScanRange {
@@ -60,7 +60,7 @@ pub(super) fn scan(
         prefix: parse(args.prefix)?,
         reverse: args.reverse,
     };
-    let db = open_read_only(store_dir(store)?, wal)?;
+    let db = open_read_only(store_dir(store)?, opening)?;
     let ks = keyspace(&db, keyspace_arg, false)?;
     print_range(&ks, keys.hex, &range, args.limit, args.keys_only)
 }
@@ -70,9 +70,9 @@ pub(super) fn dump(
     store: &StoreDir,
     keys: &KeyFormat,
     keyspace_arg: &KeyspaceArg,
-    wal: &WalRecovery,
+    opening: &OpenFlags,
 ) -> Result<(), Failure> {
-    let db = open_read_only(store_dir(store)?, wal)?;
+    let db = open_read_only(store_dir(store)?, opening)?;
     let ks = keyspace(&db, keyspace_arg, false)?;
     let mut out = stdout();
     for pair in ks.iter() {

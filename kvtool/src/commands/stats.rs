@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::open::{keyspace, open_read_only, store_dir};
 use super::output::emit;
-use crate::cli::{KeyFormat, KeyspaceArg, StoreDir, WalRecovery};
+use crate::cli::{KeyFormat, KeyspaceArg, OpenFlags, StoreDir};
 use crate::codec;
 use crate::store_json::{filter_partitions_json, levels_json, partition_counts, prefix_counts};
 use crate::Failure;
@@ -18,9 +18,9 @@ pub(super) fn stats(
     store: &StoreDir,
     keys: &KeyFormat,
     keyspace_arg: &KeyspaceArg,
-    wal: &WalRecovery,
+    opening: &OpenFlags,
 ) -> Result<(), Failure> {
-    let db = open_read_only(store_dir(store)?, wal)?;
+    let db = open_read_only(store_dir(store)?, opening)?;
     let mut stats = db.stats();
     // With --keyspace, the levels and tables are that keyspace's (the counters stay the
     // store's).
@@ -383,7 +383,7 @@ fn prefix_filters_text(stats: &Stats) -> String {
         0 => String::new(),
         n => format!(
             "; {n} tables' prefix filters unread (written with an extractor this store was not \
-             opened with)"
+             opened with: --prefix-extractor NAME)"
         ),
     };
     match &stats.prefix_extractor {

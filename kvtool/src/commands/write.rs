@@ -11,7 +11,7 @@ use indicatif::ProgressBar;
 
 use super::open::{keyspace, open_to_write, store_dir};
 use super::output::counted;
-use crate::cli::{KeyFormat, KeyspaceArg, StoreDir, TableFilter, WalRecovery};
+use crate::cli::{KeyFormat, KeyspaceArg, OpenFlags, StoreDir, TableFilter};
 use crate::{codec, lines, progress};
 use crate::{Failure, SKIPPED_LINES};
 
@@ -23,10 +23,10 @@ pub(super) fn put(
     keys: &KeyFormat,
     keyspace_arg: &KeyspaceArg,
     filter: &TableFilter,
-    wal: &WalRecovery,
+    opening: &OpenFlags,
 ) -> Result<(), Failure> {
     let (key, value) = (codec::parse(key, keys.hex)?, codec::parse(value, keys.hex)?);
-    let db = open_to_write(store_dir(store)?, filter, wal, true)?;
+    let db = open_to_write(store_dir(store)?, filter, opening, true)?;
     keyspace(&db, keyspace_arg, true)?.put(key, value)?;
     close(db)
 }
@@ -38,10 +38,10 @@ pub(super) fn delete(
     keys: &KeyFormat,
     keyspace_arg: &KeyspaceArg,
     filter: &TableFilter,
-    wal: &WalRecovery,
+    opening: &OpenFlags,
 ) -> Result<(), Failure> {
     let key = codec::parse(key, keys.hex)?;
-    let db = open_to_write(store_dir(store)?, filter, wal, false)?;
+    let db = open_to_write(store_dir(store)?, filter, opening, false)?;
     keyspace(&db, keyspace_arg, false)?.delete(key)?;
     close(db)
 }
@@ -51,7 +51,7 @@ pub(super) struct LoadTarget<'a> {
     pub store: &'a StoreDir,
     pub keyspace: &'a KeyspaceArg,
     pub filter: &'a TableFilter,
-    pub wal: &'a WalRecovery,
+    pub opening: &'a OpenFlags,
 }
 
 /// `load`: writes the pairs of `file` (or stdin), creating a missing store.
@@ -64,7 +64,7 @@ pub(super) fn load(
     let input = open_input(file)?;
     let dir = store_dir(target.store)?;
     let (dir_existed, store_existed) = (dir.exists(), dir.join(CURRENT).exists());
-    let db = open_to_write(dir, target.filter, target.wal, true)?;
+    let db = open_to_write(dir, target.filter, target.opening, true)?;
     let ks = keyspace(&db, target.keyspace, true)?;
     let result = load_input(&db, &ks, keys.hex, input, strict);
     // A new store holds pairs only in the keyspace loaded.
