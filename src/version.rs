@@ -341,6 +341,12 @@ impl Version {
     ) -> Vec<EntryStream> {
         let mut streams = Vec::new();
         for (level, tables) in self.levels.iter().enumerate() {
+            // A deeper level's tables are sorted and disjoint: those that meet the prefix's
+            // keys are a run, found by two searches rather than a pass over the level.
+            let tables = match level {
+                0 => &tables[..],
+                _ => prefix_run(tables, &scope.prefix),
+            };
             // Level 0's tables stay newest first, as the merge wants its sources; a deeper
             // level's are walked from the end the walk starts at.
             let in_walk_order: Box<dyn Iterator<Item = &Arc<TableHandle>>> = match backward {
@@ -521,6 +527,18 @@ impl Iterator for FirstEntryCheck {
         }
         item
     }
+}
+
+/// The run of `tables` (sorted by key, disjoint) whose key ranges meet the keys that start
+/// with `prefix`: from the first whose largest key is at or past it, up to the first whose
+/// smallest key is past every key with it.
+fn prefix_run<'t>(tables: &'t [Arc<TableHandle>], prefix: &[u8]) -> &'t [Arc<TableHandle>] {
+    let first = tables.partition_point(|t| t.meta.largest_key.as_slice() < prefix);
+    let rest = &tables[first..];
+    let past = rest.partition_point(|t| {
+        t.meta.smallest_key.as_slice() <= prefix || t.meta.smallest_key.starts_with(prefix)
+    });
+    &rest[..past]
 }
 
 /// Whether a table's key range meets the keys that start with `prefix`.
