@@ -296,9 +296,26 @@ impl Version {
     /// the prefix's, and whose prefix filter, asked for `hash` (the hash of the prefix's
     /// extractor prefix, when it has one), does not rule it out.
     pub fn may_hold_prefix(&self, prefix: &[u8], hash: Option<&KeyHash>) -> bool {
-        self.tables()
-            .filter(|t| range_may_hold_prefix(&t.meta, prefix))
+        (0..self.levels.len())
+            .flat_map(|level| self.meeting_prefix(level, prefix))
             .any(|t| hash.is_none_or(|h| t.table.prefix_answer(h) != PrefixAnswer::Absent))
+    }
+
+    /// The tables of `level` whose key range meets the keys that start with `prefix`, in the
+    /// level's order. A deeper level's tables are sorted and disjoint: those are a run, found
+    /// by two searches rather than a pass over the level.
+    fn meeting_prefix<'a>(
+        &'a self,
+        level: usize,
+        prefix: &'a [u8],
+    ) -> impl DoubleEndedIterator<Item = &'a Arc<TableHandle>> + 'a {
+        let tables = &self.levels[level];
+        let run = match level {
+            0 => &tables[..],
+            _ => prefix_run(tables, prefix),
+        };
+        run.iter()
+            .filter(move |t| level > 0 || range_may_hold_prefix(&t.meta, prefix))
     }
 
     /// [`streams_from`](Self::streams_from) for a walk within `scope`'s prefix: only the tables
@@ -340,18 +357,13 @@ impl Version {
         walk: impl Fn(&Table) -> EntryStream,
     ) -> Vec<EntryStream> {
         let mut streams = Vec::new();
-        for (level, tables) in self.levels.iter().enumerate() {
-            // A deeper level's tables are sorted and disjoint: those that meet the prefix's
-            // keys are a run, found by two searches rather than a pass over the level.
-            let tables = match level {
-                0 => &tables[..],
-                _ => prefix_run(tables, &scope.prefix),
-            };
+        for level in 0..self.levels.len() {
+            let meeting = self.meeting_prefix(level, &scope.prefix);
             // Level 0's tables stay newest first, as the merge wants its sources; a deeper
             // level's are walked from the end the walk starts at.
             let in_walk_order: Box<dyn Iterator<Item = &Arc<TableHandle>>> = match backward {
-                true if level > 0 => Box::new(tables.iter().rev()),
-                _ => Box::new(tables.iter()),
+                true if level > 0 => Box::new(meeting.rev()),
+                _ => Box::new(meeting),
             };
             let admitted: Vec<EntryStream> = in_walk_order
                 .filter_map(|t| scope.admits(level, t).map(|a| (t, a)))
@@ -460,13 +472,10 @@ pub struct PrefixScope {
 }
 
 impl PrefixScope {
-    /// Whether the walk should read `table` of `level`: its key range meets the prefix's,
-    /// and its prefix filter, when the store trusts it, lets the prefix through. Counts the
-    /// filter's probe and its answer.
+    /// Whether the walk should read `table` of `level`, one whose key range meets the
+    /// prefix's: whether its prefix filter, when the store trusts it, lets the prefix through.
+    /// Counts the filter's probe and its answer.
     fn admits(&self, level: usize, table: &TableHandle) -> Option<PrefixAnswer> {
-        if !range_may_hold_prefix(&table.meta, &self.prefix) {
-            return None;
-        }
         let Some(hash) = &self.hash else {
             return Some(PrefixAnswer::Unknown);
         };

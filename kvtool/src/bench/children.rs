@@ -144,6 +144,27 @@ pub fn warm_lookups_only(args: &BenchArgs) -> Vec<String> {
         .to_vec()
 }
 
+/// A child's run of one store in `dir`: enters the cgroup before the store opens, watches
+/// the device under `dir`, takes the figures `measure` returns, adds the store's bytes on
+/// disk and the cgroup's figures, and writes them where the parent reads them.
+pub fn run_in_child(
+    args: &BenchArgs,
+    dir: Option<&Path>,
+    measure: impl FnOnce(&Path) -> Result<Value, Failure>,
+) -> Result<(), Failure> {
+    let (Some(dir), Some(out)) = (dir, args.child_out.as_ref()) else {
+        return Err(Failure::from("--child-store needs --db and --child-out"));
+    };
+    let cgroup = enter_cgroup(args.memory_limit)?;
+    std::fs::create_dir_all(dir)?;
+    super::timing::watch_device_of(dir);
+    let mut figures = measure(dir)?;
+    figures["bytes_on_disk"] = json!(memory::dir_bytes(dir)?);
+    add_cgroup_figures(&mut figures, cgroup.as_ref());
+    std::fs::write(out, serde_json::to_string_pretty(&figures)?)?;
+    Ok(())
+}
+
 /// In a child: moves this process into a memory cgroup of `limit` bytes, when there is one.
 pub fn enter_cgroup(limit: Option<u64>) -> Result<Option<MemoryCgroup>, Failure> {
     limit

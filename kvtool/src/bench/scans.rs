@@ -22,14 +22,13 @@ use serde_json::{json, Value};
 
 use super::args::BenchArgs;
 use super::children::{
-    add_cgroup_figures, bloomkv_options, check_stores, child_args, enter_cgroup, resident,
-    run_children, warm_lookups_only,
+    bloomkv_options, check_stores, child_args, resident, run_children, run_in_child,
+    warm_lookups_only,
 };
 use super::figures::merge;
 use super::files::{scratch_dir, write_result};
 use super::keys::splitmix;
-use super::memory;
-use super::timing::{time_lookups, watch_device_of, Timing};
+use super::timing::{time_lookups, Timing};
 use super::workload::{load, settle, Workload};
 use crate::store_json::prefix_counts;
 use crate::Failure;
@@ -104,12 +103,11 @@ fn scan_prefixes(args: &BenchArgs) -> (Vec<[u8; PREFIX_LEN]>, Vec<[u8; PREFIX_LE
 
 /// In the child: enters the cgroup, loads and scans one store in `dir`, writes its figures.
 pub fn run_child(args: &BenchArgs, dir: Option<&Path>, store: &str) -> Result<(), Failure> {
-    let (Some(dir), Some(out)) = (dir, args.child_out.as_ref()) else {
-        return Err(Failure::from("--child-store needs --db and --child-out"));
-    };
-    let cgroup = enter_cgroup(args.memory_limit)?;
-    std::fs::create_dir_all(dir)?;
-    watch_device_of(dir);
+    run_in_child(args, dir, |dir| measure_child(args, dir, store))
+}
+
+/// The figures of `store`'s load and scans in `dir`.
+fn measure_child(args: &BenchArgs, dir: &Path, store: &str) -> Result<Value, Failure> {
     let workload = Workload::new(args);
     let prefixes = scan_prefixes(args);
     let mut figures = match store {
@@ -125,10 +123,7 @@ pub fn run_child(args: &BenchArgs, dir: Option<&Path>, store: &str) -> Result<()
     let (resident_bytes, peak_resident_bytes) = resident()?;
     figures["resident_bytes"] = json!(resident_bytes);
     figures["peak_resident_bytes"] = json!(peak_resident_bytes);
-    figures["bytes_on_disk"] = json!(memory::dir_bytes(dir)?);
-    add_cgroup_figures(&mut figures, cgroup.as_ref());
-    std::fs::write(out, serde_json::to_string_pretty(&figures)?)?;
-    Ok(())
+    Ok(figures)
 }
 
 /// Times `scan` over `prefixes`, each answer checked to hold pairs exactly when `present`;

@@ -14,15 +14,15 @@ use bloomkv::{Db, Options, Stats};
 use serde_json::{json, Value};
 
 use super::args::BenchArgs;
+use super::batched;
 use super::children::{
-    add_cgroup_figures, bloomkv_options, check_stores, child_args, enter_cgroup, resident,
-    run_children, warm_lookups_only,
+    bloomkv_options, check_stores, child_args, resident, run_children, run_in_child,
+    warm_lookups_only,
 };
 use super::files::{scratch_dir, write_result};
 use super::stores_report::{chart_svg, is_writes_run, print_report, read_run};
-use super::timing::{time_lookups, watch_device_of, Timing};
+use super::timing::{time_lookups, Timing};
 use super::workload::{load, settle, Workload};
-use super::{batched, memory};
 use crate::Failure;
 
 const KNOWN_STORES: [&str; 4] = ["bloomkv", "rocksdb", "rocksdb-partitioned", "fjall"];
@@ -69,21 +69,13 @@ pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
 
 /// In the child: enters the cgroup, runs one store in `dir`, writes its figures.
 pub fn run_child(args: &BenchArgs, dir: Option<&Path>, store: &str) -> Result<(), Failure> {
-    let (Some(dir), Some(out)) = (dir, args.child_out.as_ref()) else {
-        return Err(Failure::from("--child-store needs --db and --child-out"));
-    };
-    let cgroup = enter_cgroup(args.memory_limit)?;
-    std::fs::create_dir_all(dir)?;
-    watch_device_of(dir);
-    let workload = Workload::new(args);
-    let mut figures = match store {
-        "bloomkv" => run_bloomkv(&workload, dir, bloomkv_options(args)?)?,
-        other => run_peer(other, &workload, dir)?,
-    };
-    figures["bytes_on_disk"] = json!(memory::dir_bytes(dir)?);
-    add_cgroup_figures(&mut figures, cgroup.as_ref());
-    std::fs::write(out, serde_json::to_string_pretty(&figures)?)?;
-    Ok(())
+    run_in_child(args, dir, |dir| {
+        let workload = Workload::new(args);
+        match store {
+            "bloomkv" => run_bloomkv(&workload, dir, bloomkv_options(args)?),
+            other => run_peer(other, &workload, dir),
+        }
+    })
 }
 
 fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Value, Failure> {
