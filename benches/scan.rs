@@ -1,11 +1,13 @@
 //! Scans of 100k keys forwards and backwards, over a store whose keys lie in several levels
-//! with a memtable and level-0 tables above them, and a cursor's steps both ways.
+//! with a memtable and level-0 tables above them, and a cursor's steps both ways; and short
+//! scans over one prefix, present or absent, of keys still in the memtable, with and
+//! without a prefix extractor.
 //!
 //! Run: `cargo bench --bench scan`.
 
 use std::time::Duration;
 
-use bloomkv::{Db, Options, WriteBatch};
+use bloomkv::{Db, Options, PrefixExtractor, WriteBatch};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const KEYS: u64 = 400_000;
@@ -96,5 +98,58 @@ fn bench_scan(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_scan);
+const TENANTS: u64 = 2_000;
+const KEYS_PER_TENANT: u64 = 100;
+
+fn tenant_prefix(tenant: u64) -> String {
+    format!("tenant{tenant:05}:")
+}
+
+/// The keys of every even tenant, 100 each with 100-byte values, written in batches and left
+/// in the memtable (64 MiB, which holds them all).
+fn memtable_store(dir: &std::path::Path, extractor: Option<PrefixExtractor>) -> Db {
+    let mut options = Options::default().memtable_size(64 << 20);
+    options.prefix_extractor = extractor;
+    let db = Db::open(dir, options).expect("open");
+    for id in 0..KEYS_PER_TENANT {
+        let mut batch = WriteBatch::new();
+        for tenant in (0..TENANTS).step_by(2) {
+            batch.put(format!("{}{id:04}", tenant_prefix(tenant)), [b'v'; 100]);
+        }
+        db.write(batch).expect("write");
+    }
+    assert_eq!(db.stats().levels.iter().map(|l| l.tables).sum::<usize>(), 0);
+    db
+}
+
+fn bench_prefix_scans_in_memtable(c: &mut Criterion) {
+    let mut group = c.benchmark_group("prefix_scan_memtable");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(3));
+    for (name, extractor) in [
+        ("delimited", Some(PrefixExtractor::Delimited(b':'))),
+        ("no_extractor", None),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = memtable_store(dir.path(), extractor);
+        let mut tenant = 0;
+        group.bench_function(BenchmarkId::new("present", name), |b| {
+            b.iter(|| {
+                tenant = (tenant + 2) % TENANTS;
+                let n = db.prefix(tenant_prefix(tenant)).count() as u64;
+                assert_eq!(n, KEYS_PER_TENANT);
+            })
+        });
+        group.bench_function(BenchmarkId::new("absent", name), |b| {
+            b.iter(|| {
+                tenant = (tenant + 2) % TENANTS;
+                assert_eq!(db.prefix(tenant_prefix(tenant + 1)).count(), 0);
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_scan, bench_prefix_scans_in_memtable);
 criterion_main!(benches);

@@ -154,6 +154,19 @@ impl KeyspaceDef {
         }
     }
 
+    /// An empty memtable for the keyspace's writes logged in WAL `log_number`: of its size,
+    /// with a prefix filter when the store has an extractor.
+    pub(crate) fn new_memtable(
+        &self,
+        log_number: u64,
+    ) -> std::sync::Arc<crate::memtable::MemTable> {
+        std::sync::Arc::new(crate::memtable::MemTable::with_prefixes(
+            log_number,
+            self.options.memtable_size,
+            self.options.prefix_extractor.clone(),
+        ))
+    }
+
     /// A keyspace other than the default, as the manifest records it.
     pub fn recorded(id: KeyspaceId, name: String, given: KeyspaceOptions, store: &Options) -> Self {
         KeyspaceDef {

@@ -8,6 +8,11 @@
 //! of its own cost two allocations per write on the writer's thread and two frees per entry
 //! on the flush thread, which a 30M-key load profiled at about 8% of all its CPU time, and
 //! the freed small buffers stayed with the allocator, spread over its per-thread arenas.
+//!
+//! With a prefix extractor (`Options::prefix_extractor`), a memtable also keeps a cache-local
+//! Bloom filter of its keys' prefixes, as a table keeps a prefix filter: a scan over a prefix
+//! none of its keys has passes the memtable by without a seek, and a walk over a prefix stops
+//! copying entries at the prefix's end.
 
 use std::cmp::{Ordering as KeyOrdering, Reverse};
 use std::collections::{BTreeMap, VecDeque};
@@ -17,6 +22,8 @@ use std::sync::{Arc, RwLock};
 
 use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::Result;
+use crate::filter::{BlockedBloomFilter, BlockedParams, KeyHash};
+use crate::prefix::PrefixExtractor;
 
 /// Bytes of one arena block for a memtable of `memtable_size` bytes: an eighth of it, so that
 /// the memory counted (whole blocks) runs at most an eighth ahead of what entries use, and
@@ -182,11 +189,43 @@ impl Drop for Arena {
     }
 }
 
+/// Bits of a memtable's prefix filter per entry it can hold at the least bookkeeping an
+/// entry costs (`SLOT_BYTES`, an empty key and value): a 1% rate (cache-local) even when
+/// every key has a prefix of its own, and far less when keys share prefixes. About 1.5% of
+/// the memtable's size.
+const PREFIX_FILTER_BITS_PER_ENTRY: u32 = 10;
+
+/// The prefixes of a memtable's keys, cut by the store's extractor.
+struct PrefixFilter {
+    extractor: PrefixExtractor,
+    filter: BlockedBloomFilter,
+}
+
+impl PrefixFilter {
+    /// A filter sized for as many entries as a memtable of `memtable_size` bytes can hold.
+    fn for_memtable(extractor: PrefixExtractor, memtable_size: usize) -> PrefixFilter {
+        let params = BlockedParams::for_bits_per_key(PREFIX_FILTER_BITS_PER_ENTRY)
+            .expect("10 bits per key is within the blocked layout's range");
+        let entries = (memtable_size / SLOT_BYTES).max(1) as u64;
+        PrefixFilter {
+            extractor,
+            filter: BlockedBloomFilter::new(params, entries),
+        }
+    }
+
+    fn insert(&mut self, key: &[u8]) {
+        if let Some(prefix) = self.extractor.prefix(key) {
+            self.filter.insert(prefix);
+        }
+    }
+}
+
 /// The map and the arena its keys and values lie in, behind one lock. The map is declared
 /// first, so it is dropped first: nothing refers into the arena once the arena goes.
 struct Contents {
     map: BTreeMap<MemKey, (ValueKind, Bytes)>,
     arena: Arena,
+    prefixes: Option<PrefixFilter>,
 }
 
 impl Contents {
@@ -233,10 +272,21 @@ impl MemTable {
     /// An empty memtable whose writes are logged in WAL `log_number`, to be frozen once it
     /// holds about `memtable_size` bytes (which sets the size of its arena's blocks).
     pub fn new(log_number: u64, memtable_size: usize) -> MemTable {
+        MemTable::with_prefixes(log_number, memtable_size, None)
+    }
+
+    /// [`new`](Self::new), keeping a filter of the prefixes `extractor` cuts from the keys
+    /// written, when there is one.
+    pub fn with_prefixes(
+        log_number: u64,
+        memtable_size: usize,
+        extractor: Option<PrefixExtractor>,
+    ) -> MemTable {
         MemTable {
             contents: RwLock::new(Contents {
                 map: BTreeMap::new(),
                 arena: Arena::new(arena_block_for(memtable_size)),
+                prefixes: extractor.map(|e| PrefixFilter::for_memtable(e, memtable_size)),
             }),
             approximate_bytes: AtomicUsize::new(0),
             log_number,
@@ -255,8 +305,15 @@ impl MemTable {
     /// Adds entries (one batch) under a single lock acquisition.
     pub fn apply(&self, entries: impl IntoIterator<Item = Entry>) {
         let mut contents = self.contents.write().unwrap_or_else(|e| e.into_inner());
-        let Contents { map, arena } = &mut *contents;
+        let Contents {
+            map,
+            arena,
+            prefixes,
+        } = &mut *contents;
         for e in entries {
+            if let Some(prefixes) = prefixes {
+                prefixes.insert(&e.key);
+            }
             let key = MemKey {
                 key: arena.copy_in(&e.key),
                 seq: Reverse(e.seq),
@@ -264,8 +321,29 @@ impl MemTable {
             let value = arena.copy_in(&e.value);
             map.insert(key, (e.kind, value));
         }
-        let held = arena.allocated + map.len() * SLOT_BYTES;
+        if map.is_empty() {
+            return;
+        }
+        let filter_bytes = prefixes.as_ref().map_or(0, |p| p.filter.memory_bytes());
+        let held = arena.allocated + map.len() * SLOT_BYTES + filter_bytes;
         self.approximate_bytes.store(held, Ordering::Relaxed);
+    }
+
+    /// What the prefix filter says of the prefix hashed as `hash` (cut by the store's
+    /// extractor): `Some(false)` when no key written has it, `Some(true)` when one may have;
+    /// `None` without a filter.
+    pub fn may_hold_prefix(&self, hash: &KeyHash) -> Option<bool> {
+        let contents = self.read();
+        let prefixes = contents.prefixes.as_ref()?;
+        Some(prefixes.filter.contains_hash(hash))
+    }
+
+    /// Whether an entry (a value or a tombstone, of any version) has a key that starts with
+    /// `prefix`: one seek, nothing copied.
+    pub fn holds_prefix(&self, prefix: &[u8]) -> bool {
+        let contents = self.read();
+        let first = contents.map.range(MemKey::new(prefix, SeqNo::MAX)..).next();
+        first.is_some_and(|(key, _)| key.key.as_slice().starts_with(prefix))
     }
 
     /// The newest version of `key` with a sequence number at most `snapshot`.
@@ -302,6 +380,16 @@ impl MemTable {
     /// Entries at or after `start`, in entry order, read in chunks so that the lock is never
     /// held while the caller works.
     pub fn iter_from(self: &Arc<Self>, start: Bound<&[u8]>) -> MemTableIter {
+        self.iter_between(start, Bound::Unbounded)
+    }
+
+    /// [`iter_from`](Self::iter_from) that ends before the first key past `end`: no chunk
+    /// copies an entry beyond it (a walk over one prefix reads none of the next prefix's).
+    pub fn iter_between(
+        self: &Arc<Self>,
+        start: Bound<&[u8]>,
+        end: Bound<Vec<u8>>,
+    ) -> MemTableIter {
         let next = match start {
             Bound::Included(k) => Bound::Included((k.to_vec(), Reverse(SeqNo::MAX))),
             Bound::Excluded(k) => Bound::Excluded((k.to_vec(), Reverse(0))),
@@ -310,6 +398,7 @@ impl MemTable {
         MemTableIter {
             mem: Arc::clone(self),
             next,
+            stop: end,
             backward: false,
             buffer: VecDeque::new(),
             done: false,
@@ -319,6 +408,15 @@ impl MemTable {
     /// Entries at or before `end`, in reverse entry order (keys descending, each key's
     /// versions oldest first), read in chunks as [`iter_from`](Self::iter_from) reads them.
     pub fn iter_back_to(self: &Arc<Self>, end: Bound<&[u8]>) -> MemTableIter {
+        self.iter_back_between(end, Bound::Unbounded)
+    }
+
+    /// [`iter_back_to`](Self::iter_back_to) that ends after the last key at or past `start`.
+    pub fn iter_back_between(
+        self: &Arc<Self>,
+        end: Bound<&[u8]>,
+        start: Bound<Vec<u8>>,
+    ) -> MemTableIter {
         // A key's versions run from the newest (`Reverse(MAX)` first) to the oldest
         // (`Reverse(0)` last): up to and including `k` ends at its oldest possible version,
         // short of `k` before its newest.
@@ -330,6 +428,7 @@ impl MemTable {
         MemTableIter {
             mem: Arc::clone(self),
             next,
+            stop: start,
             backward: true,
             buffer: VecDeque::new(),
             done: false,
@@ -347,6 +446,8 @@ pub struct MemTableIter {
     /// Where the next refill starts (walking backwards, ends): a key and sequence number of
     /// the iterator's own.
     next: Bound<(Vec<u8>, Reverse<SeqNo>)>,
+    /// The key bound the walk ends at: the last keys forwards, the first ones backwards.
+    stop: Bound<Vec<u8>>,
     /// Walking in reverse entry order.
     backward: bool,
     buffer: VecDeque<Entry>,
@@ -361,13 +462,20 @@ impl MemTableIter {
             Bound::Excluded((key, Reverse(seq))) => Bound::Excluded(MemKey::new(key, *seq)),
             Bound::Unbounded => Bound::Unbounded,
         };
+        let stop = &self.stop;
+        let within = |(key, _): &(&MemKey, _)| match self.backward {
+            false => crate::iter::at_or_before(key.key.as_slice(), stop),
+            true => crate::iter::at_or_after(key.key.as_slice(), stop),
+        };
         let mut copy = |(key, value)| self.buffer.push_back(contents.entry(key, value));
         match self.backward {
             false => (contents.map.range((edge, Bound::Unbounded)))
+                .take_while(within)
                 .take(ITER_CHUNK)
                 .for_each(&mut copy),
             true => (contents.map.range((Bound::Unbounded, edge)))
                 .rev()
+                .take_while(within)
                 .take(ITER_CHUNK)
                 .for_each(&mut copy),
         }
@@ -529,6 +637,80 @@ mod tests {
         let newest = mem.get(b"", 2).unwrap();
         assert_eq!((newest.kind, newest.value), (ValueKind::Value, Vec::new()));
         assert!(mem.get(b"\0", 2).is_none());
+    }
+
+    #[test]
+    fn bounded_walks_copy_nothing_past_their_bound() {
+        let mem = Arc::new(MemTable::new(1, 64 << 20));
+        mem.apply((0..600u32).map(|i| {
+            Entry::value(
+                format!("{}:{:03}", i / 200, i % 200).into_bytes(),
+                i as u64,
+                vec![],
+            )
+        }));
+        let end = Bound::Excluded(b"1;".to_vec());
+        let mut forward = mem.iter_between(Bound::Included(b"1:"), end);
+        assert_eq!(forward.next().unwrap().unwrap().key, b"1:000");
+        // One refill took the 199 entries left of the prefix, not a whole chunk past it.
+        assert_eq!(forward.buffer.len(), 199);
+        assert_eq!(forward.buffer.back().unwrap().key, b"1:199");
+        assert!(forward.next().is_some());
+        assert_eq!(forward.count(), 198);
+
+        let mut backward =
+            mem.iter_back_between(Bound::Excluded(b"1;"), Bound::Included(b"1:".to_vec()));
+        assert_eq!(backward.next().unwrap().unwrap().key, b"1:199");
+        assert_eq!(backward.buffer.len(), 199);
+        assert_eq!(backward.buffer.back().unwrap().key, b"1:000");
+        assert_eq!(backward.count(), 199);
+
+        assert!(mem.holds_prefix(b"2:1"));
+        assert!(!mem.holds_prefix(b"3"));
+        assert!(!mem.holds_prefix(b"1:2"));
+    }
+
+    #[test]
+    fn a_memtable_with_an_extractor_filters_its_prefixes() {
+        let extractor = PrefixExtractor::Delimited(b':');
+        let mem = MemTable::with_prefixes(1, 64 << 20, Some(extractor));
+        assert_eq!(mem.approximate_bytes(), 0);
+        mem.apply(
+            (0..100u32).map(|i| {
+                Entry::value(format!("user{}:{i}", i % 10).into_bytes(), i as u64, vec![])
+            }),
+        );
+        mem.apply([Entry::tombstone(b"gone:1".to_vec(), 100)]);
+        mem.apply([Entry::value(b"no delimiter".to_vec(), 101, vec![])]);
+        for user in 0..10 {
+            let prefix = format!("user{user}:");
+            assert_eq!(
+                mem.may_hold_prefix(&KeyHash::of(prefix.as_bytes())),
+                Some(true)
+            );
+        }
+        assert_eq!(mem.may_hold_prefix(&KeyHash::of(b"gone:")), Some(true));
+        let ruled_out = (10..1010)
+            .filter(|u| {
+                mem.may_hold_prefix(&KeyHash::of(format!("user{u}:").as_bytes())) == Some(false)
+            })
+            .count();
+        assert!(
+            ruled_out >= 990,
+            "{ruled_out} of 1000 absent prefixes ruled out"
+        );
+        // The filter's bits count in the memtable's size: 10 bits an entry it can hold.
+        let filter_bytes = (64 << 20) / SLOT_BYTES * 10 / 8;
+        assert!(
+            mem.approximate_bytes() >= filter_bytes,
+            "{}",
+            mem.approximate_bytes()
+        );
+        assert!(mem.approximate_bytes() < filter_bytes + (9 << 20));
+        assert_eq!(
+            MemTable::new(1, 64 << 20).may_hold_prefix(&KeyHash::of(b"user1:")),
+            None
+        );
     }
 
     #[test]

@@ -40,6 +40,10 @@ pub struct ReadCounters {
     pub unleveled: LevelFilterCounters,
     /// Prefix filter counts of a store's scans, per level of the tree the probed table was in.
     pub prefix_levels: [PrefixFilterCounters; MAX_LEVELS],
+    /// Memtables whose prefix filter a scan over one prefix asked, and of them those that
+    /// ruled the prefix out (the scan passed them by).
+    pub memtable_prefix_probes: AtomicU64,
+    pub memtable_prefix_negatives: AtomicU64,
 }
 
 /// One level's prefix filter counts: the tables of the level a scan over one prefix asked,

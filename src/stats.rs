@@ -205,6 +205,11 @@ pub struct Stats {
     pub tables_prefix_filter_ignored: usize,
     /// The name of the store's prefix extractor (`Options::prefix_extractor`), when it has one.
     pub prefix_extractor: Option<String>,
+    /// Scans over one prefix since open: the memtables whose prefix filter they asked (with
+    /// an extractor, each memtable keeps one), and of them those it ruled the prefix out of,
+    /// which the scan passed by without a seek.
+    pub memtable_prefix_filter_probes: u64,
+    pub memtable_prefix_filter_negatives: u64,
     /// Filter units (whole filters, or partitions) read from table files into memory since
     /// the store opened, under a filter memory limit: at the open, after flushes and
     /// compactions, and by refits growing filters back (no lookup reads one); and the bytes

@@ -202,6 +202,75 @@ fn may_contain_prefix_answers_from_memtables_and_filters() {
     assert!(!db.may_contain_prefix("u"));
 }
 
+/// Puts and deletes keys of every fourth tenant into the memtable, unflushed, and updates the
+/// model.
+fn write_to_memtable(db: &Db, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
+    for i in 0..400u64 {
+        let key = tenant_key(i % 10 * 4, 2000 + i % 97);
+        if i % 11 == 0 {
+            db.delete(&key).unwrap();
+            model.remove(&key);
+        } else {
+            let value = format!("m{i}").into_bytes();
+            db.put(&key, &value).unwrap();
+            model.insert(key, value);
+        }
+    }
+}
+
+fn memtable_prefix_counts(stats: &Stats) -> (u64, u64) {
+    (
+        stats.memtable_prefix_filter_probes,
+        stats.memtable_prefix_filter_negatives,
+    )
+}
+
+#[test]
+fn scans_pass_by_a_memtable_whose_prefix_filter_rules_the_prefix_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options(delimited()).memtable_size(1 << 20)).unwrap();
+    let mut model = fill(&db);
+    write_to_memtable(&db, &mut model);
+    let stats = db.stats();
+    assert!(stats.memtable_bytes > 0);
+    assert_eq!(stats.immutable_memtables, 0);
+
+    // Every kind of scan reads the memtable's entries within its prefix.
+    assert_scans_agree(&db, &model);
+
+    // Absent tenants: the memtable's filter is asked once a scan and rules each out.
+    let before = memtable_prefix_counts(&db.stats());
+    for tenant in (0..40u64).filter(|t| t % 4 != 0) {
+        assert!(scan(&db, format!("t{tenant:03}:").as_bytes()).is_empty());
+        assert!(!db.may_contain_prefix(format!("t{tenant:03}:")), "{tenant}");
+    }
+    let after = memtable_prefix_counts(&db.stats());
+    assert_eq!(after.0 - before.0, 30);
+    assert!(after.1 - before.1 >= 29, "{:?} to {after:?}", before);
+
+    // A tenant whose keys are in the memtable alone: the filter lets it through.
+    db.put("t013:000001", "new").unwrap();
+    model.insert(b"t013:000001".to_vec(), b"new".to_vec());
+    let before = memtable_prefix_counts(&db.stats());
+    assert_eq!(scan(&db, b"t013:"), model_scan(&model, b"t013:"));
+    assert_eq!(scan_back(&db, b"t013:"), model_scan(&model, b"t013:"));
+    assert!(db.may_contain_prefix("t013:"));
+    let after = memtable_prefix_counts(&db.stats());
+    assert_eq!(after, (before.0 + 2, before.1));
+}
+
+#[test]
+fn without_an_extractor_memtables_are_walked_and_no_filter_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options(None).memtable_size(1 << 20)).unwrap();
+    let mut model = fill(&db);
+    write_to_memtable(&db, &mut model);
+    assert_scans_agree(&db, &model);
+    db.put("t013:000001", "new").unwrap();
+    assert!(db.may_contain_prefix("t013:"));
+    assert_eq!(memtable_prefix_counts(&db.stats()), (0, 0));
+}
+
 #[test]
 fn a_store_reopened_with_another_extractor_ignores_the_old_prefix_filters() {
     let dir = tempfile::tempdir().unwrap();

@@ -6,7 +6,6 @@ use super::{lock, Inner, ReadState, Tree};
 use crate::error::{Error, Result};
 use crate::keyspace::{KeyspaceDef, KeyspaceOptions, DEFAULT_ID};
 use crate::manifest::{KeyspaceRecord, VersionEdit};
-use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::version::Version;
 
@@ -74,7 +73,7 @@ impl Inner {
                 }
                 None => trees.push(Arc::new(Tree::new(
                     Arc::clone(&def),
-                    Arc::new(MemTable::new(log_number, def.options.memtable_size)),
+                    def.new_memtable(log_number),
                     Arc::new(Version::empty(self.options.num_levels)),
                 ))),
             }

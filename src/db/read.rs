@@ -10,7 +10,7 @@ use crate::cursor::Cursor;
 use crate::entry::{check_key_len, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::KeyHash;
-use crate::iter::{DbIterator, EntryStream, Sources};
+use crate::iter::{prefix_end, DbIterator, EntryStream, Sources};
 use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
 use crate::prefix::shared_prefix;
@@ -87,11 +87,11 @@ impl Inner {
         let Some(tree) = state.tree(ks) else {
             return false;
         };
-        let in_memtables = tree.memtables().any(|mem| {
-            let first = mem.iter_from(Bound::Included(prefix)).next();
-            first.is_some_and(|e| e.map_or(true, |e| e.key.starts_with(prefix)))
-        });
         let hash = self.extracted_prefix_hash(prefix);
+        let in_memtables = tree.memtables().any(|mem| {
+            let ruled_out = hash.as_ref().and_then(|h| mem.may_hold_prefix(h)) == Some(false);
+            !ruled_out && mem.holds_prefix(prefix)
+        });
         in_memtables || tree.version.may_hold_prefix(prefix, hash.as_ref())
     }
 
@@ -275,6 +275,10 @@ impl Inner {
             prefix_filter_memory_bytes,
             tables_prefix_filter_ignored,
             prefix_extractor: (self.options.prefix_extractor.as_ref()).map(|e| e.name()),
+            memtable_prefix_filter_probes: (self.table_env.counters.memtable_prefix_probes)
+                .load(Ordering::Relaxed),
+            memtable_prefix_filter_negatives: (self.table_env.counters.memtable_prefix_negatives)
+                .load(Ordering::Relaxed),
             filter_reads: self.table_env.counters.filter_reads.load(Ordering::Relaxed),
             filter_bytes_read: (self.table_env.counters.filter_bytes_read).load(Ordering::Relaxed),
             filter_refits: self
@@ -485,15 +489,48 @@ struct PrefixWalk {
 
 impl Sources for PrefixWalk {
     fn forward(&self, start: Bound<&[u8]>) -> Vec<EntryStream> {
-        let mut streams = memtable_streams(&self.tree, |m| Box::new(m.iter_from(start)));
+        let end = prefix_end(&self.scope.prefix);
+        let mut streams = self.memtable_streams(|m| Box::new(m.iter_between(start, end.clone())));
         streams.extend(self.tree.version.streams_within(start, &self.scope));
         streams
     }
 
     fn backward(&self, end: Bound<&[u8]>) -> Vec<EntryStream> {
-        let mut streams = memtable_streams(&self.tree, |m| Box::new(m.iter_back_to(end)));
+        let first = Bound::Included(self.scope.prefix.clone());
+        let mut streams =
+            self.memtable_streams(|m| Box::new(m.iter_back_between(end, first.clone())));
         streams.extend(self.tree.version.streams_back_within(end, &self.scope));
         streams
+    }
+}
+
+impl PrefixWalk {
+    /// The tree's memtables walked by `walk`, newest first, but those whose prefix filter
+    /// rules out the prefix the store's extractor cuts from the walk's: no seek, no copy.
+    fn memtable_streams(&self, walk: impl Fn(&Arc<MemTable>) -> EntryStream) -> Vec<EntryStream> {
+        let counters = &self.scope.counters;
+        let may_hold = |mem: &Arc<MemTable>| {
+            let Some(hash) = &self.scope.hash else {
+                return true;
+            };
+            let Some(answer) = mem.may_hold_prefix(hash) else {
+                return true;
+            };
+            counters
+                .memtable_prefix_probes
+                .fetch_add(1, Ordering::Relaxed);
+            if !answer {
+                counters
+                    .memtable_prefix_negatives
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            answer
+        };
+        self.tree
+            .memtables()
+            .filter(|m| may_hold(m))
+            .map(walk)
+            .collect()
     }
 }
 

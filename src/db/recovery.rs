@@ -220,7 +220,7 @@ pub(super) fn recover(
     let trees = defs
         .into_iter()
         .map(|def| {
-            let mem = Arc::new(MemTable::new(new_log, def.options.memtable_size));
+            let mem = def.new_memtable(new_log);
             tree_of(def, mem, &snapshot, &opened, &options)
         })
         .collect::<Result<Vec<_>>>()?;
@@ -319,8 +319,7 @@ pub(super) fn open_read_only(
     let trees = keyspace_defs(&options, &on_disk.keyspaces)
         .into_iter()
         .map(|def| {
-            let mem = (replayed.remove(&def.id))
-                .unwrap_or_else(|| Arc::new(MemTable::new(0, def.options.memtable_size)));
+            let mem = (replayed.remove(&def.id)).unwrap_or_else(|| def.new_memtable(0));
             tree_of(def, mem, &snapshot, &on_disk.opened, &options)
         })
         .collect::<Result<Vec<_>>>()?;

@@ -13,7 +13,6 @@ use crate::entry::next_seqs;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::keyspace::DEFAULT_ID;
-use crate::memtable::MemTable;
 use crate::wal::{LogWriter, PreviousLog};
 use crate::write_batch::WriteBatch;
 
@@ -413,7 +412,7 @@ impl Inner {
                 immutable.extend(tree.immutable.iter().cloned());
                 Arc::new(Tree {
                     keyspace: Arc::clone(&tree.keyspace),
-                    mem: Arc::new(MemTable::new(log_number, tree.options().memtable_size)),
+                    mem: tree.keyspace.new_memtable(log_number),
                     immutable,
                     version: Arc::clone(&tree.version),
                 })

@@ -322,6 +322,8 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         "prefix_extractor": stats.prefix_extractor,
         "prefix_filter_memory_bytes": stats.prefix_filter_memory_bytes,
         "tables_prefix_filter_ignored": stats.tables_prefix_filter_ignored,
+        "memtable_prefix_filter_probes": stats.memtable_prefix_filter_probes,
+        "memtable_prefix_filter_negatives": stats.memtable_prefix_filter_negatives,
         "filter_partitions": filter_partitions_json(stats),
         "index_memory_bytes": stats.index_memory_bytes,
         "index_cache": {
@@ -386,9 +388,16 @@ fn prefix_filters_text(stats: &Stats) -> String {
              opened with: --prefix-extractor NAME)"
         ),
     };
+    let memtables = match stats.memtable_prefix_filter_probes {
+        0 => String::new(),
+        probes => format!(
+            "; memtables asked {probes} times, {} ruled out",
+            stats.memtable_prefix_filter_negatives
+        ),
+    };
     match &stats.prefix_extractor {
         Some(name) => format!(
-            "{name}, {} bytes{ignored}",
+            "{name}, {} bytes{ignored}{memtables}",
             stats.prefix_filter_memory_bytes
         ),
         None => format!("none{ignored}"),
