@@ -95,6 +95,7 @@ async fn main() {
         )
         .await;
         let leader = nodes[0].raft.current_leader().await.expect("a leader");
+        let confirming = &nodes[leader as usize - 1].status();
         let follower = nodes
             .iter()
             .enumerate()
@@ -124,6 +125,14 @@ async fn main() {
             args.reads as f64 / gets,
             args.reads as f64 / stale,
             if size > 1 { " (from a follower)" } else { "" }
+        );
+        println!(
+            "             linearizable gets against stale: {:.2}x; {} leadership confirmations \
+             for {} linearizable gets ({:.1} gets each)",
+            stale / gets,
+            confirming.read_confirmations,
+            confirming.reads_confirmed,
+            confirming.reads_confirmed as f64 / confirming.read_confirmations.max(1) as f64
         );
         for node in nodes {
             node.shutdown().await;

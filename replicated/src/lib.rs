@@ -22,6 +22,7 @@ pub mod archive;
 pub mod client;
 pub mod log_store;
 pub mod network;
+pub mod read_index;
 pub mod server;
 pub mod state_machine;
 mod wire;

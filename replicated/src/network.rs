@@ -2,9 +2,12 @@
 //!
 //! One port per node carries both Raft's RPCs and the client API ([`Message`]). A connection
 //! to a peer is kept and reused; any I/O error drops it, reports the peer unreachable, and
-//! the next RPC connects again.
+//! the next RPC connects again. Raft asks for a new client for each leadership confirmation
+//! (a linearizable read's): a client given up with its connection idle leaves it in a pool
+//! the next client to that peer takes, rather than each confirmation connecting anew.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use openraft::error::{
@@ -91,29 +94,63 @@ pub struct NodeStatus {
     pub snapshot_index: Option<u64>,
     pub purged_index: Option<u64>,
     pub voters: Vec<NodeId>,
+    /// Leadership confirmations this node ran for linearizable reads, and the reads they
+    /// answered: concurrent reads share one (`read_index.rs`).
+    pub read_confirmations: u64,
+    pub reads_confirmed: u64,
 }
+
+/// Idle connections kept per peer address, at most: the confirmations of linearizable reads
+/// run one at a time, and replication keeps its own connections.
+const IDLE_PER_PEER: usize = 4;
+
+/// Idle connections to peers, by address, that a new client takes before it connects.
+type Idle = Arc<Mutex<HashMap<String, Vec<TcpStream>>>>;
 
 /// Makes connections to peers.
 #[derive(Clone, Default)]
-pub struct Network;
+pub struct Network {
+    idle: Idle,
+}
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Connection;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
+        let stream = (self.idle.lock().unwrap_or_else(|e| e.into_inner()))
+            .get_mut(&node.addr)
+            .and_then(Vec::pop);
         Connection {
             target,
             addr: node.addr.clone(),
-            stream: None,
+            stream,
+            idle: Arc::clone(&self.idle),
         }
     }
 }
 
-/// The connection to one peer.
+/// The connection to one peer. `stream` is `None` until the first RPC connects, after an
+/// error, and while an exchange is under way: a call dropped before its reply came (Raft
+/// cancels RPCs) leaves no stream with a reply still to read.
 pub struct Connection {
     target: NodeId,
     addr: String,
     stream: Option<TcpStream>,
+    idle: Idle,
+}
+
+impl Drop for Connection {
+    /// Leaves an idle connection for the next client to this peer.
+    fn drop(&mut self) {
+        let Some(stream) = self.stream.take() else {
+            return;
+        };
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = idle.entry(std::mem::take(&mut self.addr)).or_default();
+        if kept.len() < IDLE_PER_PEER {
+            kept.push(stream);
+        }
+    }
 }
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
@@ -125,28 +162,31 @@ impl Connection {
         T: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let exchange = async {
-            if self.stream.is_none() {
-                let stream = TcpStream::connect(&self.addr).await?;
-                stream.set_nodelay(true)?;
-                self.stream = Some(stream);
-            }
-            let stream = self.stream.as_mut().expect("connected above");
-            write_frame(stream, &message).await?;
-            read_frame::<Result<T, RaftError<NodeId, E>>>(stream)
+        // Taken out for the exchange, and put back only once the reply has been read.
+        let taken = self.stream.take();
+        let addr = &self.addr;
+        let exchange = async move {
+            let mut stream = match taken {
+                Some(stream) => stream,
+                None => {
+                    let stream = TcpStream::connect(addr).await?;
+                    stream.set_nodelay(true)?;
+                    stream
+                }
+            };
+            write_frame(&mut stream, &message).await?;
+            let reply = read_frame::<Result<T, RaftError<NodeId, E>>>(&mut stream)
                 .await?
-                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
+            Ok::<_, std::io::Error>((stream, reply))
         };
         let reply = match tokio::time::timeout(ttl, exchange).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(e)) => {
-                self.stream = None;
-                return Err(RPCError::Unreachable(Unreachable::new(&e)));
+            Ok(Ok((stream, reply))) => {
+                self.stream = Some(stream);
+                reply
             }
-            Err(elapsed) => {
-                self.stream = None;
-                return Err(RPCError::Network(NetworkError::new(&elapsed)));
-            }
+            Ok(Err(e)) => return Err(RPCError::Unreachable(Unreachable::new(&e))),
+            Err(elapsed) => return Err(RPCError::Network(NetworkError::new(&elapsed))),
         };
         reply.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
@@ -177,5 +217,104 @@ impl RaftNetwork<TypeConfig> for Connection {
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>, Infallible> {
         self.call(Message::Vote(rpc), option.hard_ttl()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use openraft::Vote;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A peer that counts the connections it accepts and answers every vote it reads after
+    /// `delay`.
+    async fn peer(delay: Duration) -> (String, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    while let Ok(Some(Message::Vote(rpc))) = read_frame(&mut stream).await {
+                        tokio::time::sleep(delay).await;
+                        let reply: Result<_, RaftError<NodeId, Infallible>> =
+                            Ok(VoteResponse::new(rpc.vote, None, true));
+                        if write_frame(&mut stream, &reply).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    async fn client(network: &mut Network, addr: &str) -> Connection {
+        network.new_client(2, &BasicNode::new(addr)).await
+    }
+
+    async fn vote(connection: &mut Connection, ttl: Duration) -> bool {
+        let rpc = VoteRequest::new(Vote::new(1, 1), None);
+        connection.vote(rpc, RPCOption::new(ttl)).await.is_ok()
+    }
+
+    fn idle(network: &Network, addr: &str) -> usize {
+        network.idle.lock().unwrap().get(addr).map_or(0, Vec::len)
+    }
+
+    #[tokio::test]
+    async fn a_client_given_up_idle_leaves_its_connection_to_the_next() {
+        let (addr, accepted) = peer(Duration::ZERO).await;
+        let mut network = Network::default();
+        for _ in 0..5 {
+            let mut connection = client(&mut network, &addr).await;
+            assert!(vote(&mut connection, Duration::from_secs(5)).await);
+            assert!(vote(&mut connection, Duration::from_secs(5)).await);
+            drop(connection);
+            assert_eq!(idle(&network, &addr), 1);
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection, reused");
+
+        // Clients at once each connect; no more than IDLE_PER_PEER stay idle.
+        let mut many = Vec::new();
+        for _ in 0..IDLE_PER_PEER + 2 {
+            let mut connection = client(&mut network, &addr).await;
+            assert!(vote(&mut connection, Duration::from_secs(5)).await);
+            many.push(connection);
+        }
+        drop(many);
+        assert_eq!(idle(&network, &addr), IDLE_PER_PEER);
+    }
+
+    #[tokio::test]
+    async fn a_connection_whose_reply_never_came_is_not_reused() {
+        let (addr, accepted) = peer(Duration::from_millis(300)).await;
+        let mut network = Network::default();
+
+        // Timed out: the reply is still to come on that connection.
+        let mut connection = client(&mut network, &addr).await;
+        assert!(!vote(&mut connection, Duration::from_millis(20)).await);
+        drop(connection);
+        assert_eq!(idle(&network, &addr), 0);
+
+        // Cancelled by its caller mid-exchange, as Raft cancels RPCs.
+        let mut connection = client(&mut network, &addr).await;
+        let cancelled = tokio::time::timeout(
+            Duration::from_millis(20),
+            vote(&mut connection, Duration::from_secs(5)),
+        );
+        assert!(cancelled.await.is_err());
+        drop(connection);
+        assert_eq!(idle(&network, &addr), 0);
+
+        // A new client connects afresh and reads its own reply.
+        let mut connection = client(&mut network, &addr).await;
+        assert!(vote(&mut connection, Duration::from_secs(5)).await);
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
     }
 }

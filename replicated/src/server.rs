@@ -10,6 +10,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 use crate::network::{ClientReply, ClientRequest, Consistency, Message, Network, NodeStatus};
+use crate::read_index::ReadIndex;
 use crate::state_machine::StateReader;
 use crate::wire::{read_frame, write_frame};
 use crate::{LogStore, NodeId, Raft, StateMachine};
@@ -47,7 +48,17 @@ pub struct Node {
     pub raft: Raft,
     pub addr: String,
     reader: StateReader,
+    read_index: Arc<ReadIndex>,
     server: JoinHandle<()>,
+    confirmer: JoinHandle<()>,
+}
+
+/// What a connection's requests are served with.
+#[derive(Clone)]
+struct Serving {
+    raft: Raft,
+    reader: StateReader,
+    read_index: Arc<ReadIndex>,
 }
 
 impl Node {
@@ -68,15 +79,23 @@ impl Node {
         // The log drops entries only once the state machine holds them durably.
         let log = LogStore::open_behind(options.dir.join("log"), sm.durable())?;
         let reader = sm.reader();
-        let raft = Raft::new(options.id, Arc::new(config), Network, log, sm).await?;
+        let raft = Raft::new(options.id, Arc::new(config), Network::default(), log, sm).await?;
         let listener = TcpListener::bind(&options.addr).await?;
         let addr = listener.local_addr()?.to_string();
-        let server = tokio::spawn(serve(listener, raft.clone(), reader.clone()));
+        let (read_index, confirmer) = ReadIndex::start(raft.clone());
+        let serving = Serving {
+            raft: raft.clone(),
+            reader: reader.clone(),
+            read_index: Arc::clone(&read_index),
+        };
+        let server = tokio::spawn(serve(listener, serving));
         Ok(Node {
             raft,
             addr,
             reader,
+            read_index,
             server,
+            confirmer,
         })
     }
 
@@ -85,14 +104,20 @@ impl Node {
         self.reader.get(key)
     }
 
+    /// What the node reports to a `Status` request.
+    pub fn status(&self) -> NodeStatus {
+        status(&self.raft, &self.read_index)
+    }
+
     /// Stops serving and shuts Raft down.
     pub async fn shutdown(self) {
         self.server.abort();
+        self.confirmer.abort();
         let _ = self.raft.shutdown().await;
     }
 }
 
-async fn serve(listener: TcpListener, raft: Raft, reader: StateReader) {
+async fn serve(listener: TcpListener, serving: Serving) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // Out of file descriptors, say: wait rather than spin.
@@ -100,12 +125,13 @@ async fn serve(listener: TcpListener, raft: Raft, reader: StateReader) {
             continue;
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(handle_connection(stream, raft.clone(), reader.clone()));
+        tokio::spawn(handle_connection(stream, serving.clone()));
     }
 }
 
 /// Answers the frames of one connection in order until the peer closes it.
-async fn handle_connection(mut stream: TcpStream, raft: Raft, reader: StateReader) {
+async fn handle_connection(mut stream: TcpStream, serving: Serving) {
+    let raft = &serving.raft;
     while let Ok(Some(message)) = read_frame::<Message>(&mut stream).await {
         let sent = match message {
             Message::AppendEntries(rpc) => {
@@ -116,7 +142,7 @@ async fn handle_connection(mut stream: TcpStream, raft: Raft, reader: StateReade
                 write_frame(&mut stream, &raft.install_snapshot(rpc).await).await
             }
             Message::Client(request) => {
-                let reply = client_request(&raft, &reader, request).await;
+                let reply = client_request(&serving, request).await;
                 write_frame(&mut stream, &reply).await
             }
         };
@@ -141,7 +167,8 @@ where
     }
 }
 
-async fn client_request(raft: &Raft, reader: &StateReader, request: ClientRequest) -> ClientReply {
+async fn client_request(serving: &Serving, request: ClientRequest) -> ClientReply {
+    let raft = &serving.raft;
     match request {
         ClientRequest::Write(write) => match raft.client_write(write).await {
             Ok(response) => ClientReply::Written(response.data),
@@ -149,11 +176,11 @@ async fn client_request(raft: &Raft, reader: &StateReader, request: ClientReques
         },
         ClientRequest::Read { key, consistency } => {
             if consistency == Consistency::Linearizable {
-                if let Err(e) = raft.ensure_linearizable().await {
+                if let Err(e) = serving.read_index.confirm().await {
                     return refused(e);
                 }
             }
-            match reader.get(&key) {
+            match serving.reader.get(&key) {
                 Ok(value) => ClientReply::Value(value),
                 Err(e) => ClientReply::Failed(e.to_string()),
             }
@@ -180,12 +207,13 @@ async fn client_request(raft: &Raft, reader: &StateReader, request: ClientReques
                 Err(e) => refused(e),
             }
         }
-        ClientRequest::Status => ClientReply::Status(status(raft)),
+        ClientRequest::Status => ClientReply::Status(status(raft, &serving.read_index)),
     }
 }
 
-fn status(raft: &Raft) -> NodeStatus {
+fn status(raft: &Raft, read_index: &ReadIndex) -> NodeStatus {
     let m = raft.metrics().borrow().clone();
+    let (read_confirmations, reads_confirmed) = read_index.counts();
     NodeStatus {
         id: m.id,
         term: m.current_term,
@@ -196,5 +224,7 @@ fn status(raft: &Raft) -> NodeStatus {
         snapshot_index: m.snapshot.map(|l| l.index),
         purged_index: m.purged.map(|l| l.index),
         voters: m.membership_config.membership().voter_ids().collect(),
+        read_confirmations,
+        reads_confirmed,
     }
 }
