@@ -13,8 +13,12 @@
 //! ```
 //!
 //! Nothing may follow the last file.
+//!
+//! Archives are written and read as streams, a file at a time through one buffer: a snapshot
+//! of a store of any size costs a few hundred KiB of memory to pack, send or unpack.
 
 use std::fmt;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 const MAGIC: &[u8; 8] = b"BKVSNAP1";
@@ -24,7 +28,7 @@ const MAGIC: &[u8; 8] = b"BKVSNAP1";
 pub enum ArchiveError {
     /// The bytes end before the archive does, or run on after it.
     Truncated {
-        at: usize,
+        at: u64,
     },
     BadMagic,
     /// A name that could leave the directory, or is not UTF-8.
@@ -53,71 +57,105 @@ impl fmt::Display for ArchiveError {
 
 impl std::error::Error for ArchiveError {}
 
-/// Packs the files `names` of `dir` into one archive.
-pub fn pack(dir: &Path, names: &[String]) -> Result<Vec<u8>, ArchiveError> {
-    let mut out = Vec::new();
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(names.len() as u32).to_be_bytes());
+/// Bytes copied at a time: packing and unpacking hold one buffer of this size, however large
+/// the files.
+const COPY_BUFFER: usize = 256 << 10;
+
+/// Packs the files `names` of `dir` into one archive written to `out`, a file at a time
+/// through one buffer; returns the archive's length. Each file's checksum is computed as its
+/// contents are copied, and written into its header once they are (`out` seeks back).
+pub fn pack_to<W: Write + Seek>(
+    dir: &Path,
+    names: &[String],
+    out: &mut W,
+) -> Result<u64, ArchiveError> {
+    let written = |e: std::io::Error| ArchiveError::Io(format!("writing the archive: {e}"));
+    let start = out.stream_position().map_err(written)?;
+    out.write_all(MAGIC).map_err(written)?;
+    out.write_all(&(names.len() as u32).to_be_bytes())
+        .map_err(written)?;
+    let mut buffer = vec![0u8; COPY_BUFFER];
     for name in names {
         check_name(name)?;
-        let contents = std::fs::read(dir.join(name))
-            .map_err(|e| ArchiveError::Io(format!("reading {name}: {e}")))?;
-        out.extend_from_slice(&(name.len() as u16).to_be_bytes());
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(&(contents.len() as u64).to_be_bytes());
-        out.extend_from_slice(&checksum(name, &contents).to_be_bytes());
-        out.extend_from_slice(&contents);
+        let reading = |e: std::io::Error| ArchiveError::Io(format!("reading {name}: {e}"));
+        let mut file = std::fs::File::open(dir.join(name)).map_err(reading)?;
+        let len = file.metadata().map_err(reading)?.len();
+        out.write_all(&(name.len() as u16).to_be_bytes())
+            .map_err(written)?;
+        out.write_all(name.as_bytes()).map_err(written)?;
+        out.write_all(&len.to_be_bytes()).map_err(written)?;
+        let crc_at = out.stream_position().map_err(written)?;
+        out.write_all(&[0; 4]).map_err(written)?;
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(name.as_bytes());
+        let mut left = len;
+        while left > 0 {
+            let want = left.min(COPY_BUFFER as u64) as usize;
+            file.read_exact(&mut buffer[..want]).map_err(reading)?;
+            hasher.update(&buffer[..want]);
+            out.write_all(&buffer[..want]).map_err(written)?;
+            left -= want as u64;
+        }
+        let end = out.stream_position().map_err(written)?;
+        out.seek(SeekFrom::Start(crc_at)).map_err(written)?;
+        out.write_all(&hasher.finalize().to_be_bytes())
+            .map_err(written)?;
+        out.seek(SeekFrom::Start(end)).map_err(written)?;
     }
-    Ok(out)
+    let end = out.stream_position().map_err(written)?;
+    Ok(end - start)
 }
 
-/// The files of an archive, every checksum verified, as (name, contents).
-pub fn unpack(bytes: &[u8]) -> Result<Vec<(String, &[u8])>, ArchiveError> {
-    let mut reader = Reader { bytes, at: 0 };
-    if reader.take(MAGIC.len())? != MAGIC {
+/// Reads an archive from `input` and writes its files into `dir` (which must exist), a file
+/// at a time through one buffer, each synced once its checksum is verified; then syncs the
+/// directory. On any error the files written so far stay in `dir`: the caller removes it.
+/// Bytes after the last file are refused.
+pub fn unpack_from<R: Read>(input: &mut R, dir: &Path) -> Result<usize, ArchiveError> {
+    let mut reader = Stream { input, at: 0 };
+    if reader.array::<8>()? != *MAGIC {
         return Err(ArchiveError::BadMagic);
     }
     let count = u32::from_be_bytes(reader.array()?);
-    let mut files = Vec::new();
+    let io = |what: &str, e: std::io::Error| ArchiveError::Io(format!("{what}: {e}"));
+    let mut buffer = vec![0u8; COPY_BUFFER];
     for _ in 0..count {
         let name_len = u16::from_be_bytes(reader.array()?) as usize;
-        let name = std::str::from_utf8(reader.take(name_len)?)
+        reader.fill(&mut buffer[..name_len])?;
+        let name = std::str::from_utf8(&buffer[..name_len])
             .map_err(|_| ArchiveError::BadName("(not UTF-8)".to_string()))?
             .to_string();
         check_name(&name)?;
         let len = u64::from_be_bytes(reader.array()?);
         let crc = u32::from_be_bytes(reader.array()?);
-        let len = usize::try_from(len).map_err(|_| ArchiveError::Truncated { at: reader.at })?;
-        let contents = reader.take(len)?;
-        if checksum(&name, contents) != crc {
+        let path = dir.join(&name);
+        let mut file = std::fs::File::create(&path).map_err(|e| io(&name, e))?;
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(name.as_bytes());
+        let mut left = len;
+        while left > 0 {
+            let want = left.min(COPY_BUFFER as u64) as usize;
+            reader.fill(&mut buffer[..want])?;
+            hasher.update(&buffer[..want]);
+            file.write_all(&buffer[..want]).map_err(|e| io(&name, e))?;
+            left -= want as u64;
+        }
+        if hasher.finalize() != crc {
             return Err(ArchiveError::Checksum { name });
         }
-        files.push((name, contents));
+        file.sync_all().map_err(|e| io(&name, e))?;
     }
-    if reader.at != bytes.len() {
+    if reader.more()? {
         return Err(ArchiveError::Truncated { at: reader.at });
-    }
-    Ok(files)
-}
-
-/// Writes the files of a verified archive into `dir` (which must exist), each synced, and
-/// syncs the directory.
-pub fn unpack_into(bytes: &[u8], dir: &Path) -> Result<usize, ArchiveError> {
-    let files = unpack(bytes)?;
-    let io = |what: &str, e: std::io::Error| ArchiveError::Io(format!("{what}: {e}"));
-    for (name, contents) in &files {
-        let path = dir.join(name);
-        let mut file = std::fs::File::create(&path).map_err(|e| io(name, e))?;
-        std::io::Write::write_all(&mut file, contents).map_err(|e| io(name, e))?;
-        file.sync_all().map_err(|e| io(name, e))?;
     }
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| io("syncing the directory", e))?;
-    Ok(files.len())
+    Ok(count as usize)
 }
 
-/// The crc32 of a file's name and contents: a name damaged in flight is caught too.
+/// The crc32 of a file's name and contents: a name damaged in flight is caught too (what
+/// packing computes as it copies).
+#[cfg(test)]
 fn checksum(name: &str, contents: &[u8]) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(name.as_bytes());
@@ -138,32 +176,46 @@ fn check_name(name: &str) -> Result<(), ArchiveError> {
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
+/// An archive being read, and how far.
+struct Stream<'a, R> {
+    input: &'a mut R,
+    at: u64,
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], ArchiveError> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or(ArchiveError::Truncated { at: self.at })?;
-        let out = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(out)
+impl<R: Read> Stream<'_, R> {
+    /// Fills `out` from the archive; an archive that ends first is cut short.
+    fn fill(&mut self, out: &mut [u8]) -> Result<(), ArchiveError> {
+        self.input.read_exact(out).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => ArchiveError::Truncated { at: self.at },
+            _ => ArchiveError::Io(format!("reading the archive at byte {}: {e}", self.at)),
+        })?;
+        self.at += out.len() as u64;
+        Ok(())
     }
 
     fn array<const N: usize>(&mut self) -> Result<[u8; N], ArchiveError> {
         let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
+        self.fill(&mut out)?;
         Ok(out)
+    }
+
+    /// Whether any byte is left.
+    fn more(&mut self) -> Result<bool, ArchiveError> {
+        let mut byte = [0u8; 1];
+        loop {
+            match self.input.read(&mut byte) {
+                Ok(n) => return Ok(n > 0),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(ArchiveError::Io(format!("reading the archive: {e}"))),
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Cursor;
+
     use super::*;
 
     fn sample() -> (tempfile::TempDir, Vec<String>, Vec<u8>) {
@@ -175,15 +227,30 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let bytes = pack(dir.path(), &names).unwrap();
+        let bytes = packed(dir.path(), &names).unwrap();
         (dir, names, bytes)
+    }
+
+    fn packed(dir: &Path, names: &[String]) -> Result<Vec<u8>, ArchiveError> {
+        let mut out = Cursor::new(Vec::new());
+        let len = pack_to(dir, names, &mut out)?;
+        assert_eq!(len, out.get_ref().len() as u64);
+        Ok(out.into_inner())
+    }
+
+    fn unpacked(bytes: &[u8]) -> Result<usize, ArchiveError> {
+        let out = tempfile::tempdir().unwrap();
+        unpack_from(&mut Cursor::new(bytes), out.path())
     }
 
     #[test]
     fn files_come_back_as_they_went_in() {
         let (_dir, _, bytes) = sample();
         let out = tempfile::tempdir().unwrap();
-        assert_eq!(unpack_into(&bytes, out.path()).unwrap(), 3);
+        assert_eq!(
+            unpack_from(&mut Cursor::new(&bytes), out.path()).unwrap(),
+            3
+        );
         assert_eq!(
             std::fs::read(out.path().join("000001.sst")).unwrap(),
             b"table bytes"
@@ -196,21 +263,54 @@ mod tests {
     }
 
     #[test]
+    fn files_larger_than_the_buffer_stream_through_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let big: Vec<u8> = (0..COPY_BUFFER * 2 + 12_345)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        std::fs::write(dir.path().join("big.sst"), &big).unwrap();
+        std::fs::write(dir.path().join("small"), b"s").unwrap();
+        let names = vec!["big.sst".to_string(), "small".to_string()];
+        // Packed after other bytes: the archive's length, and its checksums, are its own.
+        let mut out = Cursor::new(b"prefix".to_vec());
+        out.seek(SeekFrom::End(0)).unwrap();
+        let len = pack_to(dir.path(), &names, &mut out).unwrap();
+        let bytes = out.into_inner()[6..].to_vec();
+        assert_eq!(len, bytes.len() as u64);
+        let back = tempfile::tempdir().unwrap();
+        assert_eq!(
+            unpack_from(&mut Cursor::new(&bytes), back.path()).unwrap(),
+            2
+        );
+        assert_eq!(std::fs::read(back.path().join("big.sst")).unwrap(), big);
+        let mut changed = bytes.clone();
+        changed[COPY_BUFFER + 100] ^= 1;
+        assert_eq!(
+            unpacked(&changed),
+            Err(ArchiveError::Checksum {
+                name: "big.sst".to_string()
+            })
+        );
+    }
+
+    #[test]
     fn every_truncation_and_every_changed_byte_is_refused() {
         let (_dir, _, bytes) = sample();
         for len in 0..bytes.len() {
-            assert!(unpack(&bytes[..len]).is_err(), "truncated to {len}");
+            assert!(unpacked(&bytes[..len]).is_err(), "truncated to {len}");
         }
         let mut longer = bytes.clone();
         longer.push(0);
         assert_eq!(
-            unpack(&longer),
-            Err(ArchiveError::Truncated { at: bytes.len() })
+            unpacked(&longer),
+            Err(ArchiveError::Truncated {
+                at: bytes.len() as u64
+            })
         );
         for i in 0..bytes.len() {
             let mut changed = bytes.clone();
             changed[i] ^= 0x5a;
-            assert!(unpack(&changed).is_err(), "byte {i} changed");
+            assert!(unpacked(&changed).is_err(), "byte {i} changed");
         }
     }
 
@@ -219,7 +319,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for name in ["../x", "a/b", "..", ".", ""] {
             assert!(matches!(
-                pack(dir.path(), &[name.to_string()]),
+                packed(dir.path(), &[name.to_string()]),
                 Err(ArchiveError::BadName(_))
             ));
         }
@@ -231,7 +331,7 @@ mod tests {
         bytes.extend_from_slice(&0u64.to_be_bytes());
         bytes.extend_from_slice(&checksum("../evil", b"").to_be_bytes());
         assert_eq!(
-            unpack(&bytes),
+            unpacked(&bytes),
             Err(ArchiveError::BadName("../evil".to_string()))
         );
     }

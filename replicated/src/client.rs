@@ -137,6 +137,20 @@ impl Client {
         }
     }
 
+    /// Puts every pair in one write: one log entry, applied at once on every node.
+    pub async fn put_many(
+        &mut self,
+        pairs: Vec<(String, String)>,
+    ) -> Result<Response, ClientError> {
+        match self
+            .send(ClientRequest::Write(Request::PutMany { pairs }))
+            .await?
+        {
+            ClientReply::Written(response) => Ok(response),
+            other => Err(unexpected(other)),
+        }
+    }
+
     pub async fn delete(&mut self, key: &str) -> Result<Response, ClientError> {
         let request = ClientRequest::Write(Request::Delete {
             key: key.to_string(),

@@ -38,14 +38,23 @@ openraft::declare_raft_types!(
     pub TypeConfig:
         D = Request,
         R = Response,
-        SnapshotData = std::io::Cursor<Vec<u8>>,
+        SnapshotData = tokio::fs::File,
 );
 
 /// A write, proposed to the leader and applied by every node in log order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
-    Put { key: String, value: String },
-    Delete { key: String },
+    Put {
+        key: String,
+        value: String,
+    },
+    Delete {
+        key: String,
+    },
+    /// Puts applied together, in one log entry and one write to the store.
+    PutMany {
+        pairs: Vec<(String, String)>,
+    },
 }
 
 /// What applying a [`Request`] returned.

@@ -25,6 +25,9 @@ pub struct NodeOptions {
     pub dir: PathBuf,
     /// Build a snapshot after this many applied entries (and purge the log below it).
     pub snapshot_every: u64,
+    /// Bytes of a snapshot each install RPC carries: the memory a transfer holds on either end
+    /// is a few of these (and their JSON, about three and a half bytes a byte).
+    pub snapshot_chunk_bytes: u64,
     pub heartbeat_ms: u64,
     pub election_timeout_ms: (u64, u64),
 }
@@ -37,6 +40,7 @@ impl NodeOptions {
             addr: addr.into(),
             dir: dir.as_ref().to_path_buf(),
             snapshot_every: 5_000,
+            snapshot_chunk_bytes: 1 << 20,
             heartbeat_ms: 100,
             election_timeout_ms: (400, 800),
         }
@@ -70,6 +74,7 @@ impl Node {
             election_timeout_min: options.election_timeout_ms.0,
             election_timeout_max: options.election_timeout_ms.1,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every),
+            snapshot_max_chunk_size: options.snapshot_chunk_bytes,
             // Keep no log the snapshot covers: a follower further behind gets the snapshot.
             max_in_snapshot_log_to_keep: 0,
             ..Config::default()

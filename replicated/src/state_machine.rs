@@ -9,18 +9,27 @@
 //! - `<generation>/`: the live store. Installing a snapshot opens the received files as a new
 //!   generation and switches to it; `ACTIVE` names the live one (replaced by a rename, so a
 //!   crash leaves the old or the new, never neither).
-//! - `snapshot`: the newest snapshot built or installed, one file (meta length as u32
-//!   big-endian, meta JSON, archive), replaced by a rename and only by a newer one. It answers
-//!   lagging followers after a restart, and a received snapshot is saved here before the store
-//!   switches to it: a crash before the switch finds it here, newer than the live store, and
-//!   opening installs it again.
+//! - `snapshot.meta` and `snapshot-<id>.data`: the newest snapshot built or installed, its
+//!   meta (JSON, naming the data file) and its archive ([`crate::archive`]). The archive is
+//!   synced and renamed into place first, then the meta replaced by a rename, and only by a
+//!   newer one: a crash leaves the old pair or the new. It answers lagging followers after a
+//!   restart, and a received snapshot is saved here before the store switches to it: a crash
+//!   before the switch finds it here, newer than the live store, and opening installs it
+//!   again.
+//! - `incoming.data`: a snapshot being received, written chunk by chunk as Raft receives it;
+//!   `building-<n>` and `building-<n>.data`: a checkpoint being packed. Opening removes them.
+//!
+//! Snapshots travel as files, never as one buffer: a snapshot is packed from the checkpoint's
+//! files into its data file, sent from that file a chunk at a time, received into
+//! `incoming.data` a chunk at a time, and unpacked from it a file at a time, so a node's
+//! memory for a snapshot is a few chunks and buffers whatever the store's size.
 //!
 //! Writes are applied without a sync: the log is durable, and after a crash Raft applies
 //! again what the store lost. The log drops entries only up to [`StateMachine::durable`]:
 //! the state as of opening (recovery writes the store's log into tables), of the last
 //! checkpoint (which flushes) and of the last install.
 
-use std::io::{Cursor, Read};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -134,6 +143,10 @@ impl StateMachine {
             Err(e) => return Err(io(&active, e)),
         };
         remove_other_generations(&root, generation);
+        let failed = |e: StorageError<NodeId>| bloomkv::Error::InvalidArgument(e.to_string());
+        SavedSnapshot::new(&root)
+            .convert_single_file()
+            .map_err(failed)?;
         let db = Db::open(root.join(generation.to_string()), Options::default())?;
         let mut sm = StateMachine {
             saved: SavedSnapshot::new(&root),
@@ -145,7 +158,6 @@ impl StateMachine {
             snapshots_built: 0,
             durable: DurableIndex::new(),
         };
-        let failed = |e: StorageError<NodeId>| bloomkv::Error::InvalidArgument(e.to_string());
         let applied = read_json::<LogId<NodeId>>(&sm.db(), APPLIED).map_err(failed)?;
         // Recovery wrote the store's own log into tables: what it holds now is durable.
         if let Some(applied) = applied {
@@ -158,8 +170,8 @@ impl StateMachine {
             .map_err(failed)?
             .is_some_and(|m| m.last_log_id > applied);
         if saved_newer {
-            if let Some((meta, data)) = sm.saved.load().map_err(failed)? {
-                sm.switch_to_snapshot(&meta, &data, || Ok(()))
+            if let Some((meta, mut data)) = sm.saved.open().map_err(failed)? {
+                sm.switch_to_snapshot(&meta, &mut data, || Ok(()))
                     .map_err(failed)?;
             }
         }
@@ -185,14 +197,18 @@ impl StateMachine {
     fn switch_to_snapshot(
         &mut self,
         meta: &Meta,
-        data: &[u8],
+        data: &mut impl Read,
         before_switch: impl FnOnce() -> StorageResult<()>,
     ) -> StorageResult<()> {
         let next = self.generation + 1;
         let dir = self.root.join(next.to_string());
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| snapshot_error(ErrorVerb::Write, e))?;
-        archive::unpack_into(data, &dir).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        if let Err(e) = archive::unpack_from(&mut std::io::BufReader::new(data), &dir) {
+            // Torn or damaged: never opened, and the live store stays.
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(snapshot_error(ErrorVerb::Read, e));
+        }
         let db =
             Db::open(&dir, Options::default()).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
         let applied: Option<LogId<NodeId>> = read_json(&db, APPLIED)?;
@@ -227,38 +243,102 @@ impl StateMachine {
     }
 }
 
-/// The newest snapshot this node built or installed, in one file under a lock shared by the
-/// state machine and its snapshot builders (which run in tasks of their own).
+/// The newest snapshot this node built or installed (see the module comment), under a lock
+/// shared by the state machine and its snapshot builders (which run in tasks of their own).
 #[derive(Clone)]
 struct SavedSnapshot {
-    path: PathBuf,
+    root: PathBuf,
     lock: Arc<Mutex<()>>,
 }
+
+/// What `snapshot.meta` holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedMeta {
+    meta: Meta,
+    /// The data file's name in the state machine's directory.
+    data: String,
+}
+
+const SAVED_META: &str = "snapshot.meta";
+const INCOMING: &str = "incoming.data";
+/// The single file earlier versions saved a snapshot in (meta length, meta, archive).
+const SINGLE_FILE: &str = "snapshot";
 
 impl SavedSnapshot {
     fn new(root: &Path) -> SavedSnapshot {
         SavedSnapshot {
-            path: root.join("snapshot"),
+            root: root.to_path_buf(),
             lock: Arc::new(Mutex::new(())),
         }
     }
 
-    /// The saved snapshot's meta, without reading its data.
+    fn hold(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The saved snapshot's meta, without its data.
     fn meta(&self) -> StorageResult<Option<Meta>> {
-        let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(self.read(false)?.map(|(meta, _)| meta))
+        let _held = self.hold();
+        Ok(self.read_meta()?.map(|saved| saved.meta))
     }
 
-    /// The saved snapshot, meta and data.
-    fn load(&self) -> StorageResult<Option<(Meta, Vec<u8>)>> {
-        let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        self.read(true)
+    /// The saved snapshot: its meta, and its data file opened for reading.
+    fn open(&self) -> StorageResult<Option<(Meta, std::fs::File)>> {
+        let _held = self.hold();
+        let Some(saved) = self.read_meta()? else {
+            return Ok(None);
+        };
+        let data = std::fs::File::open(self.root.join(&saved.data))
+            .map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        Ok(Some((saved.meta, data)))
     }
 
-    fn read(&self, with_data: bool) -> StorageResult<Option<(Meta, Vec<u8>)>> {
-        let mut file = match std::fs::File::open(&self.path) {
+    fn read_meta(&self) -> StorageResult<Option<SavedMeta>> {
+        match std::fs::read(self.root.join(SAVED_META)) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| snapshot_error(ErrorVerb::Read, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(snapshot_error(ErrorVerb::Read, e)),
+        }
+    }
+
+    /// Saves the snapshot whose archive is the file `data` (moved into place) unless the
+    /// saved one is as new or newer; says whether it did. Unsaved, `data` is left where it is.
+    fn save_if_newer(&self, meta: &Meta, data: &Path) -> StorageResult<bool> {
+        let _held = self.hold();
+        let old = self.read_meta()?;
+        if old
+            .as_ref()
+            .is_some_and(|old| old.meta.last_log_id >= meta.last_log_id)
+        {
+            return Ok(false);
+        }
+        let written = |e: std::io::Error| snapshot_error(ErrorVerb::Write, e);
+        std::fs::File::open(data)
+            .and_then(|f| f.sync_all())
+            .map_err(written)?;
+        let name = data_file_name(&meta.snapshot_id);
+        std::fs::rename(data, self.root.join(&name)).map_err(written)?;
+        let saved = SavedMeta {
+            meta: meta.clone(),
+            data: name.clone(),
+        };
+        write_atomically(&self.root.join(SAVED_META), &json(&saved)).map_err(written)?;
+        if let Some(old) = old.filter(|old| old.data != name) {
+            let _ = std::fs::remove_file(self.root.join(old.data));
+        }
+        Ok(true)
+    }
+
+    /// Moves a snapshot saved by an earlier version (one file: meta length as u32 big-endian,
+    /// meta JSON, archive) to the two files this one keeps, copying its archive a buffer at a
+    /// time.
+    fn convert_single_file(&self) -> StorageResult<()> {
+        let single = self.root.join(SINGLE_FILE);
+        let mut file = match std::fs::File::open(&single) {
             Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(snapshot_error(ErrorVerb::Read, e)),
         };
         let read_error = |e: std::io::Error| snapshot_error(ErrorVerb::Read, e);
@@ -268,28 +348,25 @@ impl SavedSnapshot {
         file.read_exact(&mut meta).map_err(read_error)?;
         let meta: Meta =
             serde_json::from_slice(&meta).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
-        let mut data = Vec::new();
-        if with_data {
-            file.read_to_end(&mut data).map_err(read_error)?;
+        let data = self.root.join(INCOMING);
+        let mut out = std::fs::File::create(&data).map_err(read_error)?;
+        std::io::copy(&mut file, &mut out).map_err(read_error)?;
+        drop(out);
+        if !self.save_if_newer(&meta, &data)? {
+            let _ = std::fs::remove_file(&data);
         }
-        Ok(Some((meta, data)))
+        std::fs::remove_file(&single).map_err(|e| snapshot_error(ErrorVerb::Write, e))
     }
+}
 
-    /// Saves the snapshot unless the saved one is as new or newer.
-    fn save_if_newer(&self, meta: &Meta, data: &[u8]) -> StorageResult<()> {
-        let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((saved, _)) = self.read(false)? {
-            if saved.last_log_id >= meta.last_log_id {
-                return Ok(());
-            }
-        }
-        let meta_json = json(meta);
-        let mut bytes = Vec::with_capacity(4 + meta_json.len() + data.len());
-        bytes.extend_from_slice(&(meta_json.len() as u32).to_be_bytes());
-        bytes.extend_from_slice(&meta_json);
-        bytes.extend_from_slice(data);
-        write_atomically(&self.path, &bytes).map_err(|e| snapshot_error(ErrorVerb::Write, e))
-    }
+/// The data file of snapshot `id`: its letters, digits and dashes (the id comes from the
+/// leader, and must not name a path).
+fn data_file_name(id: &str) -> String {
+    let plain: String = (id.chars())
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(64)
+        .collect();
+    format!("snapshot-{plain}.data")
 }
 
 fn remove_other_generations(root: &Path, live: u64) {
@@ -302,6 +379,9 @@ fn remove_other_generations(root: &Path, live: u64) {
         let is_other_generation = name.parse::<u64>().is_ok_and(|g| g != live);
         if is_other_generation || name.starts_with("building") {
             let _ = std::fs::remove_dir_all(entry.path());
+        }
+        if name.starts_with("building") || name == INCOMING {
+            let _ = std::fs::remove_file(entry.path());
         }
     }
 }
@@ -332,6 +412,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 }
                 EntryPayload::Normal(Request::Delete { key }) => {
                     batch.delete(data_key(&key));
+                }
+                EntryPayload::Normal(Request::PutMany { pairs }) => {
+                    for (key, value) in pairs {
+                        batch.put(data_key(&key), value.as_bytes());
+                    }
                 }
                 EntryPayload::Membership(membership) => {
                     batch.put(
@@ -379,26 +464,40 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<Cursor<Vec<u8>>>> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<tokio::fs::File>> {
+        // A transfer begun again (Raft restarts a torn one from its start) starts a new file.
+        let file = tokio::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(self.root.join(INCOMING))
+            .await
+            .map_err(|e| snapshot_error(ErrorVerb::Write, e))?;
+        Ok(Box::new(file))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &Meta,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<tokio::fs::File>,
     ) -> StorageResult<()> {
-        let data = snapshot.into_inner();
+        let mut data = snapshot.into_std().await;
+        data.seek(SeekFrom::Start(0))
+            .map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
         // Verified and opened, then saved before the switch: a crash in between finds it on
         // opening.
         let saved = self.saved.clone();
-        self.switch_to_snapshot(meta, &data, || saved.save_if_newer(meta, &data))
+        let incoming = self.root.join(INCOMING);
+        self.switch_to_snapshot(meta, &mut data, || {
+            saved.save_if_newer(meta, &incoming).map(|_| ())
+        })
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
-        Ok(self.saved.load()?.map(|(meta, data)| Snapshot {
+        Ok(self.saved.open()?.map(|(meta, data)| Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(tokio::fs::File::from_std(data)),
         }))
     }
 }
@@ -413,8 +512,20 @@ pub struct SnapshotBuilder {
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
         let (checkpoint, applied, membership) = self.taken.clone()?;
-        let data = archive::pack(&checkpoint.dir, &checkpoint.files)
+        let path = (self.saved.root).join(format!("building-{}.data", self.number));
+        let written = |e: std::io::Error| snapshot_error(ErrorVerb::Write, e);
+        let mut file = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(written)?;
+        let mut out = BufWriter::with_capacity(1 << 16, &mut file);
+        archive::pack_to(&checkpoint.dir, &checkpoint.files, &mut out)
             .map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        out.flush().map_err(written)?;
+        drop(out);
         let _ = std::fs::remove_dir_all(&checkpoint.dir);
         let snapshot_id = match applied {
             Some(id) => format!("{}-{}-{}", id.leader_id.term, id.index, self.number),
@@ -425,11 +536,15 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             last_membership: membership,
             snapshot_id,
         };
-        // A build that finishes after a newer snapshot was installed leaves that one saved.
-        self.saved.save_if_newer(&meta, &data)?;
+        // A build that finishes after a newer snapshot was installed leaves that one saved;
+        // its own file, open here, is removed and read until the handle goes.
+        if !self.saved.save_if_newer(&meta, &path)? {
+            let _ = std::fs::remove_file(&path);
+        }
+        file.seek(SeekFrom::Start(0)).map_err(written)?;
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(tokio::fs::File::from_std(file)),
         })
     }
 }

@@ -10,6 +10,8 @@ use bloomkv_replicated::server::{Node, NodeOptions};
 async fn start(id: u64, root: &std::path::Path) -> Node {
     let mut options = NodeOptions::new(id, "127.0.0.1:0", root.join(format!("n{id}")));
     options.snapshot_every = 100;
+    // Snapshots of a few tens of KiB go in many chunks, as large ones do.
+    options.snapshot_chunk_bytes = 4096;
     Node::start(options).await.expect("the node starts")
 }
 

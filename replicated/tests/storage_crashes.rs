@@ -8,6 +8,7 @@ use openraft::storage::{
     RaftLogReader, RaftLogStorage, RaftLogStorageExt, RaftStateMachine, Snapshot,
 };
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn log_id(index: u64) -> LogId<NodeId> {
     LogId::new(CommittedLeaderId::new(1, 1), index)
@@ -31,6 +32,37 @@ async fn snapshot_of(sm: &mut StateMachine) -> Snapshot<TypeConfig> {
         .unwrap()
 }
 
+/// The bytes of a snapshot's data file.
+async fn bytes_of(snapshot: &mut Snapshot<TypeConfig>) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    snapshot.snapshot.read_to_end(&mut bytes).await.unwrap();
+    bytes
+}
+
+/// Delivers `bytes` to `sm` as Raft does: into the file it began receiving into, in chunks
+/// of 7 bytes, then installed.
+async fn deliver(
+    sm: &mut StateMachine,
+    meta: &openraft::SnapshotMeta<NodeId, openraft::BasicNode>,
+    bytes: &[u8],
+) -> Result<(), openraft::StorageError<NodeId>> {
+    let mut receiving = sm.begin_receiving_snapshot().await.unwrap();
+    for chunk in bytes.chunks(7) {
+        receiving.write_all(chunk).await.unwrap();
+    }
+    receiving.flush().await.unwrap();
+    sm.install_snapshot(meta, receiving).await
+}
+
+/// Copies the snapshot saved under `from` (its meta and its data file) to `to`.
+fn copy_saved_snapshot(from: &std::path::Path, to: &std::path::Path) {
+    let meta = std::fs::read(from.join("snapshot.meta")).unwrap();
+    let saved: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+    let data = saved["data"].as_str().unwrap();
+    std::fs::copy(from.join(data), to.join(data)).unwrap();
+    std::fs::write(to.join("snapshot.meta"), meta).unwrap();
+}
+
 #[tokio::test]
 async fn a_snapshot_saved_before_a_crash_is_installed_on_opening() {
     let dir = tempfile::tempdir().unwrap();
@@ -40,13 +72,13 @@ async fn a_snapshot_saved_before_a_crash_is_installed_on_opening() {
         .apply([put(1, "a", "1"), put(2, "b", "2"), put(3, "a", "3")])
         .await
         .unwrap();
-    let snapshot = snapshot_of(&mut leader).await;
+    let mut snapshot = snapshot_of(&mut leader).await;
     assert_eq!(snapshot.meta.last_log_id, Some(log_id(3)));
+    let bytes = bytes_of(&mut snapshot).await;
 
     // A follower installs it, then applies more.
     let mut follower = StateMachine::open(dir.path().join("follower")).unwrap();
-    follower
-        .install_snapshot(&snapshot.meta, snapshot.snapshot.clone())
+    deliver(&mut follower, &snapshot.meta, &bytes)
         .await
         .unwrap();
     let reader = follower.reader();
@@ -60,14 +92,10 @@ async fn a_snapshot_saved_before_a_crash_is_installed_on_opening() {
     assert_eq!(follower.reader().get("c").unwrap().as_deref(), Some("4"));
 
     // A node that crashed after saving the snapshot, before switching to it: its live store
-    // is empty, the saved snapshot newer. Copying the saved file stands for that state.
+    // is empty, the saved snapshot newer. Copying the saved files stands for that state.
     let crashed = dir.path().join("crashed");
     std::fs::create_dir_all(&crashed).unwrap();
-    std::fs::copy(
-        dir.path().join("leader").join("snapshot"),
-        crashed.join("snapshot"),
-    )
-    .unwrap();
+    copy_saved_snapshot(&dir.path().join("leader"), &crashed);
     let mut reopened = StateMachine::open(&crashed).unwrap();
     assert_eq!(reopened.reader().get("a").unwrap().as_deref(), Some("3"));
     assert_eq!(reopened.reader().get("b").unwrap().as_deref(), Some("2"));
@@ -76,26 +104,70 @@ async fn a_snapshot_saved_before_a_crash_is_installed_on_opening() {
 }
 
 #[tokio::test]
-async fn a_damaged_snapshot_is_refused_and_the_live_store_kept() {
+async fn a_damaged_or_torn_snapshot_is_refused_and_the_live_store_kept() {
     let dir = tempfile::tempdir().unwrap();
     let mut leader = StateMachine::open(dir.path().join("leader")).unwrap();
     leader.apply([put(1, "a", "1")]).await.unwrap();
-    let snapshot = snapshot_of(&mut leader).await;
-    let mut follower = StateMachine::open(dir.path().join("follower")).unwrap();
+    let mut snapshot = snapshot_of(&mut leader).await;
+    let bytes = bytes_of(&mut snapshot).await;
+    let root = dir.path().join("follower");
+    let mut follower = StateMachine::open(&root).unwrap();
     follower.apply([put(1, "mine", "kept")]).await.unwrap();
-    let mut bytes = snapshot.snapshot.get_ref().clone();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x40;
-    let damaged = Box::new(std::io::Cursor::new(bytes));
-    assert!(follower
-        .install_snapshot(&snapshot.meta, damaged)
+    let mut damaged = bytes.clone();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x40;
+    let torn = &bytes[..bytes.len() - 3];
+    for refused in [&damaged[..], torn] {
+        assert!(deliver(&mut follower, &snapshot.meta, refused)
+            .await
+            .is_err());
+        assert_eq!(
+            follower.reader().get("mine").unwrap().as_deref(),
+            Some("kept")
+        );
+        assert_eq!(follower.reader().get("a").unwrap(), None);
+        assert!(follower.get_current_snapshot().await.unwrap().is_none());
+    }
+    // Only the live generation is left: no half-unpacked one.
+    let generations = std::fs::read_dir(&root)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_dir())
+        .count();
+    assert_eq!(generations, 1);
+    // The whole transfer, begun again, installs.
+    deliver(&mut follower, &snapshot.meta, &bytes)
         .await
-        .is_err());
-    assert_eq!(
-        follower.reader().get("mine").unwrap().as_deref(),
-        Some("kept")
-    );
-    assert!(follower.get_current_snapshot().await.unwrap().is_none());
+        .unwrap();
+    assert_eq!(follower.reader().get("a").unwrap().as_deref(), Some("1"));
+    let mut saved = follower.get_current_snapshot().await.unwrap().unwrap();
+    assert_eq!(bytes_of(&mut saved).await, bytes);
+}
+
+#[tokio::test]
+async fn a_snapshot_saved_in_one_file_by_an_earlier_version_is_converted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut leader = StateMachine::open(dir.path().join("leader")).unwrap();
+    leader
+        .apply([put(1, "a", "1"), put(2, "b", "2")])
+        .await
+        .unwrap();
+    let mut snapshot = snapshot_of(&mut leader).await;
+    let bytes = bytes_of(&mut snapshot).await;
+    // The earlier layout: meta length, meta JSON, archive, in `snapshot`.
+    let meta = serde_json::to_vec(&snapshot.meta).unwrap();
+    let mut single = (meta.len() as u32).to_be_bytes().to_vec();
+    single.extend_from_slice(&meta);
+    single.extend_from_slice(&bytes);
+    let old = dir.path().join("old");
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::write(old.join("snapshot"), single).unwrap();
+
+    let mut reopened = StateMachine::open(&old).unwrap();
+    assert!(!old.join("snapshot").exists());
+    assert_eq!(reopened.reader().get("b").unwrap().as_deref(), Some("2"));
+    let mut saved = reopened.get_current_snapshot().await.unwrap().unwrap();
+    assert_eq!(saved.meta, snapshot.meta);
+    assert_eq!(bytes_of(&mut saved).await, bytes);
 }
 
 #[tokio::test]

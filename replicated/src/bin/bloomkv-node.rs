@@ -18,8 +18,10 @@ use bloomkv_replicated::NodeId;
 
 const USAGE: &str = "usage:
   bloomkv-node serve --id N --addr HOST:PORT --dir PATH [--snapshot-every N]
+               [--snapshot-chunk-bytes N]
   bloomkv-node client --addr HOST:PORT (init ID=ADDR,... | put KEY VALUE | get KEY [--stale]
-               | delete KEY | add-learner ID ADDR | change-membership ID,... | status)";
+               | delete KEY | load COUNT [FIRST] | add-learner ID ADDR
+               | change-membership ID,... | status)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -67,12 +69,19 @@ async fn serve(args: &[String]) -> Result<(), String> {
     let addr = take_flag(&mut args, "--addr")?.ok_or(format!("--addr is required\n{USAGE}"))?;
     let dir = take_flag(&mut args, "--dir")?.ok_or(format!("--dir is required\n{USAGE}"))?;
     let every = take_flag(&mut args, "--snapshot-every")?;
+    let chunk = take_flag(&mut args, "--snapshot-chunk-bytes")?;
     if let Some(extra) = args.first() {
         return Err(format!("unexpected argument {extra:?}\n{USAGE}"));
     }
     let mut options = NodeOptions::new(parse("--id", &id)?, addr, dir);
     if let Some(every) = every {
         options.snapshot_every = parse("--snapshot-every", &every)?;
+    }
+    if let Some(chunk) = chunk {
+        options.snapshot_chunk_bytes = parse("--snapshot-chunk-bytes", &chunk)?;
+        if options.snapshot_chunk_bytes == 0 {
+            return Err("--snapshot-chunk-bytes must be at least 1".to_string());
+        }
     }
     let node = Node::start(options)
         .await
@@ -105,6 +114,10 @@ async fn client(args: &[String]) -> Result<(), String> {
         ["put", key, value] => {
             let response = client.put(key, value).await.map_err(shown)?;
             println!("ok, log index {}", response.index);
+        }
+        ["load", count] => load(&mut client, parse("count", count)?, 0).await?,
+        ["load", count, first] => {
+            load(&mut client, parse("count", count)?, parse("first", first)?).await?
         }
         ["delete", key] => {
             let response = client.delete(key).await.map_err(shown)?;
@@ -140,5 +153,27 @@ async fn client(args: &[String]) -> Result<(), String> {
         }
         _ => return Err(USAGE.to_string()),
     }
+    Ok(())
+}
+
+/// Puts keys `key` + 13 digits from `first` to `first + count`, each with a 100-byte value
+/// (its number, zero-padded), 1,000 to a write.
+async fn load(client: &mut Client, count: u64, first: u64) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let end = first.checked_add(count).ok_or("first + count overflows")?;
+    let mut at = first;
+    while at < end {
+        let upto = end.min(at + 1000);
+        let pairs = (at..upto)
+            .map(|i| (format!("key{i:013}"), format!("{i:0100}")))
+            .collect();
+        client.put_many(pairs).await.map_err(|e| e.to_string())?;
+        at = upto;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "loaded {count} keys in {seconds:.1} s ({:.0} a second)",
+        count as f64 / seconds.max(1e-9)
+    );
     Ok(())
 }
