@@ -50,7 +50,8 @@ sleep 1
 "$BIN" client --addr "$A1" load "$KEYS"
 # A last write past the load, so that the log holds entries the snapshot does not.
 "$BIN" client --addr "$A1" put last-key last-value > /dev/null
-du -sh "$WORK/n1/sm" | sed 's/^/leader state machine and snapshot: /'
+du -sh "$WORK/n1/sm/"[0-9]* | sed 's/^/leader state machine: /'
+du -ch "$WORK/n1/sm/"snapshot-*.data | tail -1 | sed 's/^/leader snapshot data: /'
 
 # The new node starts inside the cgroup, with an empty directory.
 sh -c "echo \$\$ > $CG/cgroup.procs; exec $BIN serve --id 3 --addr $A3 --dir $WORK/n3" \
@@ -62,12 +63,15 @@ applied() {
 }
 target=$(applied "$A1")
 started=$(date +%s.%N)
-# The leader answers once the learner has caught up, or the client gives up waiting: either
-# way, the new node's own status says when it has.
-"$BIN" client --addr "$A1" add-learner 3 "$A3" > /dev/null 2>&1 || true
+# The leader answers once the learner is added; the new node's own status says when it has
+# caught up.
+"$BIN" client --addr "$A1" add-learner 3 "$A3"
 until [ "$(applied "$A3" 2> /dev/null || echo 0)" -ge "$target" ]; do sleep 0.2; done
 ended=$(date +%s.%N)
-"$BIN" client --addr "$A3" get key0000000000042 --stale > /dev/null
+for key in key0000000000000 key0000000004242 "key$(printf %013d $((KEYS - 1)))"; do
+    [ "$("$BIN" client --addr "$A3" get "$key" --stale)" = \
+      "$("$BIN" client --addr "$A1" get "$key" --stale)" ]
+done
 [ "$("$BIN" client --addr "$A3" get last-key --stale)" = last-value ]
 echo "caught up in $(echo "$ended - $started" | bc) s"
 echo "new node: peak of the cgroup (process and page cache) $(($(cat "$PEAK") >> 20)) MiB of $LIMIT;" \

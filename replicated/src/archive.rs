@@ -21,6 +21,8 @@ use std::fmt;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
+use crate::page_cache::{drop_cached, DROP_EVERY};
+
 const MAGIC: &[u8; 8] = b"BKVSNAP1";
 
 /// Why an archive was refused.
@@ -132,17 +134,26 @@ pub fn unpack_from<R: Read>(input: &mut R, dir: &Path) -> Result<usize, ArchiveE
         let mut hasher = crc32fast::Hasher::new();
         hasher.update(name.as_bytes());
         let mut left = len;
+        let mut unsynced = 0;
         while left > 0 {
             let want = left.min(COPY_BUFFER as u64) as usize;
             reader.fill(&mut buffer[..want])?;
             hasher.update(&buffer[..want]);
             file.write_all(&buffer[..want]).map_err(|e| io(&name, e))?;
             left -= want as u64;
+            unsynced += want as u64;
+            if unsynced >= DROP_EVERY {
+                // Written once, read by the store later if at all: out of the page cache.
+                file.sync_data().map_err(|e| io(&name, e))?;
+                drop_cached(&file);
+                unsynced = 0;
+            }
         }
         if hasher.finalize() != crc {
             return Err(ArchiveError::Checksum { name });
         }
         file.sync_all().map_err(|e| io(&name, e))?;
+        drop_cached(&file);
     }
     if reader.more()? {
         return Err(ArchiveError::Truncated { at: reader.at });

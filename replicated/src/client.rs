@@ -39,22 +39,48 @@ impl std::fmt::Display for ClientError {
 impl std::error::Error for ClientError {}
 
 /// A client knowing the addresses of some nodes; it asks the one it last found leading.
+///
+/// Its writes are a session's (`src/apply.rs`): each carries the client's id and the next
+/// sequence number, so a write whose reply was lost is sent again, and applied once.
 pub struct Client {
     addrs: Vec<String>,
     leader: usize,
     connection: Option<(String, TcpStream)>,
     /// Tries (each up to every known node) before giving up on finding a leader.
     pub tries: u32,
+    /// How long a request waits for its reply before it counts as lost.
+    pub timeout: Duration,
+    id: u64,
+    last_seq: u64,
 }
 
 impl Client {
+    /// A client with a new session id, drawn at random.
     pub fn new(addrs: impl IntoIterator<Item = impl Into<String>>) -> Client {
+        Client::with_session(addrs, random_id(), 0)
+    }
+
+    /// A client going on with session `id` after sequence number `last_seq`: a process that
+    /// restarts and kept both sends its writes again exactly once.
+    pub fn with_session(
+        addrs: impl IntoIterator<Item = impl Into<String>>,
+        id: u64,
+        last_seq: u64,
+    ) -> Client {
         Client {
             addrs: addrs.into_iter().map(Into::into).collect(),
             leader: 0,
             connection: None,
             tries: 60,
+            timeout: Duration::from_secs(10),
+            id,
+            last_seq,
         }
+    }
+
+    /// The session's id, and the sequence number of its last write.
+    pub fn session(&self) -> (u64, u64) {
+        (self.id, self.last_seq)
     }
 
     /// Sends `request` to the node at `addr` and reads its reply.
@@ -77,7 +103,8 @@ impl Client {
                 .await?
                 .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
         };
-        match tokio::time::timeout(Duration::from_secs(10), exchange).await {
+        let timeout = self.timeout;
+        match tokio::time::timeout(timeout, exchange).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) => {
                 self.connection = None;
@@ -85,16 +112,23 @@ impl Client {
             }
             Err(_) => {
                 self.connection = None;
-                Err(lost("no reply in 10 s".to_string()))
+                Err(lost(format!("no reply in {timeout:?}")))
             }
         }
     }
 
     /// Sends `request` to the leader, following redirects and trying every node in turn
-    /// while none leads (during an election). A write whose reply was lost is not sent again
-    /// (it may have been applied): that is [`ClientError::NoReply`]. Reads are.
+    /// while none leads (during an election). Reads, status requests and session writes whose
+    /// reply was lost are sent again. Others are not: a write outside a session may have been
+    /// applied, and a membership change sent again is made again (a learner added again has
+    /// its replication, and any snapshot on its way, started over). They end in
+    /// [`ClientError::NoReply`].
     pub async fn send(&mut self, request: ClientRequest) -> Result<ClientReply, ClientError> {
-        let resend_after_lost_reply = !matches!(request, ClientRequest::Write(_));
+        let resend_after_lost_reply = match &request {
+            ClientRequest::Read { .. } | ClientRequest::Status => true,
+            ClientRequest::Write(write) => matches!(write, Request::Session { .. }),
+            _ => false,
+        };
         for _ in 0..self.tries {
             for _ in 0..self.addrs.len() {
                 let asked = self.leader;
@@ -126,15 +160,27 @@ impl Client {
         Err(ClientError::NoLeader)
     }
 
-    pub async fn put(&mut self, key: &str, value: &str) -> Result<Response, ClientError> {
-        let request = ClientRequest::Write(Request::Put {
-            key: key.to_string(),
-            value: value.to_string(),
+    /// Applies `write` once, as the session's next write, sending it again while its reply
+    /// is lost.
+    pub async fn write(&mut self, write: Request) -> Result<Response, ClientError> {
+        self.last_seq += 1;
+        let request = ClientRequest::Write(Request::Session {
+            client: self.id,
+            seq: self.last_seq,
+            write: Box::new(write),
         });
         match self.send(request).await? {
             ClientReply::Written(response) => Ok(response),
             other => Err(unexpected(other)),
         }
+    }
+
+    pub async fn put(&mut self, key: &str, value: &str) -> Result<Response, ClientError> {
+        self.write(Request::Put {
+            key: key.to_string(),
+            value: value.to_string(),
+        })
+        .await
     }
 
     /// Puts every pair in one write: one log entry, applied at once on every node.
@@ -142,23 +188,30 @@ impl Client {
         &mut self,
         pairs: Vec<(String, String)>,
     ) -> Result<Response, ClientError> {
-        match self
-            .send(ClientRequest::Write(Request::PutMany { pairs }))
-            .await?
-        {
-            ClientReply::Written(response) => Ok(response),
-            other => Err(unexpected(other)),
-        }
+        self.write(Request::PutMany { pairs }).await
     }
 
     pub async fn delete(&mut self, key: &str) -> Result<Response, ClientError> {
-        let request = ClientRequest::Write(Request::Delete {
+        self.write(Request::Delete {
             key: key.to_string(),
-        });
-        match self.send(request).await? {
-            ClientReply::Written(response) => Ok(response),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
+    }
+
+    /// Sets `key` to `new` (`None` deletes it) if its value is `expected` (`None`: absent).
+    /// The response says whether it swapped, and if not, the value it found.
+    pub async fn compare_and_swap(
+        &mut self,
+        key: &str,
+        expected: Option<&str>,
+        new: Option<&str>,
+    ) -> Result<Response, ClientError> {
+        self.write(Request::Cas {
+            key: key.to_string(),
+            expected: expected.map(str::to_string),
+            new: new.map(str::to_string),
+        })
+        .await
     }
 
     /// A linearizable read, through the leader.
@@ -235,4 +288,17 @@ fn unexpected(reply: ClientReply) -> ClientError {
         ClientReply::Failed(msg) => ClientError::Failed(msg),
         other => ClientError::Unexpected(format!("{other:?}")),
     }
+}
+
+/// A session id no other client is likely to draw: the standard library's random hash keys,
+/// mixed with the time and the process id.
+fn random_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    hasher.write_u128(now.as_nanos());
+    hasher.write_u32(std::process::id());
+    hasher.finish()
 }

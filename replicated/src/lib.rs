@@ -18,12 +18,15 @@
 
 use serde::{Deserialize, Serialize};
 
+mod apply;
 pub mod archive;
 pub mod client;
 pub mod log_store;
 pub mod network;
+mod page_cache;
 pub mod read_index;
 pub mod server;
+pub mod snapshot_file;
 pub mod state_machine;
 mod wire;
 
@@ -38,7 +41,7 @@ openraft::declare_raft_types!(
     pub TypeConfig:
         D = Request,
         R = Response,
-        SnapshotData = tokio::fs::File,
+        SnapshotData = snapshot_file::SnapshotFile,
 );
 
 /// A write, proposed to the leader and applied by every node in log order.
@@ -55,13 +58,37 @@ pub enum Request {
     PutMany {
         pairs: Vec<(String, String)>,
     },
+    /// Sets `key` to `new` (`None` deletes it) if its value is `expected` (`None`: absent).
+    Cas {
+        key: String,
+        expected: Option<String>,
+        new: Option<String>,
+    },
+    /// `write`, the `seq`th of client `client`'s session: applied once however often it is
+    /// sent (`src/apply.rs`).
+    Session {
+        client: u64,
+        seq: u64,
+        write: Box<Request>,
+    },
 }
 
 /// What applying a [`Request`] returned.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Response {
-    /// The index of the log entry that carried the request.
+    /// The index of the log entry that carried the request (for a retried session write, the
+    /// entry that applied it).
     pub index: u64,
+    /// For a compare-and-swap: whether it swapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swapped: Option<bool>,
+    /// For a compare-and-swap that did not swap: the value it found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found: Option<String>,
+    /// A session write older than the last one its client had applied: not applied, and
+    /// its own response is no longer known.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub superseded: bool,
 }
 
 /// The Raft handle of a node.

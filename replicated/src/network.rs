@@ -111,6 +111,19 @@ type Idle = Arc<Mutex<HashMap<String, Vec<TcpStream>>>>;
 #[derive(Clone, Default)]
 pub struct Network {
     idle: Idle,
+    /// The local address connections to peers are made from, when the node names one (a
+    /// host with several addresses, or a test telling nodes apart by theirs).
+    source: Option<std::net::IpAddr>,
+}
+
+impl Network {
+    /// Connections to peers made from `source`.
+    pub fn from_address(source: Option<std::net::IpAddr>) -> Network {
+        Network {
+            idle: Idle::default(),
+            source,
+        }
+    }
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -125,6 +138,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             addr: node.addr.clone(),
             stream,
             idle: Arc::clone(&self.idle),
+            source: self.source,
         }
     }
 }
@@ -137,6 +151,28 @@ pub struct Connection {
     addr: String,
     stream: Option<TcpStream>,
     idle: Idle,
+    source: Option<std::net::IpAddr>,
+}
+
+/// A connection to `addr`, made from `source` when given.
+async fn connect(addr: &str, source: Option<std::net::IpAddr>) -> std::io::Result<TcpStream> {
+    let stream = match source {
+        None => TcpStream::connect(addr).await?,
+        Some(ip) => {
+            let target = tokio::net::lookup_host(addr)
+                .await?
+                .find(|a| a.is_ipv4() == ip.is_ipv4())
+                .ok_or_else(|| std::io::Error::other(format!("{addr}: no address to reach")))?;
+            let socket = match ip {
+                std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+                std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+            };
+            socket.bind(std::net::SocketAddr::new(ip, 0))?;
+            socket.connect(target).await?
+        }
+    };
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 impl Drop for Connection {
@@ -164,15 +200,11 @@ impl Connection {
     {
         // Taken out for the exchange, and put back only once the reply has been read.
         let taken = self.stream.take();
-        let addr = &self.addr;
+        let (addr, source) = (&self.addr, self.source);
         let exchange = async move {
             let mut stream = match taken {
                 Some(stream) => stream,
-                None => {
-                    let stream = TcpStream::connect(addr).await?;
-                    stream.set_nodelay(true)?;
-                    stream
-                }
+                None => connect(addr, source).await?,
             };
             write_frame(&mut stream, &message).await?;
             let reply = read_frame::<Result<T, RaftError<NodeId, E>>>(&mut stream)

@@ -30,6 +30,8 @@ pub struct NodeOptions {
     pub snapshot_chunk_bytes: u64,
     pub heartbeat_ms: u64,
     pub election_timeout_ms: (u64, u64),
+    /// The local address connections to peers are made from (none: the system picks).
+    pub source_ip: Option<std::net::IpAddr>,
 }
 
 impl NodeOptions {
@@ -43,6 +45,7 @@ impl NodeOptions {
             snapshot_chunk_bytes: 1 << 20,
             heartbeat_ms: 100,
             election_timeout_ms: (400, 800),
+            source_ip: None,
         }
     }
 }
@@ -75,6 +78,10 @@ impl Node {
             election_timeout_max: options.election_timeout_ms.1,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every),
             snapshot_max_chunk_size: options.snapshot_chunk_bytes,
+            // Per chunk. openraft's 200 ms suits chunks into memory; a chunk into a file that
+            // is synced every 16 MiB, on a node under a memory limit, takes longer, and a
+            // timed-out chunk is sent again.
+            install_snapshot_timeout: 10_000,
             // Keep no log the snapshot covers: a follower further behind gets the snapshot.
             max_in_snapshot_log_to_keep: 0,
             ..Config::default()
@@ -84,7 +91,14 @@ impl Node {
         // The log drops entries only once the state machine holds them durably.
         let log = LogStore::open_behind(options.dir.join("log"), sm.durable())?;
         let reader = sm.reader();
-        let raft = Raft::new(options.id, Arc::new(config), Network::default(), log, sm).await?;
+        let raft = Raft::new(
+            options.id,
+            Arc::new(config),
+            Network::from_address(options.source_ip),
+            log,
+            sm,
+        )
+        .await?;
         let listener = TcpListener::bind(&options.addr).await?;
         let addr = listener.local_addr()?.to_string();
         let (read_index, confirmer) = ReadIndex::start(raft.clone());
@@ -201,7 +215,10 @@ async fn client_request(serving: &Serving, request: ClientRequest) -> ClientRepl
             }
         }
         ClientRequest::AddLearner { id, addr } => {
-            match raft.add_learner(id, BasicNode { addr }, true).await {
+            // Answered once the membership that adds it is committed, not once the learner
+            // has caught up (which can take minutes for a large state machine, past any
+            // client's patience): its own status says when it has.
+            match raft.add_learner(id, BasicNode { addr }, false).await {
                 Ok(_) => ClientReply::Done,
                 Err(e) => refused(e),
             }

@@ -1,8 +1,9 @@
 //! The service's keys and values in a bloomkv store, and its snapshots as bloomkv checkpoints.
 //!
-//! Keys of the store: `d` + the user's key for its value; `m/applied` and `m/membership` (JSON)
-//! for the last applied log id and membership, written in the same batch as the entries they
-//! describe, so the store is always the state after some prefix of the log.
+//! Keys of the store: `d` + the user's key for its value; `s` + a client id (8 bytes) for the
+//! client's session (JSON, `src/apply.rs`); `m/applied` and `m/membership` (JSON) for the last
+//! applied log id and membership, written in the same batch as the entries they describe, so
+//! the store is always the state after some prefix of the log.
 //!
 //! Directory layout under the node's `sm/`:
 //!
@@ -33,16 +34,19 @@ use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-use bloomkv::{Db, Options, WriteBatch};
+use bloomkv::{Db, Options};
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
     BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend,
     RaftSnapshotBuilder, SnapshotMeta, StorageError, StoredMembership,
 };
 
+use crate::apply::{data_key, Applying};
 use crate::archive;
 use crate::log_store::DurableIndex;
-use crate::{json, storage_error, NodeId, Request, Response, StorageResult, TypeConfig};
+use crate::page_cache::DropBehind;
+use crate::snapshot_file::SnapshotFile;
+use crate::{json, storage_error, NodeId, Response, StorageResult, TypeConfig};
 
 const APPLIED: &[u8] = b"m/applied";
 const MEMBERSHIP: &[u8] = b"m/membership";
@@ -57,14 +61,6 @@ fn sm_error(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError<NodeId> 
 
 fn snapshot_error(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError<NodeId> {
     storage_error(ErrorSubject::Snapshot(None), verb, e)
-}
-
-/// The key under which the user's `key` is stored.
-fn data_key(key: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(key.len() + 1);
-    out.push(b'd');
-    out.extend_from_slice(key.as_bytes());
-    out
 }
 
 /// Reads of the live store, shared with the server; it follows the store across snapshot
@@ -170,8 +166,8 @@ impl StateMachine {
             .map_err(failed)?
             .is_some_and(|m| m.last_log_id > applied);
         if saved_newer {
-            if let Some((meta, mut data)) = sm.saved.open().map_err(failed)? {
-                sm.switch_to_snapshot(&meta, &mut data, || Ok(()))
+            if let Some((meta, data)) = sm.saved.open().map_err(failed)? {
+                sm.switch_to_snapshot(&meta, &data, || Ok(()))
                     .map_err(failed)?;
             }
         }
@@ -197,14 +193,15 @@ impl StateMachine {
     fn switch_to_snapshot(
         &mut self,
         meta: &Meta,
-        data: &mut impl Read,
+        data: &std::fs::File,
         before_switch: impl FnOnce() -> StorageResult<()>,
     ) -> StorageResult<()> {
         let next = self.generation + 1;
         let dir = self.root.join(next.to_string());
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| snapshot_error(ErrorVerb::Write, e))?;
-        if let Err(e) = archive::unpack_from(&mut std::io::BufReader::new(data), &dir) {
+        let mut data = std::io::BufReader::with_capacity(1 << 16, DropBehind::new(data));
+        if let Err(e) = archive::unpack_from(&mut data, &dir) {
             // Torn or damaged: never opened, and the live store stays.
             let _ = std::fs::remove_dir_all(&dir);
             return Err(snapshot_error(ErrorVerb::Read, e));
@@ -401,39 +398,33 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut batch = WriteBatch::new();
+        let db = self.db();
+        let mut applying = Applying::new(&db);
         let mut replies = Vec::new();
         let mut last = None;
         for entry in entries {
-            match entry.payload {
-                EntryPayload::Blank => {}
-                EntryPayload::Normal(Request::Put { key, value }) => {
-                    batch.put(data_key(&key), value.as_bytes());
-                }
-                EntryPayload::Normal(Request::Delete { key }) => {
-                    batch.delete(data_key(&key));
-                }
-                EntryPayload::Normal(Request::PutMany { pairs }) => {
-                    for (key, value) in pairs {
-                        batch.put(data_key(&key), value.as_bytes());
+            let index = entry.log_id.index;
+            let response = match entry.payload {
+                EntryPayload::Blank => Response {
+                    index,
+                    ..Response::default()
+                },
+                EntryPayload::Normal(request) => applying.request(index, request)?,
+                EntryPayload::Membership(membership) => {
+                    let stored = Membership::new(Some(entry.log_id), membership);
+                    applying.put_meta(MEMBERSHIP, json(&stored));
+                    Response {
+                        index,
+                        ..Response::default()
                     }
                 }
-                EntryPayload::Membership(membership) => {
-                    batch.put(
-                        MEMBERSHIP,
-                        json(&Membership::new(Some(entry.log_id), membership)),
-                    );
-                }
-            }
-            replies.push(Response {
-                index: entry.log_id.index,
-            });
+            };
+            replies.push(response);
             last = Some(entry.log_id);
         }
         if let Some(last) = last {
-            batch.put(APPLIED, json(&last));
-            self.db()
-                .write(batch)
+            applying.put_meta(APPLIED, json(&last));
+            db.write(applying.into_batch())
                 .map_err(|e| storage_error(ErrorSubject::Apply(last), ErrorVerb::Write, e))?;
         }
         Ok(replies)
@@ -464,15 +455,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<tokio::fs::File>> {
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<SnapshotFile>> {
         // A transfer begun again (Raft restarts a torn one from its start) starts a new file.
-        let file = tokio::fs::File::options()
+        let file = std::fs::File::options()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
             .open(self.root.join(INCOMING))
-            .await
+            .and_then(SnapshotFile::new)
             .map_err(|e| snapshot_error(ErrorVerb::Write, e))?;
         Ok(Box::new(file))
     }
@@ -480,7 +471,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     async fn install_snapshot(
         &mut self,
         meta: &Meta,
-        snapshot: Box<tokio::fs::File>,
+        snapshot: Box<SnapshotFile>,
     ) -> StorageResult<()> {
         let mut data = snapshot.into_std().await;
         data.seek(SeekFrom::Start(0))
@@ -489,15 +480,19 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // opening.
         let saved = self.saved.clone();
         let incoming = self.root.join(INCOMING);
-        self.switch_to_snapshot(meta, &mut data, || {
+        self.switch_to_snapshot(meta, &data, || {
             saved.save_if_newer(meta, &incoming).map(|_| ())
         })
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
-        Ok(self.saved.open()?.map(|(meta, data)| Snapshot {
+        let Some((meta, data)) = self.saved.open()? else {
+            return Ok(None);
+        };
+        let data = SnapshotFile::new(data).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        Ok(Some(Snapshot {
             meta,
-            snapshot: Box::new(tokio::fs::File::from_std(data)),
+            snapshot: Box::new(data),
         }))
     }
 }
@@ -544,7 +539,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         file.seek(SeekFrom::Start(0)).map_err(written)?;
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(tokio::fs::File::from_std(file)),
+            snapshot: Box::new(SnapshotFile::new(file).map_err(written)?),
         })
     }
 }

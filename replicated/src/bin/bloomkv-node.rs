@@ -20,10 +20,20 @@ const USAGE: &str = "usage:
   bloomkv-node serve --id N --addr HOST:PORT --dir PATH [--snapshot-every N]
                [--snapshot-chunk-bytes N]
   bloomkv-node client --addr HOST:PORT (init ID=ADDR,... | put KEY VALUE | get KEY [--stale]
-               | delete KEY | load COUNT [FIRST] | add-learner ID ADDR
+               | delete KEY | cas KEY EXPECTED|- NEW|- | load COUNT [FIRST] | add-learner ID ADDR
                | change-membership ID,... | status)";
 
 fn main() -> ExitCode {
+    // Raft's warnings (a peer unreachable, a snapshot transfer that failed) on standard
+    // error; RUST_LOG chooses more or less (`RUST_LOG=openraft=info`).
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
@@ -56,6 +66,11 @@ fn take_flag(args: &mut Vec<String>, name: &str) -> Result<Option<String>, Strin
     let value = args.remove(at + 1);
     args.remove(at);
     Ok(Some(value))
+}
+
+/// A value on the command line, where `-` stands for none (an absent key, or a delete).
+fn optional(word: &str) -> Option<&str> {
+    (word != "-").then_some(word)
 }
 
 fn parse<T: std::str::FromStr>(what: &str, text: &str) -> Result<T, String> {
@@ -119,6 +134,18 @@ async fn client(args: &[String]) -> Result<(), String> {
         ["load", count, first] => {
             load(&mut client, parse("count", count)?, parse("first", first)?).await?
         }
+        ["cas", key, expected, new] => {
+            let response = (client.compare_and_swap(key, optional(expected), optional(new)))
+                .await
+                .map_err(shown)?;
+            match response.swapped {
+                Some(true) => println!("swapped, log index {}", response.index),
+                _ => {
+                    let found = response.found.as_deref().unwrap_or("(absent)");
+                    return Err(format!("not swapped: {key} holds {found}"));
+                }
+            }
+        }
         ["delete", key] => {
             let response = client.delete(key).await.map_err(shown)?;
             println!("ok, log index {}", response.index);
@@ -156,8 +183,9 @@ async fn client(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Puts keys `key` + 13 digits from `first` to `first + count`, each with a 100-byte value
-/// (its number, zero-padded), 1,000 to a write.
+/// Puts keys `key` + 13 digits from `first` to `first + count`, each with a value of 100
+/// printable characters drawn from the key's number (`load_value`: as random as the
+/// tables' compression sees it), 1,000 to a write.
 async fn load(client: &mut Client, count: u64, first: u64) -> Result<(), String> {
     let started = std::time::Instant::now();
     let end = first.checked_add(count).ok_or("first + count overflows")?;
@@ -165,7 +193,7 @@ async fn load(client: &mut Client, count: u64, first: u64) -> Result<(), String>
     while at < end {
         let upto = end.min(at + 1000);
         let pairs = (at..upto)
-            .map(|i| (format!("key{i:013}"), format!("{i:0100}")))
+            .map(|i| (format!("key{i:013}"), load_value(i)))
             .collect();
         client.put_many(pairs).await.map_err(|e| e.to_string())?;
         at = upto;
@@ -176,4 +204,32 @@ async fn load(client: &mut Client, count: u64, first: u64) -> Result<(), String>
         count as f64 / seconds.max(1e-9)
     );
     Ok(())
+}
+
+/// The value `load` puts under key number `i`: 100 characters of the 94 printable ASCII ones,
+/// from a xorshift walk seeded by `i`, so that any node's copy can be checked.
+fn load_value(i: u64) -> String {
+    let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..100)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b'!' + (x % 94) as u8)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::load_value;
+
+    #[test]
+    fn load_values_are_100_printable_characters_of_their_key() {
+        let (a, b) = (load_value(0), load_value(1));
+        assert_eq!(a.len(), 100);
+        assert!(a.bytes().all(|c| c.is_ascii_graphic()));
+        assert_ne!(a, b);
+        assert_eq!(load_value(1), b);
+    }
 }

@@ -1,0 +1,264 @@
+//! Exactly-once writes: a session write sent again (its reply lost) is answered with its first
+//! response and applied once, in one run of entries, across runs, after a snapshot, and
+//! through a cluster whose replies a proxy drops.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bloomkv_replicated::client::Client;
+use bloomkv_replicated::server::{Node, NodeOptions};
+use bloomkv_replicated::{NodeId, Request, Response, StateMachine, TypeConfig};
+use openraft::storage::RaftStateMachine;
+use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+fn log_id(index: u64) -> LogId<NodeId> {
+    LogId::new(CommittedLeaderId::new(1, 1), index)
+}
+
+fn entry(index: u64, request: Request) -> Entry<TypeConfig> {
+    Entry {
+        log_id: log_id(index),
+        payload: EntryPayload::Normal(request),
+    }
+}
+
+fn session(client: u64, seq: u64, write: Request) -> Request {
+    Request::Session {
+        client,
+        seq,
+        write: Box::new(write),
+    }
+}
+
+fn put(key: &str, value: &str) -> Request {
+    Request::Put {
+        key: key.to_string(),
+        value: value.to_string(),
+    }
+}
+
+fn cas(key: &str, expected: Option<&str>, new: Option<&str>) -> Request {
+    Request::Cas {
+        key: key.to_string(),
+        expected: expected.map(str::to_string),
+        new: new.map(str::to_string),
+    }
+}
+
+fn swapped(index: u64, swapped: bool, found: Option<&str>) -> Response {
+    Response {
+        index,
+        swapped: Some(swapped),
+        found: found.map(str::to_string),
+        superseded: false,
+    }
+}
+
+#[tokio::test]
+async fn a_retried_session_write_is_answered_as_first_and_applied_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sm = StateMachine::open(dir.path()).unwrap();
+    let reader = sm.reader();
+    // In one run: client 1's put, client 2's put of the same key, client 1's retry.
+    let replies = sm
+        .apply([
+            entry(1, session(1, 1, put("k", "a"))),
+            entry(2, session(2, 1, put("k", "b"))),
+            entry(3, session(1, 1, put("k", "a"))),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(replies[2], replies[0]);
+    assert_eq!(replies[2].index, 1);
+    assert_eq!(reader.get("k").unwrap().as_deref(), Some("b"));
+
+    // Across runs: a compare-and-swap that swapped, retried after the value moved on, is
+    // answered "swapped" and does not swap again.
+    let first = sm
+        .apply([entry(4, session(1, 2, cas("k", Some("b"), Some("c"))))])
+        .await
+        .unwrap();
+    assert_eq!(first, [swapped(4, true, None)]);
+    sm.apply([entry(5, session(2, 2, put("k", "d")))])
+        .await
+        .unwrap();
+    let retried = sm
+        .apply([entry(6, session(1, 2, cas("k", Some("b"), Some("c"))))])
+        .await
+        .unwrap();
+    assert_eq!(retried, first);
+    assert_eq!(reader.get("k").unwrap().as_deref(), Some("d"));
+
+    // An older write of a client that has moved on: not applied, said to be superseded.
+    let stale = sm
+        .apply([entry(7, session(1, 1, put("k", "a")))])
+        .await
+        .unwrap();
+    assert!(stale[0].superseded);
+    assert_eq!(reader.get("k").unwrap().as_deref(), Some("d"));
+
+    // The sessions are in the store: a reopened state machine still knows them.
+    drop(reader);
+    drop(sm);
+    let mut sm = StateMachine::open(dir.path()).unwrap();
+    let again = sm
+        .apply([entry(8, session(1, 2, cas("k", Some("b"), Some("c"))))])
+        .await
+        .unwrap();
+    assert_eq!(again, first);
+    assert_eq!(sm.reader().get("k").unwrap().as_deref(), Some("d"));
+}
+
+#[tokio::test]
+async fn compare_and_swap_sees_the_writes_before_it_in_its_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sm = StateMachine::open(dir.path()).unwrap();
+    let replies = sm
+        .apply([
+            entry(1, cas("k", None, Some("1"))),
+            entry(2, cas("k", None, Some("2"))),
+            entry(3, cas("k", Some("1"), Some("3"))),
+            entry(4, Request::Delete { key: "k".into() }),
+            entry(5, cas("k", Some("3"), None)),
+            entry(6, cas("k", None, Some("6"))),
+            entry(7, cas("k", Some("6"), None)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        replies,
+        [
+            swapped(1, true, None),
+            swapped(2, false, Some("1")),
+            swapped(3, true, None),
+            Response {
+                index: 4,
+                ..Response::default()
+            },
+            swapped(5, false, None),
+            swapped(6, true, None),
+            swapped(7, true, None),
+        ]
+    );
+    assert_eq!(sm.reader().get("k").unwrap(), None);
+}
+
+#[tokio::test]
+async fn sessions_travel_in_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut leader = StateMachine::open(dir.path().join("leader")).unwrap();
+    let first = leader
+        .apply([entry(1, session(9, 1, cas("k", None, Some("x"))))])
+        .await
+        .unwrap();
+    let mut snapshot = leader
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    let mut follower = StateMachine::open(dir.path().join("follower")).unwrap();
+    let mut receiving = follower.begin_receiving_snapshot().await.unwrap();
+    let mut bytes = Vec::new();
+    snapshot.snapshot.read_to_end(&mut bytes).await.unwrap();
+    receiving.write_all(&bytes).await.unwrap();
+    receiving.flush().await.unwrap();
+    follower
+        .install_snapshot(&snapshot.meta, receiving)
+        .await
+        .unwrap();
+    let retried = follower
+        .apply([entry(2, session(9, 1, cas("k", None, Some("x"))))])
+        .await
+        .unwrap();
+    assert_eq!(retried, first);
+}
+
+/// A proxy in front of `target` that forwards requests and replies frame by frame, but cuts
+/// the connection instead of forwarding the reply while `drop_replies` is above zero
+/// (counting it down).
+async fn lossy_proxy(target: String, drop_replies: Arc<AtomicUsize>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let (target, drop_replies) = (target.clone(), Arc::clone(&drop_replies));
+            tokio::spawn(async move {
+                let Ok(mut node) = TcpStream::connect(&target).await else {
+                    return;
+                };
+                while let Some(request) = read_raw_frame(&mut client).await {
+                    if node.write_all(&request).await.is_err() {
+                        return;
+                    }
+                    let Some(reply) = read_raw_frame(&mut node).await else {
+                        return;
+                    };
+                    let dropping = drop_replies
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                        .is_ok();
+                    if dropping || client.write_all(&reply).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// One frame (its 4-byte length and its bytes), as it was read.
+async fn read_raw_frame(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await.ok()?;
+    let mut frame = len.to_vec();
+    frame.resize(4 + u32::from_be_bytes(len) as usize, 0);
+    stream.read_exact(&mut frame[4..]).await.ok()?;
+    Some(frame)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_reply_was_lost_is_sent_again_and_applied_once() {
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        let options = NodeOptions::new(id, "127.0.0.1:0", root.path().join(format!("n{id}")));
+        nodes.push(Node::start(options).await.unwrap());
+    }
+    let members: BTreeMap<u64, String> = (1..=3u64)
+        .zip(nodes.iter().map(|n| n.addr.clone()))
+        .collect();
+    let addrs: Vec<String> = members.values().cloned().collect();
+    let mut direct = Client::new(addrs.clone());
+    direct.init(&addrs[0], members).await.unwrap();
+    direct.put("counter", "0").await.unwrap();
+    let leader = nodes[0].raft.current_leader().await.unwrap();
+    let leader_addr = nodes[leader as usize - 1].addr.clone();
+
+    // Every write goes through a proxy to the leader that loses the first two replies.
+    let drop_replies = Arc::new(AtomicUsize::new(0));
+    let proxy = lossy_proxy(leader_addr, Arc::clone(&drop_replies)).await;
+    let mut client = Client::new([proxy]);
+    for n in 0..20u64 {
+        drop_replies.store(2, Ordering::SeqCst);
+        let (from, to) = (n.to_string(), (n + 1).to_string());
+        let response = client
+            .compare_and_swap("counter", Some(&from), Some(&to))
+            .await
+            .unwrap();
+        // Applied a second time, the swap would fail (the counter moved on) and say so.
+        assert_eq!(response.swapped, Some(true), "write {n}: {response:?}");
+        assert_eq!(
+            drop_replies.load(Ordering::SeqCst),
+            0,
+            "two replies were lost"
+        );
+    }
+    assert_eq!(direct.get("counter").await.unwrap().as_deref(), Some("20"));
+    for node in nodes {
+        node.shutdown().await;
+    }
+}
