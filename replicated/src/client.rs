@@ -6,7 +6,8 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 use crate::network::{ClientReply, ClientRequest, Consistency, Message, NodeStatus};
-use crate::wire::{read_frame, write_frame};
+use crate::transport::{ClientTls, Stream};
+use crate::wire::{read_frame, write_frame, DEFAULT_MAX_FRAME};
 use crate::{NodeId, Request, Response};
 
 /// What a request could not do.
@@ -16,6 +17,9 @@ pub enum ClientError {
     NoLeader,
     /// A node refused the request.
     Failed(String),
+    /// The request needs a credential the client lacks (a certificate the cluster's CA
+    /// signed, or a token the nodes take), or a node refused the client's token.
+    Unauthorized(String),
     /// No connection could be made: the request was not sent.
     Io(String),
     /// The request was sent but no reply came: a write may or may not have been applied.
@@ -29,6 +33,7 @@ impl std::fmt::Display for ClientError {
         match self {
             ClientError::NoLeader => write!(f, "no leader answered"),
             ClientError::Failed(msg) => write!(f, "refused: {msg}"),
+            ClientError::Unauthorized(msg) => write!(f, "not authorized: {msg}"),
             ClientError::Io(msg) => write!(f, "connection: {msg}"),
             ClientError::NoReply(msg) => write!(f, "sent, but no reply (outcome unknown): {msg}"),
             ClientError::Unexpected(msg) => write!(f, "unexpected reply: {msg}"),
@@ -45,11 +50,17 @@ impl std::error::Error for ClientError {}
 pub struct Client {
     addrs: Vec<String>,
     leader: usize,
-    connection: Option<(String, TcpStream)>,
+    connection: Option<(String, Stream)>,
     /// Tries (each up to every known node) before giving up on finding a leader.
     pub tries: u32,
     /// How long a request waits for its reply before it counts as lost.
     pub timeout: Duration,
+    /// TLS to the nodes (their CA, and the client's certificate if it has one).
+    pub tls: Option<ClientTls>,
+    /// A token presented on every new connection, which lets the client write.
+    pub token: Option<String>,
+    /// The longest frame sent or taken.
+    pub max_frame: u32,
     id: u64,
     last_seq: u64,
 }
@@ -73,6 +84,9 @@ impl Client {
             connection: None,
             tries: 60,
             timeout: Duration::from_secs(10),
+            tls: None,
+            token: None,
+            max_frame: DEFAULT_MAX_FRAME,
             id,
             last_seq,
         }
@@ -89,22 +103,23 @@ impl Client {
         addr: &str,
         request: ClientRequest,
     ) -> Result<ClientReply, ClientError> {
-        let io = |e: std::io::Error| ClientError::Io(format!("{addr}: {e}"));
         let lost = |e: String| ClientError::NoReply(format!("{addr}: {e}"));
         if self.connection.as_ref().is_none_or(|(a, _)| a != addr) {
-            let stream = TcpStream::connect(addr).await.map_err(io)?;
-            stream.set_nodelay(true).map_err(io)?;
+            self.connection = None;
+            let stream = self.connect(addr).await?;
             self.connection = Some((addr.to_string(), stream));
         }
         let (_, stream) = self.connection.as_mut().expect("connected above");
+        let max = self.max_frame;
         let exchange = async {
-            write_frame(stream, &Message::Client(request)).await?;
-            read_frame::<ClientReply>(stream)
+            write_frame(stream, &Message::Client(request), max).await?;
+            read_frame::<_, ClientReply>(stream, max)
                 .await?
                 .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
         };
         let timeout = self.timeout;
         match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok(ClientReply::Unauthorized(why))) => Err(ClientError::Unauthorized(why)),
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) => {
                 self.connection = None;
@@ -114,6 +129,41 @@ impl Client {
                 self.connection = None;
                 Err(lost(format!("no reply in {timeout:?}")))
             }
+        }
+    }
+
+    /// A new connection to `addr`: over TLS when the client has it, its token presented.
+    async fn connect(&self, addr: &str) -> Result<Stream, ClientError> {
+        let io = |e: std::io::Error| ClientError::Io(format!("{addr}: {e}"));
+        let connecting = async {
+            let tcp = TcpStream::connect(addr).await.map_err(io)?;
+            tcp.set_nodelay(true).map_err(io)?;
+            let mut stream = match &self.tls {
+                Some(tls) => tls.connect(tcp, addr).await.map_err(io)?,
+                None => Stream::Plain(tcp),
+            };
+            if let Some(token) = &self.token {
+                let max = self.max_frame;
+                write_frame(&mut stream, &Message::Token(token.clone()), max)
+                    .await
+                    .map_err(io)?;
+                match read_frame::<_, ClientReply>(&mut stream, max).await {
+                    Ok(Some(ClientReply::Done)) => {}
+                    Ok(Some(ClientReply::Unauthorized(why))) => {
+                        return Err(ClientError::Unauthorized(why))
+                    }
+                    Ok(other) => return Err(ClientError::Unexpected(format!("{other:?}"))),
+                    Err(e) => return Err(io(e)),
+                }
+            }
+            Ok(stream)
+        };
+        match tokio::time::timeout(self.timeout, connecting).await {
+            Ok(connected) => connected,
+            Err(_) => Err(ClientError::Io(format!(
+                "{addr}: no connection in {:?}",
+                self.timeout
+            ))),
         }
     }
 
@@ -129,6 +179,7 @@ impl Client {
             ClientRequest::Write(write) => matches!(write, Request::Session { .. }),
             _ => false,
         };
+        let mut unreachable = None;
         for _ in 0..self.tries {
             for _ in 0..self.addrs.len() {
                 let asked = self.leader;
@@ -146,18 +197,26 @@ impl Client {
                         };
                     }
                     // No leader known (or a node naming itself while it steps down): next.
-                    Ok(ClientReply::NotLeader { .. }) | Err(ClientError::Io(_)) => {
+                    Ok(ClientReply::NotLeader { .. }) => {
                         self.leader = (asked + 1) % self.addrs.len();
+                        unreachable = None;
+                    }
+                    Err(e @ ClientError::Io(_)) => {
+                        self.leader = (asked + 1) % self.addrs.len();
+                        unreachable = Some(e);
                     }
                     Err(ClientError::NoReply(_)) if resend_after_lost_reply => {
                         self.leader = (asked + 1) % self.addrs.len();
+                        unreachable = None;
                     }
                     other => return other,
                 }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        Err(ClientError::NoLeader)
+        // When the last node tried could not even be reached, why (a refused connection, a
+        // failed TLS handshake) says more than that no leader answered.
+        Err(unreachable.unwrap_or(ClientError::NoLeader))
     }
 
     /// Applies `write` once, as the session's next write, sending it again while its reply

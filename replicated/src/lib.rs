@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 mod apply;
 pub mod archive;
+pub mod certs;
 pub mod client;
 pub mod log_store;
 pub mod network;
@@ -28,7 +29,8 @@ pub mod read_index;
 pub mod server;
 pub mod snapshot_file;
 pub mod state_machine;
-mod wire;
+pub mod transport;
+pub mod wire;
 
 pub use log_store::LogStore;
 pub use state_machine::StateMachine;

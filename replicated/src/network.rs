@@ -23,7 +23,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
 
-use crate::wire::{read_frame, write_frame};
+use crate::transport::{NodeTls, Stream};
+use crate::wire::{read_frame, write_frame, DEFAULT_MAX_FRAME};
 use crate::{NodeId, Request, Response, TypeConfig};
 
 /// Everything a node's port accepts.
@@ -33,6 +34,9 @@ pub enum Message {
     Vote(VoteRequest<NodeId>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     Client(ClientRequest),
+    /// A client's token: its connection may then write and change the membership, if the
+    /// node takes the token (answered `Done` or `Unauthorized`).
+    Token(String),
 }
 
 /// How fresh a read must be.
@@ -78,6 +82,9 @@ pub enum ClientReply {
         leader: Option<(NodeId, String)>,
     },
     Failed(String),
+    /// The connection lacks the credential the request needs: a certificate the cluster's
+    /// CA signed, or a token the node takes.
+    Unauthorized(String),
 }
 
 /// A node's view of itself and the cluster.
@@ -105,23 +112,42 @@ pub struct NodeStatus {
 const IDLE_PER_PEER: usize = 4;
 
 /// Idle connections to peers, by address, that a new client takes before it connects.
-type Idle = Arc<Mutex<HashMap<String, Vec<TcpStream>>>>;
+type Idle = Arc<Mutex<HashMap<String, Vec<Stream>>>>;
+
+/// How a node reaches its peers.
+#[derive(Clone)]
+pub struct Reach {
+    /// The local address connections to peers are made from, when the node names one (a
+    /// host with several addresses, or a test telling nodes apart by theirs).
+    pub source: Option<std::net::IpAddr>,
+    /// TLS with the node's certificate (mutual: peers check it), when the cluster uses it.
+    pub tls: Option<NodeTls>,
+    /// The longest frame sent or taken.
+    pub max_frame: u32,
+}
+
+impl Default for Reach {
+    fn default() -> Reach {
+        Reach {
+            source: None,
+            tls: None,
+            max_frame: DEFAULT_MAX_FRAME,
+        }
+    }
+}
 
 /// Makes connections to peers.
 #[derive(Clone, Default)]
 pub struct Network {
     idle: Idle,
-    /// The local address connections to peers are made from, when the node names one (a
-    /// host with several addresses, or a test telling nodes apart by theirs).
-    source: Option<std::net::IpAddr>,
+    reach: Arc<Reach>,
 }
 
 impl Network {
-    /// Connections to peers made from `source`.
-    pub fn from_address(source: Option<std::net::IpAddr>) -> Network {
+    pub fn new(reach: Reach) -> Network {
         Network {
             idle: Idle::default(),
-            source,
+            reach: Arc::new(reach),
         }
     }
 }
@@ -138,7 +164,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             addr: node.addr.clone(),
             stream,
             idle: Arc::clone(&self.idle),
-            source: self.source,
+            reach: Arc::clone(&self.reach),
         }
     }
 }
@@ -149,14 +175,14 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 pub struct Connection {
     target: NodeId,
     addr: String,
-    stream: Option<TcpStream>,
+    stream: Option<Stream>,
     idle: Idle,
-    source: Option<std::net::IpAddr>,
+    reach: Arc<Reach>,
 }
 
-/// A connection to `addr`, made from `source` when given.
-async fn connect(addr: &str, source: Option<std::net::IpAddr>) -> std::io::Result<TcpStream> {
-    let stream = match source {
+/// A connection to `addr` as `reach` says: from its source address, over TLS.
+async fn connect(addr: &str, reach: &Reach) -> std::io::Result<Stream> {
+    let stream = match reach.source {
         None => TcpStream::connect(addr).await?,
         Some(ip) => {
             let target = tokio::net::lookup_host(addr)
@@ -172,7 +198,10 @@ async fn connect(addr: &str, source: Option<std::net::IpAddr>) -> std::io::Resul
         }
     };
     stream.set_nodelay(true)?;
-    Ok(stream)
+    match &reach.tls {
+        Some(tls) => tls.connect(stream, addr).await,
+        None => Ok(Stream::Plain(stream)),
+    }
 }
 
 impl Drop for Connection {
@@ -200,14 +229,15 @@ impl Connection {
     {
         // Taken out for the exchange, and put back only once the reply has been read.
         let taken = self.stream.take();
-        let (addr, source) = (&self.addr, self.source);
+        let (addr, reach) = (&self.addr, &self.reach);
+        let max = reach.max_frame;
         let exchange = async move {
             let mut stream = match taken {
                 Some(stream) => stream,
-                None => connect(addr, source).await?,
+                None => connect(addr, reach).await?,
             };
-            write_frame(&mut stream, &message).await?;
-            let reply = read_frame::<Result<T, RaftError<NodeId, E>>>(&mut stream)
+            write_frame(&mut stream, &message, max).await?;
+            let reply = read_frame::<_, Result<T, RaftError<NodeId, E>>>(&mut stream, max)
                 .await?
                 .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
             Ok::<_, std::io::Error>((stream, reply))
@@ -272,11 +302,16 @@ mod tests {
             while let Ok((mut stream, _)) = listener.accept().await {
                 counted.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
-                    while let Ok(Some(Message::Vote(rpc))) = read_frame(&mut stream).await {
+                    while let Ok(Some(Message::Vote(rpc))) =
+                        read_frame(&mut stream, DEFAULT_MAX_FRAME).await
+                    {
                         tokio::time::sleep(delay).await;
                         let reply: Result<_, RaftError<NodeId, Infallible>> =
                             Ok(VoteResponse::new(rpc.vote, None, true));
-                        if write_frame(&mut stream, &reply).await.is_err() {
+                        if write_frame(&mut stream, &reply, DEFAULT_MAX_FRAME)
+                            .await
+                            .is_err()
+                        {
                             return;
                         }
                     }

@@ -6,17 +6,20 @@ use std::sync::Arc;
 
 use openraft::error::RaftError;
 use openraft::{BasicNode, Config, SnapshotPolicy};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::network::{ClientReply, ClientRequest, Consistency, Message, Network, NodeStatus};
+use crate::network::{
+    ClientReply, ClientRequest, Consistency, Message, Network, NodeStatus, Reach,
+};
 use crate::read_index::ReadIndex;
 use crate::state_machine::StateReader;
-use crate::wire::{read_frame, write_frame};
+use crate::transport::{token_matches, NodeTls, Stream};
+use crate::wire::{read_frame, write_frame, DEFAULT_MAX_FRAME};
 use crate::{LogStore, NodeId, Raft, StateMachine};
 
 /// How a node is run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NodeOptions {
     pub id: NodeId,
     /// `host:port` to listen on, and by which peers reach this node.
@@ -32,6 +35,19 @@ pub struct NodeOptions {
     pub election_timeout_ms: (u64, u64),
     /// The local address connections to peers are made from (none: the system picks).
     pub source_ip: Option<std::net::IpAddr>,
+    /// TLS with the cluster's CA and this node's certificate: peers must present
+    /// certificates the CA signed, and clients need one, or a token, to write.
+    pub tls: Option<NodeTls>,
+    /// Tokens that let a client's connection write and change the membership.
+    pub client_tokens: Vec<String>,
+    /// The longest frame this node sends or takes; a longer one is refused on its length.
+    pub max_frame_bytes: u32,
+}
+
+impl std::fmt::Debug for NodeTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NodeTls")
+    }
 }
 
 impl NodeOptions {
@@ -46,6 +62,9 @@ impl NodeOptions {
             heartbeat_ms: 100,
             election_timeout_ms: (400, 800),
             source_ip: None,
+            tls: None,
+            client_tokens: Vec::new(),
+            max_frame_bytes: DEFAULT_MAX_FRAME,
         }
     }
 }
@@ -66,6 +85,9 @@ struct Serving {
     raft: Raft,
     reader: StateReader,
     read_index: Arc<ReadIndex>,
+    tls: Option<NodeTls>,
+    tokens: Arc<Vec<String>>,
+    max_frame: u32,
 }
 
 impl Node {
@@ -87,6 +109,16 @@ impl Node {
             ..Config::default()
         }
         .validate()?;
+        // A snapshot chunk travels in one frame, as JSON: up to four bytes a byte, and the
+        // snapshot's meta.
+        let chunk_frame = options.snapshot_chunk_bytes.saturating_mul(4) + (4 << 10);
+        if u64::from(options.max_frame_bytes) < chunk_frame {
+            return Err(format!(
+                "frames of {} bytes cannot carry snapshot chunks of {} (they need {chunk_frame})",
+                options.max_frame_bytes, options.snapshot_chunk_bytes
+            )
+            .into());
+        }
         let sm = StateMachine::open(options.dir.join("sm"))?;
         // The log drops entries only once the state machine holds them durably.
         let log = LogStore::open_behind(options.dir.join("log"), sm.durable())?;
@@ -94,7 +126,11 @@ impl Node {
         let raft = Raft::new(
             options.id,
             Arc::new(config),
-            Network::from_address(options.source_ip),
+            Network::new(Reach {
+                source: options.source_ip,
+                tls: options.tls.clone(),
+                max_frame: options.max_frame_bytes,
+            }),
             log,
             sm,
         )
@@ -106,6 +142,9 @@ impl Node {
             raft: raft.clone(),
             reader: reader.clone(),
             read_index: Arc::clone(&read_index),
+            tls: options.tls.clone(),
+            tokens: Arc::new(options.client_tokens.clone()),
+            max_frame: options.max_frame_bytes,
         };
         let server = tokio::spawn(serve(listener, serving));
         Ok(Node {
@@ -144,31 +183,90 @@ async fn serve(listener: TcpListener, serving: Serving) {
             continue;
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(handle_connection(stream, serving.clone()));
+        let serving = serving.clone();
+        tokio::spawn(async move {
+            // The handshake runs in the connection's task: a slow peer holds up no other.
+            let (stream, certified) = match &serving.tls {
+                None => (Stream::Plain(stream), false),
+                Some(tls) => match tls.accept(stream).await {
+                    Ok(accepted) => accepted,
+                    // No TLS, or a certificate the CA did not sign.
+                    Err(_) => return,
+                },
+            };
+            handle_connection(stream, certified, serving).await;
+        });
+    }
+}
+
+/// What a connection may do: as a peer, Raft's RPCs; as a client, write and change the
+/// membership. Without TLS and tokens, anyone may do anything, as on a trusted network.
+struct Allowed {
+    raft: bool,
+    writes: bool,
+}
+
+impl Allowed {
+    fn at_start(serving: &Serving, certified: bool) -> Allowed {
+        let open = serving.tls.is_none() && serving.tokens.is_empty();
+        Allowed {
+            raft: serving.tls.is_none() || certified,
+            writes: open || certified,
+        }
     }
 }
 
 /// Answers the frames of one connection in order until the peer closes it.
-async fn handle_connection(mut stream: TcpStream, serving: Serving) {
+async fn handle_connection(mut stream: Stream, certified: bool, serving: Serving) {
     let raft = &serving.raft;
-    while let Ok(Some(message)) = read_frame::<Message>(&mut stream).await {
+    let max = serving.max_frame;
+    let mut allowed = Allowed::at_start(&serving, certified);
+    while let Ok(Some(message)) = read_frame::<_, Message>(&mut stream, max).await {
         let sent = match message {
-            Message::AppendEntries(rpc) => {
-                write_frame(&mut stream, &raft.append_entries(rpc).await).await
+            // A peer without the CA's certificate gets no answer at all: the connection ends.
+            Message::AppendEntries(_) | Message::Vote(_) | Message::InstallSnapshot(_)
+                if !allowed.raft =>
+            {
+                return;
             }
-            Message::Vote(rpc) => write_frame(&mut stream, &raft.vote(rpc).await).await,
+            Message::AppendEntries(rpc) => {
+                write_frame(&mut stream, &raft.append_entries(rpc).await, max).await
+            }
+            Message::Vote(rpc) => write_frame(&mut stream, &raft.vote(rpc).await, max).await,
             Message::InstallSnapshot(rpc) => {
-                write_frame(&mut stream, &raft.install_snapshot(rpc).await).await
+                write_frame(&mut stream, &raft.install_snapshot(rpc).await, max).await
+            }
+            Message::Token(token) => {
+                let reply = if token_matches(&serving.tokens, &token) {
+                    allowed.writes = true;
+                    ClientReply::Done
+                } else {
+                    ClientReply::Unauthorized("the node does not take this token".to_string())
+                };
+                write_frame(&mut stream, &reply, max).await
+            }
+            Message::Client(request) if !allowed.writes && needs_credential(&request) => {
+                let reply = ClientReply::Unauthorized(
+                    "writes and membership changes need a certificate the cluster's CA signed, \
+                     or a token"
+                        .to_string(),
+                );
+                write_frame(&mut stream, &reply, max).await
             }
             Message::Client(request) => {
                 let reply = client_request(&serving, request).await;
-                write_frame(&mut stream, &reply).await
+                write_frame(&mut stream, &reply, max).await
             }
         };
         if sent.is_err() {
             return;
         }
     }
+}
+
+/// Whether `request` changes anything: reads and status requests need no credential.
+fn needs_credential(request: &ClientRequest) -> bool {
+    !matches!(request, ClientRequest::Read { .. } | ClientRequest::Status)
 }
 
 /// `NotLeader` when the error says another node leads, else `Failed`.

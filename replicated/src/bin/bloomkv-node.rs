@@ -8,20 +8,32 @@
 //!     bloomkv-node client --addr 127.0.0.1:21001 add-learner ID ADDR
 //!     bloomkv-node client --addr 127.0.0.1:21001 change-membership 1,2,3
 //!     bloomkv-node client --addr 127.0.0.1:21001 status
+//!     bloomkv-node gen-certs DIR 1,2,3
+//!
+//! With TLS: `--tls-ca`, `--tls-cert` and `--tls-key` on every node (and `--client-tokens-file`
+//! for tokens that let clients write); `--tls-ca`, and a certificate or `--token-file`, on
+//! clients that write (`docs/replication.md`, "Security").
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::process::ExitCode;
 
+use bloomkv_replicated::certs;
 use bloomkv_replicated::client::Client;
 use bloomkv_replicated::server::{Node, NodeOptions};
+use bloomkv_replicated::transport::{ClientTls, NodeTls};
 use bloomkv_replicated::NodeId;
 
 const USAGE: &str = "usage:
   bloomkv-node serve --id N --addr HOST:PORT --dir PATH [--snapshot-every N]
-               [--snapshot-chunk-bytes N]
-  bloomkv-node client --addr HOST:PORT (init ID=ADDR,... | put KEY VALUE | get KEY [--stale]
+               [--snapshot-chunk-bytes N] [--max-frame-bytes N]
+               [--tls-ca PEM --tls-cert PEM --tls-key PEM] [--client-tokens-file PATH]
+  bloomkv-node client --addr HOST:PORT [--tls-ca PEM [--tls-cert PEM --tls-key PEM]]
+               [--token-file PATH]
+               (init ID=ADDR,... | put KEY VALUE | get KEY [--stale]
                | delete KEY | cas KEY EXPECTED|- NEW|- | load COUNT [FIRST] | add-learner ID ADDR
-               | change-membership ID,... | status)";
+               | change-membership ID,... | status)
+  bloomkv-node gen-certs DIR ID,...    (test certificates: a CA, nodes, a client)";
 
 fn main() -> ExitCode {
     // Raft's warnings (a peer unreachable, a snapshot transfer that failed) on standard
@@ -42,6 +54,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("serve") => runtime.block_on(serve(&args[1..])),
         Some("client") => runtime.block_on(client(&args[1..])),
+        Some("gen-certs") => gen_certs(&args[1..]),
         _ => Err(USAGE.to_string()),
     };
     match result {
@@ -68,6 +81,37 @@ fn take_flag(args: &mut Vec<String>, name: &str) -> Result<Option<String>, Strin
     Ok(Some(value))
 }
 
+/// `--tls-ca`, `--tls-cert` and `--tls-key`, taken out of `args`: none without `--tls-ca`.
+type TlsFiles = (String, Option<String>, Option<String>);
+
+fn tls_files(args: &mut Vec<String>) -> Result<Option<TlsFiles>, String> {
+    let ca = take_flag(args, "--tls-ca")?;
+    let cert = take_flag(args, "--tls-cert")?;
+    let key = take_flag(args, "--tls-key")?;
+    match ca {
+        Some(ca) => Ok(Some((ca, cert, key))),
+        None if cert.is_some() || key.is_some() => {
+            Err("--tls-cert and --tls-key need --tls-ca".to_string())
+        }
+        None => Ok(None),
+    }
+}
+
+/// The tokens in the file at `path`, one a line (kept out of the command line, which other
+/// users of the machine can read).
+fn read_tokens(path: &str) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let tokens: Vec<String> = (text.lines())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    if tokens.is_empty() {
+        return Err(format!("{path}: no token in it"));
+    }
+    Ok(tokens)
+}
+
 /// A value on the command line, where `-` stands for none (an absent key, or a delete).
 fn optional(word: &str) -> Option<&str> {
     (word != "-").then_some(word)
@@ -78,6 +122,20 @@ fn parse<T: std::str::FromStr>(what: &str, text: &str) -> Result<T, String> {
         .map_err(|_| format!("{what} {text:?} is not a number"))
 }
 
+fn gen_certs(args: &[String]) -> Result<(), String> {
+    let [dir, ids] = args else {
+        return Err(format!("gen-certs takes a directory and node ids\n{USAGE}"));
+    };
+    let ids: Vec<u64> = ids
+        .split(',')
+        .map(|id| parse("node id", id))
+        .collect::<Result<_, _>>()?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{dir}: {e}"))?;
+    certs::generate(Path::new(dir), &ids).map_err(|e| e.to_string())?;
+    println!("wrote ca.pem, node{{N}}.pem and .key, client.pem and .key to {dir}");
+    Ok(())
+}
+
 async fn serve(args: &[String]) -> Result<(), String> {
     let mut args = args.to_vec();
     let id = take_flag(&mut args, "--id")?.ok_or(format!("--id is required\n{USAGE}"))?;
@@ -85,10 +143,27 @@ async fn serve(args: &[String]) -> Result<(), String> {
     let dir = take_flag(&mut args, "--dir")?.ok_or(format!("--dir is required\n{USAGE}"))?;
     let every = take_flag(&mut args, "--snapshot-every")?;
     let chunk = take_flag(&mut args, "--snapshot-chunk-bytes")?;
+    let max_frame = take_flag(&mut args, "--max-frame-bytes")?;
+    let tokens = take_flag(&mut args, "--client-tokens-file")?;
+    let tls = tls_files(&mut args)?;
     if let Some(extra) = args.first() {
         return Err(format!("unexpected argument {extra:?}\n{USAGE}"));
     }
     let mut options = NodeOptions::new(parse("--id", &id)?, addr, dir);
+    if let Some((ca, cert, key)) = tls {
+        let (cert, key) = cert
+            .zip(key)
+            .ok_or("a node's TLS needs --tls-cert and --tls-key")?;
+        let tls = NodeTls::from_pem_files(Path::new(&ca), Path::new(&cert), Path::new(&key))
+            .map_err(|e| e.to_string())?;
+        options.tls = Some(tls);
+    }
+    if let Some(path) = tokens {
+        options.client_tokens = read_tokens(&path)?;
+    }
+    if let Some(max) = max_frame {
+        options.max_frame_bytes = parse("--max-frame-bytes", &max)?;
+    }
     if let Some(every) = every {
         options.snapshot_every = parse("--snapshot-every", &every)?;
     }
@@ -112,7 +187,27 @@ async fn client(args: &[String]) -> Result<(), String> {
     let addr = take_flag(&mut args, "--addr")?.ok_or(format!("--addr is required\n{USAGE}"))?;
     let stale = args.iter().any(|a| a == "--stale");
     args.retain(|a| a != "--stale");
+    let token = take_flag(&mut args, "--token-file")?;
+    let tls = tls_files(&mut args)?;
     let mut client = Client::new([addr.clone()]);
+    if let Some((ca, cert, key)) = tls {
+        let identity = match (&cert, &key) {
+            (Some(cert), Some(key)) => Some((Path::new(cert), Path::new(key))),
+            (None, None) => None,
+            _ => return Err("a client certificate needs both --tls-cert and --tls-key".into()),
+        };
+        let tls = ClientTls::from_pem_files(Path::new(&ca), identity).map_err(|e| e.to_string())?;
+        client.tls = Some(tls);
+    }
+    if let Some(path) = token {
+        let tokens = read_tokens(&path)?;
+        client.token = Some(
+            tokens
+                .into_iter()
+                .next()
+                .ok_or(format!("{path}: no token"))?,
+        );
+    }
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
     let shown = |e: bloomkv_replicated::client::ClientError| e.to_string();
     match words.as_slice() {

@@ -1,0 +1,226 @@
+//! Connections, plain or over TLS (rustls), and who is on the other end.
+//!
+//! With TLS, every node holds a certificate signed by the cluster's CA, and nodes verify each
+//! other's (mutual TLS): a node's port takes Raft's RPCs only from a peer whose certificate
+//! the CA signed. Clients verify the node's certificate; they may present one of their own
+//! (signed by the same CA), or a token the nodes are configured with, and without either may
+//! read but not write or change the membership (`docs/replication.md`, "Security").
+
+use std::io;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+/// A connection, plain or TLS, either side.
+pub enum Stream {
+    Plain(TcpStream),
+    Client(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    Server(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Client(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Server(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Client(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::Server(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Client(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Server(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Client(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Server(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// PEM files of a CA, and optionally of a certificate and its key.
+fn certificates(path: &Path) -> io::Result<Vec<CertificateDer<'static>>> {
+    let pem = std::fs::read(path).map_err(|e| in_file(path, e))?;
+    let certs = rustls_pemfile::certs(&mut pem.as_slice())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| in_file(path, e))?;
+    if certs.is_empty() {
+        return Err(in_file(path, "no certificate in it"));
+    }
+    Ok(certs)
+}
+
+fn private_key(path: &Path) -> io::Result<PrivateKeyDer<'static>> {
+    let pem = std::fs::read(path).map_err(|e| in_file(path, e))?;
+    rustls_pemfile::private_key(&mut pem.as_slice())
+        .map_err(|e| in_file(path, e))?
+        .ok_or_else(|| in_file(path, "no private key in it"))
+}
+
+fn in_file(path: &Path, e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{}: {e}", path.display()),
+    )
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn tls_error(e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
+}
+
+/// The CA's roots.
+fn roots(ca: &[CertificateDer<'static>]) -> io::Result<Arc<rustls::RootCertStore>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in ca {
+        roots.add(cert.clone()).map_err(tls_error)?;
+    }
+    Ok(Arc::new(roots))
+}
+
+/// A node's TLS: the cluster's CA, and the node's certificate and key.
+#[derive(Clone)]
+pub struct NodeTls {
+    acceptor: tokio_rustls::TlsAcceptor,
+    connector: tokio_rustls::TlsConnector,
+}
+
+impl NodeTls {
+    /// From PEM files: the CA's certificate, the node's certificate (chain) and its key.
+    pub fn from_pem_files(ca: &Path, cert: &Path, key: &Path) -> io::Result<NodeTls> {
+        let ca = certificates(ca)?;
+        let (chain, key) = (certificates(cert)?, private_key(key)?);
+        let roots = roots(&ca)?;
+        // Clients may come without a certificate (reads, or a token); one they present
+        // must be the CA's.
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
+                .allow_unauthenticated()
+                .build()
+                .map_err(tls_error)?;
+        let server = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(tls_error)?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain.clone(), key.clone_key())
+            .map_err(tls_error)?;
+        let client = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(tls_error)?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)
+            .map_err(tls_error)?;
+        Ok(NodeTls {
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
+            connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
+        })
+    }
+
+    /// Accepts a connection: the TLS stream, and whether the peer presented a certificate
+    /// the CA signed (one it did not sign fails the handshake).
+    pub async fn accept(&self, stream: TcpStream) -> io::Result<(Stream, bool)> {
+        let tls = self.acceptor.accept(stream).await?;
+        let certified = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .is_some_and(|c| !c.is_empty());
+        Ok((Stream::Server(Box::new(tls)), certified))
+    }
+
+    /// Connects to the peer at `addr`, with this node's certificate.
+    pub async fn connect(&self, stream: TcpStream, addr: &str) -> io::Result<Stream> {
+        connect_with(&self.connector, stream, addr).await
+    }
+}
+
+/// A client's TLS: the cluster's CA, and optionally a certificate of the client's own.
+#[derive(Clone)]
+pub struct ClientTls {
+    connector: tokio_rustls::TlsConnector,
+}
+
+impl ClientTls {
+    /// From PEM files: the CA's certificate, and the client's certificate and key if it has
+    /// them.
+    pub fn from_pem_files(ca: &Path, identity: Option<(&Path, &Path)>) -> io::Result<ClientTls> {
+        let roots = roots(&certificates(ca)?)?;
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(tls_error)?
+            .with_root_certificates(roots);
+        let config = match identity {
+            Some((cert, key)) => builder
+                .with_client_auth_cert(certificates(cert)?, private_key(key)?)
+                .map_err(tls_error)?,
+            None => builder.with_no_client_auth(),
+        };
+        Ok(ClientTls {
+            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+        })
+    }
+
+    pub async fn connect(&self, stream: TcpStream, addr: &str) -> io::Result<Stream> {
+        connect_with(&self.connector, stream, addr).await
+    }
+}
+
+/// TLS over `stream` to `addr`, whose host (a name or an IP address) the server's
+/// certificate must name.
+async fn connect_with(
+    connector: &tokio_rustls::TlsConnector,
+    stream: TcpStream,
+    addr: &str,
+) -> io::Result<Stream> {
+    let host = match addr.rsplit_once(':') {
+        Some((host, _)) => host.trim_start_matches('[').trim_end_matches(']'),
+        None => addr,
+    };
+    let name = ServerName::try_from(host.to_string()).map_err(tls_error)?;
+    let tls = connector.connect(name, stream).await?;
+    Ok(Stream::Client(Box::new(tls)))
+}
+
+/// Whether `given` is one of `tokens`, compared in time independent of where they differ.
+pub fn token_matches(tokens: &[String], given: &str) -> bool {
+    tokens.iter().any(|t| {
+        t.len() == given.len()
+            && t.bytes()
+                .zip(given.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    })
+}

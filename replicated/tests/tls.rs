@@ -1,0 +1,208 @@
+//! A cluster over TLS: nodes replicate over mutual TLS, clients need a certificate the CA
+//! signed or a token to write or change the membership, strangers are refused, and a frame
+//! over the configured size is refused.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use bloomkv_replicated::certs;
+use bloomkv_replicated::client::{Client, ClientError};
+use bloomkv_replicated::network::Message;
+use bloomkv_replicated::server::{Node, NodeOptions};
+use bloomkv_replicated::transport::{ClientTls, NodeTls};
+use bloomkv_replicated::wire::{read_frame, write_frame};
+use openraft::raft::VoteRequest;
+use openraft::Vote;
+
+const TOKEN: &str = "a-token-of-the-cluster";
+
+fn node_tls(dir: &Path, id: u64) -> NodeTls {
+    NodeTls::from_pem_files(
+        &dir.join("ca.pem"),
+        &dir.join(format!("node{id}.pem")),
+        &dir.join(format!("node{id}.key")),
+    )
+    .unwrap()
+}
+
+fn client_tls(ca: &Path, identity: Option<&Path>) -> ClientTls {
+    let identity = identity.map(|dir| (dir.join("client.pem"), dir.join("client.key")));
+    let identity = identity.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
+    ClientTls::from_pem_files(&ca.join("ca.pem"), identity).unwrap()
+}
+
+struct Secured {
+    _root: tempfile::TempDir,
+    certs: tempfile::TempDir,
+    nodes: Vec<Node>,
+    addrs: Vec<String>,
+}
+
+async fn secured_cluster(max_frame: u32) -> Secured {
+    let certs = tempfile::tempdir().unwrap();
+    certs::generate(certs.path(), &[1, 2, 3]).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        let mut options = NodeOptions::new(id, "127.0.0.1:0", root.path().join(format!("n{id}")));
+        options.tls = Some(node_tls(certs.path(), id));
+        options.client_tokens = vec![TOKEN.to_string()];
+        options.max_frame_bytes = max_frame;
+        options.snapshot_chunk_bytes = 1024;
+        nodes.push(Node::start(options).await.unwrap());
+    }
+    let members: BTreeMap<u64, String> = (1..=3u64)
+        .zip(nodes.iter().map(|n| n.addr.clone()))
+        .collect();
+    let addrs: Vec<String> = members.values().cloned().collect();
+    let mut admin = Client::new(addrs.clone());
+    admin.tls = Some(client_tls(certs.path(), Some(certs.path())));
+    admin.init(&addrs[0], members).await.unwrap();
+    Secured {
+        _root: root,
+        certs,
+        nodes,
+        addrs,
+    }
+}
+
+fn client(cluster: &Secured, tls: Option<ClientTls>, token: Option<&str>) -> Client {
+    let mut client = Client::new(cluster.addrs.clone());
+    client.tls = tls;
+    client.token = token.map(str::to_string);
+    client.tries = 3;
+    client.timeout = std::time::Duration::from_secs(3);
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_need_a_certificate_or_a_token_and_strangers_are_refused() {
+    let cluster = secured_cluster(1 << 20).await;
+    let dir = cluster.certs.path();
+
+    // A client certificate: writes (replicated over the nodes' mutual TLS) and reads.
+    let mut certified = client(&cluster, Some(client_tls(dir, Some(dir))), None);
+    certified.put("k", "by certificate").await.unwrap();
+    assert_eq!(
+        certified.get("k").await.unwrap().as_deref(),
+        Some("by certificate")
+    );
+
+    // A token over TLS: writes.
+    let mut with_token = client(&cluster, Some(client_tls(dir, None)), Some(TOKEN));
+    with_token.put("k", "by token").await.unwrap();
+
+    // Neither: reads, but no write and no membership change.
+    let mut reader = client(&cluster, Some(client_tls(dir, None)), None);
+    assert_eq!(reader.get("k").await.unwrap().as_deref(), Some("by token"));
+    assert!(matches!(
+        reader.put("k", "anonymous").await,
+        Err(ClientError::Unauthorized(_))
+    ));
+    assert!(matches!(
+        reader.add_learner(9, "127.0.0.1:1").await,
+        Err(ClientError::Unauthorized(_))
+    ));
+
+    // A wrong token is refused when the connection opens.
+    let mut wrong = client(&cluster, Some(client_tls(dir, None)), Some("guess"));
+    assert!(matches!(
+        wrong.put("k", "guessed").await,
+        Err(ClientError::Unauthorized(_))
+    ));
+
+    // Without TLS, or trusting another CA, nothing gets through.
+    let mut plain = client(&cluster, None, Some(TOKEN));
+    assert!(plain.get("k").await.is_err());
+    let strangers = tempfile::tempdir().unwrap();
+    certs::generate(strangers.path(), &[1]).unwrap();
+    let mut stranger = client(
+        &cluster,
+        Some(client_tls(strangers.path(), Some(strangers.path()))),
+        None,
+    );
+    assert!(stranger.get("k").await.is_err());
+    assert_eq!(
+        certified.get("k").await.unwrap().as_deref(),
+        Some("by token")
+    );
+
+    for node in cluster.nodes {
+        node.shutdown().await;
+    }
+}
+
+/// Sends a vote request for `term` as a peer would, over `stream`; whether any answer came.
+async fn vote_answered(stream: &mut bloomkv_replicated::transport::Stream, term: u64) -> bool {
+    let vote = Message::Vote(VoteRequest::new(Vote::new(term, 7), None));
+    if write_frame(stream, &vote, 1 << 20).await.is_err() {
+        return false;
+    }
+    let answer: std::io::Result<Option<serde_json::Value>> = read_frame(stream, 1 << 20).await;
+    matches!(answer, Ok(Some(_)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_without_the_cas_certificate_gets_no_answer_to_raft_rpcs() {
+    let cluster = secured_cluster(1 << 20).await;
+    let dir = cluster.certs.path();
+    let addr = &cluster.addrs[1];
+    let tcp = || async { tokio::net::TcpStream::connect(addr).await.unwrap() };
+
+    // A node of the cluster is answered (a vote for an old term, which changes nothing).
+    let mut peer = node_tls(dir, 1).connect(tcp().await, addr).await.unwrap();
+    assert!(vote_answered(&mut peer, 0).await);
+
+    // TLS without a certificate (a client's connection) is not.
+    let mut anonymous = client_tls(dir, None)
+        .connect(tcp().await, addr)
+        .await
+        .unwrap();
+    assert!(!vote_answered(&mut anonymous, 99).await);
+
+    // Nor is a certificate of another CA, presented to a node it trusts.
+    let strangers = tempfile::tempdir().unwrap();
+    certs::generate(strangers.path(), &[1]).unwrap();
+    let rogue = NodeTls::from_pem_files(
+        &dir.join("ca.pem"),
+        &strangers.path().join("node1.pem"),
+        &strangers.path().join("node1.key"),
+    )
+    .unwrap();
+    let refused = match rogue.connect(tcp().await, addr).await {
+        Ok(mut stream) => !vote_answered(&mut stream, 99).await,
+        Err(_) => true,
+    };
+    assert!(refused);
+    // The cluster's term did not move for the strangers' votes.
+    assert!(cluster.nodes[1].raft.metrics().borrow().current_term < 99);
+
+    for node in cluster.nodes {
+        node.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_over_the_configured_size_is_refused_and_the_node_serves_on() {
+    let cluster = secured_cluster(16 << 10).await;
+    let dir = cluster.certs.path();
+    let mut big = client(&cluster, Some(client_tls(dir, Some(dir))), None);
+    // The client's own limit lets it send; the nodes refuse the frame on its length.
+    big.max_frame = 1 << 20;
+    big.tries = 1;
+    let value = "v".repeat(64 << 10);
+    assert!(big.put("big", &value).await.is_err());
+    let mut small = client(&cluster, Some(client_tls(dir, Some(dir))), None);
+    small.put("small", "fits").await.unwrap();
+    // A limit too small for the snapshot chunks is refused when the node starts.
+    let root = tempfile::tempdir().unwrap();
+    let mut options = NodeOptions::new(9, "127.0.0.1:0", root.path());
+    options.max_frame_bytes = 16 << 10;
+    let refused = Node::start(options).await.err().expect("refused");
+    assert!(refused.to_string().contains("snapshot chunks"), "{refused}");
+    assert_eq!(small.get("big").await.unwrap(), None);
+    assert_eq!(small.get("small").await.unwrap().as_deref(), Some("fits"));
+    for node in cluster.nodes {
+        node.shutdown().await;
+    }
+}
