@@ -7,6 +7,10 @@
 //! - **cold**: a filter of `BLOOMKV_COLD_FILTER_BYTES` bytes (default 1 GiB, 859M keys), far
 //!   larger than any CPU cache, so that every probe meets the memory.
 //!
+//! Batched (`*_batched`), as `multi_get` probes: 64 keys at a time, each key's words asked of
+//! the memory first (`prefetch`: the standard filter's first two probes, the cache-local
+//! filter's block), then each key probed, so that the memory serves many keys' loads at once.
+//!
 //! Each measured call probes the next of 1Mi prehashed keys, each inserted or not by a coin
 //! of a fixed pseudo-random walk: the time per probe is the filter's, without the key's
 //! hash. The walk goes on across criterion's samples (it starts over only after all 1Mi
@@ -69,6 +73,16 @@ fn next<'a>(hashes: &'a [KeyHash], at: &mut usize) -> &'a KeyHash {
     black_box(h)
 }
 
+/// Keys probed together in a batched call, as `multi_get` prefetches them.
+const BATCH: usize = 64;
+
+/// The next `BATCH` of `hashes` after `at`, which it moves on.
+fn next_batch<'a>(hashes: &'a [KeyHash], at: &mut usize) -> &'a [KeyHash] {
+    let batch = &hashes[*at..*at + BATCH];
+    *at = (*at + BATCH) & (PROBES - 1);
+    black_box(batch)
+}
+
 fn benches(c: &mut Criterion) {
     for (name, keys) in [("hot", HOT_KEYS), ("cold", keys_for(cold_bytes()))] {
         let mut standard = BloomFilter::with_capacity(keys, TARGET_RATE).expect("1% is reachable");
@@ -90,6 +104,26 @@ fn benches(c: &mut Criterion) {
         let mut at = 0;
         group.bench_function(BenchmarkId::new("blocked", &label), |b| {
             b.iter(|| blocked.contains_hash(next(&hashes, &mut at)))
+        });
+        group.finish();
+
+        let mut group = c.benchmark_group(format!("layout_{name}_batched"));
+        group.throughput(Throughput::Elements(BATCH as u64));
+        let mut at = 0;
+        group.bench_function(BenchmarkId::new("standard", &label), |b| {
+            b.iter(|| {
+                let batch = next_batch(&hashes, &mut at);
+                batch.iter().for_each(|h| standard.prefetch(h));
+                batch.iter().filter(|h| standard.contains_hash(h)).count()
+            })
+        });
+        let mut at = 0;
+        group.bench_function(BenchmarkId::new("blocked", &label), |b| {
+            b.iter(|| {
+                let batch = next_batch(&hashes, &mut at);
+                batch.iter().for_each(|h| blocked.prefetch(h));
+                batch.iter().filter(|h| blocked.contains_hash(h)).count()
+            })
         });
         group.finish();
     }
