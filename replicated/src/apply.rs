@@ -93,7 +93,13 @@ impl<'a> Applying<'a> {
                 response.swapped = Some(swapped);
             }
             Request::Session { client, seq, write } => {
-                return self.in_session(index, client, seq, *write);
+                // A session inside a session (no client of ours sends one; the server
+                // refuses it) takes the outer one alone: one record per write.
+                let mut write = *write;
+                while let Request::Session { write: inner, .. } = write {
+                    write = *inner;
+                }
+                return self.in_session(index, client, seq, write);
             }
         }
         Ok(response)

@@ -180,6 +180,9 @@ impl Client {
             _ => false,
         };
         let mut unreachable = None;
+        // Once a request may have reached a node, a failure to reach one later does not mean
+        // it was never sent.
+        let mut sent = false;
         for _ in 0..self.tries {
             for _ in 0..self.addrs.len() {
                 let asked = self.leader;
@@ -207,6 +210,7 @@ impl Client {
                     }
                     Err(ClientError::NoReply(_)) if resend_after_lost_reply => {
                         self.leader = (asked + 1) % self.addrs.len();
+                        sent = true;
                         unreachable = None;
                     }
                     other => return other,
@@ -216,7 +220,11 @@ impl Client {
         }
         // When the last node tried could not even be reached, why (a refused connection, a
         // failed TLS handshake) says more than that no leader answered.
-        Err(unreachable.unwrap_or(ClientError::NoLeader))
+        match unreachable {
+            Some(ClientError::Io(e)) if sent => Err(ClientError::NoReply(e)),
+            Some(e) => Err(e),
+            None => Err(ClientError::NoLeader),
+        }
     }
 
     /// Applies `write` once, as the session's next write, sending it again while its reply
@@ -229,6 +237,13 @@ impl Client {
             write: Box::new(write),
         });
         match self.send(request).await? {
+            ClientReply::Written(response) if response.superseded => {
+                Err(ClientError::Failed(format!(
+                    "write {} of session {:#x} was not applied: the session has applied a later \
+                     one (is another client using its id?)",
+                    self.last_seq, self.id
+                )))
+            }
             ClientReply::Written(response) => Ok(response),
             other => Err(unexpected(other)),
         }

@@ -14,9 +14,9 @@ use crate::network::{
 };
 use crate::read_index::ReadIndex;
 use crate::state_machine::StateReader;
-use crate::transport::{token_matches, NodeTls, Stream};
+use crate::transport::{token_matches, NodeTls, Peer, Stream};
 use crate::wire::{read_frame, write_frame, DEFAULT_MAX_FRAME};
-use crate::{LogStore, NodeId, Raft, StateMachine};
+use crate::{LogStore, NodeId, Raft, Request, StateMachine};
 
 /// How a node is run.
 #[derive(Clone)]
@@ -119,6 +119,11 @@ impl Node {
             )
             .into());
         }
+        if !options.client_tokens.is_empty() && options.tls.is_none() {
+            // Without TLS no peer is authenticated, so anyone could send Raft's RPCs: a token
+            // guarding client writes alone would protect nothing.
+            return Err("client tokens need TLS (a node CA, and the node's certificate)".into());
+        }
         let sm = StateMachine::open(options.dir.join("sm"))?;
         // The log drops entries only once the state machine holds them durably.
         let log = LogStore::open_behind(options.dir.join("log"), sm.durable())?;
@@ -186,41 +191,42 @@ async fn serve(listener: TcpListener, serving: Serving) {
         let serving = serving.clone();
         tokio::spawn(async move {
             // The handshake runs in the connection's task: a slow peer holds up no other.
-            let (stream, certified) = match &serving.tls {
-                None => (Stream::Plain(stream), false),
+            let (stream, peer) = match &serving.tls {
+                None => (Stream::Plain(stream), Peer::Anonymous),
                 Some(tls) => match tls.accept(stream).await {
                     Ok(accepted) => accepted,
                     // No TLS, or a certificate the CA did not sign.
                     Err(_) => return,
                 },
             };
-            handle_connection(stream, certified, serving).await;
+            handle_connection(stream, peer, serving).await;
         });
     }
 }
 
-/// What a connection may do: as a peer, Raft's RPCs; as a client, write and change the
-/// membership. Without TLS and tokens, anyone may do anything, as on a trusted network.
+/// What a connection may do: as a node of the cluster, Raft's RPCs; as a client, write and
+/// change the membership. Without TLS, anyone may do anything, as on a trusted network
+/// (tokens need TLS: `Node::start` refuses them without it).
 struct Allowed {
     raft: bool,
     writes: bool,
 }
 
 impl Allowed {
-    fn at_start(serving: &Serving, certified: bool) -> Allowed {
-        let open = serving.tls.is_none() && serving.tokens.is_empty();
+    fn at_start(serving: &Serving, peer: Peer) -> Allowed {
+        let open = serving.tls.is_none();
         Allowed {
-            raft: serving.tls.is_none() || certified,
-            writes: open || certified,
+            raft: open || peer == Peer::Node,
+            writes: open || peer != Peer::Anonymous,
         }
     }
 }
 
 /// Answers the frames of one connection in order until the peer closes it.
-async fn handle_connection(mut stream: Stream, certified: bool, serving: Serving) {
+async fn handle_connection(mut stream: Stream, peer: Peer, serving: Serving) {
     let raft = &serving.raft;
     let max = serving.max_frame;
-    let mut allowed = Allowed::at_start(&serving, certified);
+    let mut allowed = Allowed::at_start(&serving, peer);
     while let Ok(Some(message)) = read_frame::<_, Message>(&mut stream, max).await {
         let sent = match message {
             // A peer without the CA's certificate gets no answer at all: the connection ends.
@@ -237,13 +243,15 @@ async fn handle_connection(mut stream: Stream, certified: bool, serving: Serving
                 write_frame(&mut stream, &raft.install_snapshot(rpc).await, max).await
             }
             Message::Token(token) => {
-                let reply = if token_matches(&serving.tokens, &token) {
-                    allowed.writes = true;
-                    ClientReply::Done
-                } else {
-                    ClientReply::Unauthorized("the node does not take this token".to_string())
-                };
-                write_frame(&mut stream, &reply, max).await
+                if !token_matches(&serving.tokens, &token) {
+                    // Refused, and the connection ends: one guess a connection.
+                    let refused = "the node does not take this token".to_string();
+                    let _ =
+                        write_frame(&mut stream, &ClientReply::Unauthorized(refused), max).await;
+                    return;
+                }
+                allowed.writes = true;
+                write_frame(&mut stream, &ClientReply::Done, max).await
             }
             Message::Client(request) if !allowed.writes && needs_credential(&request) => {
                 let reply = ClientReply::Unauthorized(
@@ -287,6 +295,11 @@ where
 async fn client_request(serving: &Serving, request: ClientRequest) -> ClientReply {
     let raft = &serving.raft;
     match request {
+        ClientRequest::Write(Request::Session { write, .. })
+            if matches!(*write, Request::Session { .. }) =>
+        {
+            ClientReply::Failed("a session write cannot hold another session's".to_string())
+        }
         ClientRequest::Write(write) => match raft.client_write(write).await {
             Ok(response) => ClientReply::Written(response.data),
             Err(e) => refused(e),

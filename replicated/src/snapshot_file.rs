@@ -22,6 +22,8 @@ use crate::page_cache::{drop_cached, DROP_EVERY};
 /// A snapshot's data file (see the module comment).
 pub struct SnapshotFile {
     file: tokio::fs::File,
+    /// Where a snapshot being received lies, for installing to move it into place.
+    path: Option<std::path::PathBuf>,
     /// The same open file, for syncing on a blocking thread while `file` stays here.
     for_sync: std::fs::File,
     unsynced: u64,
@@ -34,11 +36,24 @@ impl SnapshotFile {
         let for_sync = file.try_clone()?;
         Ok(SnapshotFile {
             file: tokio::fs::File::from_std(file),
+            path: None,
             for_sync,
             unsynced: 0,
             syncing: None,
             read_since_drop: 0,
         })
+    }
+
+    /// A file a snapshot is being received into, at `path`.
+    pub fn receiving(file: std::fs::File, path: std::path::PathBuf) -> io::Result<SnapshotFile> {
+        let mut data = SnapshotFile::new(file)?;
+        data.path = Some(path);
+        Ok(data)
+    }
+
+    /// Where the snapshot being received lies.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        self.path.as_deref()
     }
 
     /// The file, every write handed to it finished.

@@ -17,12 +17,13 @@
 //!   restart, and a received snapshot is saved here before the store switches to it: a crash
 //!   before the switch finds it here, newer than the live store, and opening installs it
 //!   again.
-//! - `incoming.data`: a snapshot being received, written chunk by chunk as Raft receives it;
+//! - `incoming-<n>.data`: a snapshot being received (each transfer a file of its own), written
+//!   chunk by chunk as Raft receives it;
 //!   `building-<n>` and `building-<n>.data`: a checkpoint being packed. Opening removes them.
 //!
 //! Snapshots travel as files, never as one buffer: a snapshot is packed from the checkpoint's
 //! files into its data file, sent from that file a chunk at a time, received into
-//! `incoming.data` a chunk at a time, and unpacked from it a file at a time, so a node's
+//! `incoming-<n>.data` a chunk at a time, and unpacked from it a file at a time, so a node's
 //! memory for a snapshot is a few chunks and buffers whatever the store's size.
 //!
 //! Writes are applied without a sync: the log is durable, and after a crash Raft applies
@@ -95,6 +96,8 @@ pub struct StateMachine {
     generation: u64,
     reader: StateReader,
     snapshots_built: u64,
+    /// Snapshot transfers begun since opening, naming their files.
+    transfers: u64,
     saved: SavedSnapshot,
     durable: DurableIndex,
 }
@@ -140,9 +143,9 @@ impl StateMachine {
         };
         remove_other_generations(&root, generation);
         let failed = |e: StorageError<NodeId>| bloomkv::Error::InvalidArgument(e.to_string());
-        SavedSnapshot::new(&root)
-            .convert_single_file()
-            .map_err(failed)?;
+        let saved = SavedSnapshot::new(&root);
+        saved.convert_single_file().map_err(failed)?;
+        saved.remove_orphans().map_err(failed)?;
         let db = Db::open(root.join(generation.to_string()), Options::default())?;
         let mut sm = StateMachine {
             saved: SavedSnapshot::new(&root),
@@ -152,6 +155,7 @@ impl StateMachine {
                 store: Arc::new(RwLock::new(Arc::new(db))),
             },
             snapshots_built: 0,
+            transfers: 0,
             durable: DurableIndex::new(),
         };
         let applied = read_json::<LogId<NodeId>>(&sm.db(), APPLIED).map_err(failed)?;
@@ -228,6 +232,16 @@ impl StateMachine {
         Ok(())
     }
 
+    /// A new file name for a snapshot received, or handed over to install.
+    fn next_incoming_path(&mut self) -> PathBuf {
+        self.transfers += 1;
+        let path = self
+            .root
+            .join(format!("{INCOMING}-{}.data", self.transfers));
+        let _ = std::fs::remove_file(&path);
+        path
+    }
+
     /// Makes the store in generation directory `next` the live one.
     fn switch_to(&mut self, next: u64, db: Db) -> StorageResult<()> {
         write_atomically(&self.root.join(ACTIVE), next.to_string().as_bytes())
@@ -257,7 +271,8 @@ struct SavedMeta {
 }
 
 const SAVED_META: &str = "snapshot.meta";
-const INCOMING: &str = "incoming.data";
+/// The start of the name of a file a snapshot is received into (`incoming-<n>.data`).
+const INCOMING: &str = "incoming";
 /// The single file earlier versions saved a snapshot in (meta length, meta, archive).
 const SINGLE_FILE: &str = "snapshot";
 
@@ -317,6 +332,10 @@ impl SavedSnapshot {
             .map_err(written)?;
         let name = data_file_name(&meta.snapshot_id);
         std::fs::rename(data, self.root.join(&name)).map_err(written)?;
+        // The data's new name is durable before the meta names it.
+        std::fs::File::open(&self.root)
+            .and_then(|dir| dir.sync_all())
+            .map_err(written)?;
         let saved = SavedMeta {
             meta: meta.clone(),
             data: name.clone(),
@@ -326,6 +345,23 @@ impl SavedSnapshot {
             let _ = std::fs::remove_file(self.root.join(old.data));
         }
         Ok(true)
+    }
+
+    /// Deletes data files the meta does not name: left by a crash between a save's renames,
+    /// or before it deleted the old one.
+    fn remove_orphans(&self) -> StorageResult<()> {
+        let named = self.read_meta()?.map(|saved| saved.data);
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return Ok(());
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let is_data = name.starts_with("snapshot-") && name.ends_with(".data");
+            if is_data && named.as_deref() != Some(name.as_str()) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        Ok(())
     }
 
     /// Moves a snapshot saved by an earlier version (one file: meta length as u32 big-endian,
@@ -345,7 +381,7 @@ impl SavedSnapshot {
         file.read_exact(&mut meta).map_err(read_error)?;
         let meta: Meta =
             serde_json::from_slice(&meta).map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
-        let data = self.root.join(INCOMING);
+        let data = self.root.join(format!("{INCOMING}-converted.data"));
         let mut out = std::fs::File::create(&data).map_err(read_error)?;
         std::io::copy(&mut file, &mut out).map_err(read_error)?;
         drop(out);
@@ -377,7 +413,7 @@ fn remove_other_generations(root: &Path, live: u64) {
         if is_other_generation || name.starts_with("building") {
             let _ = std::fs::remove_dir_all(entry.path());
         }
-        if name.starts_with("building") || name == INCOMING {
+        if name.starts_with("building") || name.starts_with(INCOMING) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -456,14 +492,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<SnapshotFile>> {
-        // A transfer begun again (Raft restarts a torn one from its start) starts a new file.
+        // Each transfer (Raft begins a torn one again from its start) gets a file of its own:
+        // one begun while an install reads the last must not truncate it.
+        let path = self.next_incoming_path();
         let file = std::fs::File::options()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
-            .open(self.root.join(INCOMING))
-            .and_then(SnapshotFile::new)
+            .create_new(true)
+            .open(&path)
+            .and_then(|file| SnapshotFile::receiving(file, path))
             .map_err(|e| snapshot_error(ErrorVerb::Write, e))?;
         Ok(Box::new(file))
     }
@@ -473,16 +510,36 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &Meta,
         snapshot: Box<SnapshotFile>,
     ) -> StorageResult<()> {
+        let received = snapshot.path().map(Path::to_path_buf);
         let mut data = snapshot.into_std().await;
         data.seek(SeekFrom::Start(0))
             .map_err(|e| snapshot_error(ErrorVerb::Read, e))?;
+        let incoming = match received {
+            Some(path) => path,
+            // Not received but handed over (a snapshot of this store's own, say): copied
+            // into a file of its own, a buffer at a time, to be saved as a received one is.
+            None => {
+                let path = self.next_incoming_path();
+                let written = |e: std::io::Error| snapshot_error(ErrorVerb::Write, e);
+                let mut copy = std::fs::File::create(&path).map_err(written)?;
+                std::io::copy(&mut data, &mut copy).map_err(written)?;
+                data = std::fs::File::open(&path).map_err(written)?;
+                path
+            }
+        };
         // Verified and opened, then saved before the switch: a crash in between finds it on
         // opening.
         let saved = self.saved.clone();
-        let incoming = self.root.join(INCOMING);
-        self.switch_to_snapshot(meta, &data, || {
-            saved.save_if_newer(meta, &incoming).map(|_| ())
-        })
+        let installed = self.switch_to_snapshot(meta, &data, || {
+            if !saved.save_if_newer(meta, &incoming)? {
+                let _ = std::fs::remove_file(&incoming);
+            }
+            Ok(())
+        });
+        if installed.is_err() {
+            let _ = std::fs::remove_file(&incoming);
+        }
+        installed
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {

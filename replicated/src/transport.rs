@@ -1,9 +1,10 @@
 //! Connections, plain or over TLS (rustls), and who is on the other end.
 //!
-//! With TLS, every node holds a certificate signed by the cluster's CA, and nodes verify each
-//! other's (mutual TLS): a node's port takes Raft's RPCs only from a peer whose certificate
-//! the CA signed. Clients verify the node's certificate; they may present one of their own
-//! (signed by the same CA), or a token the nodes are configured with, and without either may
+//! With TLS, every node holds a certificate signed by the cluster's node CA, and nodes verify
+//! each other's (mutual TLS): a node's port takes Raft's RPCs only from a peer whose
+//! certificate the node CA signed. Clients verify the node's certificate; they may present
+//! one of their own, signed by the client CA (a CA of its own, so that no client certificate
+//! passes for a node's), or a token the nodes are configured with, and without either may
 //! read but not write or change the membership (`docs/replication.md`, "Security").
 
 use std::io;
@@ -111,26 +112,59 @@ fn roots(ca: &[CertificateDer<'static>]) -> io::Result<Arc<rustls::RootCertStore
     Ok(Arc::new(roots))
 }
 
-/// A node's TLS: the cluster's CA, and the node's certificate and key.
+/// Who is on the other end of a connection a node accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// No certificate: may read, or write with a token.
+    Anonymous,
+    /// A certificate the client CA signed: may read and write.
+    Client,
+    /// A certificate the node CA signed: a node of the cluster, which may send Raft's RPCs.
+    Node,
+}
+
+/// A node's TLS: the node CA, the client CA if clients hold certificates, and the node's own
+/// certificate and key.
 #[derive(Clone)]
 pub struct NodeTls {
     acceptor: tokio_rustls::TlsAcceptor,
     connector: tokio_rustls::TlsConnector,
+    /// Checks a presented certificate against the node CA alone.
+    nodes: Arc<dyn rustls::server::danger::ClientCertVerifier>,
 }
 
 impl NodeTls {
-    /// From PEM files: the CA's certificate, the node's certificate (chain) and its key.
-    pub fn from_pem_files(ca: &Path, cert: &Path, key: &Path) -> io::Result<NodeTls> {
-        let ca = certificates(ca)?;
+    /// From PEM files: the node CA's certificate, the client CA's (if clients present
+    /// certificates), the node's certificate (chain) and its key.
+    pub fn from_pem_files(
+        ca: &Path,
+        client_ca: Option<&Path>,
+        cert: &Path,
+        key: &Path,
+    ) -> io::Result<NodeTls> {
+        let node_ca = certificates(ca)?;
         let (chain, key) = (certificates(cert)?, private_key(key)?);
-        let roots = roots(&ca)?;
+        let node_roots = roots(&node_ca)?;
+        let mut either = node_ca;
+        if let Some(client_ca) = client_ca {
+            either.extend(certificates(client_ca)?);
+        }
         // Clients may come without a certificate (reads, or a token); one they present
-        // must be the CA's.
-        let verifier =
-            rustls::server::WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
-                .allow_unauthenticated()
-                .build()
-                .map_err(tls_error)?;
+        // must be one of the two CAs'.
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            roots(&either)?,
+            provider(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .map_err(tls_error)?;
+        let nodes = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            node_roots.clone(),
+            provider(),
+        )
+        .build()
+        .map_err(tls_error)?;
+        let roots = node_roots;
         let server = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(tls_error)?
@@ -146,19 +180,25 @@ impl NodeTls {
         Ok(NodeTls {
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
             connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
+            nodes,
         })
     }
 
-    /// Accepts a connection: the TLS stream, and whether the peer presented a certificate
-    /// the CA signed (one it did not sign fails the handshake).
-    pub async fn accept(&self, stream: TcpStream) -> io::Result<(Stream, bool)> {
+    /// Accepts a connection: the TLS stream, and who presented what (a certificate neither
+    /// CA signed fails the handshake).
+    pub async fn accept(&self, stream: TcpStream) -> io::Result<(Stream, Peer)> {
         let tls = self.acceptor.accept(stream).await?;
-        let certified = tls
-            .get_ref()
-            .1
-            .peer_certificates()
-            .is_some_and(|c| !c.is_empty());
-        Ok((Stream::Server(Box::new(tls)), certified))
+        let peer = match tls.get_ref().1.peer_certificates() {
+            Some([end, intermediates @ ..]) => {
+                let now = rustls::pki_types::UnixTime::now();
+                match self.nodes.verify_client_cert(end, intermediates, now) {
+                    Ok(_) => Peer::Node,
+                    Err(_) => Peer::Client,
+                }
+            }
+            _ => Peer::Anonymous,
+        };
+        Ok((Stream::Server(Box::new(tls)), peer))
     }
 
     /// Connects to the peer at `addr`, with this node's certificate.

@@ -258,6 +258,20 @@ async fn a_write_whose_reply_was_lost_is_sent_again_and_applied_once() {
         );
     }
     assert_eq!(direct.get("counter").await.unwrap().as_deref(), Some("20"));
+
+    // Two processes on one session: the one behind is told its write was not applied.
+    let mut ahead = Client::with_session(addrs.clone(), 0x5e55, 5);
+    ahead.put("shared", "ahead").await.unwrap();
+    let mut behind = Client::with_session(addrs.clone(), 0x5e55, 0);
+    let refused = behind.put("shared", "behind").await;
+    assert!(
+        matches!(&refused, Err(bloomkv_replicated::client::ClientError::Failed(m)) if m.contains("not applied")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        direct.get("shared").await.unwrap().as_deref(),
+        Some("ahead")
+    );
     for node in nodes {
         node.shutdown().await;
     }

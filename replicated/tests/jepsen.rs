@@ -462,8 +462,16 @@ fn linearizable(ops: &[Op]) -> bool {
     // The set of operations placed so far, as the XOR of a random 64-bit number per
     // operation (Zobrist hashing): states already explored are remembered by it and the
     // register's value, in a few bytes whatever the history's length.
-    let mut walk = Walk(0x2545_f491_4f6c_dd1d);
-    let zobrist: Vec<u64> = (0..ops.len()).map(|_| walk.below(u64::MAX)).collect();
+    // Keys from splitmix64: xorshift's outputs are linear over GF(2), so some sets of them
+    // XOR to the same value, where splitmix64's finalizer is not.
+    let zobrist: Vec<u64> = (1..=ops.len() as u64)
+        .map(|i| {
+            let mut z = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        })
+        .collect();
     let mut linearized = 0u64;
     let mut seen: HashSet<(u64, Option<String>)> = HashSet::new();
     let mut stack: Vec<(usize, Option<String>)> = Vec::new();

@@ -19,8 +19,21 @@ const TOKEN: &str = "a-token-of-the-cluster";
 fn node_tls(dir: &Path, id: u64) -> NodeTls {
     NodeTls::from_pem_files(
         &dir.join("ca.pem"),
+        Some(&dir.join("client-ca.pem")),
         &dir.join(format!("node{id}.pem")),
         &dir.join(format!("node{id}.key")),
+    )
+    .unwrap()
+}
+
+/// TLS that trusts the cluster's node CA and presents `dir`'s client certificate as a
+/// node's would.
+fn posing_as_node(cluster_dir: &Path, dir: &Path, name: &str) -> NodeTls {
+    NodeTls::from_pem_files(
+        &cluster_dir.join("ca.pem"),
+        None,
+        &dir.join(format!("{name}.pem")),
+        &dir.join(format!("{name}.key")),
     )
     .unwrap()
 }
@@ -160,15 +173,16 @@ async fn a_peer_without_the_cas_certificate_gets_no_answer_to_raft_rpcs() {
         .unwrap();
     assert!(!vote_answered(&mut anonymous, 99).await);
 
-    // Nor is a certificate of another CA, presented to a node it trusts.
+    // Nor is a client's certificate, though the node takes it for writes: the client CA
+    // signed it, not the node CA.
+    let client_as_node = posing_as_node(dir, dir, "client");
+    let mut stream = client_as_node.connect(tcp().await, addr).await.unwrap();
+    assert!(!vote_answered(&mut stream, 99).await);
+
+    // Nor a certificate of another CA, presented to a node it trusts.
     let strangers = tempfile::tempdir().unwrap();
     certs::generate(strangers.path(), &[1]).unwrap();
-    let rogue = NodeTls::from_pem_files(
-        &dir.join("ca.pem"),
-        &strangers.path().join("node1.pem"),
-        &strangers.path().join("node1.key"),
-    )
-    .unwrap();
+    let rogue = posing_as_node(dir, strangers.path(), "node1");
     let refused = match rogue.connect(tcp().await, addr).await {
         Ok(mut stream) => !vote_answered(&mut stream, 99).await,
         Err(_) => true,
@@ -194,6 +208,12 @@ async fn a_frame_over_the_configured_size_is_refused_and_the_node_serves_on() {
     assert!(big.put("big", &value).await.is_err());
     let mut small = client(&cluster, Some(client_tls(dir, Some(dir))), None);
     small.put("small", "fits").await.unwrap();
+    // Tokens without TLS would guard nothing (no peer is authenticated): refused at start.
+    let root = tempfile::tempdir().unwrap();
+    let mut options = NodeOptions::new(8, "127.0.0.1:0", root.path());
+    options.client_tokens = vec![TOKEN.to_string()];
+    let refused = Node::start(options).await.err().expect("refused");
+    assert!(refused.to_string().contains("need TLS"), "{refused}");
     // A limit too small for the snapshot chunks is refused when the node starts.
     let root = tempfile::tempdir().unwrap();
     let mut options = NodeOptions::new(9, "127.0.0.1:0", root.path());

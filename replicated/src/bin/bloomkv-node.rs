@@ -27,7 +27,8 @@ use bloomkv_replicated::NodeId;
 const USAGE: &str = "usage:
   bloomkv-node serve --id N --addr HOST:PORT --dir PATH [--snapshot-every N]
                [--snapshot-chunk-bytes N] [--max-frame-bytes N]
-               [--tls-ca PEM --tls-cert PEM --tls-key PEM] [--client-tokens-file PATH]
+               [--tls-ca PEM --tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
+               [--client-tokens-file PATH]
   bloomkv-node client --addr HOST:PORT [--tls-ca PEM [--tls-cert PEM --tls-key PEM]]
                [--token-file PATH]
                (init ID=ADDR,... | put KEY VALUE | get KEY [--stale]
@@ -132,7 +133,7 @@ fn gen_certs(args: &[String]) -> Result<(), String> {
         .collect::<Result<_, _>>()?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{dir}: {e}"))?;
     certs::generate(Path::new(dir), &ids).map_err(|e| e.to_string())?;
-    println!("wrote ca.pem, node{{N}}.pem and .key, client.pem and .key to {dir}");
+    println!("wrote ca.pem, node{{N}}.pem and .key, client-ca.pem, client.pem and .key to {dir}");
     Ok(())
 }
 
@@ -145,17 +146,23 @@ async fn serve(args: &[String]) -> Result<(), String> {
     let chunk = take_flag(&mut args, "--snapshot-chunk-bytes")?;
     let max_frame = take_flag(&mut args, "--max-frame-bytes")?;
     let tokens = take_flag(&mut args, "--client-tokens-file")?;
+    let client_ca = take_flag(&mut args, "--tls-client-ca")?;
     let tls = tls_files(&mut args)?;
     if let Some(extra) = args.first() {
         return Err(format!("unexpected argument {extra:?}\n{USAGE}"));
     }
     let mut options = NodeOptions::new(parse("--id", &id)?, addr, dir);
+    if tls.is_none() && client_ca.is_some() {
+        return Err("--tls-client-ca needs --tls-ca".to_string());
+    }
     if let Some((ca, cert, key)) = tls {
         let (cert, key) = cert
             .zip(key)
             .ok_or("a node's TLS needs --tls-cert and --tls-key")?;
-        let tls = NodeTls::from_pem_files(Path::new(&ca), Path::new(&cert), Path::new(&key))
-            .map_err(|e| e.to_string())?;
+        let client_ca = client_ca.as_deref().map(Path::new);
+        let tls =
+            NodeTls::from_pem_files(Path::new(&ca), client_ca, Path::new(&cert), Path::new(&key))
+                .map_err(|e| e.to_string())?;
         options.tls = Some(tls);
     }
     if let Some(path) = tokens {
