@@ -395,14 +395,7 @@ impl MemTable {
             Bound::Excluded(k) => Bound::Excluded((k.to_vec(), Reverse(0))),
             Bound::Unbounded => Bound::Unbounded,
         };
-        MemTableIter {
-            mem: Arc::clone(self),
-            next,
-            stop: end,
-            backward: false,
-            buffer: VecDeque::new(),
-            done: false,
-        }
+        MemTableIter::new(self, next, end, false)
     }
 
     /// Entries at or before `end`, in reverse entry order (keys descending, each key's
@@ -425,14 +418,7 @@ impl MemTable {
             Bound::Excluded(k) => Bound::Excluded((k.to_vec(), Reverse(SeqNo::MAX))),
             Bound::Unbounded => Bound::Unbounded,
         };
-        MemTableIter {
-            mem: Arc::clone(self),
-            next,
-            stop: start,
-            backward: true,
-            buffer: VecDeque::new(),
-            done: false,
-        }
+        MemTableIter::new(self, next, start, true)
     }
 }
 
@@ -455,6 +441,22 @@ pub struct MemTableIter {
 }
 
 impl MemTableIter {
+    fn new(
+        mem: &Arc<MemTable>,
+        next: Bound<(Vec<u8>, Reverse<SeqNo>)>,
+        stop: Bound<Vec<u8>>,
+        backward: bool,
+    ) -> MemTableIter {
+        MemTableIter {
+            mem: Arc::clone(mem),
+            next,
+            stop,
+            backward,
+            buffer: VecDeque::new(),
+            done: false,
+        }
+    }
+
     fn refill(&mut self) {
         let contents = self.mem.read();
         let edge = match &self.next {

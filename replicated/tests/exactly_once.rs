@@ -2,12 +2,12 @@
 //! response and applied once, in one run of entries, across runs, after a snapshot, and
 //! through a cluster whose replies a proxy drops.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bloomkv_replicated::client::Client;
-use bloomkv_replicated::server::{Node, NodeOptions};
 use bloomkv_replicated::{NodeId, Request, Response, StateMachine, TypeConfig};
 use openraft::storage::RaftStateMachine;
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder};
@@ -223,17 +223,10 @@ async fn read_raw_frame(stream: &mut TcpStream) -> Option<Vec<u8>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_reply_was_lost_is_sent_again_and_applied_once() {
     let root = tempfile::tempdir().unwrap();
-    let mut nodes = Vec::new();
-    for id in 1..=3u64 {
-        let options = NodeOptions::new(id, "127.0.0.1:0", root.path().join(format!("n{id}")));
-        nodes.push(Node::start(options).await.unwrap());
-    }
-    let members: BTreeMap<u64, String> = (1..=3u64)
-        .zip(nodes.iter().map(|n| n.addr.clone()))
-        .collect();
-    let addrs: Vec<String> = members.values().cloned().collect();
+    let nodes = common::three_nodes(root.path(), |_| {}).await;
+    let addrs = common::addrs(&nodes);
     let mut direct = Client::new(addrs.clone());
-    direct.init(&addrs[0], members).await.unwrap();
+    common::init(&nodes, &mut direct).await;
     direct.put("counter", "0").await.unwrap();
     let leader = nodes[0].raft.current_leader().await.unwrap();
     let leader_addr = nodes[leader as usize - 1].addr.clone();

@@ -408,126 +408,156 @@ fn step(state: &Option<String>, op: &Op) -> Option<Option<String>> {
     }
 }
 
-/// Whether `ops` (one key's) are linearizable: some order of them, each placed between its
-/// call and its return (an unknown outcome has no return, and may also never have taken
-/// effect), runs on a register that starts absent and returns what each returned.
-fn linearizable(ops: &[Op]) -> bool {
-    // Events: calls and returns in time order; an unknown outcome returns after everything.
-    #[derive(Clone, Copy)]
-    enum Event {
-        Call(usize),
-        Return(usize),
-    }
-    let mut events: Vec<(u64, u8, Event)> = Vec::new();
-    for (i, op) in ops.iter().enumerate() {
-        events.push((op.called, 1, Event::Call(i)));
-        events.push((op.returned.unwrap_or(u64::MAX), 0, Event::Return(i)));
-    }
-    // At equal times a return comes first: the operations did not overlap.
-    events.sort_by_key(|&(t, order, _)| (t, order));
-    let n = events.len();
-    // A doubly linked list over the events, so ops can be lifted out and put back.
-    let mut next: Vec<usize> = (1..=n).collect();
-    let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
-    let mut head = 0usize;
-    let mut position = vec![(0usize, 0usize); ops.len()];
-    for (at, (_, _, event)) in events.iter().enumerate() {
-        match event {
-            Event::Call(i) => position[*i].0 = at,
-            Event::Return(i) => position[*i].1 = at,
+#[derive(Clone, Copy)]
+enum Event {
+    Call(usize),
+    Return(usize),
+}
+
+/// The calls and returns of a history in time order, as a doubly linked list, so that the
+/// search can lift an operation's two events out and put them back.
+struct EventList {
+    events: Vec<Event>,
+    next: Vec<usize>,
+    /// `usize::MAX` before the first.
+    prev: Vec<usize>,
+    head: usize,
+    /// Each operation's call and return, by position in `events`.
+    at: Vec<(usize, usize)>,
+}
+
+impl EventList {
+    /// The events of `ops`: an unknown outcome returns after everything, and at equal times
+    /// a return comes first (the operations did not overlap).
+    fn of(ops: &[Op]) -> EventList {
+        let mut timed: Vec<(u64, u8, Event)> = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            timed.push((op.called, 1, Event::Call(i)));
+            timed.push((op.returned.unwrap_or(u64::MAX), 0, Event::Return(i)));
+        }
+        timed.sort_by_key(|&(t, order, _)| (t, order));
+        let n = timed.len();
+        let mut at = vec![(0, 0); ops.len()];
+        for (position, (_, _, event)) in timed.iter().enumerate() {
+            match event {
+                Event::Call(i) => at[*i].0 = position,
+                Event::Return(i) => at[*i].1 = position,
+            }
+        }
+        EventList {
+            events: timed.into_iter().map(|(_, _, e)| e).collect(),
+            next: (1..=n).collect(),
+            prev: (0..n).map(|i| i.wrapping_sub(1)).collect(),
+            head: 0,
+            at,
         }
     }
-    let unlink = |at: usize, next: &mut Vec<usize>, prev: &mut Vec<usize>, head: &mut usize| {
-        let (p, nx) = (prev[at], next[at]);
-        if p == usize::MAX {
-            *head = nx;
-        } else {
-            next[p] = nx;
+
+    fn is_empty(&self) -> bool {
+        self.head >= self.events.len()
+    }
+
+    /// The event at `position`; `None` past the last.
+    fn get(&self, position: usize) -> Option<Event> {
+        self.events.get(position).copied()
+    }
+
+    /// Takes operation `op`'s call and return out of the list.
+    fn lift(&mut self, op: usize) {
+        let (call, ret) = self.at[op];
+        self.unlink(ret);
+        self.unlink(call);
+    }
+
+    /// Puts operation `op`'s events back where they were; returns its call's position.
+    fn put_back(&mut self, op: usize) -> usize {
+        let (call, ret) = self.at[op];
+        self.relink(ret);
+        self.relink(call);
+        call
+    }
+
+    fn unlink(&mut self, at: usize) {
+        let (p, n) = (self.prev[at], self.next[at]);
+        match p {
+            usize::MAX => self.head = n,
+            p => self.next[p] = n,
         }
-        if nx < n {
-            prev[nx] = p;
+        if n < self.events.len() {
+            self.prev[n] = p;
         }
-    };
-    let relink = |at: usize, next: &mut Vec<usize>, prev: &mut Vec<usize>, head: &mut usize| {
-        let (p, nx) = (prev[at], next[at]);
-        if p == usize::MAX {
-            *head = at;
-        } else {
-            next[p] = at;
+    }
+
+    fn relink(&mut self, at: usize) {
+        let (p, n) = (self.prev[at], self.next[at]);
+        match p {
+            usize::MAX => self.head = at,
+            p => self.next[p] = at,
         }
-        if nx < n {
-            prev[nx] = at;
+        if n < self.events.len() {
+            self.prev[n] = at;
         }
-    };
-    // The set of operations placed so far, as the XOR of a random 64-bit number per
-    // operation (Zobrist hashing): states already explored are remembered by it and the
-    // register's value, in a few bytes whatever the history's length.
-    // Keys from splitmix64: xorshift's outputs are linear over GF(2), so some sets of them
-    // XOR to the same value, where splitmix64's finalizer is not.
-    let zobrist: Vec<u64> = (1..=ops.len() as u64)
+    }
+}
+
+/// A random 64-bit number per operation, for remembering a set of them as the XOR of theirs
+/// (Zobrist hashing). From splitmix64: xorshift's outputs are linear over GF(2), so some sets
+/// of them XOR to the same value, where splitmix64's finalizer is not.
+fn zobrist_keys(count: usize) -> Vec<u64> {
+    (1..=count as u64)
         .map(|i| {
             let mut z = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             z ^ (z >> 31)
         })
-        .collect();
-    let mut linearized = 0u64;
+        .collect()
+}
+
+/// Whether `ops` (one key's) are linearizable: some order of them, each placed between its
+/// call and its return (an unknown outcome has no return, and may also never have taken
+/// effect), runs on a register that starts absent and returns what each returned.
+///
+/// The Wing-Gong search with Lowe's cache: walking the events from the first, place an
+/// operation whose call comes before any unplaced return if the register allows what it
+/// returned, and start again from the first; meeting a return of an operation not yet
+/// placed, undo the last placement and try the next call after it. States already explored
+/// (the operations placed, and the register's value) are not explored again.
+fn linearizable(ops: &[Op]) -> bool {
+    let mut list = EventList::of(ops);
+    let zobrist = zobrist_keys(ops.len());
+    let mut placed = 0u64;
     let mut seen: HashSet<(u64, Option<String>)> = HashSet::new();
     let mut stack: Vec<(usize, Option<String>)> = Vec::new();
     let mut state: Option<String> = None;
-    let mut entry = head;
-    while head < n {
-        if entry >= n {
-            // Nothing left to try from here: undo the last choice.
-            let Some((op, before)) = stack.pop() else {
-                return false;
-            };
-            linearized ^= zobrist[op];
-            state = before;
-            let (call, ret) = position[op];
-            relink(ret, &mut next, &mut prev, &mut head);
-            relink(call, &mut next, &mut prev, &mut head);
-            entry = next[call];
-            continue;
-        }
-        match events[entry].2 {
-            Event::Call(op) => {
+    let mut entry = list.head;
+    while !list.is_empty() {
+        match list.get(entry) {
+            Some(Event::Call(op)) => {
                 let after = step(&state, &ops[op]);
-                let mut tried = false;
-                if let Some(after) = after {
-                    linearized ^= zobrist[op];
-                    if seen.insert((linearized, after.clone())) {
-                        stack.push((op, state.clone()));
-                        state = after;
-                        let (call, ret) = position[op];
-                        unlink(ret, &mut next, &mut prev, &mut head);
-                        unlink(call, &mut next, &mut prev, &mut head);
-                        entry = head;
-                        tried = true;
-                    } else {
-                        linearized ^= zobrist[op];
+                match after {
+                    Some(after) if seen.insert((placed ^ zobrist[op], after.clone())) => {
+                        placed ^= zobrist[op];
+                        stack.push((op, std::mem::replace(&mut state, after)));
+                        list.lift(op);
+                        entry = list.head;
                     }
-                }
-                if !tried {
-                    entry = next[entry];
+                    _ => entry = list.next[entry],
                 }
             }
-            Event::Return(op) => {
-                if ops[op].returned.is_none() {
-                    // Only unknown outcomes are left unplaced: they never took effect.
-                    return true;
-                }
-                // An operation returned before it could be placed: undo the last choice.
-                let Some((last, before)) = stack.pop() else {
+            // Only unknown outcomes are left unplaced (their returns come last): they never
+            // took effect.
+            Some(Event::Return(op)) if ops[op].returned.is_none() => return true,
+            // An operation returned before it could be placed, or nothing is left to try
+            // from here: undo the last placement.
+            _ => {
+                let Some((op, before)) = stack.pop() else {
                     return false;
                 };
-                linearized ^= zobrist[last];
+                placed ^= zobrist[op];
                 state = before;
-                let (call, ret) = position[last];
-                relink(ret, &mut next, &mut prev, &mut head);
-                relink(call, &mut next, &mut prev, &mut head);
-                entry = next[call];
+                let call = list.put_back(op);
+                entry = list.next[call];
             }
         }
     }

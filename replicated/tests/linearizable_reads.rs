@@ -2,29 +2,20 @@
 //! each still sees every write acknowledged before it began, and a node that does not lead
 //! refuses to confirm.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bloomkv_replicated::client::Client;
 use bloomkv_replicated::read_index::ReadIndex;
-use bloomkv_replicated::server::{Node, NodeOptions};
+use bloomkv_replicated::server::Node;
 
 async fn cluster(root: &std::path::Path) -> (Vec<Node>, Vec<String>) {
-    let mut nodes = Vec::new();
-    for id in 1..=3u64 {
-        let options = NodeOptions::new(id, "127.0.0.1:0", root.join(format!("n{id}")));
-        nodes.push(Node::start(options).await.expect("the node starts"));
-    }
-    let members: BTreeMap<u64, String> = (1..=3u64)
-        .zip(nodes.iter().map(|n| n.addr.clone()))
-        .collect();
-    let addrs: Vec<String> = members.values().cloned().collect();
-    Client::new(addrs.clone())
-        .init(&addrs[0], members)
-        .await
-        .expect("the cluster initializes");
+    let nodes = common::three_nodes(root, |_| {}).await;
+    let addrs = common::addrs(&nodes);
+    common::init(&nodes, &mut Client::new(addrs.clone())).await;
     (nodes, addrs)
 }
 

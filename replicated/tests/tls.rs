@@ -2,7 +2,8 @@
 //! signed or a token to write or change the membership, strangers are refused, and a frame
 //! over the configured size is refused.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::path::Path;
 
 use bloomkv_replicated::certs;
@@ -55,22 +56,17 @@ async fn secured_cluster(max_frame: u32) -> Secured {
     let certs = tempfile::tempdir().unwrap();
     certs::generate(certs.path(), &[1, 2, 3]).unwrap();
     let root = tempfile::tempdir().unwrap();
-    let mut nodes = Vec::new();
-    for id in 1..=3u64 {
-        let mut options = NodeOptions::new(id, "127.0.0.1:0", root.path().join(format!("n{id}")));
-        options.tls = Some(node_tls(certs.path(), id));
+    let nodes = common::three_nodes(root.path(), |options| {
+        options.tls = Some(node_tls(certs.path(), options.id));
         options.client_tokens = vec![TOKEN.to_string()];
         options.max_frame_bytes = max_frame;
         options.snapshot_chunk_bytes = 1024;
-        nodes.push(Node::start(options).await.unwrap());
-    }
-    let members: BTreeMap<u64, String> = (1..=3u64)
-        .zip(nodes.iter().map(|n| n.addr.clone()))
-        .collect();
-    let addrs: Vec<String> = members.values().cloned().collect();
+    })
+    .await;
+    let addrs = common::addrs(&nodes);
     let mut admin = Client::new(addrs.clone());
     admin.tls = Some(client_tls(certs.path(), Some(certs.path())));
-    admin.init(&addrs[0], members).await.unwrap();
+    common::init(&nodes, &mut admin).await;
     Secured {
         _root: root,
         certs,

@@ -510,21 +510,16 @@ impl PrefixWalk {
     fn memtable_streams(&self, walk: impl Fn(&Arc<MemTable>) -> EntryStream) -> Vec<EntryStream> {
         let counters = &self.scope.counters;
         let may_hold = |mem: &Arc<MemTable>| {
-            let Some(hash) = &self.scope.hash else {
-                return true;
-            };
-            let Some(answer) = mem.may_hold_prefix(hash) else {
-                return true;
-            };
-            counters
-                .memtable_prefix_probes
-                .fetch_add(1, Ordering::Relaxed);
-            if !answer {
+            let answer = (self.scope.hash.as_ref()).and_then(|h| mem.may_hold_prefix(h));
+            if let Some(held) = answer {
                 counters
-                    .memtable_prefix_negatives
+                    .memtable_prefix_probes
                     .fetch_add(1, Ordering::Relaxed);
+                if !held {
+                    (counters.memtable_prefix_negatives).fetch_add(1, Ordering::Relaxed);
+                }
             }
-            answer
+            answer != Some(false)
         };
         self.tree
             .memtables()
