@@ -89,7 +89,7 @@ async fn main() {
             &addrs,
             move |mut client: Client, i| async move {
                 let got = client.get(&key(i % writes)).await.expect("get");
-                assert_eq!(got, Some(value(i % writes)));
+                assert_eq!(got, Some(value(i % writes).into_bytes()));
                 client
             },
         )
@@ -113,7 +113,7 @@ async fn main() {
                         .stale_get(&target, &key(i % writes))
                         .await
                         .expect("stale get");
-                    assert!(got.is_none_or(|v| v == value(i % writes)));
+                    assert!(got.is_none_or(|v| v == value(i % writes).as_bytes()));
                     client
                 }
             },

@@ -19,7 +19,7 @@ use bloomkv::{Db, WriteBatch};
 use openraft::{ErrorSubject, ErrorVerb};
 use serde::{Deserialize, Serialize};
 
-use crate::{json, NodeId, Request, Response, StorageResult};
+use crate::{json, Blob, NodeId, Request, Response, StorageResult};
 
 /// What the state machine keeps of a client's session.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -31,10 +31,10 @@ struct Session {
 }
 
 /// The key under which the user's `key` is stored.
-pub(crate) fn data_key(key: &str) -> Vec<u8> {
+pub(crate) fn data_key(key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(key.len() + 1);
     out.push(b'd');
-    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(key);
     out
 }
 
@@ -53,7 +53,7 @@ pub(crate) struct Applying<'a> {
     db: &'a Db,
     batch: WriteBatch,
     /// Values written by the run so far (`None`: deleted), by the user's key.
-    written: HashMap<String, Option<String>>,
+    written: HashMap<Blob, Option<Blob>>,
     /// Sessions the run has changed.
     sessions: HashMap<u64, Session>,
 }
@@ -135,25 +135,25 @@ impl<'a> Applying<'a> {
         Ok(response)
     }
 
-    fn set(&mut self, key: String, value: Option<String>) {
+    fn set(&mut self, key: Blob, value: Option<Blob>) {
         match &value {
             Some(value) => {
-                self.batch.put(data_key(&key), value.as_bytes());
+                self.batch.put(data_key(key.as_bytes()), value.as_bytes());
             }
             None => {
-                self.batch.delete(data_key(&key));
+                self.batch.delete(data_key(key.as_bytes()));
             }
         }
         self.written.insert(key, value);
     }
 
     /// The value of `key` as of the entries applied so far.
-    fn value(&self, key: &str) -> StorageResult<Option<String>> {
+    fn value(&self, key: &Blob) -> StorageResult<Option<Blob>> {
         if let Some(value) = self.written.get(key) {
             return Ok(value.clone());
         }
-        let stored = self.db.get(data_key(key)).map_err(read_failed)?;
-        Ok(stored.map(|v| String::from_utf8_lossy(&v).into_owned()))
+        let stored = self.db.get(data_key(key.as_bytes())).map_err(read_failed)?;
+        Ok(stored.map(Blob))
     }
 
     fn session(&self, client: u64) -> StorageResult<Option<Session>> {

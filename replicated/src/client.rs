@@ -1,14 +1,82 @@
-//! A client of the service: finds the leader and follows its redirects.
+//! A client of the service (`proto/bloomkv.proto`, service `Kv`): finds the leader and follows
+//! its redirects.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use tokio::net::TcpStream;
+use serde::{Deserialize, Serialize};
+use tonic::transport::Channel;
+use tonic::Status;
 
-use crate::network::{ClientReply, ClientRequest, Consistency, Message, NodeStatus};
-use crate::transport::{ClientTls, Stream};
-use crate::wire::{read_frame, write_frame, DEFAULT_MAX_FRAME};
-use crate::{NodeId, Request, Response};
+use crate::network::{DEFAULT_MAX_MESSAGE, ERROR_KIND};
+use crate::proto::kv_client::KvClient;
+use crate::transport::{never_connected, ClientTls, Dial};
+use crate::{proto, Blob, NodeId, Request, Response};
+
+/// How fresh a read must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Consistency {
+    /// Through the leader, after it confirmed it still leads: sees every acknowledged write.
+    Linearizable,
+    /// From this node's state machine as it is: may miss the latest writes.
+    Stale,
+}
+
+/// A request of the client API, one of the `Kv` service's calls.
+#[derive(Debug, Clone)]
+pub enum ClientRequest {
+    Write(Request),
+    Read {
+        key: Blob,
+        consistency: Consistency,
+    },
+    /// Makes a new cluster of these voters (node id to address).
+    Init {
+        members: BTreeMap<NodeId, String>,
+    },
+    AddLearner {
+        id: NodeId,
+        addr: String,
+    },
+    ChangeMembership {
+        voters: BTreeSet<NodeId>,
+    },
+    Status,
+}
+
+/// What a node answered a [`ClientRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientReply {
+    Written(Response),
+    Value(Option<Vec<u8>>),
+    Done,
+    Status(NodeStatus),
+    /// Ask the leader instead (when known).
+    NotLeader {
+        leader: Option<(NodeId, String)>,
+    },
+    Failed(String),
+}
+
+/// A node's view of itself and the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    pub id: NodeId,
+    pub term: u64,
+    /// "Leader", "Follower", "Candidate", "Learner" or "Shutdown".
+    pub state: String,
+    pub leader: Option<NodeId>,
+    pub last_log_index: Option<u64>,
+    pub last_applied_index: Option<u64>,
+    /// The index of the snapshot this node holds, built or installed.
+    pub snapshot_index: Option<u64>,
+    pub purged_index: Option<u64>,
+    pub voters: Vec<NodeId>,
+    /// Leadership confirmations this node ran for linearizable reads, and the reads they
+    /// answered: concurrent reads share one (`read_index.rs`).
+    pub read_confirmations: u64,
+    pub reads_confirmed: u64,
+}
 
 /// What a request could not do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,17 +118,20 @@ impl std::error::Error for ClientError {}
 pub struct Client {
     addrs: Vec<String>,
     leader: usize,
-    connection: Option<(String, Stream)>,
+    /// A channel to each node asked so far: one connection each, shared by the client's
+    /// clones.
+    channels: HashMap<String, Channel>,
     /// Tries (each up to every known node) before giving up on finding a leader.
     pub tries: u32,
     /// How long a request waits for its reply before it counts as lost.
     pub timeout: Duration,
     /// TLS to the nodes (their CA, and the client's certificate if it has one).
     pub tls: Option<ClientTls>,
-    /// A token presented on every new connection, which lets the client write.
+    /// A token sent with every request (`authorization: Bearer` metadata), which lets the
+    /// client write.
     pub token: Option<String>,
-    /// The longest frame sent or taken.
-    pub max_frame: u32,
+    /// The longest message sent or taken.
+    pub max_message: usize,
     id: u64,
     last_seq: u64,
 }
@@ -81,12 +152,12 @@ impl Client {
         Client {
             addrs: addrs.into_iter().map(Into::into).collect(),
             leader: 0,
-            connection: None,
+            channels: HashMap::new(),
             tries: 60,
             timeout: Duration::from_secs(10),
             tls: None,
             token: None,
-            max_frame: DEFAULT_MAX_FRAME,
+            max_message: DEFAULT_MAX_MESSAGE,
             id,
             last_seq,
         }
@@ -103,68 +174,77 @@ impl Client {
         addr: &str,
         request: ClientRequest,
     ) -> Result<ClientReply, ClientError> {
-        let lost = |e: String| ClientError::NoReply(format!("{addr}: {e}"));
-        if self.connection.as_ref().is_none_or(|(a, _)| a != addr) {
-            self.connection = None;
-            let stream = self.connect(addr).await?;
-            self.connection = Some((addr.to_string(), stream));
-        }
-        let (_, stream) = self.connection.as_mut().expect("connected above");
-        let max = self.max_frame;
-        let exchange = async {
-            write_frame(stream, &Message::Client(request), max).await?;
-            read_frame::<_, ClientReply>(stream, max)
-                .await?
-                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+        let mut kv = self.kv(addr)?;
+        let token = self.token.clone();
+        let call = async move {
+            let t = token.as_deref();
+            Ok(match request {
+                ClientRequest::Write(write) => {
+                    let reply = kv.write(with_token(proto::Request::from(write), t)).await?;
+                    ClientReply::Written(reply.into_inner().into())
+                }
+                ClientRequest::Read { key, consistency } => {
+                    let consistency = match consistency {
+                        Consistency::Linearizable => proto::Consistency::Linearizable,
+                        Consistency::Stale => proto::Consistency::Stale,
+                    };
+                    let read = proto::ReadRequest {
+                        key: key.0,
+                        consistency: consistency.into(),
+                    };
+                    ClientReply::Value(kv.read(with_token(read, t)).await?.into_inner().value)
+                }
+                ClientRequest::Init { members } => {
+                    let members = members.into_iter().collect();
+                    kv.init(with_token(proto::InitRequest { members }, t))
+                        .await?;
+                    ClientReply::Done
+                }
+                ClientRequest::AddLearner { id, addr } => {
+                    kv.add_learner(with_token(proto::AddLearnerRequest { id, addr }, t))
+                        .await?;
+                    ClientReply::Done
+                }
+                ClientRequest::ChangeMembership { voters } => {
+                    let voters = voters.into_iter().collect();
+                    kv.change_membership(with_token(proto::ChangeMembershipRequest { voters }, t))
+                        .await?;
+                    ClientReply::Done
+                }
+                ClientRequest::Status => {
+                    let status = kv.status(with_token(proto::StatusRequest {}, t)).await?;
+                    ClientReply::Status(status.into_inner().into())
+                }
+            })
         };
         let timeout = self.timeout;
-        match tokio::time::timeout(timeout, exchange).await {
-            Ok(Ok(ClientReply::Unauthorized(why))) => Err(ClientError::Unauthorized(why)),
+        match tokio::time::timeout(timeout, call).await {
             Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(e)) => {
-                self.connection = None;
-                Err(lost(e.to_string()))
-            }
-            Err(_) => {
-                self.connection = None;
-                Err(lost(format!("no reply in {timeout:?}")))
-            }
+            Ok(Err(status)) => refusal(addr, status),
+            Err(_) => Err(ClientError::NoReply(format!(
+                "{addr}: no reply in {timeout:?}"
+            ))),
         }
     }
 
-    /// A new connection to `addr`: over TLS when the client has it, its token presented.
-    async fn connect(&self, addr: &str) -> Result<Stream, ClientError> {
-        let io = |e: std::io::Error| ClientError::Io(format!("{addr}: {e}"));
-        let connecting = async {
-            let tcp = TcpStream::connect(addr).await.map_err(io)?;
-            tcp.set_nodelay(true).map_err(io)?;
-            let mut stream = match &self.tls {
-                Some(tls) => tls.connect(tcp, addr).await.map_err(io)?,
-                None => Stream::Plain(tcp),
-            };
-            if let Some(token) = &self.token {
-                let max = self.max_frame;
-                write_frame(&mut stream, &Message::Token(token.clone()), max)
-                    .await
-                    .map_err(io)?;
-                match read_frame::<_, ClientReply>(&mut stream, max).await {
-                    Ok(Some(ClientReply::Done)) => {}
-                    Ok(Some(ClientReply::Unauthorized(why))) => {
-                        return Err(ClientError::Unauthorized(why))
-                    }
-                    Ok(other) => return Err(ClientError::Unexpected(format!("{other:?}"))),
-                    Err(e) => return Err(io(e)),
-                }
+    /// A client of the node at `addr`, on the channel to it (made at the first ask).
+    fn kv(&mut self, addr: &str) -> Result<KvClient<Channel>, ClientError> {
+        let channel = match self.channels.get(addr) {
+            Some(channel) => channel.clone(),
+            None => {
+                let dial = Dial {
+                    source: None,
+                    tls: self.tls.as_ref().map(ClientTls::connector),
+                    timeout: self.timeout,
+                };
+                let channel = (dial.channel(addr)).map_err(|e| ClientError::Io(e.to_string()))?;
+                self.channels.insert(addr.to_string(), channel.clone());
+                channel
             }
-            Ok(stream)
         };
-        match tokio::time::timeout(self.timeout, connecting).await {
-            Ok(connected) => connected,
-            Err(_) => Err(ClientError::Io(format!(
-                "{addr}: no connection in {:?}",
-                self.timeout
-            ))),
-        }
+        Ok(KvClient::new(channel)
+            .max_decoding_message_size(self.max_message)
+            .max_encoding_message_size(self.max_message))
     }
 
     /// Sends `request` to the leader, following redirects and trying every node in turn
@@ -249,25 +329,32 @@ impl Client {
         }
     }
 
-    pub async fn put(&mut self, key: &str, value: &str) -> Result<Response, ClientError> {
+    pub async fn put(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<Response, ClientError> {
         self.write(Request::Put {
-            key: key.to_string(),
-            value: value.to_string(),
+            key: Blob::from(key.as_ref()),
+            value: Blob::from(value.as_ref()),
         })
         .await
     }
 
     /// Puts every pair in one write: one log entry, applied at once on every node.
-    pub async fn put_many(
+    pub async fn put_many<K: AsRef<[u8]>, V: AsRef<[u8]>>(
         &mut self,
-        pairs: Vec<(String, String)>,
+        pairs: impl IntoIterator<Item = (K, V)>,
     ) -> Result<Response, ClientError> {
+        let pairs = (pairs.into_iter())
+            .map(|(k, v)| (Blob::from(k.as_ref()), Blob::from(v.as_ref())))
+            .collect();
         self.write(Request::PutMany { pairs }).await
     }
 
-    pub async fn delete(&mut self, key: &str) -> Result<Response, ClientError> {
+    pub async fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<Response, ClientError> {
         self.write(Request::Delete {
-            key: key.to_string(),
+            key: Blob::from(key.as_ref()),
         })
         .await
     }
@@ -276,22 +363,22 @@ impl Client {
     /// The response says whether it swapped, and if not, the value it found.
     pub async fn compare_and_swap(
         &mut self,
-        key: &str,
-        expected: Option<&str>,
-        new: Option<&str>,
+        key: impl AsRef<[u8]>,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
     ) -> Result<Response, ClientError> {
         self.write(Request::Cas {
-            key: key.to_string(),
-            expected: expected.map(str::to_string),
-            new: new.map(str::to_string),
+            key: Blob::from(key.as_ref()),
+            expected: expected.map(Blob::from),
+            new: new.map(Blob::from),
         })
         .await
     }
 
     /// A linearizable read, through the leader.
-    pub async fn get(&mut self, key: &str) -> Result<Option<String>, ClientError> {
+    pub async fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>, ClientError> {
         let request = ClientRequest::Read {
-            key: key.to_string(),
+            key: Blob::from(key.as_ref()),
             consistency: Consistency::Linearizable,
         };
         match self.send(request).await? {
@@ -304,10 +391,10 @@ impl Client {
     pub async fn stale_get(
         &mut self,
         addr: &str,
-        key: &str,
-    ) -> Result<Option<String>, ClientError> {
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<Vec<u8>>, ClientError> {
         let request = ClientRequest::Read {
-            key: key.to_string(),
+            key: Blob::from(key.as_ref()),
             consistency: Consistency::Stale,
         };
         match self.send_to(addr, request).await? {
@@ -354,6 +441,51 @@ impl Client {
             ClientReply::Status(status) => Ok(status),
             other => Err(unexpected(other)),
         }
+    }
+}
+
+/// `message` as a request, with the client's token if it has one.
+fn with_token<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(Ok(value)) = token.map(|t| format!("Bearer {t}").parse()) {
+        request.metadata_mut().insert("authorization", value);
+    }
+    request
+}
+
+/// What a failed call means: a node's answer (its status carries [`ERROR_KIND`]), or the
+/// transport's failure, before the request went out ([`ClientError::Io`]) or after
+/// ([`ClientError::NoReply`]).
+fn refusal(addr: &str, status: Status) -> Result<ClientReply, ClientError> {
+    let message = status.message().to_string();
+    let kind = status
+        .metadata()
+        .get(ERROR_KIND)
+        .and_then(|k| k.to_str().ok());
+    match kind {
+        Some("not-leader") => {
+            let text = |key| status.metadata().get(key).and_then(|v| v.to_str().ok());
+            let id = text("leader-id").and_then(|id| id.parse().ok());
+            let leader_addr = text("leader-addr").map(str::to_string);
+            Ok(ClientReply::NotLeader {
+                leader: id.zip(leader_addr),
+            })
+        }
+        Some("unauthorized") => Err(ClientError::Unauthorized(message)),
+        Some(_) => Ok(ClientReply::Failed(message)),
+        None if never_connected(&status) => Err(ClientError::Io(format!("{addr}: {message}"))),
+        // Refused by the node's gRPC layer (a message over its limit, say): not applied.
+        None if matches!(
+            status.code(),
+            tonic::Code::OutOfRange
+                | tonic::Code::ResourceExhausted
+                | tonic::Code::InvalidArgument
+                | tonic::Code::Unimplemented
+        ) =>
+        {
+            Ok(ClientReply::Failed(format!("{addr}: {message}")))
+        }
+        None => Err(ClientError::NoReply(format!("{addr}: {status}"))),
     }
 }
 

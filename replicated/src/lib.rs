@@ -22,6 +22,7 @@ mod apply;
 pub mod archive;
 pub mod certs;
 pub mod client;
+mod codec;
 pub mod log_store;
 pub mod network;
 mod page_cache;
@@ -30,7 +31,6 @@ pub mod server;
 pub mod snapshot_file;
 pub mod state_machine;
 pub mod transport;
-pub mod wire;
 
 pub use log_store::LogStore;
 pub use state_machine::StateMachine;
@@ -50,21 +50,21 @@ openraft::declare_raft_types!(
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     Put {
-        key: String,
-        value: String,
+        key: Blob,
+        value: Blob,
     },
     Delete {
-        key: String,
+        key: Blob,
     },
     /// Puts applied together, in one log entry and one write to the store.
     PutMany {
-        pairs: Vec<(String, String)>,
+        pairs: Vec<(Blob, Blob)>,
     },
     /// Sets `key` to `new` (`None` deletes it) if its value is `expected` (`None`: absent).
     Cas {
-        key: String,
-        expected: Option<String>,
-        new: Option<String>,
+        key: Blob,
+        expected: Option<Blob>,
+        new: Option<Blob>,
     },
     /// `write`, the `seq`th of client `client`'s session: applied once however often it is
     /// sent (`src/apply.rs`).
@@ -86,11 +86,95 @@ pub struct Response {
     pub swapped: Option<bool>,
     /// For a compare-and-swap that did not swap: the value it found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub found: Option<String>,
+    pub found: Option<Blob>,
     /// A session write older than the last one its client had applied: not applied, and
     /// its own response is no longer known.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub superseded: bool,
+}
+
+/// A key or a value: any bytes. The log store and the sessions keep requests and responses
+/// as JSON, where these are a string when the bytes are UTF-8 (as every key and value of an
+/// older log is) and an array of numbers when not; either reads back.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Blob(pub Vec<u8>);
+
+impl Blob {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Blob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match std::str::from_utf8(&self.0) {
+            Ok(text) => write!(f, "{text:?}"),
+            Err(_) => write!(f, "{:x?}", self.0),
+        }
+    }
+}
+
+impl From<&str> for Blob {
+    fn from(text: &str) -> Blob {
+        Blob(text.as_bytes().to_vec())
+    }
+}
+
+impl From<&[u8]> for Blob {
+    fn from(bytes: &[u8]) -> Blob {
+        Blob(bytes.to_vec())
+    }
+}
+
+impl From<Vec<u8>> for Blob {
+    fn from(bytes: Vec<u8>) -> Blob {
+        Blob(bytes)
+    }
+}
+
+impl From<String> for Blob {
+    fn from(text: String) -> Blob {
+        Blob(text.into_bytes())
+    }
+}
+
+impl Serialize for Blob {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(&self.0) {
+            Ok(text) => serializer.serialize_str(text),
+            Err(_) => serializer.collect_seq(&self.0),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Blob {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Blob, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Blob;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an array of bytes")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Blob, E> {
+                Ok(Blob::from(text))
+            }
+
+            fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<Blob, E> {
+                Ok(Blob::from(bytes))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Blob, A::Error> {
+                let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(byte) = seq.next_element::<u8>()? {
+                    bytes.push(byte);
+                }
+                Ok(Blob(bytes))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// The Raft handle of a node.
@@ -127,4 +211,39 @@ pub(crate) fn storage_error(
     e: impl std::fmt::Display,
 ) -> openraft::StorageError<NodeId> {
     openraft::StorageIOError::new(subject, verb, openraft::AnyError::error(e.to_string())).into()
+}
+
+/// The gRPC messages and services of `proto/bloomkv.proto`, as generated.
+#[allow(clippy::all, missing_docs)]
+pub mod proto {
+    tonic::include_proto!("bloomkv.v1");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blobs_are_strings_in_json_when_they_are_text_and_numbers_when_not() {
+        let text = Blob::from("key");
+        assert_eq!(serde_json::to_string(&text).unwrap(), "\"key\"");
+        let binary = Blob(vec![0xff, 0, 7]);
+        assert_eq!(serde_json::to_string(&binary).unwrap(), "[255,0,7]");
+        for blob in [text, binary, Blob::default()] {
+            let json = serde_json::to_vec(&blob).unwrap();
+            assert_eq!(serde_json::from_slice::<Blob>(&json).unwrap(), blob);
+        }
+        // A request as an older log holds it, with string keys, reads back.
+        let old = r#"{"Put":{"key":"k","value":"v"}}"#;
+        let request: Request = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            request,
+            Request::Put {
+                key: Blob::from("k"),
+                value: Blob::from("v")
+            }
+        );
+        assert!(serde_json::from_str::<Blob>("[256]").is_err());
+        assert!(serde_json::from_str::<Blob>("{}").is_err());
+    }
 }

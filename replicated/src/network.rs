@@ -1,12 +1,12 @@
-//! Raft's RPCs between nodes, as frames on loopback TCP ([`crate::wire`]).
+//! Raft's RPCs between nodes, as gRPC calls (`proto/bloomkv.proto`, service `Raft`).
 //!
-//! One port per node carries both Raft's RPCs and the client API ([`Message`]). A connection
-//! to a peer is kept and reused; any I/O error drops it, reports the peer unreachable, and
-//! the next RPC connects again. Raft asks for a new client for each leadership confirmation
-//! (a linearizable read's): a client given up with its connection idle leaves it in a pool
-//! the next client to that peer takes, rather than each confirmation connecting anew.
+//! One gRPC channel per peer address, kept for the node's life: every RPC to that peer, from
+//! replication, elections and the leadership confirmations of linearizable reads, is a stream
+//! on its one HTTP/2 connection. A call Raft gives up on (a timeout, a cancelled confirmation)
+//! resets its own stream, not the connection; a connection that fails is made again at the
+//! next call.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,99 +20,21 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, RaftNetwork, RaftNetworkFactory};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use tokio::net::TcpStream;
+use tonic::transport::Channel;
+use tonic::Status;
 
-use crate::transport::{NodeTls, Stream};
-use crate::wire::{read_frame, write_frame, DEFAULT_MAX_FRAME};
-use crate::{NodeId, Request, Response, TypeConfig};
+use crate::proto::raft_client::RaftClient;
+use crate::transport::{never_connected, Dial, NodeTls};
+use crate::{NodeId, TypeConfig};
 
-/// Everything a node's port accepts.
-#[derive(Debug, Serialize, Deserialize)]
-pub enum Message {
-    AppendEntries(AppendEntriesRequest<TypeConfig>),
-    Vote(VoteRequest<NodeId>),
-    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
-    Client(ClientRequest),
-    /// A client's token: its connection may then write and change the membership, if the
-    /// node takes the token (answered `Done` or `Unauthorized`).
-    Token(String),
-}
+/// The largest message a node or client sends or takes unless configured otherwise: far
+/// above a snapshot chunk (1 MiB) or a batch of appended entries, and far below what a damaged
+/// or hostile length could make a reader allocate.
+pub const DEFAULT_MAX_MESSAGE: usize = 64 << 20;
 
-/// How fresh a read must be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Consistency {
-    /// Through the leader, after it confirmed it still leads: sees every acknowledged write.
-    Linearizable,
-    /// From this node's state machine as it is: may miss the latest writes.
-    Stale,
-}
-
-/// The client API.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum ClientRequest {
-    Write(Request),
-    Read {
-        key: String,
-        consistency: Consistency,
-    },
-    /// Makes a new cluster of these voters (node id to address).
-    Init {
-        members: BTreeMap<NodeId, String>,
-    },
-    AddLearner {
-        id: NodeId,
-        addr: String,
-    },
-    ChangeMembership {
-        voters: BTreeSet<NodeId>,
-    },
-    Status,
-}
-
-/// What a node answers a [`ClientRequest`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ClientReply {
-    Written(Response),
-    Value(Option<String>),
-    Done,
-    Status(NodeStatus),
-    /// Ask the leader instead (when known).
-    NotLeader {
-        leader: Option<(NodeId, String)>,
-    },
-    Failed(String),
-    /// The connection lacks the credential the request needs: a certificate the cluster's
-    /// CA signed, or a token the node takes.
-    Unauthorized(String),
-}
-
-/// A node's view of itself and the cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeStatus {
-    pub id: NodeId,
-    pub term: u64,
-    /// "Leader", "Follower", "Candidate", "Learner" or "Shutdown".
-    pub state: String,
-    pub leader: Option<NodeId>,
-    pub last_log_index: Option<u64>,
-    pub last_applied_index: Option<u64>,
-    /// The index of the snapshot this node holds, built or installed.
-    pub snapshot_index: Option<u64>,
-    pub purged_index: Option<u64>,
-    pub voters: Vec<NodeId>,
-    /// Leadership confirmations this node ran for linearizable reads, and the reads they
-    /// answered: concurrent reads share one (`read_index.rs`).
-    pub read_confirmations: u64,
-    pub reads_confirmed: u64,
-}
-
-/// Idle connections kept per peer address, at most: the confirmations of linearizable reads
-/// run one at a time, and replication keeps its own connections.
-const IDLE_PER_PEER: usize = 4;
-
-/// Idle connections to peers, by address, that a new client takes before it connects.
-type Idle = Arc<Mutex<HashMap<String, Vec<Stream>>>>;
+/// The metadata key under which a node says what kind of error its status is: a status
+/// without it came from the transport.
+pub(crate) const ERROR_KIND: &str = "bloomkv-error";
 
 /// How a node reaches its peers.
 #[derive(Clone)]
@@ -122,8 +44,8 @@ pub struct Reach {
     pub source: Option<std::net::IpAddr>,
     /// TLS with the node's certificate (mutual: peers check it), when the cluster uses it.
     pub tls: Option<NodeTls>,
-    /// The longest frame sent or taken.
-    pub max_frame: u32,
+    /// The longest message sent or taken.
+    pub max_message: usize,
 }
 
 impl Default for Reach {
@@ -131,24 +53,40 @@ impl Default for Reach {
         Reach {
             source: None,
             tls: None,
-            max_frame: DEFAULT_MAX_FRAME,
+            max_message: DEFAULT_MAX_MESSAGE,
         }
     }
 }
 
-/// Makes connections to peers.
+/// Makes clients of peers, each on the one channel to its peer.
 #[derive(Clone, Default)]
 pub struct Network {
-    idle: Idle,
+    channels: Arc<Mutex<HashMap<String, Channel>>>,
     reach: Arc<Reach>,
 }
 
 impl Network {
     pub fn new(reach: Reach) -> Network {
         Network {
-            idle: Idle::default(),
+            channels: Arc::default(),
             reach: Arc::new(reach),
         }
+    }
+
+    /// The channel to `addr`, made at the first ask.
+    fn channel(&self, addr: &str) -> std::io::Result<Channel> {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(channel) = channels.get(addr) {
+            return Ok(channel.clone());
+        }
+        let dial = Dial {
+            source: self.reach.source,
+            tls: self.reach.tls.as_ref().map(NodeTls::connector),
+            timeout: Duration::from_secs(2),
+        };
+        let channel = dial.channel(addr)?;
+        channels.insert(addr.to_string(), channel.clone());
+        Ok(channel)
     }
 }
 
@@ -156,101 +94,83 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Connection;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
-        let stream = (self.idle.lock().unwrap_or_else(|e| e.into_inner()))
-            .get_mut(&node.addr)
-            .and_then(Vec::pop);
+        let max = self.reach.max_message;
+        let client = self.channel(&node.addr).map(|channel| {
+            RaftClient::new(channel)
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max)
+        });
         Connection {
             target,
-            addr: node.addr.clone(),
-            stream,
-            idle: Arc::clone(&self.idle),
-            reach: Arc::clone(&self.reach),
+            client: client.map_err(|e| e.to_string()),
         }
     }
 }
 
-/// The connection to one peer. `stream` is `None` until the first RPC connects, after an
-/// error, and while an exchange is under way: a call dropped before its reply came (Raft
-/// cancels RPCs) leaves no stream with a reply still to read.
+/// A client of one peer; or why there is none (an address that is no URI).
 pub struct Connection {
     target: NodeId,
-    addr: String,
-    stream: Option<Stream>,
-    idle: Idle,
-    reach: Arc<Reach>,
-}
-
-/// A connection to `addr` as `reach` says: from its source address, over TLS.
-async fn connect(addr: &str, reach: &Reach) -> std::io::Result<Stream> {
-    let stream = match reach.source {
-        None => TcpStream::connect(addr).await?,
-        Some(ip) => {
-            let target = tokio::net::lookup_host(addr)
-                .await?
-                .find(|a| a.is_ipv4() == ip.is_ipv4())
-                .ok_or_else(|| std::io::Error::other(format!("{addr}: no address to reach")))?;
-            let socket = match ip {
-                std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
-                std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
-            };
-            socket.bind(std::net::SocketAddr::new(ip, 0))?;
-            socket.connect(target).await?
-        }
-    };
-    stream.set_nodelay(true)?;
-    match &reach.tls {
-        Some(tls) => tls.connect(stream, addr).await,
-        None => Ok(Stream::Plain(stream)),
-    }
-}
-
-impl Drop for Connection {
-    /// Leaves an idle connection for the next client to this peer.
-    fn drop(&mut self) {
-        let Some(stream) = self.stream.take() else {
-            return;
-        };
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let kept = idle.entry(std::mem::take(&mut self.addr)).or_default();
-        if kept.len() < IDLE_PER_PEER {
-            kept.push(stream);
-        }
-    }
+    client: Result<RaftClient<Channel>, String>,
 }
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
+/// The status a node answers a Raft RPC with when Raft returned an error: the error as JSON
+/// in the status's details, for the caller's Raft.
+pub(crate) fn raft_error_status<E: serde::Serialize + std::fmt::Display>(
+    error: &RaftError<NodeId, E>,
+) -> Status {
+    let mut metadata = tonic::metadata::MetadataMap::new();
+    metadata.insert(
+        ERROR_KIND,
+        tonic::metadata::MetadataValue::from_static("raft"),
+    );
+    let details = serde_json::to_vec(error).expect("Raft's errors serialize to JSON");
+    Status::with_details_and_metadata(
+        tonic::Code::Internal,
+        error.to_string(),
+        details.into(),
+        metadata,
+    )
+}
+
+/// What a call's outcome means to Raft: the reply; the peer's Raft's error; unreachable (no
+/// connection, or it failed: Raft backs off); or a network error (a timeout, a reply that
+/// is not one).
+fn outcome<P, T, E>(
+    target: NodeId,
+    called: Result<Result<tonic::Response<P>, Status>, tokio::time::error::Elapsed>,
+) -> RpcResult<T, E>
+where
+    T: TryFrom<P, Error = Status>,
+    E: std::error::Error + DeserializeOwned,
+{
+    let status = match called {
+        Err(elapsed) => return Err(RPCError::Network(NetworkError::new(&elapsed))),
+        Ok(Ok(reply)) => {
+            return T::try_from(reply.into_inner())
+                .map_err(|e| RPCError::Network(NetworkError::new(&e)))
+        }
+        Ok(Err(status)) => status,
+    };
+    let from_raft = status
+        .metadata()
+        .get(ERROR_KIND)
+        .is_some_and(|k| k == "raft");
+    if from_raft {
+        if let Ok(e) = serde_json::from_slice::<RaftError<NodeId, E>>(status.details()) {
+            return Err(RPCError::RemoteError(RemoteError::new(target, e)));
+        }
+    }
+    if never_connected(&status) || status.code() == tonic::Code::Unavailable {
+        return Err(RPCError::Unreachable(Unreachable::new(&status)));
+    }
+    Err(RPCError::Network(NetworkError::new(&status)))
+}
+
 impl Connection {
-    /// Sends `message` and reads the peer's `Result`, within `ttl`.
-    async fn call<T, E>(&mut self, message: Message, ttl: Duration) -> RpcResult<T, E>
-    where
-        T: DeserializeOwned,
-        E: std::error::Error + DeserializeOwned,
-    {
-        // Taken out for the exchange, and put back only once the reply has been read.
-        let taken = self.stream.take();
-        let (addr, reach) = (&self.addr, &self.reach);
-        let max = reach.max_frame;
-        let exchange = async move {
-            let mut stream = match taken {
-                Some(stream) => stream,
-                None => connect(addr, reach).await?,
-            };
-            write_frame(&mut stream, &message, max).await?;
-            let reply = read_frame::<_, Result<T, RaftError<NodeId, E>>>(&mut stream, max)
-                .await?
-                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
-            Ok::<_, std::io::Error>((stream, reply))
-        };
-        let reply = match tokio::time::timeout(ttl, exchange).await {
-            Ok(Ok((stream, reply))) => {
-                self.stream = Some(stream);
-                reply
-            }
-            Ok(Err(e)) => return Err(RPCError::Unreachable(Unreachable::new(&e))),
-            Err(elapsed) => return Err(RPCError::Network(NetworkError::new(&elapsed))),
-        };
-        reply.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    fn client(&self) -> Result<RaftClient<Channel>, Unreachable> {
+        (self.client.clone()).map_err(|e| Unreachable::new(&std::io::Error::other(e)))
     }
 }
 
@@ -260,8 +180,12 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, Infallible> {
-        self.call(Message::AppendEntries(rpc), option.hard_ttl())
-            .await
+        let mut client = self.client()?;
+        let call = client.append_entries(crate::proto::AppendEntriesRequest::from(rpc));
+        outcome(
+            self.target,
+            tokio::time::timeout(option.hard_ttl(), call).await,
+        )
     }
 
     async fn install_snapshot(
@@ -269,8 +193,12 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        self.call(Message::InstallSnapshot(rpc), option.hard_ttl())
-            .await
+        let mut client = self.client()?;
+        let call = client.install_snapshot(crate::proto::InstallSnapshotRequest::from(rpc));
+        outcome(
+            self.target,
+            tokio::time::timeout(option.hard_ttl(), call).await,
+        )
     }
 
     async fn vote(
@@ -278,7 +206,12 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>, Infallible> {
-        self.call(Message::Vote(rpc), option.hard_ttl()).await
+        let mut client = self.client()?;
+        let call = client.vote(crate::proto::VoteRequest::from(rpc));
+        outcome(
+            self.target,
+            tokio::time::timeout(option.hard_ttl(), call).await,
+        )
     }
 }
 
@@ -288,100 +221,135 @@ mod tests {
 
     use openraft::Vote;
     use tokio::net::TcpListener;
+    use tokio_stream::StreamExt;
 
     use super::*;
+    use crate::proto;
+    use crate::proto::raft_server::{Raft, RaftServer};
 
-    /// A peer that counts the connections it accepts and answers every vote it reads after
-    /// `delay`.
+    /// A peer that grants every vote after `delay`.
+    struct SlowPeer {
+        delay: Duration,
+    }
+
+    #[tonic::async_trait]
+    impl Raft for SlowPeer {
+        async fn append_entries(
+            &self,
+            _: tonic::Request<proto::AppendEntriesRequest>,
+        ) -> Result<tonic::Response<proto::AppendEntriesReply>, Status> {
+            Err(Status::unimplemented("votes only"))
+        }
+
+        async fn vote(
+            &self,
+            request: tonic::Request<proto::VoteRequest>,
+        ) -> Result<tonic::Response<proto::VoteReply>, Status> {
+            tokio::time::sleep(self.delay).await;
+            let rpc = VoteRequest::try_from(request.into_inner())?;
+            let granted = VoteResponse::new(rpc.vote, None, true);
+            Ok(tonic::Response::new(granted.into()))
+        }
+
+        async fn install_snapshot(
+            &self,
+            _: tonic::Request<proto::InstallSnapshotRequest>,
+        ) -> Result<tonic::Response<proto::InstallSnapshotReply>, Status> {
+            Err(Status::unimplemented("votes only"))
+        }
+    }
+
+    /// A peer on loopback answering votes after `delay`, and the count of connections it
+    /// accepted.
     async fn peer(delay: Duration) -> (String, Arc<AtomicUsize>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let accepted = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&accepted);
-        tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
+        let incoming =
+            tokio_stream::wrappers::TcpListenerStream::new(listener).map(move |connection| {
                 counted.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(async move {
-                    while let Ok(Some(Message::Vote(rpc))) =
-                        read_frame(&mut stream, DEFAULT_MAX_FRAME).await
-                    {
-                        tokio::time::sleep(delay).await;
-                        let reply: Result<_, RaftError<NodeId, Infallible>> =
-                            Ok(VoteResponse::new(rpc.vote, None, true));
-                        if write_frame(&mut stream, &reply, DEFAULT_MAX_FRAME)
-                            .await
-                            .is_err()
-                        {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
+                connection
+            });
+        let server =
+            tonic::transport::Server::builder().add_service(RaftServer::new(SlowPeer { delay }));
+        tokio::spawn(server.serve_with_incoming(incoming));
         (addr, accepted)
     }
 
-    async fn client(network: &mut Network, addr: &str) -> Connection {
-        network.new_client(2, &BasicNode::new(addr)).await
-    }
-
-    async fn vote(connection: &mut Connection, ttl: Duration) -> bool {
+    async fn vote(network: &mut Network, addr: &str, ttl: Duration) -> bool {
+        let mut connection = network.new_client(2, &BasicNode::new(addr)).await;
         let rpc = VoteRequest::new(Vote::new(1, 1), None);
         connection.vote(rpc, RPCOption::new(ttl)).await.is_ok()
     }
 
-    fn idle(network: &Network, addr: &str) -> usize {
-        network.idle.lock().unwrap().get(addr).map_or(0, Vec::len)
-    }
-
     #[tokio::test]
-    async fn a_client_given_up_idle_leaves_its_connection_to_the_next() {
-        let (addr, accepted) = peer(Duration::ZERO).await;
+    async fn every_client_of_a_peer_shares_its_one_connection() {
+        let (addr, accepted) = peer(Duration::from_millis(20)).await;
         let mut network = Network::default();
         for _ in 0..5 {
-            let mut connection = client(&mut network, &addr).await;
-            assert!(vote(&mut connection, Duration::from_secs(5)).await);
-            assert!(vote(&mut connection, Duration::from_secs(5)).await);
-            drop(connection);
-            assert_eq!(idle(&network, &addr), 1);
+            assert!(vote(&mut network, &addr, Duration::from_secs(5)).await);
         }
-        assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection, reused");
-
-        // Clients at once each connect; no more than IDLE_PER_PEER stay idle.
-        let mut many = Vec::new();
-        for _ in 0..IDLE_PER_PEER + 2 {
-            let mut connection = client(&mut network, &addr).await;
-            assert!(vote(&mut connection, Duration::from_secs(5)).await);
-            many.push(connection);
+        // At once, as the confirmations of reads and replication call.
+        let calls: Vec<_> = (0..16)
+            .map(|_| {
+                let (mut network, addr) = (network.clone(), addr.clone());
+                tokio::spawn(async move { vote(&mut network, &addr, Duration::from_secs(5)).await })
+            })
+            .collect();
+        for call in calls {
+            assert!(call.await.unwrap());
         }
-        drop(many);
-        assert_eq!(idle(&network, &addr), IDLE_PER_PEER);
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection, shared");
     }
 
     #[tokio::test]
-    async fn a_connection_whose_reply_never_came_is_not_reused() {
+    async fn a_call_given_up_leaves_the_connection_to_the_next() {
         let (addr, accepted) = peer(Duration::from_millis(300)).await;
         let mut network = Network::default();
-
-        // Timed out: the reply is still to come on that connection.
-        let mut connection = client(&mut network, &addr).await;
-        assert!(!vote(&mut connection, Duration::from_millis(20)).await);
-        drop(connection);
-        assert_eq!(idle(&network, &addr), 0);
-
-        // Cancelled by its caller mid-exchange, as Raft cancels RPCs.
-        let mut connection = client(&mut network, &addr).await;
+        // Timed out, and cancelled by its caller mid-call, as Raft cancels RPCs.
+        assert!(!vote(&mut network, &addr, Duration::from_millis(20)).await);
         let cancelled = tokio::time::timeout(
             Duration::from_millis(20),
-            vote(&mut connection, Duration::from_secs(5)),
+            vote(&mut network, &addr, Duration::from_secs(5)),
         );
         assert!(cancelled.await.is_err());
-        drop(connection);
-        assert_eq!(idle(&network, &addr), 0);
+        // The next call gets its own reply, on the same connection.
+        assert!(vote(&mut network, &addr, Duration::from_secs(5)).await);
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
 
-        // A new client connects afresh and reads its own reply.
-        let mut connection = client(&mut network, &addr).await;
-        assert!(vote(&mut connection, Duration::from_secs(5)).await);
-        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    #[tokio::test]
+    async fn a_peer_nobody_listens_for_is_unreachable_and_a_raft_error_is_the_peers() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        let mut connection = Network::default()
+            .new_client(2, &BasicNode::new(&addr))
+            .await;
+        let rpc = VoteRequest::new(Vote::new(1, 1), None);
+        let refused = connection
+            .vote(rpc, RPCOption::new(Duration::from_secs(5)))
+            .await;
+        assert!(
+            matches!(refused, Err(RPCError::Unreachable(_))),
+            "{refused:?}"
+        );
+
+        let error: RaftError<NodeId, Infallible> =
+            RaftError::Fatal(openraft::error::Fatal::Stopped);
+        let status = raft_error_status(&error);
+        let told =
+            outcome::<proto::VoteReply, VoteResponse<NodeId>, Infallible>(2, Ok(Err(status)));
+        match told {
+            Err(RPCError::RemoteError(remote)) => {
+                assert_eq!(remote.target, 2);
+                assert!(matches!(
+                    remote.source,
+                    RaftError::Fatal(openraft::error::Fatal::Stopped)
+                ));
+            }
+            other => panic!("not the peer's error: {other:?}"),
+        }
     }
 }

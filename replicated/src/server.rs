@@ -1,4 +1,5 @@
-//! Runs one node: its Raft instance on the two stores, and one TCP port for peers and clients.
+//! Runs one node: its Raft instance on the two stores, and one port where gRPC serves peers
+//! (service `Raft`) and clients (service `Kv`), over TLS when the cluster uses it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -7,16 +8,19 @@ use std::sync::Arc;
 use openraft::error::RaftError;
 use openraft::{BasicNode, Config, SnapshotPolicy};
 use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tonic::metadata::{MetadataMap, MetadataValue};
+use tonic::{Code, Status};
 
-use crate::network::{
-    ClientReply, ClientRequest, Consistency, Message, Network, NodeStatus, Reach,
-};
+use crate::client::NodeStatus;
+use crate::network::{raft_error_status, Network, Reach, DEFAULT_MAX_MESSAGE, ERROR_KIND};
+use crate::proto::kv_server::{Kv, KvServer};
+use crate::proto::raft_server::RaftServer;
 use crate::read_index::ReadIndex;
 use crate::state_machine::StateReader;
 use crate::transport::{token_matches, NodeTls, Peer, Stream};
-use crate::wire::{read_frame, write_frame, DEFAULT_MAX_FRAME};
-use crate::{LogStore, NodeId, Raft, Request, StateMachine};
+use crate::{proto, LogStore, NodeId, Raft, Request, StateMachine};
 
 /// How a node is run.
 #[derive(Clone)]
@@ -29,7 +33,7 @@ pub struct NodeOptions {
     /// Build a snapshot after this many applied entries (and purge the log below it).
     pub snapshot_every: u64,
     /// Bytes of a snapshot each install RPC carries: the memory a transfer holds on either end
-    /// is a few of these (and their JSON, about three and a half bytes a byte).
+    /// is a few of these.
     pub snapshot_chunk_bytes: u64,
     pub heartbeat_ms: u64,
     pub election_timeout_ms: (u64, u64),
@@ -40,8 +44,9 @@ pub struct NodeOptions {
     pub tls: Option<NodeTls>,
     /// Tokens that let a client's connection write and change the membership.
     pub client_tokens: Vec<String>,
-    /// The longest frame this node sends or takes; a longer one is refused on its length.
-    pub max_frame_bytes: u32,
+    /// The longest gRPC message this node sends or takes; a longer one is refused on its
+    /// length, before it is read.
+    pub max_message_bytes: usize,
 }
 
 impl std::fmt::Debug for NodeTls {
@@ -64,7 +69,7 @@ impl NodeOptions {
             source_ip: None,
             tls: None,
             client_tokens: Vec::new(),
-            max_frame_bytes: DEFAULT_MAX_FRAME,
+            max_message_bytes: DEFAULT_MAX_MESSAGE,
         }
     }
 }
@@ -75,19 +80,20 @@ pub struct Node {
     pub addr: String,
     reader: StateReader,
     read_index: Arc<ReadIndex>,
+    acceptor: JoinHandle<()>,
     server: JoinHandle<()>,
+    stop_serving: oneshot::Sender<()>,
     confirmer: JoinHandle<()>,
 }
 
-/// What a connection's requests are served with.
+/// What the node's services answer with.
 #[derive(Clone)]
 struct Serving {
     raft: Raft,
     reader: StateReader,
     read_index: Arc<ReadIndex>,
-    tls: Option<NodeTls>,
+    tls: bool,
     tokens: Arc<Vec<String>>,
-    max_frame: u32,
 }
 
 impl Node {
@@ -109,13 +115,12 @@ impl Node {
             ..Config::default()
         }
         .validate()?;
-        // A snapshot chunk travels in one frame, as JSON: up to four bytes a byte, and the
-        // snapshot's meta.
-        let chunk_frame = options.snapshot_chunk_bytes.saturating_mul(4) + (4 << 10);
-        if u64::from(options.max_frame_bytes) < chunk_frame {
+        // A snapshot chunk travels in one message, with the snapshot's meta.
+        let chunk_message = options.snapshot_chunk_bytes.saturating_add(8 << 10);
+        if (options.max_message_bytes as u64) < chunk_message {
             return Err(format!(
-                "frames of {} bytes cannot carry snapshot chunks of {} (they need {chunk_frame})",
-                options.max_frame_bytes, options.snapshot_chunk_bytes
+                "messages of {} bytes cannot carry snapshot chunks of {} (they need {chunk_message})",
+                options.max_message_bytes, options.snapshot_chunk_bytes
             )
             .into());
         }
@@ -134,7 +139,7 @@ impl Node {
             Network::new(Reach {
                 source: options.source_ip,
                 tls: options.tls.clone(),
-                max_frame: options.max_frame_bytes,
+                max_message: options.max_message_bytes,
             }),
             log,
             sm,
@@ -147,23 +152,46 @@ impl Node {
             raft: raft.clone(),
             reader: reader.clone(),
             read_index: Arc::clone(&read_index),
-            tls: options.tls.clone(),
+            tls: options.tls.is_some(),
             tokens: Arc::new(options.client_tokens.clone()),
-            max_frame: options.max_frame_bytes,
         };
-        let server = tokio::spawn(serve(listener, serving));
+        let (accepted, incoming) = mpsc::channel(64);
+        let acceptor = tokio::spawn(accept(listener, options.tls.clone(), accepted));
+        let (stop_serving, stopped) = oneshot::channel();
+        let max = options.max_message_bytes;
+        let router = tonic::transport::Server::builder()
+            .add_service(
+                KvServer::new(serving.clone())
+                    .max_decoding_message_size(max)
+                    .max_encoding_message_size(max),
+            )
+            .add_service(
+                RaftServer::new(serving)
+                    .max_decoding_message_size(max)
+                    .max_encoding_message_size(max),
+            );
+        let server = tokio::spawn(async move {
+            let incoming = tokio_stream::wrappers::ReceiverStream::new(incoming);
+            let _ = router
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
         Ok(Node {
             raft,
             addr,
             reader,
             read_index,
+            acceptor,
             server,
+            stop_serving,
             confirmer,
         })
     }
 
     /// What this node's state machine holds for `key` (a stale read).
-    pub fn local_get(&self, key: &str) -> Result<Option<String>, bloomkv::Error> {
+    pub fn local_get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>, bloomkv::Error> {
         self.reader.get(key)
     }
 
@@ -172,15 +200,30 @@ impl Node {
         status(&self.raft, &self.read_index)
     }
 
-    /// Stops serving and shuts Raft down.
+    /// Stops serving and shuts Raft down: the port is free again when it returns, and
+    /// connections are closed (calls still running are answered with Raft's shutdown).
     pub async fn shutdown(self) {
-        self.server.abort();
+        self.acceptor.abort();
+        let _ = self.stop_serving.send(());
         self.confirmer.abort();
         let _ = self.raft.shutdown().await;
+        let mut server = self.server;
+        if tokio::time::timeout(std::time::Duration::from_secs(2), &mut server)
+            .await
+            .is_err()
+        {
+            server.abort();
+        }
     }
 }
 
-async fn serve(listener: TcpListener, serving: Serving) {
+/// Accepts connections and hands them to gRPC once their TLS handshake is done (each in a task
+/// of its own: a slow peer holds up no other).
+async fn accept(
+    listener: TcpListener,
+    tls: Option<NodeTls>,
+    accepted: mpsc::Sender<std::io::Result<Stream>>,
+) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // Out of file descriptors, say: wait rather than spin.
@@ -188,159 +231,233 @@ async fn serve(listener: TcpListener, serving: Serving) {
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let serving = serving.clone();
+        let (tls, accepted) = (tls.clone(), accepted.clone());
         tokio::spawn(async move {
-            // The handshake runs in the connection's task: a slow peer holds up no other.
-            let (stream, peer) = match &serving.tls {
-                None => (Stream::Plain(stream), Peer::Anonymous),
+            let stream = match &tls {
+                None => Stream::Plain(stream),
                 Some(tls) => match tls.accept(stream).await {
-                    Ok(accepted) => accepted,
-                    // No TLS, or a certificate the CA did not sign.
+                    Ok(stream) => stream,
+                    // No TLS, or a certificate neither CA signed.
                     Err(_) => return,
                 },
             };
-            handle_connection(stream, peer, serving).await;
+            let _ = accepted.send(Ok(stream)).await;
         });
     }
 }
 
-/// What a connection may do: as a node of the cluster, Raft's RPCs; as a client, write and
-/// change the membership. Without TLS, anyone may do anything, as on a trusted network
-/// (tokens need TLS: `Node::start` refuses them without it).
-struct Allowed {
-    raft: bool,
-    writes: bool,
+/// A status this node gives, of `kind` (`not-leader`, `failed`, `unauthorized`), so that
+/// clients tell it from the transport's.
+fn node_status(
+    code: Code,
+    kind: &'static str,
+    message: String,
+    mut metadata: MetadataMap,
+) -> Status {
+    metadata.insert(ERROR_KIND, MetadataValue::from_static(kind));
+    Status::with_metadata(code, message, metadata)
 }
 
-impl Allowed {
-    fn at_start(serving: &Serving, peer: Peer) -> Allowed {
-        let open = serving.tls.is_none();
-        Allowed {
-            raft: open || peer == Peer::Node,
-            writes: open || peer != Peer::Anonymous,
-        }
-    }
+fn failed(message: impl std::fmt::Display) -> Status {
+    node_status(
+        Code::Aborted,
+        "failed",
+        message.to_string(),
+        MetadataMap::new(),
+    )
 }
 
-/// Answers the frames of one connection in order until the peer closes it.
-async fn handle_connection(mut stream: Stream, peer: Peer, serving: Serving) {
-    let raft = &serving.raft;
-    let max = serving.max_frame;
-    let mut allowed = Allowed::at_start(&serving, peer);
-    while let Ok(Some(message)) = read_frame::<_, Message>(&mut stream, max).await {
-        let sent = match message {
-            // A peer without the CA's certificate gets no answer at all: the connection ends.
-            Message::AppendEntries(_) | Message::Vote(_) | Message::InstallSnapshot(_)
-                if !allowed.raft =>
-            {
-                return;
-            }
-            Message::AppendEntries(rpc) => {
-                write_frame(&mut stream, &raft.append_entries(rpc).await, max).await
-            }
-            Message::Vote(rpc) => write_frame(&mut stream, &raft.vote(rpc).await, max).await,
-            Message::InstallSnapshot(rpc) => {
-                write_frame(&mut stream, &raft.install_snapshot(rpc).await, max).await
-            }
-            Message::Token(token) => {
-                if !token_matches(&serving.tokens, &token) {
-                    // Refused, and the connection ends: one guess a connection.
-                    let refused = "the node does not take this token".to_string();
-                    let _ =
-                        write_frame(&mut stream, &ClientReply::Unauthorized(refused), max).await;
-                    return;
-                }
-                allowed.writes = true;
-                write_frame(&mut stream, &ClientReply::Done, max).await
-            }
-            Message::Client(request) if !allowed.writes && needs_credential(&request) => {
-                let reply = ClientReply::Unauthorized(
-                    "writes and membership changes need a certificate the cluster's CA signed, \
-                     or a token"
-                        .to_string(),
-                );
-                write_frame(&mut stream, &reply, max).await
-            }
-            Message::Client(request) => {
-                let reply = client_request(&serving, request).await;
-                write_frame(&mut stream, &reply, max).await
-            }
-        };
-        if sent.is_err() {
-            return;
-        }
-    }
+fn unauthorized(message: &str) -> Status {
+    node_status(
+        Code::Unauthenticated,
+        "unauthorized",
+        message.to_string(),
+        MetadataMap::new(),
+    )
 }
 
-/// Whether `request` changes anything: reads and status requests need no credential.
-fn needs_credential(request: &ClientRequest) -> bool {
-    !matches!(request, ClientRequest::Read { .. } | ClientRequest::Status)
-}
-
-/// `NotLeader` when the error says another node leads, else `Failed`.
-fn refused<E>(e: RaftError<NodeId, E>) -> ClientReply
+/// `not-leader`, naming the leader when the error says another node leads; else `failed`.
+fn refused<E>(e: RaftError<NodeId, E>) -> Status
 where
     E: std::error::Error + openraft::TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
 {
-    match e.forward_to_leader::<BasicNode>() {
-        Some(forward) => ClientReply::NotLeader {
-            leader: forward
-                .leader_id
-                .zip(forward.leader_node.as_ref().map(|n| n.addr.clone())),
-        },
-        None => ClientReply::Failed(e.to_string()),
+    let Some(forward) = e.forward_to_leader::<BasicNode>() else {
+        return failed(e);
+    };
+    let mut metadata = MetadataMap::new();
+    let leader = forward.leader_id.zip(forward.leader_node.as_ref());
+    if let Some((id, node)) = leader {
+        metadata.insert("leader-id", MetadataValue::from(id));
+        if let Ok(addr) = node.addr.parse() {
+            metadata.insert("leader-addr", addr);
+        }
+    }
+    node_status(
+        Code::FailedPrecondition,
+        "not-leader",
+        "this node does not lead".to_string(),
+        metadata,
+    )
+}
+
+/// Who is on the other end of `request`'s connection.
+fn peer<T>(request: &tonic::Request<T>) -> Peer {
+    (request.extensions().get::<Peer>().copied()).unwrap_or(Peer::Anonymous)
+}
+
+impl Serving {
+    /// Whether `request` may write or change the membership: without TLS, anyone may do
+    /// anything, as on a trusted network (tokens need TLS: `Node::start` refuses them
+    /// without it); with TLS, a client certificate or a token the node takes.
+    fn may_write<T>(&self, request: &tonic::Request<T>) -> Result<(), Status> {
+        if !self.tls || peer(request) != Peer::Anonymous {
+            return Ok(());
+        }
+        let Some(given) = request.metadata().get("authorization") else {
+            return Err(unauthorized(
+                "writes and membership changes need a certificate the cluster's client CA \
+                 signed, or a token",
+            ));
+        };
+        let token = given.to_str().ok().and_then(|v| v.strip_prefix("Bearer "));
+        match token {
+            Some(token) if token_matches(&self.tokens, token) => Ok(()),
+            _ => Err(unauthorized("the node does not take this token")),
+        }
+    }
+
+    /// Whether `request` may be one of Raft's RPCs: only from a certificate the node CA
+    /// signed, when the cluster uses TLS.
+    fn may_send_raft<T>(&self, request: &tonic::Request<T>) -> Result<(), Status> {
+        if self.tls && peer(request) != Peer::Node {
+            return Err(Status::permission_denied(
+                "Raft's RPCs need a certificate the cluster's node CA signed",
+            ));
+        }
+        Ok(())
     }
 }
 
-async fn client_request(serving: &Serving, request: ClientRequest) -> ClientReply {
-    let raft = &serving.raft;
-    match request {
-        ClientRequest::Write(Request::Session { write, .. })
-            if matches!(*write, Request::Session { .. }) =>
-        {
-            ClientReply::Failed("a session write cannot hold another session's".to_string())
-        }
-        ClientRequest::Write(write) => match raft.client_write(write).await {
-            Ok(response) => ClientReply::Written(response.data),
-            Err(e) => refused(e),
-        },
-        ClientRequest::Read { key, consistency } => {
-            if consistency == Consistency::Linearizable {
-                if let Err(e) = serving.read_index.confirm().await {
-                    return refused(e);
-                }
-            }
-            match serving.reader.get(&key) {
-                Ok(value) => ClientReply::Value(value),
-                Err(e) => ClientReply::Failed(e.to_string()),
+#[tonic::async_trait]
+impl Kv for Serving {
+    async fn write(
+        &self,
+        request: tonic::Request<proto::Request>,
+    ) -> Result<tonic::Response<proto::Response>, Status> {
+        self.may_write(&request)?;
+        let write = Request::try_from(request.into_inner())?;
+        if let Request::Session { write: inner, .. } = &write {
+            if matches!(**inner, Request::Session { .. }) {
+                return Err(failed("a session write cannot hold another session's"));
             }
         }
-        ClientRequest::Init { members } => {
-            let nodes: BTreeMap<NodeId, BasicNode> = members
-                .into_iter()
-                .map(|(id, addr)| (id, BasicNode { addr }))
-                .collect();
-            match raft.initialize(nodes).await {
-                Ok(()) => ClientReply::Done,
-                Err(e) => ClientReply::Failed(e.to_string()),
-            }
+        match self.raft.client_write(write).await {
+            Ok(response) => Ok(tonic::Response::new(response.data.into())),
+            Err(e) => Err(refused(e)),
         }
-        ClientRequest::AddLearner { id, addr } => {
-            // Answered once the membership that adds it is committed, not once the learner
-            // has caught up (which can take minutes for a large state machine, past any
-            // client's patience): its own status says when it has.
-            match raft.add_learner(id, BasicNode { addr }, false).await {
-                Ok(_) => ClientReply::Done,
-                Err(e) => refused(e),
-            }
+    }
+
+    async fn read(
+        &self,
+        request: tonic::Request<proto::ReadRequest>,
+    ) -> Result<tonic::Response<proto::ReadReply>, Status> {
+        let read = request.into_inner();
+        if read.consistency() == proto::Consistency::Linearizable {
+            self.read_index.confirm().await.map_err(refused)?;
         }
-        ClientRequest::ChangeMembership { voters } => {
-            match raft.change_membership(voters, false).await {
-                Ok(_) => ClientReply::Done,
-                Err(e) => refused(e),
-            }
+        match self.reader.get(&read.key) {
+            Ok(value) => Ok(tonic::Response::new(proto::ReadReply { value })),
+            Err(e) => Err(failed(e)),
         }
-        ClientRequest::Status => ClientReply::Status(status(raft, &serving.read_index)),
+    }
+
+    async fn init(
+        &self,
+        request: tonic::Request<proto::InitRequest>,
+    ) -> Result<tonic::Response<proto::Done>, Status> {
+        self.may_write(&request)?;
+        let nodes: BTreeMap<NodeId, BasicNode> = (request.into_inner().members.into_iter())
+            .map(|(id, addr)| (id, BasicNode { addr }))
+            .collect();
+        match self.raft.initialize(nodes).await {
+            Ok(()) => Ok(tonic::Response::new(proto::Done {})),
+            Err(e) => Err(failed(e)),
+        }
+    }
+
+    async fn add_learner(
+        &self,
+        request: tonic::Request<proto::AddLearnerRequest>,
+    ) -> Result<tonic::Response<proto::Done>, Status> {
+        self.may_write(&request)?;
+        let proto::AddLearnerRequest { id, addr } = request.into_inner();
+        // Answered once the membership that adds it is committed, not once the learner has
+        // caught up (which can take minutes for a large state machine, past any client's
+        // patience): its own status says when it has.
+        match self.raft.add_learner(id, BasicNode { addr }, false).await {
+            Ok(_) => Ok(tonic::Response::new(proto::Done {})),
+            Err(e) => Err(refused(e)),
+        }
+    }
+
+    async fn change_membership(
+        &self,
+        request: tonic::Request<proto::ChangeMembershipRequest>,
+    ) -> Result<tonic::Response<proto::Done>, Status> {
+        self.may_write(&request)?;
+        let voters: std::collections::BTreeSet<NodeId> =
+            request.into_inner().voters.into_iter().collect();
+        match self.raft.change_membership(voters, false).await {
+            Ok(_) => Ok(tonic::Response::new(proto::Done {})),
+            Err(e) => Err(refused(e)),
+        }
+    }
+
+    async fn status(
+        &self,
+        _: tonic::Request<proto::StatusRequest>,
+    ) -> Result<tonic::Response<proto::NodeStatus>, Status> {
+        let status = status(&self.raft, &self.read_index);
+        Ok(tonic::Response::new(status.into()))
+    }
+}
+
+#[tonic::async_trait]
+impl proto::raft_server::Raft for Serving {
+    async fn append_entries(
+        &self,
+        request: tonic::Request<proto::AppendEntriesRequest>,
+    ) -> Result<tonic::Response<proto::AppendEntriesReply>, Status> {
+        self.may_send_raft(&request)?;
+        let rpc = request.into_inner().try_into()?;
+        match self.raft.append_entries(rpc).await {
+            Ok(response) => Ok(tonic::Response::new(response.into())),
+            Err(e) => Err(raft_error_status(&e)),
+        }
+    }
+
+    async fn vote(
+        &self,
+        request: tonic::Request<proto::VoteRequest>,
+    ) -> Result<tonic::Response<proto::VoteReply>, Status> {
+        self.may_send_raft(&request)?;
+        let rpc = request.into_inner().try_into()?;
+        match self.raft.vote(rpc).await {
+            Ok(response) => Ok(tonic::Response::new(response.into())),
+            Err(e) => Err(raft_error_status(&e)),
+        }
+    }
+
+    async fn install_snapshot(
+        &self,
+        request: tonic::Request<proto::InstallSnapshotRequest>,
+    ) -> Result<tonic::Response<proto::InstallSnapshotReply>, Status> {
+        self.may_send_raft(&request)?;
+        let rpc = request.into_inner().try_into()?;
+        match self.raft.install_snapshot(rpc).await {
+            Ok(response) => Ok(tonic::Response::new(response.into())),
+            Err(e) => Err(raft_error_status(&e)),
+        }
     }
 }
 

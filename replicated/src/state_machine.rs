@@ -77,11 +77,8 @@ impl StateReader {
     }
 
     /// The value of `key` in this node's state machine.
-    pub fn get(&self, key: &str) -> Result<Option<String>, bloomkv::Error> {
-        Ok(self
-            .db()
-            .get(data_key(key))?
-            .map(|v| String::from_utf8_lossy(&v).into_owned()))
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>, bloomkv::Error> {
+        self.db().get(data_key(key.as_ref()))
     }
 
     /// The last log id applied here.

@@ -12,17 +12,34 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tonic::transport::server::Connected;
+use tonic::transport::{Channel, Endpoint, Uri};
 
 /// A connection, plain or TLS, either side.
 pub enum Stream {
     Plain(TcpStream),
     Client(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-    Server(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    /// A connection a node accepted over TLS, and who presented what.
+    Server(Box<tokio_rustls::server::TlsStream<TcpStream>>, Peer),
+}
+
+/// What a request's handler learns of its connection (in the request's extensions): who is on
+/// the other end.
+impl Connected for Stream {
+    type ConnectInfo = Peer;
+
+    fn connect_info(&self) -> Peer {
+        match self {
+            Stream::Server(_, peer) => *peer,
+            Stream::Plain(_) | Stream::Client(_) => Peer::Anonymous,
+        }
+    }
 }
 
 impl AsyncRead for Stream {
@@ -34,7 +51,7 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Client(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-            Stream::Server(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Server(s, _) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -48,7 +65,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Client(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-            Stream::Server(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::Server(s, _) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -56,7 +73,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_flush(cx),
             Stream::Client(s) => Pin::new(s.as_mut()).poll_flush(cx),
-            Stream::Server(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Server(s, _) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
@@ -64,7 +81,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Client(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-            Stream::Server(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Server(s, _) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }
@@ -165,18 +182,20 @@ impl NodeTls {
         .build()
         .map_err(tls_error)?;
         let roots = node_roots;
-        let server = rustls::ServerConfig::builder_with_provider(provider())
+        let mut server = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(tls_error)?
             .with_client_cert_verifier(verifier)
             .with_single_cert(chain.clone(), key.clone_key())
             .map_err(tls_error)?;
-        let client = rustls::ClientConfig::builder_with_provider(provider())
+        server.alpn_protocols = vec![H2.to_vec()];
+        let mut client = rustls::ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(tls_error)?
             .with_root_certificates(roots)
             .with_client_auth_cert(chain, key)
             .map_err(tls_error)?;
+        client.alpn_protocols = vec![H2.to_vec()];
         Ok(NodeTls {
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
             connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
@@ -186,7 +205,7 @@ impl NodeTls {
 
     /// Accepts a connection: the TLS stream, and who presented what (a certificate neither
     /// CA signed fails the handshake).
-    pub async fn accept(&self, stream: TcpStream) -> io::Result<(Stream, Peer)> {
+    pub async fn accept(&self, stream: TcpStream) -> io::Result<Stream> {
         let tls = self.acceptor.accept(stream).await?;
         let peer = match tls.get_ref().1.peer_certificates() {
             Some([end, intermediates @ ..]) => {
@@ -198,12 +217,12 @@ impl NodeTls {
             }
             _ => Peer::Anonymous,
         };
-        Ok((Stream::Server(Box::new(tls)), peer))
+        Ok(Stream::Server(Box::new(tls), peer))
     }
 
-    /// Connects to the peer at `addr`, with this node's certificate.
-    pub async fn connect(&self, stream: TcpStream, addr: &str) -> io::Result<Stream> {
-        connect_with(&self.connector, stream, addr).await
+    /// What connects to peers, with this node's certificate.
+    pub fn connector(&self) -> tokio_rustls::TlsConnector {
+        self.connector.clone()
     }
 }
 
@@ -222,36 +241,119 @@ impl ClientTls {
             .with_safe_default_protocol_versions()
             .map_err(tls_error)?
             .with_root_certificates(roots);
-        let config = match identity {
+        let mut config = match identity {
             Some((cert, key)) => builder
                 .with_client_auth_cert(certificates(cert)?, private_key(key)?)
                 .map_err(tls_error)?,
             None => builder.with_no_client_auth(),
         };
+        config.alpn_protocols = vec![H2.to_vec()];
         Ok(ClientTls {
             connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
         })
     }
 
-    pub async fn connect(&self, stream: TcpStream, addr: &str) -> io::Result<Stream> {
-        connect_with(&self.connector, stream, addr).await
+    /// What connects to nodes, with the client's certificate if it has one.
+    pub fn connector(&self) -> tokio_rustls::TlsConnector {
+        self.connector.clone()
     }
 }
 
-/// TLS over `stream` to `addr`, whose host (a name or an IP address) the server's
-/// certificate must name.
-async fn connect_with(
-    connector: &tokio_rustls::TlsConnector,
-    stream: TcpStream,
-    addr: &str,
-) -> io::Result<Stream> {
-    let host = match addr.rsplit_once(':') {
-        Some((host, _)) => host.trim_start_matches('[').trim_end_matches(']'),
-        None => addr,
-    };
-    let name = ServerName::try_from(host.to_string()).map_err(tls_error)?;
-    let tls = connector.connect(name, stream).await?;
-    Ok(Stream::Client(Box::new(tls)))
+/// The ALPN name of HTTP/2, which gRPC runs on: other gRPC implementations ask for it.
+const H2: &[u8] = b"h2";
+
+/// A connection that could not be made: no request went out on it. Found in the error chain
+/// of a failed call, it tells "not sent" apart from "sent, and no reply".
+#[derive(Debug)]
+pub(crate) struct NotConnected(pub io::Error);
+
+impl std::fmt::Display for NotConnected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no connection: {}", self.0)
+    }
+}
+
+impl std::error::Error for NotConnected {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// Whether `error`, or any error under it, is a [`NotConnected`].
+pub(crate) fn never_connected(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.is::<NotConnected>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// How a gRPC channel reaches a node: from which local address, over TLS with which
+/// identity, and how long a connection may take.
+#[derive(Clone)]
+pub struct Dial {
+    pub source: Option<std::net::IpAddr>,
+    pub tls: Option<tokio_rustls::TlsConnector>,
+    pub timeout: Duration,
+}
+
+impl Dial {
+    /// A gRPC channel to `addr`. It connects at its first call, and again at the next call
+    /// after its connection failed; calls share the connection (HTTP/2 streams).
+    pub fn channel(&self, addr: &str) -> io::Result<Channel> {
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{addr}: {e}")))?;
+        let (dial, addr) = (self.clone(), addr.to_string());
+        let connector = tower::service_fn(move |_: Uri| {
+            let (dial, addr) = (dial.clone(), addr.clone());
+            async move {
+                let connecting = tokio::time::timeout(dial.timeout, dial.connect(&addr));
+                match connecting.await {
+                    Ok(Ok(stream)) => Ok(hyper_util::rt::TokioIo::new(stream)),
+                    Ok(Err(e)) => Err(NotConnected(e)),
+                    Err(_) => Err(NotConnected(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("{addr}: no connection in {:?}", dial.timeout),
+                    ))),
+                }
+            }
+        });
+        Ok(endpoint.connect_with_connector_lazy(connector))
+    }
+
+    /// A connection to `addr`: TCP from the source address, then TLS if configured.
+    async fn connect(&self, addr: &str) -> io::Result<Stream> {
+        let stream = match self.source {
+            None => TcpStream::connect(addr).await?,
+            Some(ip) => {
+                let target = tokio::net::lookup_host(addr)
+                    .await?
+                    .find(|a| a.is_ipv4() == ip.is_ipv4())
+                    .ok_or_else(|| io::Error::other(format!("{addr}: no address to reach")))?;
+                let socket = match ip {
+                    std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+                    std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+                };
+                socket.bind(std::net::SocketAddr::new(ip, 0))?;
+                socket.connect(target).await?
+            }
+        };
+        stream.set_nodelay(true)?;
+        let Some(connector) = &self.tls else {
+            return Ok(Stream::Plain(stream));
+        };
+        // The server's certificate must name the host (a name or an IP address).
+        let host = match addr.rsplit_once(':') {
+            Some((host, _)) => host.trim_start_matches('[').trim_end_matches(']'),
+            None => addr,
+        };
+        let name = ServerName::try_from(host.to_string()).map_err(tls_error)?;
+        let tls = connector.connect(name, stream).await?;
+        Ok(Stream::Client(Box::new(tls)))
+    }
 }
 
 /// Whether `given` is one of `tokens`, compared in time independent of where they differ.

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bloomkv_replicated::client::Client;
-use bloomkv_replicated::network::NodeStatus;
+use bloomkv_replicated::client::NodeStatus;
 
 /// A node process; killed (SIGKILL) when dropped.
 struct NodeProcess {
@@ -101,7 +101,7 @@ async fn writes_survive_the_leader_killed_and_a_lagging_node_catches_up_by_snaps
     for i in 0..150 {
         assert_eq!(
             client.get(&format!("k{i:04}")).await.unwrap(),
-            Some(format!("v{i}")),
+            Some(format!("v{i}").into_bytes()),
             "k{i:04} after the leader was killed"
         );
     }
@@ -157,7 +157,7 @@ async fn writes_survive_the_leader_killed_and_a_lagging_node_catches_up_by_snaps
                 .stale_get(&restarted.addr, &format!("k{i:04}"))
                 .await
                 .unwrap(),
-            Some(format!("v{i}")),
+            Some(format!("v{i}").into_bytes()),
             "k{i:04} on the restarted node"
         );
     }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bloomkv_replicated::client::Client;
-use bloomkv_replicated::{NodeId, Request, Response, StateMachine, TypeConfig};
+use bloomkv_replicated::{Blob, NodeId, Request, Response, StateMachine, TypeConfig};
 use openraft::storage::RaftStateMachine;
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -35,16 +35,16 @@ fn session(client: u64, seq: u64, write: Request) -> Request {
 
 fn put(key: &str, value: &str) -> Request {
     Request::Put {
-        key: key.to_string(),
-        value: value.to_string(),
+        key: Blob::from(key),
+        value: Blob::from(value),
     }
 }
 
 fn cas(key: &str, expected: Option<&str>, new: Option<&str>) -> Request {
     Request::Cas {
-        key: key.to_string(),
-        expected: expected.map(str::to_string),
-        new: new.map(str::to_string),
+        key: Blob::from(key),
+        expected: expected.map(Blob::from),
+        new: new.map(Blob::from),
     }
 }
 
@@ -52,7 +52,7 @@ fn swapped(index: u64, swapped: bool, found: Option<&str>) -> Response {
     Response {
         index,
         swapped: Some(swapped),
-        found: found.map(str::to_string),
+        found: found.map(Blob::from),
         superseded: false,
     }
 }
@@ -73,7 +73,7 @@ async fn a_retried_session_write_is_answered_as_first_and_applied_once() {
         .unwrap();
     assert_eq!(replies[2], replies[0]);
     assert_eq!(replies[2].index, 1);
-    assert_eq!(reader.get("k").unwrap().as_deref(), Some("b"));
+    assert_eq!(reader.get("k").unwrap().as_deref(), Some("b".as_bytes()));
 
     // Across runs: a compare-and-swap that swapped, retried after the value moved on, is
     // answered "swapped" and does not swap again.
@@ -90,7 +90,7 @@ async fn a_retried_session_write_is_answered_as_first_and_applied_once() {
         .await
         .unwrap();
     assert_eq!(retried, first);
-    assert_eq!(reader.get("k").unwrap().as_deref(), Some("d"));
+    assert_eq!(reader.get("k").unwrap().as_deref(), Some("d".as_bytes()));
 
     // An older write of a client that has moved on: not applied, said to be superseded.
     let stale = sm
@@ -98,7 +98,7 @@ async fn a_retried_session_write_is_answered_as_first_and_applied_once() {
         .await
         .unwrap();
     assert!(stale[0].superseded);
-    assert_eq!(reader.get("k").unwrap().as_deref(), Some("d"));
+    assert_eq!(reader.get("k").unwrap().as_deref(), Some("d".as_bytes()));
 
     // The sessions are in the store: a reopened state machine still knows them.
     drop(reader);
@@ -109,7 +109,10 @@ async fn a_retried_session_write_is_answered_as_first_and_applied_once() {
         .await
         .unwrap();
     assert_eq!(again, first);
-    assert_eq!(sm.reader().get("k").unwrap().as_deref(), Some("d"));
+    assert_eq!(
+        sm.reader().get("k").unwrap().as_deref(),
+        Some("d".as_bytes())
+    );
 }
 
 #[tokio::test]
@@ -177,47 +180,59 @@ async fn sessions_travel_in_snapshots() {
     assert_eq!(retried, first);
 }
 
-/// A proxy in front of `target` that forwards requests and replies frame by frame, but cuts
-/// the connection instead of forwarding the reply while `drop_replies` is above zero
-/// (counting it down).
+/// A proxy in front of `target` that passes requests on as they come, and replies HTTP/2 frame
+/// by frame; but while `drop_replies` is above zero (counting it down), it cuts the connection
+/// instead of passing on the frame that would end a reply (a frame with END_STREAM on a
+/// stream): the node applied the write, and the client never learns it.
 async fn lossy_proxy(target: String, drop_replies: Arc<AtomicUsize>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     tokio::spawn(async move {
-        while let Ok((mut client, _)) = listener.accept().await {
+        while let Ok((client, _)) = listener.accept().await {
             let (target, drop_replies) = (target.clone(), Arc::clone(&drop_replies));
             tokio::spawn(async move {
-                let Ok(mut node) = TcpStream::connect(&target).await else {
+                let Ok(node) = TcpStream::connect(&target).await else {
                     return;
                 };
-                while let Some(request) = read_raw_frame(&mut client).await {
-                    if node.write_all(&request).await.is_err() {
-                        return;
-                    }
-                    let Some(reply) = read_raw_frame(&mut node).await else {
-                        return;
-                    };
-                    let dropping = drop_replies
-                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                        .is_ok();
-                    if dropping || client.write_all(&reply).await.is_err() {
-                        return;
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_node, mut to_node) = node.into_split();
+                let requests = tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut from_client, &mut to_node).await;
+                });
+                while let Some(frame) = read_http2_frame(&mut from_node).await {
+                    let ends_a_reply = frame_ends_a_stream(&frame);
+                    let dropping = ends_a_reply
+                        && drop_replies
+                            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                            .is_ok();
+                    if dropping || to_client.write_all(&frame).await.is_err() {
+                        break;
                     }
                 }
+                requests.abort();
             });
         }
     });
     addr
 }
 
-/// One frame (its 4-byte length and its bytes), as it was read.
-async fn read_raw_frame(stream: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).await.ok()?;
-    let mut frame = len.to_vec();
-    frame.resize(4 + u32::from_be_bytes(len) as usize, 0);
-    stream.read_exact(&mut frame[4..]).await.ok()?;
+/// One HTTP/2 frame (its 9-byte header and its payload), as it was read.
+async fn read_http2_frame(stream: &mut (impl AsyncReadExt + Unpin)) -> Option<Vec<u8>> {
+    let mut header = [0u8; 9];
+    stream.read_exact(&mut header).await.ok()?;
+    let len = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+    let mut frame = header.to_vec();
+    frame.resize(9 + len, 0);
+    stream.read_exact(&mut frame[9..]).await.ok()?;
     Some(frame)
+}
+
+/// Whether `frame` is a DATA or HEADERS frame with END_STREAM on a stream (not the
+/// connection): the last of a reply.
+fn frame_ends_a_stream(frame: &[u8]) -> bool {
+    let (kind, flags) = (frame[3], frame[4]);
+    let stream = u32::from_be_bytes([frame[5] & 0x7f, frame[6], frame[7], frame[8]]);
+    (kind == 0 || kind == 1) && flags & 1 == 1 && stream != 0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,7 +254,7 @@ async fn a_write_whose_reply_was_lost_is_sent_again_and_applied_once() {
         drop_replies.store(2, Ordering::SeqCst);
         let (from, to) = (n.to_string(), (n + 1).to_string());
         let response = client
-            .compare_and_swap("counter", Some(&from), Some(&to))
+            .compare_and_swap("counter", Some(from.as_bytes()), Some(to.as_bytes()))
             .await
             .unwrap();
         // Applied a second time, the swap would fail (the counter moved on) and say so.
@@ -250,7 +265,10 @@ async fn a_write_whose_reply_was_lost_is_sent_again_and_applied_once() {
             "two replies were lost"
         );
     }
-    assert_eq!(direct.get("counter").await.unwrap().as_deref(), Some("20"));
+    assert_eq!(
+        direct.get("counter").await.unwrap().as_deref(),
+        Some("20".as_bytes())
+    );
 
     // Two processes on one session: the one behind is told its write was not applied.
     let mut ahead = Client::with_session(addrs.clone(), 0x5e55, 5);
@@ -263,7 +281,7 @@ async fn a_write_whose_reply_was_lost_is_sent_again_and_applied_once() {
     );
     assert_eq!(
         direct.get("shared").await.unwrap().as_deref(),
-        Some("ahead")
+        Some("ahead".as_bytes())
     );
     for node in nodes {
         node.shutdown().await;

@@ -290,6 +290,11 @@ enum Outcome {
     Unknown,
 }
 
+/// A value as the text every client writes.
+fn text(value: Vec<u8>) -> String {
+    String::from_utf8(value).expect("the clients write text")
+}
+
 #[derive(Debug, Clone)]
 struct Op {
     key: usize,
@@ -332,7 +337,7 @@ async fn client_loop(
         let called = start.elapsed().as_nanos() as u64;
         let outcome = match &call {
             Call::Read => match client.get(KEYS[key]).await {
-                Ok(v) => Outcome::Read(v),
+                Ok(v) => Outcome::Read(v.map(text)),
                 // A read that failed changed nothing: it is left out.
                 Err(_) => continue,
             },
@@ -342,12 +347,16 @@ async fn client_loop(
             },
             Call::Cas { expected, new } => {
                 match client
-                    .compare_and_swap(KEYS[key], expected.as_deref(), Some(new))
+                    .compare_and_swap(
+                        KEYS[key],
+                        expected.as_deref().map(str::as_bytes),
+                        Some(new.as_bytes()),
+                    )
                     .await
                 {
                     Ok(r) if r.superseded => panic!("a client's own write superseded: {r:?}"),
                     Ok(r) if r.swapped == Some(true) => Outcome::Swapped,
-                    Ok(r) => Outcome::NotSwapped(r.found),
+                    Ok(r) => Outcome::NotSwapped(r.found.map(|v| text(v.0))),
                     Err(e) => unknown(e),
                 }
             }
@@ -627,7 +636,7 @@ async fn run(events: usize, seed: u64) {
         history.lock().unwrap().push(Op {
             key,
             call: Call::Read,
-            outcome: Outcome::Read(value),
+            outcome: Outcome::Read(value.map(text)),
             called,
             returned: Some(start.elapsed().as_nanos() as u64),
         });

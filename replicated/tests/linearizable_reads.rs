@@ -60,10 +60,8 @@ async fn concurrent_reads_share_confirmations_and_see_every_acknowledged_write()
             let mut reads = 0u64;
             while acknowledged.load(Ordering::SeqCst) < 200 {
                 let floor = acknowledged.load(Ordering::SeqCst);
-                let read: u64 = (client.get("counter").await.unwrap())
-                    .expect("written first")
-                    .parse()
-                    .unwrap();
+                let read = (client.get("counter").await.unwrap()).expect("written first");
+                let read: u64 = String::from_utf8(read).unwrap().parse().unwrap();
                 assert!(read >= floor, "read {read} after {floor} was acknowledged");
                 reads += 1;
             }

@@ -44,7 +44,10 @@ async fn a_learner_joins_becomes_a_voter_and_a_voter_leaves() {
         metrics.snapshot.is_some_and(|s| s.index >= 200),
         "{metrics:?}"
     );
-    assert_eq!(fourth.local_get("k0000").unwrap().as_deref(), Some("v0"));
+    assert_eq!(
+        fourth.local_get("k0000").unwrap().as_deref(),
+        Some("v0".as_bytes())
+    );
 
     // Node 4 becomes a voter and node 1 leaves.
     let voters: BTreeSet<u64> = [2, 3, 4].into();
@@ -65,7 +68,10 @@ async fn a_learner_joins_becomes_a_voter_and_a_voter_leaves() {
         status.voters.iter().copied().collect::<BTreeSet<u64>>(),
         voters
     );
-    assert_eq!(client.get("k0399").await.unwrap().as_deref(), Some("v399"));
+    assert_eq!(
+        client.get("k0399").await.unwrap().as_deref(),
+        Some("v399".as_bytes())
+    );
 
     // The node that left is shut down; the three voters go on, and each applies every write.
     nodes.remove(0).shutdown().await;
@@ -81,9 +87,12 @@ async fn a_learner_joins_becomes_a_voter_and_a_voter_leaves() {
         wait_until_applied(node, last).await;
         assert_eq!(
             node.local_get("after").unwrap().as_deref(),
-            Some("node 1 left")
+            Some("node 1 left".as_bytes())
         );
-        assert_eq!(node.local_get("k0150").unwrap().as_deref(), Some("v150"));
+        assert_eq!(
+            node.local_get("k0150").unwrap().as_deref(),
+            Some("v150".as_bytes())
+        );
     }
     for node in nodes.into_iter().chain([fourth]) {
         node.shutdown().await;

@@ -3,7 +3,7 @@
 //! of the state machine's `ACTIVE`.
 
 use bloomkv_replicated::log_store::DurableIndex;
-use bloomkv_replicated::{LogStore, NodeId, Request, StateMachine, TypeConfig};
+use bloomkv_replicated::{Blob, LogStore, NodeId, Request, StateMachine, TypeConfig};
 use openraft::storage::{
     RaftLogReader, RaftLogStorage, RaftLogStorageExt, RaftStateMachine, Snapshot,
 };
@@ -18,8 +18,8 @@ fn put(index: u64, key: &str, value: &str) -> Entry<TypeConfig> {
     Entry {
         log_id: log_id(index),
         payload: EntryPayload::Normal(Request::Put {
-            key: key.to_string(),
-            value: value.to_string(),
+            key: Blob::from(key),
+            value: Blob::from(value),
         }),
     }
 }
@@ -82,14 +82,17 @@ async fn a_snapshot_saved_before_a_crash_is_installed_on_opening() {
         .await
         .unwrap();
     let reader = follower.reader();
-    assert_eq!(reader.get("a").unwrap().as_deref(), Some("3"));
+    assert_eq!(reader.get("a").unwrap().as_deref(), Some("3".as_bytes()));
     assert_eq!(reader.applied(), Some(log_id(3)));
     follower.apply([put(4, "c", "4")]).await.unwrap();
     drop((follower, reader));
     // Reopened: the live store, not the saved snapshot (which is older).
     let follower = StateMachine::open(dir.path().join("follower")).unwrap();
     assert_eq!(follower.reader().applied(), Some(log_id(4)));
-    assert_eq!(follower.reader().get("c").unwrap().as_deref(), Some("4"));
+    assert_eq!(
+        follower.reader().get("c").unwrap().as_deref(),
+        Some("4".as_bytes())
+    );
 
     // A node that crashed after saving the snapshot, before switching to it: its live store
     // is empty, the saved snapshot newer. Copying the saved files stands for that state.
@@ -97,8 +100,14 @@ async fn a_snapshot_saved_before_a_crash_is_installed_on_opening() {
     std::fs::create_dir_all(&crashed).unwrap();
     copy_saved_snapshot(&dir.path().join("leader"), &crashed);
     let mut reopened = StateMachine::open(&crashed).unwrap();
-    assert_eq!(reopened.reader().get("a").unwrap().as_deref(), Some("3"));
-    assert_eq!(reopened.reader().get("b").unwrap().as_deref(), Some("2"));
+    assert_eq!(
+        reopened.reader().get("a").unwrap().as_deref(),
+        Some("3".as_bytes())
+    );
+    assert_eq!(
+        reopened.reader().get("b").unwrap().as_deref(),
+        Some("2".as_bytes())
+    );
     let (applied, _) = reopened.applied_state().await.unwrap();
     assert_eq!(applied, Some(log_id(3)));
 }
@@ -123,7 +132,7 @@ async fn a_damaged_or_torn_snapshot_is_refused_and_the_live_store_kept() {
             .is_err());
         assert_eq!(
             follower.reader().get("mine").unwrap().as_deref(),
-            Some("kept")
+            Some("kept".as_bytes())
         );
         assert_eq!(follower.reader().get("a").unwrap(), None);
         assert!(follower.get_current_snapshot().await.unwrap().is_none());
@@ -138,7 +147,10 @@ async fn a_damaged_or_torn_snapshot_is_refused_and_the_live_store_kept() {
     deliver(&mut follower, &snapshot.meta, &bytes)
         .await
         .unwrap();
-    assert_eq!(follower.reader().get("a").unwrap().as_deref(), Some("1"));
+    assert_eq!(
+        follower.reader().get("a").unwrap().as_deref(),
+        Some("1".as_bytes())
+    );
     let mut saved = follower.get_current_snapshot().await.unwrap().unwrap();
     assert_eq!(bytes_of(&mut saved).await, bytes);
 }
@@ -164,7 +176,10 @@ async fn a_snapshot_saved_in_one_file_by_an_earlier_version_is_converted() {
 
     let mut reopened = StateMachine::open(&old).unwrap();
     assert!(!old.join("snapshot").exists());
-    assert_eq!(reopened.reader().get("b").unwrap().as_deref(), Some("2"));
+    assert_eq!(
+        reopened.reader().get("b").unwrap().as_deref(),
+        Some("2".as_bytes())
+    );
     let mut saved = reopened.get_current_snapshot().await.unwrap().unwrap();
     assert_eq!(saved.meta, snapshot.meta);
     assert_eq!(bytes_of(&mut saved).await, bytes);

@@ -1,5 +1,5 @@
 //! A cluster over TLS: nodes replicate over mutual TLS, clients need a certificate the CA
-//! signed or a token to write or change the membership, strangers are refused, and a frame
+//! signed or a token to write or change the membership, strangers are refused, and a message
 //! over the configured size is refused.
 
 mod common;
@@ -8,12 +8,11 @@ use std::path::Path;
 
 use bloomkv_replicated::certs;
 use bloomkv_replicated::client::{Client, ClientError};
-use bloomkv_replicated::network::Message;
+use bloomkv_replicated::proto::raft_client::RaftClient;
+use bloomkv_replicated::proto::{LeaderId, Vote, VoteRequest};
 use bloomkv_replicated::server::{Node, NodeOptions};
-use bloomkv_replicated::transport::{ClientTls, NodeTls};
-use bloomkv_replicated::wire::{read_frame, write_frame};
-use openraft::raft::VoteRequest;
-use openraft::Vote;
+use bloomkv_replicated::transport::{ClientTls, Dial, NodeTls};
+use tonic::Code;
 
 const TOKEN: &str = "a-token-of-the-cluster";
 
@@ -52,14 +51,14 @@ struct Secured {
     addrs: Vec<String>,
 }
 
-async fn secured_cluster(max_frame: u32) -> Secured {
+async fn secured_cluster(max_message: usize) -> Secured {
     let certs = tempfile::tempdir().unwrap();
     certs::generate(certs.path(), &[1, 2, 3]).unwrap();
     let root = tempfile::tempdir().unwrap();
     let nodes = common::three_nodes(root.path(), |options| {
         options.tls = Some(node_tls(certs.path(), options.id));
         options.client_tokens = vec![TOKEN.to_string()];
-        options.max_frame_bytes = max_frame;
+        options.max_message_bytes = max_message;
         options.snapshot_chunk_bytes = 1024;
     })
     .await;
@@ -94,7 +93,7 @@ async fn writes_need_a_certificate_or_a_token_and_strangers_are_refused() {
     certified.put("k", "by certificate").await.unwrap();
     assert_eq!(
         certified.get("k").await.unwrap().as_deref(),
-        Some("by certificate")
+        Some("by certificate".as_bytes())
     );
 
     // A token over TLS: writes.
@@ -103,7 +102,10 @@ async fn writes_need_a_certificate_or_a_token_and_strangers_are_refused() {
 
     // Neither: reads, but no write and no membership change.
     let mut reader = client(&cluster, Some(client_tls(dir, None)), None);
-    assert_eq!(reader.get("k").await.unwrap().as_deref(), Some("by token"));
+    assert_eq!(
+        reader.get("k").await.unwrap().as_deref(),
+        Some("by token".as_bytes())
+    );
     assert!(matches!(
         reader.put("k", "anonymous").await,
         Err(ClientError::Unauthorized(_))
@@ -113,7 +115,7 @@ async fn writes_need_a_certificate_or_a_token_and_strangers_are_refused() {
         Err(ClientError::Unauthorized(_))
     ));
 
-    // A wrong token is refused when the connection opens.
+    // A wrong token is refused.
     let mut wrong = client(&cluster, Some(client_tls(dir, None)), Some("guess"));
     assert!(matches!(
         wrong.put("k", "guessed").await,
@@ -133,7 +135,7 @@ async fn writes_need_a_certificate_or_a_token_and_strangers_are_refused() {
     assert!(stranger.get("k").await.is_err());
     assert_eq!(
         certified.get("k").await.unwrap().as_deref(),
-        Some("by token")
+        Some("by token".as_bytes())
     );
 
     for node in cluster.nodes {
@@ -141,49 +143,58 @@ async fn writes_need_a_certificate_or_a_token_and_strangers_are_refused() {
     }
 }
 
-/// Sends a vote request for `term` as a peer would, over `stream`; whether any answer came.
-async fn vote_answered(stream: &mut bloomkv_replicated::transport::Stream, term: u64) -> bool {
-    let vote = Message::Vote(VoteRequest::new(Vote::new(term, 7), None));
-    if write_frame(stream, &vote, 1 << 20).await.is_err() {
-        return false;
+/// Asks the node at `addr` for a vote in `term` as a peer would, over TLS made by `tls`:
+/// the answer's code (`Ok` for an answer).
+async fn vote_answered(tls: tokio_rustls::TlsConnector, addr: &str, term: u64) -> Code {
+    let dial = Dial {
+        source: None,
+        tls: Some(tls),
+        timeout: std::time::Duration::from_secs(3),
+    };
+    let mut raft = RaftClient::new(dial.channel(addr).unwrap());
+    let vote = VoteRequest {
+        vote: Some(Vote {
+            leader_id: Some(LeaderId { term, node_id: 7 }),
+            committed: false,
+        }),
+        last_log_id: None,
+    };
+    match raft.vote(vote).await {
+        Ok(_) => Code::Ok,
+        Err(status) => status.code(),
     }
-    let answer: std::io::Result<Option<serde_json::Value>> = read_frame(stream, 1 << 20).await;
-    matches!(answer, Ok(Some(_)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_peer_without_the_cas_certificate_gets_no_answer_to_raft_rpcs() {
+async fn a_peer_without_the_node_cas_certificate_gets_no_answer_to_raft_rpcs() {
     let cluster = secured_cluster(1 << 20).await;
     let dir = cluster.certs.path();
     let addr = &cluster.addrs[1];
-    let tcp = || async { tokio::net::TcpStream::connect(addr).await.unwrap() };
 
     // A node of the cluster is answered (a vote for an old term, which changes nothing).
-    let mut peer = node_tls(dir, 1).connect(tcp().await, addr).await.unwrap();
-    assert!(vote_answered(&mut peer, 0).await);
+    let node = node_tls(dir, 1).connector();
+    assert_eq!(vote_answered(node, addr, 0).await, Code::Ok);
 
     // TLS without a certificate (a client's connection) is not.
-    let mut anonymous = client_tls(dir, None)
-        .connect(tcp().await, addr)
-        .await
-        .unwrap();
-    assert!(!vote_answered(&mut anonymous, 99).await);
+    let anonymous = client_tls(dir, None).connector();
+    assert_eq!(
+        vote_answered(anonymous, addr, 99).await,
+        Code::PermissionDenied
+    );
 
     // Nor is a client's certificate, though the node takes it for writes: the client CA
     // signed it, not the node CA.
-    let client_as_node = posing_as_node(dir, dir, "client");
-    let mut stream = client_as_node.connect(tcp().await, addr).await.unwrap();
-    assert!(!vote_answered(&mut stream, 99).await);
+    let client_as_node = posing_as_node(dir, dir, "client").connector();
+    assert_eq!(
+        vote_answered(client_as_node, addr, 99).await,
+        Code::PermissionDenied
+    );
 
-    // Nor a certificate of another CA, presented to a node it trusts.
+    // Nor a certificate of another CA, presented to a node it trusts: no connection.
     let strangers = tempfile::tempdir().unwrap();
     certs::generate(strangers.path(), &[1]).unwrap();
-    let rogue = posing_as_node(dir, strangers.path(), "node1");
-    let refused = match rogue.connect(tcp().await, addr).await {
-        Ok(mut stream) => !vote_answered(&mut stream, 99).await,
-        Err(_) => true,
-    };
-    assert!(refused);
+    let rogue = posing_as_node(dir, strangers.path(), "node1").connector();
+    assert_ne!(vote_answered(rogue, addr, 99).await, Code::Ok);
     // The cluster's term did not move for the strangers' votes.
     assert!(cluster.nodes[1].raft.metrics().borrow().current_term < 99);
 
@@ -193,15 +204,18 @@ async fn a_peer_without_the_cas_certificate_gets_no_answer_to_raft_rpcs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_frame_over_the_configured_size_is_refused_and_the_node_serves_on() {
+async fn a_message_over_the_configured_size_is_refused_and_the_node_serves_on() {
     let cluster = secured_cluster(16 << 10).await;
     let dir = cluster.certs.path();
     let mut big = client(&cluster, Some(client_tls(dir, Some(dir))), None);
-    // The client's own limit lets it send; the nodes refuse the frame on its length.
-    big.max_frame = 1 << 20;
+    // The client's own limit lets it send; the nodes refuse the message on its length.
+    big.max_message = 1 << 20;
     big.tries = 1;
     let value = "v".repeat(64 << 10);
-    assert!(big.put("big", &value).await.is_err());
+    match big.put("big", &value).await {
+        Err(ClientError::Failed(why)) => assert!(why.contains("message length too large"), "{why}"),
+        other => panic!("a message over the limit was not refused: {other:?}"),
+    }
     let mut small = client(&cluster, Some(client_tls(dir, Some(dir))), None);
     small.put("small", "fits").await.unwrap();
     // Tokens without TLS would guard nothing (no peer is authenticated): refused at start.
@@ -213,11 +227,14 @@ async fn a_frame_over_the_configured_size_is_refused_and_the_node_serves_on() {
     // A limit too small for the snapshot chunks is refused when the node starts.
     let root = tempfile::tempdir().unwrap();
     let mut options = NodeOptions::new(9, "127.0.0.1:0", root.path());
-    options.max_frame_bytes = 16 << 10;
+    options.max_message_bytes = 16 << 10;
     let refused = Node::start(options).await.err().expect("refused");
     assert!(refused.to_string().contains("snapshot chunks"), "{refused}");
     assert_eq!(small.get("big").await.unwrap(), None);
-    assert_eq!(small.get("small").await.unwrap().as_deref(), Some("fits"));
+    assert_eq!(
+        small.get("small").await.unwrap().as_deref(),
+        Some("fits".as_bytes())
+    );
     for node in cluster.nodes {
         node.shutdown().await;
     }

@@ -26,7 +26,7 @@ use bloomkv_replicated::NodeId;
 
 const USAGE: &str = "usage:
   bloomkv-node serve --id N --addr HOST:PORT --dir PATH [--snapshot-every N]
-               [--snapshot-chunk-bytes N] [--max-frame-bytes N]
+               [--snapshot-chunk-bytes N] [--max-message-bytes N]
                [--tls-ca PEM --tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
                [--client-tokens-file PATH]
   bloomkv-node client --addr HOST:PORT [--tls-ca PEM [--tls-cert PEM --tls-key PEM]]
@@ -118,6 +118,14 @@ fn optional(word: &str) -> Option<&str> {
     (word != "-").then_some(word)
 }
 
+/// A value as text: itself when it is UTF-8, else with its other bytes escaped (`\xff`).
+fn printable(value: &[u8]) -> String {
+    match std::str::from_utf8(value) {
+        Ok(text) => text.to_string(),
+        Err(_) => value.escape_ascii().to_string(),
+    }
+}
+
 fn parse<T: std::str::FromStr>(what: &str, text: &str) -> Result<T, String> {
     text.parse()
         .map_err(|_| format!("{what} {text:?} is not a number"))
@@ -144,7 +152,7 @@ async fn serve(args: &[String]) -> Result<(), String> {
     let dir = take_flag(&mut args, "--dir")?.ok_or(format!("--dir is required\n{USAGE}"))?;
     let every = take_flag(&mut args, "--snapshot-every")?;
     let chunk = take_flag(&mut args, "--snapshot-chunk-bytes")?;
-    let max_frame = take_flag(&mut args, "--max-frame-bytes")?;
+    let max_message = take_flag(&mut args, "--max-message-bytes")?;
     let tokens = take_flag(&mut args, "--client-tokens-file")?;
     let client_ca = take_flag(&mut args, "--tls-client-ca")?;
     let tls = tls_files(&mut args)?;
@@ -168,8 +176,8 @@ async fn serve(args: &[String]) -> Result<(), String> {
     if let Some(path) = tokens {
         options.client_tokens = read_tokens(&path)?;
     }
-    if let Some(max) = max_frame {
-        options.max_frame_bytes = parse("--max-frame-bytes", &max)?;
+    if let Some(max) = max_message {
+        options.max_message_bytes = parse("--max-message-bytes", &max)?;
     }
     if let Some(every) = every {
         options.snapshot_every = parse("--snapshot-every", &every)?;
@@ -237,13 +245,18 @@ async fn client(args: &[String]) -> Result<(), String> {
             load(&mut client, parse("count", count)?, parse("first", first)?).await?
         }
         ["cas", key, expected, new] => {
-            let response = (client.compare_and_swap(key, optional(expected), optional(new)))
-                .await
-                .map_err(shown)?;
+            let (expected, new) = (optional(expected), optional(new));
+            let response =
+                (client.compare_and_swap(key, expected.map(str::as_bytes), new.map(str::as_bytes)))
+                    .await
+                    .map_err(shown)?;
             match response.swapped {
                 Some(true) => println!("swapped, log index {}", response.index),
                 _ => {
-                    let found = response.found.as_deref().unwrap_or("(absent)");
+                    let found = match &response.found {
+                        Some(value) => printable(value.as_bytes()),
+                        None => "(absent)".to_string(),
+                    };
                     return Err(format!("not swapped: {key} holds {found}"));
                 }
             }
@@ -259,7 +272,7 @@ async fn client(args: &[String]) -> Result<(), String> {
                 client.get(key).await
             };
             match value.map_err(shown)? {
-                Some(v) => println!("{v}"),
+                Some(v) => println!("{}", printable(&v)),
                 None => return Err(format!("{key}: not found")),
             }
         }
@@ -294,9 +307,7 @@ async fn load(client: &mut Client, count: u64, first: u64) -> Result<(), String>
     let mut at = first;
     while at < end {
         let upto = end.min(at + 1000);
-        let pairs = (at..upto)
-            .map(|i| (format!("key{i:013}"), load_value(i)))
-            .collect();
+        let pairs = (at..upto).map(|i| (format!("key{i:013}"), load_value(i)));
         client.put_many(pairs).await.map_err(|e| e.to_string())?;
         at = upto;
     }
