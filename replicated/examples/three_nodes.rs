@@ -11,6 +11,10 @@ use std::time::Instant;
 use bloomkv_replicated::client::Client;
 use bloomkv_replicated::server::{Node, NodeOptions};
 
+/// The allocator `bloomkv-node` runs with (`Cargo.toml` says why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct Args {
     writes: u64,
     reads: u64,

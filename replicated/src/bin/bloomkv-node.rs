@@ -24,6 +24,11 @@ use bloomkv_replicated::server::{Node, NodeOptions};
 use bloomkv_replicated::transport::{ClientTls, NodeTls};
 use bloomkv_replicated::NodeId;
 
+/// gRPC allocates and frees buffers on every call, from every core: mimalloc's per-thread
+/// heaps serve that without the lock contention of glibc's arenas.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "usage:
   bloomkv-node serve --id N --addr HOST:PORT --dir PATH [--snapshot-every N]
                [--snapshot-chunk-bytes N] [--max-message-bytes N]
