@@ -47,6 +47,7 @@ fn parse_args() -> Result<Args, String> {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
+    bloomkv_replicated::allocator::return_freed_memory_promptly();
     let args = match parse_args() {
         Ok(args) => args,
         Err(msg) => {

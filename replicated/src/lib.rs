@@ -18,6 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod allocator;
 mod apply;
 pub mod archive;
 pub mod certs;

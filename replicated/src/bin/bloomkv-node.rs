@@ -25,7 +25,7 @@ use bloomkv_replicated::transport::{ClientTls, NodeTls};
 use bloomkv_replicated::NodeId;
 
 /// gRPC allocates and frees buffers on every call, from every core: mimalloc's per-thread
-/// heaps serve that without the lock contention of glibc's arenas.
+/// heaps serve that without the lock contention of glibc's arenas (`src/allocator.rs`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -42,6 +42,7 @@ const USAGE: &str = "usage:
   bloomkv-node gen-certs DIR ID,...    (test certificates: a CA, nodes, a client)";
 
 fn main() -> ExitCode {
+    bloomkv_replicated::allocator::return_freed_memory_promptly();
     // Raft's warnings (a peer unreachable, a snapshot transfer that failed) on standard
     // error; RUST_LOG chooses more or less (`RUST_LOG=openraft=info`).
     tracing_subscriber::fmt()
