@@ -425,6 +425,41 @@ fn filter_memory_follows_skewed_lookups_to_the_busy_tables() {
 }
 
 #[test]
+fn a_compaction_hands_its_inputs_lookup_counts_to_the_tables_it_writes() {
+    let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
+    let limit = unlimited / 3;
+    let dir = tempfile::tempdir().unwrap();
+    let (db, busy, keys) = build_limited(dir.path(), options().filter_memory_limit(limit));
+    absent_lookups(&db, &keys, rounds_to_outweigh(&keys));
+    assert!(wait_until_whole(&db, busy), "{:?}", db.stats().tables);
+
+    // Every table merged into new ones, with no lookup since: the tables that now hold the
+    // busy keys are planned by the lookups their inputs counted, so their filters are held
+    // whole at once, and other tables' pay for them.
+    db.compact().unwrap();
+    let stats = db.stats();
+    assert!(!stats.tables.iter().any(|t| t.number == busy), "rewritten");
+    let (first, last) = (keys.first().unwrap(), keys.last().unwrap());
+    let holding: Vec<_> = (stats.tables.iter())
+        .filter(|t| t.smallest_key <= *last && *first <= t.largest_key)
+        .collect();
+    assert!(!holding.is_empty());
+    for table in &holding {
+        assert_eq!(
+            table.filter_residency,
+            FilterResidency::Whole,
+            "table {} holds busy keys: {:?}",
+            table.number,
+            stats.tables
+        );
+    }
+    assert!(shrunk(&stats) > 0, "{:?}", stats.tables);
+    assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
+    assert!(absent_lookups(&db, &keys, 1) * 20 < keys.len() as u64);
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
+}
+
+#[test]
 fn filter_memory_spent_by_key_counts_ignores_the_lookups() {
     let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
     let limit = unlimited / 3;

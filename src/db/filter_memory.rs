@@ -21,6 +21,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::Ordering as Atomic;
 use std::sync::Arc;
 
+use super::inherited_lookups::inherit_lookup_counts;
 use super::keyspaces::limit_share;
 use super::lookup_shape::table_shares;
 use super::{lock, Inner, ShapeState, Tree};
@@ -59,7 +60,10 @@ impl Inner {
         opened: &HashMap<u64, Table>,
     ) -> Vec<Arc<Version>> {
         let applied: Vec<Version> = (trees.iter())
-            .map(|tree| tree.version.apply(tree.id(), edit, opened))
+            .map(|tree| {
+                inherit_lookup_counts(&tree.version, edit, opened);
+                tree.version.apply(tree.id(), edit, opened)
+            })
             .collect();
         let entries = |v: &Version| v.tables().map(|t| t.meta.entries).sum::<u64>();
         let unchanged: u64 = (self.read_state().trees.iter())

@@ -35,6 +35,7 @@ mod checkpoint;
 mod compact;
 mod filter_memory;
 mod flush;
+mod inherited_lookups;
 mod keyspaces;
 mod lookup_shape;
 mod memory_split;

@@ -444,6 +444,40 @@ impl Table {
         (self.inner.counted_since).fetch_add(span - span / 2, Ordering::Relaxed);
     }
 
+    /// Starts the table's lookup counts from `counts` (one for each unit of its filter),
+    /// counted over a span of `span` lookups that reached the store's tables: the lookups a
+    /// compaction's inputs counted over the keys this table took from them, so that the plan
+    /// for the filters' memory sees where lookups go from the table's first day. For a table
+    /// no lookup has reached yet; the store does not count lookups, nothing changes.
+    pub(crate) fn inherit_lookup_counts(&self, span: u64, counts: &[u64]) {
+        if !self.inner.env.count_lookups {
+            return;
+        }
+        for (unit, &count) in counts.iter().enumerate() {
+            if let Some(counter) = self.inner.unit_lookups(unit) {
+                counter.store(count, Ordering::Relaxed);
+            }
+        }
+        let now = (self.inner.env.counters.table_lookups).load(Ordering::Relaxed);
+        (self.inner.counted_since).store(now.saturating_sub(span), Ordering::Relaxed);
+    }
+
+    /// The unit of the filter that would answer for `key`: `None` without a filter over
+    /// whole keys, or for a key past the last partition's.
+    pub(crate) fn filter_unit_of(&self, key: &[u8]) -> Option<usize> {
+        match self.unit_for(key) {
+            UnitFor::Unit(unit) => Some(unit),
+            UnitFor::NoFilter | UnitFor::PastEnd => None,
+        }
+    }
+
+    /// The last user key unit `unit` of a partitioned filter answers for; `None` for a whole
+    /// filter (it answers for the table's whole range) or a unit past the last.
+    pub(crate) fn filter_unit_last_key(&self, unit: usize) -> Option<&[u8]> {
+        let layout = self.inner.filter_layout.as_ref()?;
+        (layout.is_partitioned() && unit < layout.len()).then(|| layout.last_key(unit))
+    }
+
     /// The point lookups that asked unit `unit` of the table's filter for a key since the
     /// table was opened, and those that reached the store's tables meanwhile
     /// (`ReadCounters::table_lookups`).
