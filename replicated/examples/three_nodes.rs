@@ -12,6 +12,7 @@ use bloomkv_replicated::client::Client;
 use bloomkv_replicated::server::{Node, NodeOptions};
 
 /// The allocator `bloomkv-node` runs with (`Cargo.toml` says why).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -47,6 +48,7 @@ fn parse_args() -> Result<Args, String> {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
+    #[cfg(feature = "mimalloc")]
     bloomkv_replicated::allocator::return_freed_memory_promptly();
     let args = match parse_args() {
         Ok(args) => args,

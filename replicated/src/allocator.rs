@@ -7,9 +7,7 @@
 //! a memory limit cannot lend the allocator that: [`return_freed_memory_promptly`] turns both
 //! off, and the load's peak was 180 MiB again, with gets as fast.
 
-use std::os::raw::c_long;
-
-use libmimalloc_sys::{mi_option_get, mi_option_set, mi_option_t};
+use libmimalloc_sys::{mi_option_set, mi_option_t};
 
 /// `mi_option_arena_eager_commit` in mimalloc 3's `mimalloc.h` (the crate names it only for
 /// version 2): whether arenas are committed when reserved (default 2: on overcommitting
@@ -32,15 +30,19 @@ pub fn return_freed_memory_promptly() {
     }
 }
 
-/// The value of one of mimalloc's options.
-fn option(which: mi_option_t) -> c_long {
-    // SAFETY: reading an option is safe at any time.
-    unsafe { mi_option_get(which) }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::os::raw::c_long;
+
+    use libmimalloc_sys::mi_option_get;
+
     use super::*;
+
+    /// The value of one of mimalloc's options.
+    fn option(which: mi_option_t) -> c_long {
+        // SAFETY: reading an option is safe at any time.
+        unsafe { mi_option_get(which) }
+    }
 
     #[test]
     fn the_option_numbers_are_mimallocs_and_setting_them_takes() {

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Channel;
 use tonic::Status;
 
@@ -114,7 +115,13 @@ impl std::error::Error for ClientError {}
 /// A client knowing the addresses of some nodes; it asks the one it last found leading.
 ///
 /// Its writes are a session's (`src/apply.rs`): each carries the client's id and the next
-/// sequence number, so a write whose reply was lost is sent again, and applied once.
+/// sequence number, so a write whose reply was lost is sent again, and applied once. A write
+/// that still ends in [`ClientError::NoReply`] may have been applied: to send it again under
+/// its own number, start a client [`with_session`](Client::with_session) at the number before
+/// it (`session().1 - 1`) and write it again.
+///
+/// Set `tls`, `timeout` and `max_message` before the first request: each node's channel is
+/// made with them at the first request to it.
 pub struct Client {
     addrs: Vec<String>,
     leader: usize,
@@ -175,12 +182,33 @@ impl Client {
         request: ClientRequest,
     ) -> Result<ClientReply, ClientError> {
         let mut kv = self.kv(addr)?;
-        let token = self.token.clone();
+        let token = match &self.token {
+            None => None,
+            Some(token) => Some(
+                format!("Bearer {token}")
+                    .parse::<MetadataValue<Ascii>>()
+                    .map_err(|_| {
+                        ClientError::Failed(
+                            "the token is not valid in a header (visible ASCII only)".to_string(),
+                        )
+                    })?,
+            ),
+        };
+        let max = self.max_message;
         let call = async move {
-            let t = token.as_deref();
+            let t = token.as_ref();
             Ok(match request {
                 ClientRequest::Write(write) => {
-                    let reply = kv.write(with_token(proto::Request::from(write), t)).await?;
+                    let write = proto::Request::from(write);
+                    // Refused here, unsent, rather than by a gRPC layer on either side,
+                    // whose refusal could not tell "not sent" from "sent, no reply".
+                    let len = prost::Message::encoded_len(&write);
+                    if len > max {
+                        return Ok(ClientReply::Failed(format!(
+                            "the write's {len} bytes are over the message limit of {max}"
+                        )));
+                    }
+                    let reply = kv.write(with_token(write, t)).await?;
                     ClientReply::Written(reply.into_inner().into())
                 }
                 ClientRequest::Read { key, consistency } => {
@@ -232,10 +260,12 @@ impl Client {
         let channel = match self.channels.get(addr) {
             Some(channel) => channel.clone(),
             None => {
+                // Half the request's time: a node that cannot be reached fails as not
+                // connected (not sent) before the request's own timeout calls it lost.
                 let dial = Dial {
                     source: None,
                     tls: self.tls.as_ref().map(ClientTls::connector),
-                    timeout: self.timeout,
+                    timeout: self.timeout / 2,
                 };
                 let channel = (dial.channel(addr)).map_err(|e| ClientError::Io(e.to_string()))?;
                 self.channels.insert(addr.to_string(), channel.clone());
@@ -303,6 +333,9 @@ impl Client {
         match unreachable {
             Some(ClientError::Io(e)) if sent => Err(ClientError::NoReply(e)),
             Some(e) => Err(e),
+            None if sent => Err(ClientError::NoReply(
+                "sent, then no node answered as leader".to_string(),
+            )),
             None => Err(ClientError::NoLeader),
         }
     }
@@ -444,11 +477,13 @@ impl Client {
     }
 }
 
-/// `message` as a request, with the client's token if it has one.
-fn with_token<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
+/// `message` as a request, with the client's token (`Bearer` and the token) if it has one.
+fn with_token<T>(message: T, token: Option<&MetadataValue<Ascii>>) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
-    if let Some(Ok(value)) = token.map(|t| format!("Bearer {t}").parse()) {
-        request.metadata_mut().insert("authorization", value);
+    if let Some(value) = token {
+        request
+            .metadata_mut()
+            .insert("authorization", value.clone());
     }
     request
 }
@@ -462,7 +497,12 @@ fn refusal(addr: &str, status: Status) -> Result<ClientReply, ClientError> {
         .metadata()
         .get(ERROR_KIND)
         .and_then(|k| k.to_str().ok());
+    // A status that came over the wire carries the response's headers (its content type);
+    // one tonic made here, on a failure to decode a reply, carries none.
+    let from_the_node = status.metadata().get("content-type").is_some();
     match kind {
+        // Raft stopped under the call: a write may have been committed all the same.
+        Some("stopping") => Err(ClientError::NoReply(format!("{addr}: {message}"))),
         Some("not-leader") => {
             let text = |key| status.metadata().get(key).and_then(|v| v.to_str().ok());
             let id = text("leader-id").and_then(|id| id.parse().ok());
@@ -474,14 +514,17 @@ fn refusal(addr: &str, status: Status) -> Result<ClientReply, ClientError> {
         Some("unauthorized") => Err(ClientError::Unauthorized(message)),
         Some(_) => Ok(ClientReply::Failed(message)),
         None if never_connected(&status) => Err(ClientError::Io(format!("{addr}: {message}"))),
-        // Refused by the node's gRPC layer (a message over its limit, say): not applied.
-        None if matches!(
-            status.code(),
-            tonic::Code::OutOfRange
-                | tonic::Code::ResourceExhausted
-                | tonic::Code::InvalidArgument
-                | tonic::Code::Unimplemented
-        ) =>
+        // Refused by the node's gRPC layer before any handler ran (a message over its
+        // limit, a field missing, permission denied): not applied.
+        None if from_the_node
+            && matches!(
+                status.code(),
+                tonic::Code::OutOfRange
+                    | tonic::Code::ResourceExhausted
+                    | tonic::Code::InvalidArgument
+                    | tonic::Code::Unimplemented
+                    | tonic::Code::PermissionDenied
+            ) =>
         {
             Ok(ClientReply::Failed(format!("{addr}: {message}")))
         }
@@ -507,4 +550,89 @@ fn random_id() -> u64 {
     hasher.write_u128(now.as_nanos());
     hasher.write_u32(std::process::id());
     hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic::metadata::MetadataMap;
+    use tonic::Code;
+
+    use super::*;
+
+    fn status(code: Code, headers: &[(&'static str, &'static str)]) -> Status {
+        let mut metadata = MetadataMap::new();
+        for (key, value) in headers {
+            metadata.insert(*key, MetadataValue::from_static(value));
+        }
+        Status::with_metadata(code, "why", metadata)
+    }
+
+    #[test]
+    fn a_failed_call_says_whether_the_request_was_refused_sent_or_never_sent() {
+        let told = |s| refusal("n1", s);
+        // A node's own answers.
+        let leader = status(
+            Code::FailedPrecondition,
+            &[
+                (ERROR_KIND, "not-leader"),
+                ("leader-id", "2"),
+                ("leader-addr", "127.0.0.1:2"),
+            ],
+        );
+        assert_eq!(
+            told(leader),
+            Ok(ClientReply::NotLeader {
+                leader: Some((2, "127.0.0.1:2".to_string()))
+            })
+        );
+        let failed = status(Code::Aborted, &[(ERROR_KIND, "failed")]);
+        assert_eq!(told(failed), Ok(ClientReply::Failed("why".to_string())));
+        let unauthorized = status(Code::Unauthenticated, &[(ERROR_KIND, "unauthorized")]);
+        assert!(matches!(
+            told(unauthorized),
+            Err(ClientError::Unauthorized(_))
+        ));
+        // Raft stopped under the call: the write may have been committed.
+        let stopping = status(Code::Unavailable, &[(ERROR_KIND, "stopping")]);
+        assert!(matches!(told(stopping), Err(ClientError::NoReply(_))));
+
+        // The node's gRPC layer refused the message: it came over the wire, nothing was done.
+        let too_long = status(Code::OutOfRange, &[("content-type", "application/grpc")]);
+        assert!(matches!(told(too_long), Ok(ClientReply::Failed(_))));
+        // The same code made here, decoding a reply: the request was sent.
+        let reply_too_long = status(Code::OutOfRange, &[]);
+        assert!(matches!(told(reply_too_long), Err(ClientError::NoReply(_))));
+        // The transport's failure after sending.
+        let lost = status(Code::Unavailable, &[]);
+        assert!(matches!(told(lost), Err(ClientError::NoReply(_))));
+    }
+
+    #[tokio::test]
+    async fn a_node_that_cannot_be_reached_is_not_sent_to_and_an_oversized_write_not_sent() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        let mut client = Client::new([addr.clone()]);
+        let refused = client.send_to(&addr, ClientRequest::Status).await;
+        assert!(matches!(refused, Err(ClientError::Io(_))), "{refused:?}");
+
+        client.max_message = 1 << 10;
+        let big = ClientRequest::Write(Request::Put {
+            key: Blob::from("k"),
+            value: Blob(vec![0; 2 << 10]),
+        });
+        match client.send_to(&addr, big).await {
+            Ok(ClientReply::Failed(why)) => {
+                assert!(why.contains("over the message limit"), "{why}")
+            }
+            other => panic!("an oversized write was not refused unsent: {other:?}"),
+        }
+
+        client.token = Some("not\na header".to_string());
+        let refused = client.send_to(&addr, ClientRequest::Status).await;
+        assert!(
+            matches!(refused, Err(ClientError::Failed(_))),
+            "{refused:?}"
+        );
+    }
 }

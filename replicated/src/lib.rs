@@ -9,7 +9,7 @@
 //!   Its snapshot is a bloomkv checkpoint: the table files and manifest of the store as of
 //!   one applied index, shipped as they are (filters inside) and opened by the follower.
 //!
-//! [`server`] runs a node (Raft RPCs and the client API on one loopback TCP port), and
+//! [`server`] runs a node (Raft RPCs and the client API as gRPC services on one port), and
 //! [`client::Client`] talks to it.
 
 // openraft's storage traits return its `StorageError` (over 200 bytes); the helpers that build
@@ -18,6 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "mimalloc")]
 pub mod allocator;
 mod apply;
 pub mod archive;
@@ -103,6 +104,22 @@ pub struct Blob(pub Vec<u8>);
 impl Blob {
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+impl AsRef<[u8]> for Blob {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<Blob> for Vec<u8> {
+    fn from(blob: Blob) -> Vec<u8> {
+        blob.0
     }
 }
 

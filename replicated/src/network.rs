@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use openraft::error::{
-    Infallible, InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+    Infallible, InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError,
+    RemoteError, Unreachable,
 };
 use openraft::network::RPCOption;
 use openraft::raft::{
@@ -103,6 +104,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Connection {
             target,
             client: client.map_err(|e| e.to_string()),
+            max_message: max,
         }
     }
 }
@@ -111,6 +113,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 pub struct Connection {
     target: NodeId,
     client: Result<RaftClient<Channel>, String>,
+    /// The longest message sent: a batch of entries over it is split.
+    max_message: usize,
 }
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
@@ -181,7 +185,15 @@ impl RaftNetwork<TypeConfig> for Connection {
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, Infallible> {
         let mut client = self.client()?;
-        let call = client.append_entries(crate::proto::AppendEntriesRequest::from(rpc));
+        let entries = rpc.entries.len() as u64;
+        let rpc = crate::proto::AppendEntriesRequest::from(rpc);
+        // A batch over the message limit would be refused on every try, and replication
+        // would stall: openraft sends fewer entries when told the payload is too large.
+        if prost::Message::encoded_len(&rpc) > self.max_message && entries > 1 {
+            let hint = PayloadTooLarge::new_entries_hint(entries / 2);
+            return Err(RPCError::PayloadTooLarge(hint));
+        }
+        let call = client.append_entries(rpc);
         outcome(
             self.target,
             tokio::time::timeout(option.hard_ttl(), call).await,
@@ -317,6 +329,39 @@ mod tests {
         // The next call gets its own reply, on the same connection.
         assert!(vote(&mut network, &addr, Duration::from_secs(5)).await);
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_batch_of_entries_over_the_message_limit_is_sent_back_to_be_split() {
+        let network = Network::new(Reach {
+            max_message: 4 << 10,
+            ..Reach::default()
+        });
+        // Nobody need listen: the batch is measured before anything is sent.
+        let mut connection = network
+            .clone()
+            .new_client(2, &BasicNode::new("127.0.0.1:1"))
+            .await;
+        let entry = |index| openraft::Entry::<TypeConfig> {
+            log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
+            payload: openraft::EntryPayload::Normal(crate::Request::Put {
+                key: crate::Blob::from("k"),
+                value: crate::Blob(vec![7; 1000]),
+            }),
+        };
+        let rpc = AppendEntriesRequest {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: None,
+            entries: (1..=10).map(entry).collect(),
+            leader_commit: None,
+        };
+        let option = RPCOption::new(Duration::from_secs(1));
+        match connection.append_entries(rpc, option).await {
+            Err(RPCError::PayloadTooLarge(too_large)) => {
+                assert_eq!(too_large.entries_hint(), 5);
+            }
+            other => panic!("a batch of 10 KB was not sent back: {other:?}"),
+        }
     }
 
     #[tokio::test]

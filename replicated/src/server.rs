@@ -160,6 +160,8 @@ impl Node {
         let (stop_serving, stopped) = oneshot::channel();
         let max = options.max_message_bytes;
         let router = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
             .add_service(
                 KvServer::new(serving.clone())
                     .max_decoding_message_size(max)
@@ -204,6 +206,8 @@ impl Node {
     /// connections are closed (calls still running are answered with Raft's shutdown).
     pub async fn shutdown(self) {
         self.acceptor.abort();
+        // The listener is dropped once the aborted task has ended: the port is free after.
+        let _ = self.acceptor.await;
         let _ = self.stop_serving.send(());
         self.confirmer.abort();
         let _ = self.raft.shutdown().await;
@@ -216,6 +220,15 @@ impl Node {
         }
     }
 }
+
+/// How long a connection may take to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Idle connections are pinged this often (HTTP/2 keepalive), and dropped when a ping goes
+/// unanswered for [`KEEPALIVE_TIMEOUT`]: a peer that vanished without closing (a host gone,
+/// a cut cable) does not hold its connection, and calls on it, for ever.
+pub(crate) const KEEPALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const KEEPALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Accepts connections and hands them to gRPC once their TLS handshake is done (each in a task
 /// of its own: a slow peer holds up no other).
@@ -235,19 +248,22 @@ async fn accept(
         tokio::spawn(async move {
             let stream = match &tls {
                 None => Stream::Plain(stream),
-                Some(tls) => match tls.accept(stream).await {
-                    Ok(stream) => stream,
-                    // No TLS, or a certificate neither CA signed.
-                    Err(_) => return,
-                },
+                Some(tls) => {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+                        Ok(Ok(stream)) => stream,
+                        // No TLS, a certificate neither CA signed, or a peer that never finished
+                        // its handshake (holding a task and a descriptor for ever, otherwise).
+                        Ok(Err(_)) | Err(_) => return,
+                    }
+                }
             };
             let _ = accepted.send(Ok(stream)).await;
         });
     }
 }
 
-/// A status this node gives, of `kind` (`not-leader`, `failed`, `unauthorized`), so that
-/// clients tell it from the transport's.
+/// A status this node gives, of `kind` (`not-leader`, `stopping`, `failed`, `unauthorized`),
+/// so that clients tell it from the transport's.
 fn node_status(
     code: Code,
     kind: &'static str,
@@ -276,11 +292,17 @@ fn unauthorized(message: &str) -> Status {
     )
 }
 
-/// `not-leader`, naming the leader when the error says another node leads; else `failed`.
+/// `not-leader`, naming the leader when the error says another node leads; `stopping` when
+/// Raft stopped (the node is shutting down: a write may have been committed all the same, so
+/// the client must not take it for refused); else `failed`.
 fn refused<E>(e: RaftError<NodeId, E>) -> Status
 where
     E: std::error::Error + openraft::TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
 {
+    if let RaftError::Fatal(fatal) = &e {
+        let message = format!("the node's Raft stopped: {fatal}");
+        return node_status(Code::Unavailable, "stopping", message, MetadataMap::new());
+    }
     let Some(forward) = e.forward_to_leader::<BasicNode>() else {
         return failed(e);
     };

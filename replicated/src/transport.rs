@@ -305,7 +305,9 @@ impl Dial {
     /// after its connection failed; calls share the connection (HTTP/2 streams).
     pub fn channel(&self, addr: &str) -> io::Result<Channel> {
         let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{addr}: {e}")))?;
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{addr}: {e}")))?
+            .http2_keep_alive_interval(crate::server::KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(crate::server::KEEPALIVE_TIMEOUT);
         let (dial, addr) = (self.clone(), addr.to_string());
         let connector = tower::service_fn(move |_: Uri| {
             let (dial, addr) = (dial.clone(), addr.clone());

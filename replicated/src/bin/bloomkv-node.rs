@@ -26,6 +26,7 @@ use bloomkv_replicated::NodeId;
 
 /// gRPC allocates and frees buffers on every call, from every core: mimalloc's per-thread
 /// heaps serve that without the lock contention of glibc's arenas (`src/allocator.rs`).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -35,13 +36,14 @@ const USAGE: &str = "usage:
                [--tls-ca PEM --tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
                [--client-tokens-file PATH]
   bloomkv-node client --addr HOST:PORT [--tls-ca PEM [--tls-cert PEM --tls-key PEM]]
-               [--token-file PATH]
+               [--token-file PATH] [--max-message-bytes N]
                (init ID=ADDR,... | put KEY VALUE | get KEY [--stale]
                | delete KEY | cas KEY EXPECTED|- NEW|- | load COUNT [FIRST] | add-learner ID ADDR
                | change-membership ID,... | status)
   bloomkv-node gen-certs DIR ID,...    (test certificates: a CA, nodes, a client)";
 
 fn main() -> ExitCode {
+    #[cfg(feature = "mimalloc")]
     bloomkv_replicated::allocator::return_freed_memory_promptly();
     // Raft's warnings (a peer unreachable, a snapshot transfer that failed) on standard
     // error; RUST_LOG chooses more or less (`RUST_LOG=openraft=info`).
@@ -209,8 +211,12 @@ async fn client(args: &[String]) -> Result<(), String> {
     let stale = args.iter().any(|a| a == "--stale");
     args.retain(|a| a != "--stale");
     let token = take_flag(&mut args, "--token-file")?;
+    let max_message = take_flag(&mut args, "--max-message-bytes")?;
     let tls = tls_files(&mut args)?;
     let mut client = Client::new([addr.clone()]);
+    if let Some(max) = max_message {
+        client.max_message = parse("--max-message-bytes", &max)?;
+    }
     if let Some((ca, cert, key)) = tls {
         let identity = match (&cert, &key) {
             (Some(cert), Some(key)) => Some((Path::new(cert), Path::new(key))),
