@@ -94,7 +94,7 @@ pub(crate) fn check_view(shared: &SharedFs, dir: &Path) -> CheckReport {
                 check_log(fs, &path, &mut report)
             }
             Some(FileKind::Manifest(n)) if n == recovered.manifest_number => {}
-            Some(FileKind::Current | FileKind::Lock) => {}
+            Some(FileKind::Current | FileKind::Lock | FileKind::LookupCounts) => {}
             _ => report.unreferenced.push(path),
         }
     }

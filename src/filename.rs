@@ -13,6 +13,8 @@
 //! | manifest pointer  | `CURRENT`          |
 //! | its replacement   | `CURRENT.tmp`      |
 //! | directory lock    | `LOCK`             |
+//! | lookup counts     | `LOOKUPS`          |
+//! | their replacement | `LOOKUPS.tmp`      |
 //!
 //! Numbers are written in decimal, zero-padded to at least six digits. Parsing is strict: a
 //! name is recognised only in exactly the form this module writes, so `0123.sst` or
@@ -24,6 +26,10 @@ pub const CURRENT: &str = "CURRENT";
 pub const CURRENT_TEMP: &str = "CURRENT.tmp";
 /// The name of the directory's lock file.
 pub const LOCK: &str = "LOCK";
+/// The name of the file of the lookups the tables counted (`crate::lookup_counts`).
+pub const LOOKUP_COUNTS: &str = "LOOKUPS";
+/// The name `LOOKUPS` is written under before it is renamed into place.
+pub const LOOKUP_COUNTS_TEMP: &str = "LOOKUPS.tmp";
 
 const MANIFEST_PREFIX: &str = "MANIFEST-";
 
@@ -46,6 +52,10 @@ pub enum FileKind {
     CurrentTemp,
     /// `LOCK`.
     Lock,
+    /// `LOOKUPS`.
+    LookupCounts,
+    /// `LOOKUPS.tmp`.
+    LookupCountsTemp,
 }
 
 impl FileKind {
@@ -55,10 +65,11 @@ impl FileKind {
             FileKind::Table(_) => "table",
             FileKind::Log(_) => "write-ahead log",
             FileKind::Manifest(_) => "manifest",
-            FileKind::Temp(_) | FileKind::CurrentTemp => "temporary",
+            FileKind::Temp(_) | FileKind::CurrentTemp | FileKind::LookupCountsTemp => "temporary",
             FileKind::TableTemp(_) => "unfinished table",
             FileKind::Current => "CURRENT",
             FileKind::Lock => "lock",
+            FileKind::LookupCounts => "lookup counts",
         }
     }
 
@@ -70,7 +81,11 @@ impl FileKind {
             | FileKind::Manifest(n)
             | FileKind::Temp(n)
             | FileKind::TableTemp(n) => Some(n),
-            FileKind::Current | FileKind::CurrentTemp | FileKind::Lock => None,
+            FileKind::Current
+            | FileKind::CurrentTemp
+            | FileKind::Lock
+            | FileKind::LookupCounts
+            | FileKind::LookupCountsTemp => None,
         }
     }
 }
@@ -120,6 +135,8 @@ pub fn parse_file_name(name: &str) -> Option<FileKind> {
         CURRENT => return Some(FileKind::Current),
         CURRENT_TEMP => return Some(FileKind::CurrentTemp),
         LOCK => return Some(FileKind::Lock),
+        LOOKUP_COUNTS => return Some(FileKind::LookupCounts),
+        LOOKUP_COUNTS_TEMP => return Some(FileKind::LookupCountsTemp),
         _ => {}
     }
     if let Some(rest) = name.strip_prefix(MANIFEST_PREFIX) {
@@ -167,6 +184,11 @@ mod tests {
         assert_eq!(parse_file_name("CURRENT"), Some(FileKind::Current));
         assert_eq!(parse_file_name("CURRENT.tmp"), Some(FileKind::CurrentTemp));
         assert_eq!(parse_file_name("LOCK"), Some(FileKind::Lock));
+        assert_eq!(parse_file_name("LOOKUPS"), Some(FileKind::LookupCounts));
+        assert_eq!(
+            parse_file_name("LOOKUPS.tmp"),
+            Some(FileKind::LookupCountsTemp)
+        );
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub mod filter;
 pub mod fs;
 mod iter;
 pub mod keyspace;
+pub mod lookup_counts;
 pub mod manifest;
 pub mod memory;
 mod memtable;

@@ -169,6 +169,9 @@ impl Inner {
         }
         if installed {
             (self.table_env.counters.filter_refits).fetch_add(1, Atomic::Relaxed);
+            // Saved at each plan too, not only at close: a store that is killed reopens
+            // with the counts of its last plan. A failure costs only the hint.
+            let _ = self.save_lookup_counts();
         }
         installed
     }

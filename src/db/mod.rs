@@ -61,6 +61,13 @@ pub struct RecoveryReport {
     pub batches_replayed: u64,
     /// The parts of WAL files that were not replayed, in the order recovery found them.
     pub dropped: Vec<DroppedWal>,
+    /// Tables whose lookup counts were taken from `LOOKUPS`, saved when the store was last
+    /// closed (where its filter memory follows the lookups counted): the plan for the
+    /// filters starts from them rather than from the tree's prediction.
+    pub tables_lookup_counts_restored: usize,
+    /// Why `LOOKUPS` was not used though it was there (it did not read back whole): the
+    /// store started from the prediction, as without the file.
+    pub lookup_counts_refused: Option<String>,
 }
 
 impl RecoveryReport {
@@ -898,7 +905,8 @@ impl Db {
     pub fn close(mut self) -> Result<()> {
         let result = self.inner.sync_logs_for_close();
         self.stop_worker();
-        result.and(self.inner.record_write_totals())
+        let saved = self.inner.save_lookup_counts();
+        result.and(self.inner.record_write_totals()).and(saved)
     }
 
     fn refuse_if_read_only(&self) -> Result<()> {
@@ -932,6 +940,7 @@ impl Drop for Db {
         if !self.workers.is_empty() {
             self.stop_worker();
             let _ = self.inner.record_write_totals();
+            let _ = self.inner.save_lookup_counts();
         }
     }
 }

@@ -378,6 +378,8 @@ impl Inner {
                 summary.tables_prefix_filter_ignored +=
                     usize::from(handle.table.prefix_filter_ignored());
                 index_memory_bytes += handle.table.index_memory_bytes() as u64;
+                let (lookup_span, unit_lookups) = handle.table.lookup_counts();
+                let lookups_counted = unit_lookups.iter().sum();
                 tables.push(TableStats {
                     level,
                     number: handle.meta.number,
@@ -398,6 +400,8 @@ impl Inner {
                     cache_local_filter: handle.table.filter_is_blocked(),
                     prefix_filter_bytes,
                     prefix_filter_predicted_rate: handle.table.prefix_filter_predicted_rate(),
+                    lookups_counted,
+                    lookup_span,
                 });
             }
             summary.predicted_false_positive_rate = level_rate(&filtered);

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::filter_memory::load_filters;
+use super::inherited_lookups::restore_lookup_counts;
 use super::table_writer::{Cuts, TableWriter};
 use super::{
     write_group, write_rate, BackgroundState, Counters, DropCause, DroppedWal, Inner, ReadState,
@@ -20,6 +21,7 @@ use crate::fs::descriptors::{self, DescriptorRoom};
 use crate::fs::{FileLock, FileSystem, SharedFs};
 use crate::iter::NewestVersions;
 use crate::keyspace::{KeyspaceDef, KeyspaceId};
+use crate::lookup_counts::{self, TableLookups};
 use crate::manifest::{
     self, KeyspaceRecord, ManifestWriter, RecordedPolicy, TableMeta, VersionEdit, WriteTotals,
 };
@@ -217,13 +219,26 @@ pub(super) fn recover(
         keyspaces,
         dropped_keyspaces: Vec::new(),
     };
+    let (saved_lookups, refused) = saved_lookup_counts(&fs, &dir, &table_env);
+    let mut restored = 0;
     let trees = defs
         .into_iter()
         .map(|def| {
             let mem = def.new_memtable(new_log);
-            tree_of(def, mem, &snapshot, &opened, &options)
+            tree_of(
+                def,
+                mem,
+                &snapshot,
+                &opened,
+                &options,
+                &saved_lookups,
+                &mut restored,
+            )
         })
         .collect::<Result<Vec<_>>>()?;
+    let mut replayed = replayed;
+    replayed.report.tables_lookup_counts_restored = restored;
+    replayed.report.lookup_counts_refused = refused;
     let manifest = ManifestWriter::create(fs.as_ref(), &dir, manifest_number, &snapshot)?;
 
     // The new manifest is current: everything it does not name is garbage from before.
@@ -264,8 +279,12 @@ fn tree_of(
     snapshot: &VersionEdit,
     opened: &HashMap<u64, Table>,
     store: &Options,
+    saved_lookups: &HashMap<u64, TableLookups>,
+    restored: &mut usize,
 ) -> Result<Arc<Tree>> {
     let version = Version::empty(store.num_levels).apply(def.id, snapshot, opened);
+    // Before the plan: it spends the filter memory by these counts.
+    *restored += restore_lookup_counts(&version, saved_lookups);
     let entries = |keyspace: Option<KeyspaceId>| -> u64 {
         (snapshot.added.iter())
             .filter(|t| keyspace.is_none_or(|k| t.keyspace == k))
@@ -280,6 +299,23 @@ fn tree_of(
     );
     let version = load_filters(version, &options)?;
     Ok(Arc::new(Tree::new(def, mem, Arc::new(version))))
+}
+
+/// The lookup counts saved when the store was last closed, where it counts lookups; and why
+/// the file was not used, when it was there and did not read back (the store then starts
+/// from the prediction, as without it: the counts are a hint).
+fn saved_lookup_counts(
+    fs: &SharedFs,
+    dir: &Path,
+    env: &TableEnv,
+) -> (HashMap<u64, TableLookups>, Option<String>) {
+    if !env.count_lookups {
+        return (HashMap::new(), None);
+    }
+    match lookup_counts::load(fs.as_ref(), dir) {
+        Ok(saved) => (saved.unwrap_or_default(), None),
+        Err(e) => (HashMap::new(), Some(e.to_string())),
+    }
 }
 
 /// Counts the level-0 tables recovery wrote from the replayed logs as a flush.
@@ -316,13 +352,27 @@ pub(super) fn open_read_only(
         ..VersionEdit::default()
     };
     let mut replayed = on_disk.replayed.mems;
+    let (saved_lookups, refused) = saved_lookup_counts(&fs, &dir, &table_env);
+    let mut restored = 0;
     let trees = keyspace_defs(&options, &on_disk.keyspaces)
         .into_iter()
         .map(|def| {
             let mem = (replayed.remove(&def.id)).unwrap_or_else(|| def.new_memtable(0));
-            tree_of(def, mem, &snapshot, &on_disk.opened, &options)
+            let opened = &on_disk.opened;
+            tree_of(
+                def,
+                mem,
+                &snapshot,
+                opened,
+                &options,
+                &saved_lookups,
+                &mut restored,
+            )
         })
         .collect::<Result<Vec<_>>>()?;
+    let mut recovery = on_disk.replayed.report;
+    recovery.tables_lookup_counts_restored = restored;
+    recovery.lookup_counts_refused = refused;
     let parts = Parts {
         dir,
         fs,
@@ -332,7 +382,7 @@ pub(super) fn open_read_only(
         next_keyspace: on_disk.next_keyspace,
         last_seq: on_disk.last_seq,
         next_file: on_disk.next_file,
-        recovery: on_disk.replayed.report,
+        recovery,
         write_totals: on_disk.write_totals,
     };
     Ok(parts.assemble(None, None, lock))
@@ -742,9 +792,14 @@ pub(super) fn remove_unreferenced_files(
             Some(FileKind::Table(n)) => !live_tables.contains(&n),
             Some(FileKind::Log(n)) => n < log,
             Some(FileKind::Manifest(n)) => n != manifest,
-            Some(FileKind::Temp(_) | FileKind::TableTemp(_) | FileKind::CurrentTemp) => true,
+            Some(
+                FileKind::Temp(_)
+                | FileKind::TableTemp(_)
+                | FileKind::CurrentTemp
+                | FileKind::LookupCountsTemp,
+            ) => true,
             // Never a file whose name the store did not make.
-            Some(FileKind::Current | FileKind::Lock) | None => false,
+            Some(FileKind::Current | FileKind::Lock | FileKind::LookupCounts) | None => false,
         };
         if obsolete {
             let _ = fs.remove(&dir.join(&name));

@@ -140,6 +140,10 @@ pub(crate) struct TableInner {
     /// `ReadCounters::table_lookups` when the counting began: when the table was opened,
     /// moved later as the counts age (`age_lookup_counts`).
     pub(super) counted_since: AtomicU64,
+    /// Lookups counted before `counted_since` whose counts the table took over (from a
+    /// compaction's inputs, or saved by the store before it was last closed): part of the
+    /// span its counts were counted over (`inherit_lookup_counts`).
+    pub(super) inherited_span: AtomicU64,
 }
 
 impl Drop for TableInner {
@@ -448,6 +452,7 @@ impl Table {
                 first_unit_lookups: AtomicU64::new(0),
                 lookups: (1..counted_units).map(|_| AtomicU64::new(0)).collect(),
                 counted_since: AtomicU64::new(env.counters.table_lookups.load(Ordering::Relaxed)),
+                inherited_span: AtomicU64::new(0),
             }),
             units,
             deferred,

@@ -436,19 +436,23 @@ impl Table {
     /// weigh half as much as those to come. The halvings race with lookups counted
     /// meanwhile, which may be lost: the counts are an estimate.
     pub(crate) fn age_lookup_counts(&self) {
-        let span = self.lookups_counted_span();
         let rest = self.inner.lookups.iter();
         for count in std::iter::once(&self.inner.first_unit_lookups).chain(rest) {
             count.store(count.load(Ordering::Relaxed) / 2, Ordering::Relaxed);
         }
-        (self.inner.counted_since).fetch_add(span - span / 2, Ordering::Relaxed);
+        let inherited = self.inner.inherited_span.load(Ordering::Relaxed);
+        (self.inner.inherited_span).store(inherited / 2, Ordering::Relaxed);
+        let now = (self.inner.env.counters.table_lookups).load(Ordering::Relaxed);
+        let counted = now.saturating_sub(self.inner.counted_since.load(Ordering::Relaxed));
+        (self.inner.counted_since).fetch_add(counted - counted / 2, Ordering::Relaxed);
     }
 
     /// Starts the table's lookup counts from `counts` (one for each unit of its filter),
     /// counted over a span of `span` lookups that reached the store's tables: the lookups a
-    /// compaction's inputs counted over the keys this table took from them, so that the plan
-    /// for the filters' memory sees where lookups go from the table's first day. For a table
-    /// no lookup has reached yet; the store does not count lookups, nothing changes.
+    /// compaction's inputs counted over the keys this table took from them, or those the
+    /// table counted before the store was last closed, so that the plan for the filters'
+    /// memory sees where lookups go from the table's first day. For a table no lookup has
+    /// reached yet; where the store does not count lookups, nothing changes.
     pub(crate) fn inherit_lookup_counts(&self, span: u64, counts: &[u64]) {
         if !self.inner.env.count_lookups {
             return;
@@ -458,8 +462,20 @@ impl Table {
                 counter.store(count, Ordering::Relaxed);
             }
         }
+        // Counted from now on top of the span taken over: the store's own count of lookups
+        // may be younger than the span (it starts at zero when the store opens).
         let now = (self.inner.env.counters.table_lookups).load(Ordering::Relaxed);
-        (self.inner.counted_since).store(now.saturating_sub(span), Ordering::Relaxed);
+        (self.inner.counted_since).store(now, Ordering::Relaxed);
+        (self.inner.inherited_span).store(span, Ordering::Relaxed);
+    }
+
+    /// The table's lookup counts, one for each unit of its filter, and the span of lookups
+    /// they were counted over: what the store saves when it closes.
+    pub(crate) fn lookup_counts(&self) -> (u64, Vec<u64>) {
+        let counts = (0..self.filter_units())
+            .map(|unit| self.lookups_counted(unit).0)
+            .collect();
+        (self.lookups_counted_span(), counts)
     }
 
     /// The unit of the filter that would answer for `key`: `None` without a filter over
@@ -486,11 +502,13 @@ impl Table {
         (asked, self.lookups_counted_span())
     }
 
-    /// The lookups that reached the store's tables since this table's counting began.
+    /// The lookups that reached the store's tables since this table's counting began, and
+    /// the span of those it took over with its counts (`inherit_lookup_counts`).
     pub(crate) fn lookups_counted_span(&self) -> u64 {
         let now = (self.inner.env.counters.table_lookups).load(Ordering::Relaxed);
         let since = self.inner.counted_since.load(Ordering::Relaxed);
-        now.saturating_sub(since)
+        let inherited = self.inner.inherited_span.load(Ordering::Relaxed);
+        now.saturating_sub(since) + inherited
     }
 
     /// The filter's answer alone for `key` (of `hash`), counted nowhere: `true` without a
