@@ -1,10 +1,11 @@
 //! `LOOKUPS`: the lookups each table's filter units counted, saved when the store closes so
 //! that a reopened store spends its filter memory where lookups went rather than starting
-//! from the tree's prediction again (`docs/format.md`, "Lookup counts").
+//! from the tree's prediction again (`docs/format-log-manifest.md`, "Lookup counts").
 //!
 //! The file is a hint. A store without it, or with one that does not read back whole (a
-//! wrong magic, a bad checksum, a count of units a table does not have), opens as it would
-//! have without: from the prediction. It is written to `LOOKUPS.tmp`, synced, and renamed
+//! wrong magic, a bad checksum, a truncation), opens as it would have without: from the
+//! prediction. A record whose table is not live, or is not the table counted (another
+//! number of entries or of filter units: a number reused after a repair), is skipped. It is written to `LOOKUPS.tmp`, synced, and renamed
 //! over `LOOKUPS`, so a crash leaves the old file or the new one.
 
 use std::collections::HashMap;
@@ -19,9 +20,11 @@ use crate::fs::FileSystem;
 /// The file's first eight bytes.
 const MAGIC: &[u8; 8] = b"BKVLOOK1";
 
-/// One table's counts: over how many of the store's lookups, and by unit of its filter.
+/// One table's counts: over how many of the store's lookups, and by unit of its filter; with
+/// the table's entries, which tell it from another table that took its number.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableLookups {
+    pub entries: u64,
     pub span: u64,
     pub counts: Vec<u64>,
 }
@@ -32,6 +35,7 @@ pub fn encode(tables: &[(u64, TableLookups)]) -> Vec<u8> {
     put_u32(&mut out, tables.len() as u32);
     for (number, lookups) in tables {
         put_u64(&mut out, *number);
+        put_u64(&mut out, lookups.entries);
         put_u64(&mut out, lookups.span);
         put_u32(&mut out, lookups.counts.len() as u32);
         for &count in &lookups.counts {
@@ -65,6 +69,7 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<HashMap<u64, TableLookups>, S
     let mut out = HashMap::new();
     for _ in 0..tables {
         let number = at.u64()?;
+        let entries = at.u64()?;
         let span = at.u64()?;
         let units = at.u32()? as usize;
         // Each count takes eight bytes: a count of units larger than the bytes left is a
@@ -77,7 +82,14 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<HashMap<u64, TableLookups>, S
         let counts = (0..units)
             .map(|_| at.u64())
             .collect::<std::result::Result<_, _>>()?;
-        out.insert(number, TableLookups { span, counts });
+        out.insert(
+            number,
+            TableLookups {
+                entries,
+                span,
+                counts,
+            },
+        );
     }
     if at.at != body.len() {
         return Err("bytes after the last table".to_string());
@@ -160,6 +172,7 @@ mod tests {
             (
                 12,
                 TableLookups {
+                    entries: 1_000,
                     span: 40_000,
                     counts: vec![3, 0, 19_000],
                 },
@@ -167,6 +180,7 @@ mod tests {
             (
                 7,
                 TableLookups {
+                    entries: 1,
                     span: 1,
                     counts: vec![],
                 },
@@ -202,6 +216,7 @@ mod tests {
         let mut body = MAGIC.to_vec();
         put_u32(&mut body, 1);
         put_u64(&mut body, 1);
+        put_u64(&mut body, 100);
         put_u64(&mut body, 10);
         put_u32(&mut body, u32::MAX);
         let crc = crc32fast::hash(&body);

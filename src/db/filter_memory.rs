@@ -108,6 +108,11 @@ impl Inner {
                 refitted |= self.refit_tree_filters(id, version, limit);
             }
         }
+        if refitted {
+            // Saved at each plan too, not only at close: a store that is killed reopens
+            // with the counts of its last plan. A failure costs only the hint.
+            let _ = self.save_lookup_counts();
+        }
         refitted
     }
 
@@ -169,9 +174,6 @@ impl Inner {
         }
         if installed {
             (self.table_env.counters.filter_refits).fetch_add(1, Atomic::Relaxed);
-            // Saved at each plan too, not only at close: a store that is killed reopens
-            // with the counts of its last plan. A failure costs only the hint.
-            let _ = self.save_lookup_counts();
         }
         installed
     }
@@ -253,7 +255,7 @@ const REFIT_GAIN: f64 = 0.95;
 /// How many lookups a table's share as the tree's shape predicts it (lookups drawn like the
 /// stored keys) counts for beside those counted since the table was opened: a new table
 /// starts at the predicted share and moves to the counted one as lookups come.
-const PREDICTED_SHARE_WEIGHT: f64 = 2000.0;
+pub(super) const PREDICTED_SHARE_WEIGHT: f64 = 2000.0;
 
 /// Each filter unit's share of the lookups (a whole filter is one unit, a partitioned one
 /// a unit per partition), by table in the order of `version.tables()`.

@@ -12,14 +12,16 @@
 //! So each output table is given the lookups its inputs counted over the keys it took from
 //! them, before the plan for the new version is made. An input's unit (its whole filter, or a
 //! partition) counted a share of the store's lookups: the count over the span of lookups it
-//! was counted in. That share is split evenly over the units, of every table the compaction
-//! writes, whose keys meet the input unit's. Inputs of one level hold disjoint keys, so their shares add up; the inputs
-//! of the level above saw the same lookups on their way down, so an output unit takes the
-//! larger of the two levels' sums, not both. The output's counts are its shares over the
-//! longest span an input counted in.
+//! was counted in (with the plan's damping of young counts). That share is split evenly over
+//! the units, of every table the compaction writes, whose keys meet the input unit's. Inputs
+//! of one level below 0 hold disjoint keys, so their shares add up; a level-0 table, and the
+//! inputs of another level, saw the same lookups on their way down, so an output unit takes
+//! the largest of those sums, not their total, and never more than every lookup. The
+//! output's counts are its shares over the longest span an input counted in.
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::filter_memory::PREDICTED_SHARE_WEIGHT;
 use super::Inner;
 use crate::error::Result;
 use crate::lookup_counts::{self, TableLookups};
@@ -40,7 +42,13 @@ impl Inner {
             .flat_map(|tree| tree.version.tables())
             .filter_map(|t| {
                 let (span, counts) = t.table.lookup_counts();
-                (span > 0).then_some((t.meta.number, TableLookups { span, counts }))
+                let entries = t.meta.entries;
+                let lookups = TableLookups {
+                    entries,
+                    span,
+                    counts,
+                };
+                (span > 0).then_some((t.meta.number, lookups))
             })
             .collect();
         lookup_counts::save(self.fs.as_ref(), &self.dir, &tables)
@@ -58,8 +66,10 @@ pub(super) fn restore_lookup_counts(
         let Some(lookups) = saved.get(&t.meta.number) else {
             continue;
         };
-        // A table of that number with another filter layout is not the one counted.
-        if lookups.counts.len() == t.table.filter_units() {
+        // A table of that number with other entries or another filter layout is not the one
+        // counted (a number reused after a repair went back to an older manifest).
+        let same = lookups.entries == t.meta.entries;
+        if same && lookups.counts.len() == t.table.filter_units() {
             t.table.inherit_lookup_counts(lookups.span, &lookups.counts);
             restored += 1;
         }
@@ -105,7 +115,8 @@ pub(super) fn inherit_lookup_counts(
         let counts: Vec<u64> = (0..units)
             .map(|u| {
                 let share = (output.shares.values()).map(|s| s[u]).fold(0.0, f64::max);
-                (share * output.span as f64).round() as u64
+                // No unit is asked by more than every lookup.
+                (share.min(1.0) * output.span as f64).round() as u64
             })
             .collect();
         if counts.iter().any(|&c| c > 0) {
@@ -114,18 +125,39 @@ pub(super) fn inherit_lookup_counts(
     }
 }
 
-/// A table a compaction writes, and the shares of the lookups it takes over: for each input
-/// level, one for each unit of its filter; over the longest span an input it meets counted in.
+/// A table a compaction writes, and the shares of the lookups it takes over: for each group of
+/// inputs whose keys are disjoint ([`Group`]), one for each unit of its filter; over the
+/// longest span an input it meets counted in.
 struct Output<'a> {
     meta: &'a crate::manifest::TableMeta,
     table: &'a Table,
-    shares: BTreeMap<u32, Vec<f64>>,
+    shares: BTreeMap<Group, Vec<f64>>,
     span: u64,
+}
+
+/// Inputs whose shares add up: a level's tables below level 0 hold disjoint keys, so a lookup
+/// asks at most one of them. Level 0's tables overlap, and one lookup asks every one that
+/// covers its key: each is a group of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Group {
+    Level(u32),
+    LevelZeroTable(u64),
+}
+
+impl Group {
+    fn of(input: &TableHandle) -> Group {
+        match input.meta.level {
+            0 => Group::LevelZeroTable(input.meta.number),
+            level => Group::Level(level),
+        }
+    }
 }
 
 /// `outputs` with the shares of the lookups `inputs` counted: each input unit's share, its
 /// count over its span, split evenly over the output units (of every output) whose keys meet
-/// the input unit's; added up within an input level.
+/// the input unit's; added up within a [`Group`]. A share is damped as the plan damps a
+/// table's own (`PREDICTED_SHARE_WEIGHT` lookups beside its span), so that a young input's
+/// few lookups do not stand for the longest span an input counted in.
 fn with_input_shares<'a>(mut outputs: Vec<Output<'a>>, inputs: &[&TableHandle]) -> Vec<Output<'a>> {
     for input in inputs {
         let table = &input.table;
@@ -141,12 +173,15 @@ fn with_input_shares<'a>(mut outputs: Vec<Output<'a>>, inputs: &[&TableHandle]) 
             // The unit answers for the keys after the previous partition's last key, up to
             // its own last key (the table's first and last keys at the ends, and for a whole
             // filter).
-            let first = match unit {
-                0 => input.meta.smallest_key.as_slice(),
-                u => table
-                    .filter_unit_last_key(u - 1)
-                    .unwrap_or(&input.meta.smallest_key),
+            let first = match unit
+                .checked_sub(1)
+                .and_then(|u| table.filter_unit_last_key(u))
+            {
+                // The first key after the previous partition's last.
+                Some(previous) => [previous, &[0]].concat(),
+                None => input.meta.smallest_key.clone(),
             };
+            let first = first.as_slice();
             let last = table
                 .filter_unit_last_key(unit)
                 .unwrap_or(&input.meta.largest_key);
@@ -156,13 +191,14 @@ fn with_input_shares<'a>(mut outputs: Vec<Output<'a>>, inputs: &[&TableHandle]) 
                 })
                 .flat_map(|(i, o)| output_units_meeting(o.table, first, last).map(move |u| (i, u)))
                 .collect();
-            let share = asked as f64 / span as f64 / met.len().max(1) as f64;
+            let share =
+                asked as f64 / (span as f64 + PREDICTED_SHARE_WEIGHT) / met.len().max(1) as f64;
             for (i, u) in met {
                 let output = &mut outputs[i];
                 let units = output.table.filter_units();
                 let level = output
                     .shares
-                    .entry(input.meta.level)
+                    .entry(Group::of(input))
                     .or_insert_with(|| vec![0.0; units]);
                 level[u] += share;
                 output.span = output.span.max(span);

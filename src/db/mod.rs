@@ -905,8 +905,10 @@ impl Db {
     pub fn close(mut self) -> Result<()> {
         let result = self.inner.sync_logs_for_close();
         self.stop_worker();
-        let saved = self.inner.save_lookup_counts();
-        result.and(self.inner.record_write_totals()).and(saved)
+        // A failure to save the lookup counts costs only the hint: the next open starts from
+        // the prediction, as without them.
+        let _ = self.inner.save_lookup_counts();
+        result.and(self.inner.record_write_totals())
     }
 
     fn refuse_if_read_only(&self) -> Result<()> {

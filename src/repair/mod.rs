@@ -72,6 +72,12 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
             report.restored_current = Some(restored);
         }
         report.salvaged = salvage::salvage_tables(&options.file_system, dir, &options)?;
+        // Table numbers may be used again after a repair went back to an older manifest, and
+        // salvaged tables are new: the lookups counted before describe another store.
+        let counts = dir.join(filename::LOOKUP_COUNTS);
+        if fs.exists(&counts) {
+            fs.remove(&counts)?;
+        }
     }
     let db = Db::open(
         dir,

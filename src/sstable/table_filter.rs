@@ -457,9 +457,10 @@ impl Table {
         if !self.inner.env.count_lookups {
             return;
         }
+        // A unit asked more often than lookups came is a count gone wrong: held to the span.
         for (unit, &count) in counts.iter().enumerate() {
             if let Some(counter) = self.inner.unit_lookups(unit) {
-                counter.store(count, Ordering::Relaxed);
+                counter.store(count.min(span), Ordering::Relaxed);
             }
         }
         // Counted from now on top of the span taken over: the store's own count of lookups
@@ -508,7 +509,7 @@ impl Table {
         let now = (self.inner.env.counters.table_lookups).load(Ordering::Relaxed);
         let since = self.inner.counted_since.load(Ordering::Relaxed);
         let inherited = self.inner.inherited_span.load(Ordering::Relaxed);
-        now.saturating_sub(since) + inherited
+        now.saturating_sub(since).saturating_add(inherited)
     }
 
     /// The filter's answer alone for `key` (of `hash`), counted nowhere: `true` without a
