@@ -51,12 +51,15 @@ impl Inner {
                 (span > 0).then_some((t.meta.number, lookups))
             })
             .collect();
+        // The versions are let go before the file is written and synced.
+        drop(state);
         lookup_counts::save(self.fs.as_ref(), &self.dir, &tables)
     }
 }
 
-/// Gives each table of `version` the counts `saved` holds for it (by number), where they
-/// match its filter's units; returns how many tables took theirs.
+/// Gives each table of `version` the counts `saved` holds for it (by number), where the record
+/// is of that table (its entries and its filter's units match); returns how many tables took
+/// theirs.
 pub(super) fn restore_lookup_counts(
     version: &Version,
     saved: &HashMap<u64, TableLookups>,
