@@ -663,3 +663,55 @@ fn a_cache_that_serves_the_lookups_keeps_its_memory() {
     assert_eq!(stats.block_cache.capacity, 32 << 20);
     assert_eq!(stats.filter_memory_limit, Some(limit));
 }
+
+#[test]
+fn level_zero_tables_hand_on_the_lookups_they_saw_together_once() {
+    // Level-0 tables that each cover the whole key range, kept there (no compaction until
+    // asked), under a limit that counts lookups but does not bind.
+    let options = options()
+        .memtable_size(1 << 20)
+        .table_size(16 << 10)
+        .l0_compaction_trigger(1000)
+        .l0_write_triggers(2000, 3000)
+        .filter_memory_limit(1 << 30);
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options).unwrap();
+    const KEYS_HERE: u64 = 2_000;
+    for _ in 0..4 {
+        common::put_even(&db, 0, KEYS_HERE);
+        db.flush().unwrap();
+    }
+    let stats = db.stats();
+    assert!(
+        stats.tables.iter().all(|t| t.level == 0),
+        "{:?}",
+        stats.tables
+    );
+    // Every absent key between the stored ones, five times: a lookup asks one table of each
+    // flush, so each flush's tables together saw every lookup.
+    for _ in 0..5 {
+        for i in 0..KEYS_HERE {
+            assert_eq!(db.get(common::key(2 * i + 1)).unwrap(), None);
+        }
+    }
+    let share = |t: &bloomkv::TableStats| t.lookups_counted as f64 / t.lookup_span.max(1) as f64;
+    let total = |stats: &Stats| stats.tables.iter().map(share).sum::<f64>();
+    let before = total(&db.stats());
+    assert!(
+        before > 3.0,
+        "four flushes, each asked by every lookup: {before}"
+    );
+
+    // Merged into one level, the keys are asked once per lookup: the new tables take about
+    // the lookups' whole share once, not once per flush.
+    db.compact().unwrap();
+    let stats = db.stats();
+    assert!(
+        stats.tables.iter().all(|t| t.level > 0),
+        "{:?}",
+        stats.tables
+    );
+    let after = total(&stats);
+    assert!((0.5..=1.5).contains(&after), "{after}: {:?}", stats.tables);
+    common::assert_even_keys_read_back(&db, KEYS_HERE, |_| true);
+}
