@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Channel;
 use tonic::Status;
@@ -15,7 +14,7 @@ use crate::transport::{never_connected, ClientTls, Dial};
 use crate::{proto, Blob, NodeId, Request, Response};
 
 /// How fresh a read must be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Consistency {
     /// Through the leader, after it confirmed it still leads: sees every acknowledged write.
     Linearizable,
@@ -59,25 +58,9 @@ pub enum ClientReply {
     Failed(String),
 }
 
-/// A node's view of itself and the cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeStatus {
-    pub id: NodeId,
-    pub term: u64,
-    /// "Leader", "Follower", "Candidate", "Learner" or "Shutdown".
-    pub state: String,
-    pub leader: Option<NodeId>,
-    pub last_log_index: Option<u64>,
-    pub last_applied_index: Option<u64>,
-    /// The index of the snapshot this node holds, built or installed.
-    pub snapshot_index: Option<u64>,
-    pub purged_index: Option<u64>,
-    pub voters: Vec<NodeId>,
-    /// Leadership confirmations this node ran for linearizable reads, and the reads they
-    /// answered: concurrent reads share one (`read_index.rs`).
-    pub read_confirmations: u64,
-    pub reads_confirmed: u64,
-}
+/// A node's view of itself and the cluster: the gRPC message as it is
+/// (`proto/bloomkv.proto`).
+pub use crate::proto::NodeStatus;
 
 /// What a request could not do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,7 +224,7 @@ impl Client {
                 }
                 ClientRequest::Status => {
                     let status = kv.status(with_token(proto::StatusRequest {}, t)).await?;
-                    ClientReply::Status(status.into_inner().into())
+                    ClientReply::Status(status.into_inner())
                 }
             })
         };

@@ -14,7 +14,6 @@ use openraft::{
 };
 use tonic::Status;
 
-use crate::client::NodeStatus;
 use crate::proto;
 use crate::{Blob, NodeId, Request, Response, TypeConfig};
 
@@ -105,42 +104,6 @@ impl From<proto::Response> for Response {
             swapped: response.swapped,
             found: response.found.map(Blob),
             superseded: response.superseded,
-        }
-    }
-}
-
-impl From<NodeStatus> for proto::NodeStatus {
-    fn from(s: NodeStatus) -> proto::NodeStatus {
-        proto::NodeStatus {
-            id: s.id,
-            term: s.term,
-            state: s.state,
-            leader: s.leader,
-            last_log_index: s.last_log_index,
-            last_applied_index: s.last_applied_index,
-            snapshot_index: s.snapshot_index,
-            purged_index: s.purged_index,
-            voters: s.voters,
-            read_confirmations: s.read_confirmations,
-            reads_confirmed: s.reads_confirmed,
-        }
-    }
-}
-
-impl From<proto::NodeStatus> for NodeStatus {
-    fn from(s: proto::NodeStatus) -> NodeStatus {
-        NodeStatus {
-            id: s.id,
-            term: s.term,
-            state: s.state,
-            leader: s.leader,
-            last_log_index: s.last_log_index,
-            last_applied_index: s.last_applied_index,
-            snapshot_index: s.snapshot_index,
-            purged_index: s.purged_index,
-            voters: s.voters,
-            read_confirmations: s.read_confirmations,
-            reads_confirmed: s.reads_confirmed,
         }
     }
 }

@@ -439,8 +439,7 @@ impl Kv for Serving {
         &self,
         _: tonic::Request<proto::StatusRequest>,
     ) -> Result<tonic::Response<proto::NodeStatus>, Status> {
-        let status = status(&self.raft, &self.read_index);
-        Ok(tonic::Response::new(status.into()))
+        Ok(tonic::Response::new(status(&self.raft, &self.read_index)))
     }
 }
 
