@@ -97,6 +97,24 @@ impl RandomAccessFile for OsRandomAccessFile {
     }
 
     #[cfg(target_os = "linux")]
+    fn wont_need(&self, offset: u64, len: u64) {
+        use std::os::fd::AsRawFd;
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return;
+        };
+        // SAFETY: the descriptor is open for the life of `self.file`; fadvise only advises,
+        // and a hint that fails changes nothing the reads rely on.
+        unsafe {
+            libc::posix_fadvise(
+                self.file.as_raw_fd(),
+                offset,
+                len,
+                libc::POSIX_FADV_DONTNEED,
+            )
+        };
+    }
+
+    #[cfg(target_os = "linux")]
     fn drop_cache(&self) -> Result<()> {
         use std::os::fd::AsRawFd;
         // SAFETY: the descriptor is open for the life of `self.file`; fadvise only advises.

@@ -657,6 +657,9 @@ pub(super) fn read_filter_block(
     handle: BlockHandle,
 ) -> Result<(FilterLayout, Vec<UnitFilter>)> {
     let contents = read_block(file, path, handle, BlockKind::Filter)?;
+    // The filters are held in memory from here on (or folded, or dropped by the plan): their
+    // pages in the page cache would only crowd out data blocks.
+    file.wont_need(handle.offset, handle.size_with_trailer());
     if FilterLayout::top_len(&contents).is_none() {
         let filter = filter_block::decode(path, handle, &contents)?;
         let mut layout = FilterLayout::whole(handle)
@@ -714,6 +717,7 @@ fn read_partition(
     let len = usize::try_from(unit.serialized_len())
         .map_err(|_| filter_corrupt(path, unit.offset, "partition too large".to_string()))?;
     let bytes = file.read_at(unit.offset, len)?;
+    file.wont_need(unit.offset, unit.serialized_len());
     standard_partition(UnitFilter::from_bytes(&bytes), path, unit.offset)
 }
 
