@@ -7,7 +7,8 @@
 //! lookups over a store many times larger than the cache it holds a sliver of the data (32
 //! MiB of a 12 GB store: 0.3% of the reads), while the same memory as filter bits cuts the
 //! false positives that send absent-key lookups to the disk. So, every few thousand lookups,
-//! the store compares the two over the lookups since the last time:
+//! the store compares the two over the recent lookups, each weighted by how recent it is (the
+//! weight halves every `HALF_LIFE_LOOKUPS`, about a million lookups):
 //!
 //! - the cache saves `hits / lookups` reads per lookup with its `capacity` bytes, about
 //!   `hits / (lookups * capacity)` per byte (an average over the cache; its last bytes, the
@@ -29,7 +30,12 @@
 //! lookups: a load that alternates between absent keys (which read few blocks, so the cache
 //! looks idle) and present keys the cache serves must not move memory back and forth at each
 //! turn, reading filters from their files each time (a Zipf run did, at `6c1932a`). And the
-//! cache takes memory back as soon as it saves twice what the filters do per byte. Only a
+//! cache takes memory back once it saves twice what the filters do per byte over the recent
+//! lookups. Recent, not the last few thousand: a uniform load that alternated between
+//! 200,000 present and 200,000 absent keys gave the cache its memory back at each present
+//! phase and took it again at each absent one, and every move had the filters folded, then
+//! read back from their files (tens of MB each time, at 30M and at 100M keys). Weighted over
+//! a million lookups, phases shorter than that are judged by their mix. Only a
 //! store with a filter memory limit, a block cache of its own (a shared one serves other
 //! stores too) and filters that follow lookups moves memory.
 //!
@@ -62,6 +68,12 @@ const MOST_HIT_RATE_TO_GIVE: f64 = 0.05;
 
 /// The share of the cache's first size one move takes, and the share it always keeps.
 const STEP_DIVISOR: u64 = 8;
+
+/// Lookups over which a lookup's weight in the comparison halves: long enough that a load
+/// whose mix changes every few hundred thousand lookups is judged by the mix, short enough
+/// that a lasting change moves memory within a few million (seconds, at the rates a store
+/// that moves memory serves).
+const HALF_LIFE_LOOKUPS: f64 = (1 << 20) as f64;
 
 /// The index cache's loan grows only by more than this share of its first size, and shrinks
 /// once the cache has less than this share of the partitions free beside them (half the
@@ -96,6 +108,7 @@ struct Held {
     /// Bytes the index cache lends the filters.
     lent: u64,
     last: Counted,
+    recent: Recent,
 }
 
 /// What the store counted since it opened, as one look saw it.
@@ -104,6 +117,34 @@ pub(super) struct Counted {
     pub lookups: u64,
     pub cache_hits: u64,
     pub false_positives: u64,
+}
+
+/// Lookups, cache hits and false positives, each weighted by how recent it is: the weight
+/// halves every `HALF_LIFE_LOOKUPS` lookups.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Recent {
+    pub lookups: f64,
+    pub cache_hits: f64,
+    pub false_positives: f64,
+}
+
+impl Recent {
+    /// The window after `seen`, counted since the last look: what came before weighs less by
+    /// the lookups `seen` holds.
+    fn after(self, seen: Counted) -> Recent {
+        let kept = 0.5f64.powf(seen.lookups as f64 / HALF_LIFE_LOOKUPS);
+        Recent {
+            lookups: self.lookups * kept + seen.lookups as f64,
+            cache_hits: self.cache_hits * kept + seen.cache_hits as f64,
+            false_positives: self.false_positives * kept + seen.false_positives as f64,
+        }
+    }
+}
+
+impl From<Counted> for Recent {
+    fn from(c: Counted) -> Recent {
+        Recent::default().after(c)
+    }
 }
 
 /// The split as it stands.
@@ -190,16 +231,15 @@ impl MemorySplit {
         loan < lent && (room_used || lent - loan > step || loan == 0)
     }
 
-    /// The move the lookups counted since the last look call for, if any, out of `now`, given
-    /// `keys` in the store.
+    /// The move the recent lookups call for, if any, out of `now`, given `keys` in the store.
     /// `hit_rate` is the cache's hits over the reads it served since the store opened.
-    fn next_move(&self, seen: Counted, now: Split, keys: u64, hit_rate: f64) -> Option<i64> {
+    fn next_move(&self, seen: Recent, now: Split, keys: u64, hit_rate: f64) -> Option<i64> {
         let step = self.given_cache / STEP_DIVISOR;
         let floor = self.given_cache / STEP_DIVISOR;
-        if seen.lookups == 0 || keys == 0 || now.cache == 0 {
+        if seen.lookups < 1.0 || keys == 0 || now.cache == 0 {
             return None;
         }
-        let per_lookup = |n: u64| n as f64 / seen.lookups as f64;
+        let per_lookup = |n: f64| n / seen.lookups;
         let cache_saves = per_lookup(seen.cache_hits) / now.cache as f64;
         let filters_save = per_lookup(seen.false_positives) * LN2_SQUARED * 8.0 / keys as f64;
         let cache_serves_little = hit_rate < MOST_HIT_RATE_TO_GIVE;
@@ -315,7 +355,8 @@ impl Inner {
             filters: split.given_filter_limit + held.moved,
         };
         let hit_rate = cache_stats.hit_rate().unwrap_or(0.0);
-        let Some(to_filters) = split.next_move(seen, now, tables.keys, hit_rate) else {
+        held.recent = held.recent.after(seen);
+        let Some(to_filters) = split.next_move(held.recent, now, tables.keys, hit_rate) else {
             return false;
         };
         let usable = (tables.whole_filters).saturating_sub(now.filters + held.lent);
@@ -357,7 +398,7 @@ mod tests {
             filters: 64 * MIB,
         };
         assert_eq!(
-            s.next_move(seen, now, 100_000_000, 0.003),
+            s.next_move(seen.into(), now, 100_000_000, 0.003),
             Some(4 * MIB as i64)
         );
         // Never below an eighth of the cache.
@@ -366,14 +407,14 @@ mod tests {
             filters: 91 * MIB,
         };
         assert_eq!(
-            s.next_move(seen, nearly_empty, 100_000_000, 0.003),
+            s.next_move(seen.into(), nearly_empty, 100_000_000, 0.003),
             Some(MIB as i64)
         );
         let empty = Split {
             cache: 4 * MIB,
             filters: 92 * MIB,
         };
-        assert_eq!(s.next_move(seen, empty, 100_000_000, 0.003), None);
+        assert_eq!(s.next_move(seen.into(), empty, 100_000_000, 0.003), None);
     }
 
     #[test]
@@ -391,13 +432,13 @@ mod tests {
             filters: 64 * MIB,
         };
         // Nothing below the given limit for the cache to take back.
-        assert_eq!(s.next_move(seen, given, 100_000_000, 0.6), None);
+        assert_eq!(s.next_move(seen.into(), given, 100_000_000, 0.6), None);
         let moved = Split {
             cache: 20 * MIB,
             filters: 76 * MIB,
         };
         assert_eq!(
-            s.next_move(seen, moved, 100_000_000, 0.6),
+            s.next_move(seen.into(), moved, 100_000_000, 0.6),
             Some(-(4 * MIB as i64))
         );
     }
@@ -416,7 +457,99 @@ mod tests {
             cache: 32 * MIB,
             filters: 64 * MIB,
         };
-        assert_eq!(s.next_move(seen, now, 1_000_000, 0.06), None);
+        assert_eq!(s.next_move(seen.into(), now, 1_000_000, 0.06), None);
+    }
+
+    /// The moves a load makes, looked at every 8,192 lookups: `phases` of `phase_lookups`
+    /// lookups each, alternating between the two windows' rates, judged over the recent
+    /// lookups or (`recent: false`) over each window alone.
+    fn moves_over_phases(recent: bool, present: Counted, absent: Counted) -> Vec<i64> {
+        let s = split(32 * MIB, 20 * MIB);
+        let mut now = Split {
+            cache: 32 * MIB,
+            filters: 20 * MIB,
+        };
+        let mut window = Recent::default();
+        let mut moves = Vec::new();
+        for phase in 0..8 {
+            let seen = if phase % 2 == 0 { present } else { absent };
+            for _ in 0..(200_000 / seen.lookups) {
+                window = match recent {
+                    true => window.after(seen),
+                    false => seen.into(),
+                };
+                // The cache has served 1% of its reads since the open: it may give memory.
+                if let Some(m) = s.next_move(window, now, 30_000_000, 0.01) {
+                    now.cache = now.cache.saturating_add_signed(-m);
+                    now.filters = now.filters.saturating_add_signed(m);
+                    moves.push(m);
+                }
+            }
+        }
+        moves
+    }
+
+    #[test]
+    fn phases_of_present_and_absent_keys_move_memory_once_not_back_and_forth() {
+        // Present keys: the cache serves 3% of them, and 0.5% meet a false positive; absent
+        // keys: the cache serves almost none, and 5% meet a false positive. Over each phase
+        // alone the cache saves more per byte in one and the filters in the other.
+        let present = Counted {
+            lookups: 8_192,
+            cache_hits: 246,
+            false_positives: 41,
+        };
+        let absent = Counted {
+            lookups: 8_192,
+            cache_hits: 1,
+            false_positives: 410,
+        };
+        let judged_by_window = moves_over_phases(false, present, absent);
+        assert!(judged_by_window.iter().any(|&m| m > 0));
+        assert!(
+            judged_by_window.iter().any(|&m| m < 0),
+            "each phase alone swings the split: {judged_by_window:?}"
+        );
+        // Over the recent lookups the mix decides: the filters save more, and memory moves
+        // their way only, once.
+        let judged_by_recent = moves_over_phases(true, present, absent);
+        assert!(!judged_by_recent.is_empty());
+        assert!(
+            judged_by_recent.iter().all(|&m| m > 0),
+            "memory moved back: {judged_by_recent:?}"
+        );
+    }
+
+    #[test]
+    fn a_lasting_change_of_load_moves_memory_within_a_few_million_lookups() {
+        let s = split(32 * MIB, 64 * MIB);
+        let moved = Split {
+            cache: 20 * MIB,
+            filters: 76 * MIB,
+        };
+        // A million absent-key lookups that the filters serve, then a skew the cache serves.
+        let absent = Counted {
+            lookups: 8_192,
+            cache_hits: 1,
+            false_positives: 900,
+        };
+        let skewed = Counted {
+            lookups: 8_192,
+            cache_hits: 5_000,
+            false_positives: 8,
+        };
+        let mut window = Recent::default();
+        for _ in 0..128 {
+            window = window.after(absent);
+        }
+        assert_eq!(s.next_move(window, moved, 100_000_000, 0.6), None);
+        let mut lookups = 0;
+        while s.next_move(window, moved, 100_000_000, 0.6).is_none() {
+            window = window.after(skewed);
+            lookups += skewed.lookups;
+            assert!(lookups < 4_000_000, "no move after {lookups} lookups");
+        }
+        assert!(lookups > 8_192, "moved on one window: {lookups}");
     }
 
     #[test]
@@ -426,7 +559,10 @@ mod tests {
             cache: 20 * MIB,
             filters: 76 * MIB,
         };
-        assert_eq!(s.next_move(Counted::default(), now, 1_000_000, 0.0), None);
+        assert_eq!(
+            s.next_move(Counted::default().into(), now, 1_000_000, 0.0),
+            None
+        );
         // Filters save 1.5 times what the cache does per byte: within the factor of two.
         let keys = 10_000_000u64;
         let fp = 1_000u64;
@@ -437,7 +573,7 @@ mod tests {
             cache_hits: hits,
             false_positives: fp,
         };
-        assert_eq!(s.next_move(seen, now, keys, 0.0), None);
+        assert_eq!(s.next_move(seen.into(), now, keys, 0.0), None);
     }
 
     #[test]
