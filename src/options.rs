@@ -100,7 +100,10 @@ pub struct Options {
     /// Moves memory between the block cache and the filters as the lookups show which saves
     /// more reads per byte (`true`, the default): under uniform lookups over a store far
     /// larger than the cache, the cache gives the filters up to seven eighths of itself;
-    /// under a skew that the cache serves, it keeps its memory or takes it back. The filters
+    /// under a skew that the cache serves, it keeps its memory or takes it back. Which saves
+    /// more is judged over the recent lookups, a lookup's weight halving every 2^20 lookups:
+    /// a store serving a thousand lookups a second follows a change of load over tens of
+    /// minutes, one serving hundreds of thousands within seconds. The filters
     /// never drop below `filter_memory_limit`, and the two never hold more than the limit and
     /// `block_cache_size` together; the moves need a block cache of the store's own. With it,
     /// the index cache also lends the filters what the live tables' index partitions leave

@@ -926,12 +926,11 @@ fn failed_writes_and_syncs_leave_no_table_behind() {
 
 /// Which pages of the file at `path` are in the page cache, by `mincore` over a map of it
 /// (a map faults nothing in until it is touched, and this one never is).
-fn pages_cached(path: &Path) -> Vec<bool> {
+#[cfg(target_os = "linux")]
+fn pages_cached(path: &Path, page: usize) -> Vec<bool> {
     use std::os::fd::AsRawFd;
     let file = std::fs::File::open(path).unwrap();
     let len = file.metadata().unwrap().len() as usize;
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
     let mut cached = vec![0u8; len.div_ceil(page)];
     // SAFETY: a fresh read-only map of an open file, unmapped below; `cached` has a byte for
     // each of its pages, as mincore requires.
@@ -951,20 +950,22 @@ fn pages_cached(path: &Path) -> Vec<bool> {
     cached.iter().map(|b| b & 1 == 1).collect()
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn opening_a_table_leaves_its_filter_out_of_the_page_cache() {
     // Under the target directory, not /tmp: a tmpfs keeps every page whatever it is told.
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = dir.path().join("000001.sst");
     let fs: SharedFs = Arc::new(OsFileSystem);
-    let mut b = TableBuilder::new(fs.clone(), &path, TableOptions::default(), 200_000).unwrap();
-    for i in 0..200_000u64 {
+    let keys = 1_000_000u64;
+    let mut b = TableBuilder::new(fs.clone(), &path, TableOptions::default(), keys).unwrap();
+    for i in 0..keys {
         let key = format!("key{i:012}");
-        b.add(&Entry::value(key.into_bytes(), i + 1, vec![7u8; 16]))
+        b.add(&Entry::value(key.into_bytes(), i + 1, vec![7u8; 4]))
             .unwrap();
     }
     let props = b.finish().unwrap();
-    assert!(props.filter_size_bytes > 64 * 1024, "{props:?}");
+    assert!(props.filter_size_bytes > 1 << 20, "{props:?}");
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
     let first_filter_page = props.data_size.div_ceil(page) as usize;
@@ -973,23 +974,25 @@ fn opening_a_table_leaves_its_filter_out_of_the_page_cache() {
     // Every page read through the cache first; the table then reads its footer, index and
     // filter, and holds the filter.
     std::fs::read(&path).unwrap();
-    let before = pages_cached(&path);
+    let before = pages_cached(&path, page as usize);
     assert!(before.iter().all(|&c| c), "the whole file was just read");
     let table = Table::open(fs, &path, Arc::new(ReadCounters::new())).unwrap();
     assert!(table.filter().is_some());
-    let after = pages_cached(&path);
+    let after = pages_cached(&path, page as usize);
 
+    // The kernel keeps a folio (a run of pages it caches as one) that reaches beyond the
+    // range whole, so pages near the filter's ends may stay; but not most of them.
     let filter_pages = &after[first_filter_page..end_filter_page];
-    assert!(filter_pages.len() > 10);
+    let still = filter_pages.iter().filter(|&&c| c).count();
     assert!(
-        filter_pages.iter().all(|&c| !c),
-        "{} of the filter's {} pages still cached",
-        filter_pages.iter().filter(|&&c| c).count(),
+        still * 4 < filter_pages.len(),
+        "{still} of the filter's {} pages still cached",
         filter_pages.len()
     );
-    // The data blocks stay where they were: the hint covered the filter alone.
-    assert!(after[..first_filter_page.saturating_sub(1)]
-        .iter()
-        .all(|&c| c));
-    assert!(after[end_filter_page + 1..].iter().all(|&c| c));
+    // The data blocks stay where they were, but for a folio's length at the filter's start:
+    // the hint covered the filter alone.
+    let near = (256 * 1024 / page) as usize;
+    let data = &after[..first_filter_page.saturating_sub(near)];
+    assert!(data.len() > 1000);
+    assert!(data.iter().all(|&c| c));
 }

@@ -35,7 +35,10 @@
 //! 200,000 present and 200,000 absent keys gave the cache its memory back at each present
 //! phase and took it again at each absent one, and every move had the filters folded, then
 //! read back from their files (tens of MB each time, at 30M and at 100M keys). Weighted over
-//! a million lookups, phases shorter than that are judged by their mix. Only a
+//! a million lookups, phases much shorter than that are judged by their mix (the last
+//! 200,000 lookups carry an eighth of the weight). The half-life is counted in lookups, not
+//! time: a store serving a thousand lookups a second takes about 17 minutes to halve a
+//! lookup's weight, and moves memory as slowly. Only a
 //! store with a filter memory limit, a block cache of its own (a shared one serves other
 //! stores too) and filters that follow lookups moves memory.
 //!
@@ -71,8 +74,8 @@ const STEP_DIVISOR: u64 = 8;
 
 /// Lookups over which a lookup's weight in the comparison halves: long enough that a load
 /// whose mix changes every few hundred thousand lookups is judged by the mix, short enough
-/// that a lasting change moves memory within a few million (seconds, at the rates a store
-/// that moves memory serves).
+/// that a lasting change moves memory within a few million lookups (seconds for a store
+/// serving hundreds of thousands a second; minutes at a thousand a second).
 const HALF_LIFE_LOOKUPS: f64 = (1 << 20) as f64;
 
 /// The index cache's loan grows only by more than this share of its first size, and shrinks
@@ -95,7 +98,8 @@ pub(super) struct MemorySplit {
     /// leave of it.
     given_index_cache: u64,
     lends_index: bool,
-    /// What moved and what is lent, and the counters at the last look. Locked for a whole
+    /// What moved and what is lent, the counters at the last look, and the recent lookups'
+    /// counts. Locked for a whole
     /// rebalance: a refit turn may begin while a long one still reads filters.
     held: Mutex<Held>,
 }
@@ -108,6 +112,7 @@ struct Held {
     /// Bytes the index cache lends the filters.
     lent: u64,
     last: Counted,
+    /// The recent lookups' counts, as the split now stands would have seen them.
     recent: Recent,
 }
 
@@ -137,6 +142,26 @@ impl Recent {
             lookups: self.lookups * kept + seen.lookups as f64,
             cache_hits: self.cache_hits * kept + seen.cache_hits as f64,
             false_positives: self.false_positives * kept + seen.false_positives as f64,
+        }
+    }
+}
+
+impl Recent {
+    /// The window as the split after a move would have seen it: `to_filters` bytes moved
+    /// (negative: to the cache), the cache going from `cache` bytes to `after`, over `keys`
+    /// keys. Counted at the old split, the window would go on arguing for the move it already
+    /// made, and memory would overshoot by several steps before the recent lookups caught up.
+    /// The rule's own model rescales it: the cache's hits in proportion to its size, the
+    /// false positives by `e^(-ln²2 * 8 * bytes / keys)`.
+    fn moved(self, to_filters: i64, cache: u64, after: u64, keys: u64) -> Recent {
+        if cache == 0 || keys == 0 {
+            return self;
+        }
+        Recent {
+            lookups: self.lookups,
+            cache_hits: self.cache_hits * after as f64 / cache as f64,
+            false_positives: self.false_positives
+                * (-LN2_SQUARED * 8.0 * to_filters as f64 / keys as f64).exp(),
         }
     }
 }
@@ -255,7 +280,7 @@ impl MemorySplit {
 }
 
 impl Inner {
-    /// Looks at the lookups since the last look and moves memory between the block cache and
+    /// Looks at the recent lookups and moves memory between the block cache and
     /// the filters when one saves far more reads per byte (the module's rule), and lends the
     /// filters what the index cache cannot use. Called on the background turn that refits
     /// the filters, which then spends a grown limit, or folds filters into a shrunk one.
@@ -366,8 +391,10 @@ impl Inner {
         }
         // The cache shrinks before the filters grow, and the filters shrink (at the refit that
         // follows) before the cache fills: the two never hold more than their sum for long.
-        cache.set_capacity(now.cache.saturating_add_signed(-to_filters));
+        let after = now.cache.saturating_add_signed(-to_filters);
+        cache.set_capacity(after);
         held.moved = held.moved.saturating_add_signed(to_filters);
+        held.recent = held.recent.moved(to_filters, now.cache, after, tables.keys);
         true
     }
 }
@@ -460,64 +487,112 @@ mod tests {
         assert_eq!(s.next_move(seen.into(), now, 1_000_000, 0.06), None);
     }
 
-    /// The moves a load makes, looked at every 8,192 lookups: `phases` of `phase_lookups`
-    /// lookups each, alternating between the two windows' rates, judged over the recent
-    /// lookups or (`recent: false`) over each window alone.
-    fn moves_over_phases(recent: bool, present: Counted, absent: Counted) -> Vec<i64> {
-        let s = split(32 * MIB, 20 * MIB);
+    /// How a simulated store judges its lookups.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Judged {
+        /// Over the lookups since the last look alone.
+        ByWindow,
+        /// Over the recent lookups, the window rescaled after each move (as the store does)
+        /// or not.
+        ByRecent { rescaled: bool },
+    }
+
+    /// A load's rates: the share of lookups the cache serves at its first size, and the share
+    /// that meet a false positive at the filters' first limit.
+    #[derive(Clone, Copy)]
+    struct Load {
+        hits: f64,
+        false_positives: f64,
+    }
+
+    /// The moves a store of 30M keys, a 32 MiB cache and a 20 MiB filter limit makes when it
+    /// looks every 8,192 lookups, `looks` times in each of `phases` in turn, and its cache
+    /// has served 1% of its reads since the open (so it may give memory). The counts follow
+    /// the split as the rule models it: the cache's hits in proportion to its size, the
+    /// false positives falling by `e^(-ln²2)` for each bit per key the filters gained.
+    fn moves(phases: &[Load], looks: usize, judged: Judged) -> Vec<i64> {
+        let (given_cache, given_filters, keys) = (32 * MIB, 20 * MIB, 30_000_000u64);
+        let s = split(given_cache, given_filters);
         let mut now = Split {
-            cache: 32 * MIB,
-            filters: 20 * MIB,
+            cache: given_cache,
+            filters: given_filters,
         };
         let mut window = Recent::default();
         let mut moves = Vec::new();
-        for phase in 0..8 {
-            let seen = if phase % 2 == 0 { present } else { absent };
-            for _ in 0..(200_000 / seen.lookups) {
-                window = match recent {
-                    true => window.after(seen),
-                    false => seen.into(),
+        for load in phases {
+            for _ in 0..looks {
+                let hits = load.hits * now.cache as f64 / given_cache as f64;
+                let bits = 8.0 * (now.filters - given_filters) as f64 / keys as f64;
+                let false_positives = load.false_positives * (-LN2_SQUARED * bits).exp();
+                let seen = Counted {
+                    lookups: 8_192,
+                    cache_hits: (hits * 8_192.0).round() as u64,
+                    false_positives: (false_positives * 8_192.0).round() as u64,
                 };
-                // The cache has served 1% of its reads since the open: it may give memory.
-                if let Some(m) = s.next_move(window, now, 30_000_000, 0.01) {
-                    now.cache = now.cache.saturating_add_signed(-m);
-                    now.filters = now.filters.saturating_add_signed(m);
-                    moves.push(m);
+                window = match judged {
+                    Judged::ByWindow => seen.into(),
+                    Judged::ByRecent { .. } => window.after(seen),
+                };
+                let Some(m) = s.next_move(window, now, keys, 0.01) else {
+                    continue;
+                };
+                let after = now.cache.saturating_add_signed(-m);
+                if judged == (Judged::ByRecent { rescaled: true }) {
+                    window = window.moved(m, now.cache, after, keys);
                 }
+                now.cache = after;
+                now.filters = now.filters.saturating_add_signed(m);
+                moves.push(m);
             }
         }
         moves
     }
 
     #[test]
-    fn phases_of_present_and_absent_keys_move_memory_once_not_back_and_forth() {
-        // Present keys: the cache serves 3% of them, and 0.5% meet a false positive; absent
-        // keys: the cache serves almost none, and 5% meet a false positive. Over each phase
-        // alone the cache saves more per byte in one and the filters in the other.
-        let present = Counted {
-            lookups: 8_192,
-            cache_hits: 246,
-            false_positives: 41,
+    fn phases_of_present_and_absent_keys_move_memory_one_way_not_back_and_forth() {
+        // Phases of 200,000 lookups. Present keys: the cache serves 3% of them, and 0.5% meet
+        // a false positive; absent keys: the cache serves 0.01%, and 5% meet a false
+        // positive. Over each phase alone the cache saves more per byte in one and the
+        // filters in the other.
+        let present = Load {
+            hits: 0.03,
+            false_positives: 0.005,
         };
-        let absent = Counted {
-            lookups: 8_192,
-            cache_hits: 1,
-            false_positives: 410,
+        let absent = Load {
+            hits: 0.0001,
+            false_positives: 0.05,
         };
-        let judged_by_window = moves_over_phases(false, present, absent);
-        assert!(judged_by_window.iter().any(|&m| m > 0));
+        let phases = [present, absent].repeat(4);
+        let by_window = moves(&phases, 24, Judged::ByWindow);
+        assert!(by_window.iter().any(|&m| m > 0));
         assert!(
-            judged_by_window.iter().any(|&m| m < 0),
-            "each phase alone swings the split: {judged_by_window:?}"
+            by_window.iter().any(|&m| m < 0),
+            "each phase alone swings the split: {by_window:?}"
         );
         // Over the recent lookups the mix decides: the filters save more, and memory moves
-        // their way only, once.
-        let judged_by_recent = moves_over_phases(true, present, absent);
-        assert!(!judged_by_recent.is_empty());
+        // their way only.
+        let by_recent = moves(&phases, 24, Judged::ByRecent { rescaled: true });
+        assert!(!by_recent.is_empty());
         assert!(
-            judged_by_recent.iter().all(|&m| m > 0),
-            "memory moved back: {judged_by_recent:?}"
+            by_recent.iter().all(|&m| m > 0),
+            "memory moved back: {by_recent:?}"
         );
+    }
+
+    #[test]
+    fn a_move_rescales_the_window_so_memory_does_not_overshoot() {
+        // 1% of lookups served by the cache, 2% meeting a false positive: three steps of
+        // 4 MiB take the false positives to 0.4%, where the filters no longer save twice
+        // what the cache does per byte.
+        let steady = [Load {
+            hits: 0.01,
+            false_positives: 0.02,
+        }];
+        let rescaled = moves(&steady, 400, Judged::ByRecent { rescaled: true });
+        assert_eq!(rescaled, vec![4 * MIB as i64; 3]);
+        // Judged on counts made before the moves, the window goes on asking for more.
+        let stale = moves(&steady, 400, Judged::ByRecent { rescaled: false });
+        assert!(stale.len() > 3 && stale.iter().all(|&m| m > 0), "{stale:?}");
     }
 
     #[test]
@@ -550,6 +625,7 @@ mod tests {
             assert!(lookups < 4_000_000, "no move after {lookups} lookups");
         }
         assert!(lookups > 8_192, "moved on one window: {lookups}");
+        assert!(s.next_move(window, moved, 100_000_000, 0.6).unwrap() < 0);
     }
 
     #[test]

@@ -118,6 +118,45 @@ impl RandomAccessFile for MappedFile {
         self.len as u64
     }
 
+    fn wont_need(&self, offset: u64, len: u64) {
+        use std::os::fd::AsRawFd;
+        // Mapped pages stay whatever fadvise says: unmap the pages the range covers whole
+        // from this process first (the next touch faults them back in), then advise.
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        let (Ok(offset), Ok(len), Ok(page)) = (
+            usize::try_from(offset),
+            usize::try_from(len),
+            usize::try_from(page),
+        ) else {
+            return;
+        };
+        let end = offset.saturating_add(len).min(self.len);
+        let (first, last) = (
+            offset.next_multiple_of(page.max(1)),
+            end / page.max(1) * page,
+        );
+        if self.ptr.is_null() || first >= last {
+            return;
+        }
+        // SAFETY: `first..last` is page-aligned and lies inside the live read-only mapping
+        // made in `open` (`last <= self.len`); dropping its pages only makes the next read
+        // fault them in again.
+        unsafe {
+            libc::madvise(
+                self.ptr.add(first) as *mut libc::c_void,
+                last - first,
+                libc::MADV_DONTNEED,
+            );
+            libc::posix_fadvise(
+                self.file.as_raw_fd(),
+                first as i64,
+                (last - first) as i64,
+                libc::POSIX_FADV_DONTNEED,
+            );
+        }
+    }
+
     fn drop_cache(&self) -> Result<()> {
         use std::os::fd::AsRawFd;
         // Pages mapped into this process stay cached whatever fadvise says: unmap them from

@@ -53,8 +53,9 @@ pub trait RandomAccessFile: Send + Sync {
     }
     /// Tells the operating system the cached pages of `len` bytes at `offset` will not be
     /// read again soon (a filter read once and then held in the store's own memory): under
-    /// a memory limit, page cache they keep is page cache data blocks lose. Pages the range
-    /// covers only in part stay. A hint only; a no-op where unsupported.
+    /// a memory limit, page cache they keep is page cache data blocks lose. Pages (or the
+    /// kernel's larger folios) that reach beyond the range stay. A hint only; a no-op where
+    /// unsupported.
     fn wont_need(&self, offset: u64, len: u64) {
         let _ = (offset, len);
     }

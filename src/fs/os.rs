@@ -99,7 +99,8 @@ impl RandomAccessFile for OsRandomAccessFile {
     #[cfg(target_os = "linux")]
     fn wont_need(&self, offset: u64, len: u64) {
         use std::os::fd::AsRawFd;
-        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        // A length of 0 would tell the kernel "to the end of the file".
+        let (Ok(offset), Ok(len @ 1..)) = (i64::try_from(offset), i64::try_from(len)) else {
             return;
         };
         // SAFETY: the descriptor is open for the life of `self.file`; fadvise only advises,

@@ -42,6 +42,8 @@ impl TablePrefixFilter {
     ) -> Result<TablePrefixFilter> {
         let handle = props.handle;
         let contents = read_block(file, path, handle, BlockKind::PrefixFilter)?;
+        // Held in memory from here on, as a table's key filter is.
+        file.wont_need(handle.offset, handle.size_with_trailer());
         let filter = filter_block::decode(path, handle, &contents)?;
         if filter.len() != props.prefixes {
             return Err(Error::corruption(

@@ -357,6 +357,16 @@ impl Table {
         let units = (residency.iter().enumerate())
             .map(|(u, &to)| self.read_unit(u, to))
             .collect::<Result<_>>()?;
+        // Each partition's read left the pages it shares with its neighbours: the whole
+        // block's range leaves none.
+        let inner = &self.inner;
+        if let (Some(layout), Some(handle)) = (&inner.filter_layout, inner.filter_handle) {
+            if layout.is_partitioned() {
+                inner
+                    .file()?
+                    .wont_need(handle.offset, handle.size_with_trailer());
+            }
+        }
         Ok(Table::with_units(Arc::clone(&self.inner), units, false))
     }
 
