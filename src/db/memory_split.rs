@@ -144,9 +144,7 @@ impl Recent {
             false_positives: self.false_positives * kept + seen.false_positives as f64,
         }
     }
-}
 
-impl Recent {
     /// The window as the split after a move would have seen it: `to_filters` bytes moved
     /// (negative: to the cache), the cache going from `cache` bytes to `after`, over `keys`
     /// keys. Counted at the old split, the window would go on arguing for the move it already
