@@ -164,12 +164,6 @@ impl Recent {
     }
 }
 
-impl From<Counted> for Recent {
-    fn from(c: Counted) -> Recent {
-        Recent::default().after(c)
-    }
-}
-
 /// The split as it stands.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Split {
@@ -400,6 +394,13 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One look's counts alone, as the store judged them before it weighed recent lookups.
+    impl From<Counted> for Recent {
+        fn from(c: Counted) -> Recent {
+            Recent::default().after(c)
+        }
+    }
 
     fn split(cache: u64, filters: u64) -> MemorySplit {
         let mut options = Options::default().filter_memory_limit(filters);

@@ -57,6 +57,21 @@ struct OsRandomAccessFile {
     size: u64,
 }
 
+impl OsRandomAccessFile {
+    /// Gives the kernel `advice` about `len` bytes at `offset`. A hint only: one that fails
+    /// changes nothing the reads rely on.
+    #[cfg(target_os = "linux")]
+    fn advise(&self, offset: u64, len: u64, advice: libc::c_int) {
+        use std::os::fd::AsRawFd;
+        // A length of 0 would tell the kernel "to the end of the file".
+        let (Ok(offset), Ok(len @ 1..)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return;
+        };
+        // SAFETY: the descriptor is open for the life of `self.file`; fadvise only advises.
+        unsafe { libc::posix_fadvise(self.file.as_raw_fd(), offset, len, advice) };
+    }
+}
+
 impl RandomAccessFile for OsRandomAccessFile {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
@@ -80,39 +95,12 @@ impl RandomAccessFile for OsRandomAccessFile {
 
     #[cfg(target_os = "linux")]
     fn will_need(&self, offset: u64, len: usize) {
-        use std::os::fd::AsRawFd;
-        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
-            return;
-        };
-        // SAFETY: the descriptor is open for the life of `self.file`; fadvise only advises,
-        // and a hint that fails changes nothing the reads rely on.
-        unsafe {
-            libc::posix_fadvise(
-                self.file.as_raw_fd(),
-                offset,
-                len,
-                libc::POSIX_FADV_WILLNEED,
-            )
-        };
+        self.advise(offset, len as u64, libc::POSIX_FADV_WILLNEED);
     }
 
     #[cfg(target_os = "linux")]
     fn wont_need(&self, offset: u64, len: u64) {
-        use std::os::fd::AsRawFd;
-        // A length of 0 would tell the kernel "to the end of the file".
-        let (Ok(offset), Ok(len @ 1..)) = (i64::try_from(offset), i64::try_from(len)) else {
-            return;
-        };
-        // SAFETY: the descriptor is open for the life of `self.file`; fadvise only advises,
-        // and a hint that fails changes nothing the reads rely on.
-        unsafe {
-            libc::posix_fadvise(
-                self.file.as_raw_fd(),
-                offset,
-                len,
-                libc::POSIX_FADV_DONTNEED,
-            )
-        };
+        self.advise(offset, len, libc::POSIX_FADV_DONTNEED);
     }
 
     #[cfg(target_os = "linux")]
