@@ -37,10 +37,12 @@ pub struct TableStats {
     pub prefix_filter_bytes: u64,
     /// The prefix filter's predicted false-positive rate, when the store trusts it.
     pub prefix_filter_predicted_rate: Option<f64>,
-    /// Point lookups that asked the table's filter for a key, over `lookup_span` of the
-    /// store's lookups: the table's share of the lookups, as the filter memory plan counts it
-    /// (since the table was opened, with what it took over from a compaction's inputs or from
-    /// the counts saved at the last close, all halved at each plan). Both 0 where the store
+    /// Point lookups that asked the table's filter for a key the table does not hold (one
+    /// that found its key here is not counted: the filter could only let it through), over
+    /// `lookup_span` of the store's lookups: the table's share of the lookups, as the filter
+    /// memory plan counts it (since the table was opened, with what it took over from a
+    /// compaction's inputs or from the counts saved at the last close, all halved at each
+    /// plan). Both 0 where the store
     /// does not count lookups (`Options::filter_memory_follows_lookups`, under a limit).
     pub lookups_counted: u64,
     pub lookup_span: u64,

@@ -441,6 +441,47 @@ fn filter_memory_follows_skewed_lookups_to_the_busy_tables() {
     assert!(report.unreferenced.is_empty(), "{report:?}");
 }
 
+#[test]
+fn gets_that_find_their_key_in_a_table_do_not_count_for_its_filter() {
+    let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
+    let dir = tempfile::tempdir().unwrap();
+    let (db, table, absent) =
+        build_limited(dir.path(), options().filter_memory_limit(unlimited / 3));
+    let stats = db.stats();
+    let range = stats.tables.iter().find(|t| t.number == table).unwrap();
+    let present: Vec<Vec<u8>> = (0..KEYS)
+        .map(|i| common::key(2 * i))
+        .filter(|k| range.smallest_key <= *k && *k <= range.largest_key)
+        .collect();
+    let counted = |db: &Db| {
+        let stats = db.stats();
+        stats
+            .tables
+            .iter()
+            .find(|t| t.number == table)
+            .unwrap()
+            .lookups_counted
+    };
+    assert_eq!(counted(&db), 0, "no lookup yet");
+
+    // Gets and batched gets of keys the table holds: its filter could only let them through,
+    // and none counts for it (the bottom level's table answers them all).
+    for _ in 0..3 {
+        for key in &present {
+            assert!(db.get(key).unwrap().is_some());
+        }
+        let values = db.multi_get(&present).unwrap();
+        assert!(values.iter().all(Option::is_some));
+    }
+    assert_eq!(counted(&db), 0, "{:?}", db.stats().tables);
+
+    // Gets of absent keys in its range are what its filter turns away: they count.
+    for key in &absent {
+        assert_eq!(db.get(key).unwrap(), None);
+    }
+    assert!(counted(&db) > 0, "{:?}", db.stats().tables);
+}
+
 /// A store limited to a third of its filters (the limit), in `dir`, whose lookups went to one
 /// table's keys (absent ones) until its filter was read back whole: the store, the limit,
 /// the table, the keys.

@@ -262,10 +262,14 @@ pub(super) const PREDICTED_SHARE_WEIGHT: f64 = 2000.0;
 ///
 /// A table's share is as the tree's shape predicts it or (`follows_lookups`) as counted since
 /// the table was opened, the prediction counting for `PREDICTED_SHARE_WEIGHT` lookups. A
-/// lookup counts for a table when it asked the table for a key, found there or not, as the
-/// prediction counts the lookups whose key falls in the table's range: lookups of present
-/// keys show where the busy key ranges are as well as lookups of absent ones, which a busy
-/// range draws too.
+/// lookup counts for a table when it asked the table's filter for a key the table does not
+/// hold (`Table::uncount_found_lookup`): only those can cost a false positive. A lookup that
+/// finds its key in a table met a filter that could only let it through, and bits spent
+/// there would save it nothing: under gets of present keys, most of them found in the
+/// bottom level, counting those put memory into the bottom level's filters that the upper
+/// levels' filters, which every such get asks and must turn away, needed. (The prediction
+/// still counts every lookup whose key falls in the table's range; it weighs only until
+/// lookups are counted.)
 ///
 /// The table's share is then split over its partitions: by their keys, and as counted, each
 /// partition's keys counting for `PARTITION_PRIOR_LOOKUPS` lookups beside those it was asked.

@@ -657,6 +657,7 @@ impl Table {
         };
         if answer.is_some() && self.has_filter_for(key) {
             tally.filter_true_positives += 1;
+            self.uncount_found_lookup(key);
         }
         Ok(answer)
     }

@@ -442,6 +442,24 @@ impl Table {
         }
     }
 
+    /// Takes back the count of a point lookup that found `key` in the table (a value or a
+    /// tombstone): its filter could only have let the key through, so bits spent on the unit
+    /// saved that lookup nothing. What a unit counts is then the lookups its false positives
+    /// would cost: the plan (`filter_memory.rs`) spends memory on the filters that turn away
+    /// keys, not on those of the tables that hold them (under present-key gets, the bottom
+    /// level's). A count a halving took to zero meanwhile stays at zero.
+    pub(crate) fn uncount_found_lookup(&self, key: &[u8]) {
+        if !self.inner.env.count_lookups {
+            return;
+        }
+        if let UnitFor::Unit(unit) = self.unit_for(key) {
+            if let Some(count) = self.inner.unit_lookups(unit) {
+                let _ =
+                    count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| c.checked_sub(1));
+            }
+        }
+    }
+
     /// Halves the lookups counted and the span they were counted over, so that old lookups
     /// weigh half as much as those to come. The halvings race with lookups counted
     /// meanwhile, which may be lost: the counts are an estimate.
