@@ -1450,6 +1450,53 @@ fn bench_stores_shows_each_phase_of_each_store_on_a_terminal() {
     );
 }
 
+#[test]
+fn bench_stores_times_two_spendings_of_one_limit_on_the_same_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("one-tree.json");
+    let run = kv(
+        tmp.path(),
+        &[
+            "bench",
+            "--stores",
+            "bloomkv",
+            "--keys",
+            "20000",
+            "--lookups",
+            "2000",
+            "--filter-memory-limit",
+            "8KiB",
+            "--spending-on-one-tree",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.out().contains("gets on the same tables reopened"),
+        "{}",
+        run.out()
+    );
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let ours = &doc["stores"][0];
+    let limit = figure(ours, "/filter_memory_limit_bytes");
+    let tables = &ours["tables_per_level"];
+    for spending in ["follows_lookups", "by_keys"] {
+        let reopened = &ours["one_tree"][spending];
+        // The limit the store ended with, held, on the tables it left.
+        assert_eq!(figure(reopened, "/filter_memory_limit_bytes"), limit);
+        assert!(
+            figure(reopened, "/filter_memory_bytes") <= limit,
+            "{reopened:#}"
+        );
+        assert_eq!(&reopened["tables_per_level"], tables, "{reopened:#}");
+        for kind in ["present", "absent"] {
+            assert_eq!(figure(reopened, &format!("/{kind}/lookups")), 2000.0);
+            assert!(figure(reopened, &format!("/{kind}/gets_per_second")) > 0.0);
+        }
+    }
+}
+
 /// The number at `pointer` in `doc`, or a failure naming it.
 fn figure(doc: &Value, pointer: &str) -> f64 {
     doc.pointer(pointer)

@@ -121,6 +121,9 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
         if args.memory_fixed {
             v.push("--memory-fixed".into());
         }
+        if args.spending_on_one_tree {
+            v.push("--spending-on-one-tree".into());
+        }
         if args.cache_local_filters {
             v.push("--cache-local-filters".into());
         }
@@ -273,6 +276,17 @@ mod tests {
         );
         let options = bloomkv_options(&bench_args(&["--stores", "bloomkv"])).unwrap();
         assert!(options.memory_follows_reads);
+    }
+
+    #[test]
+    fn spending_on_one_tree_reaches_the_bloomkv_child_only() {
+        let args = bench_args(&["--stores", "bloomkv,rocksdb", "--spending-on-one-tree"]);
+        let child = child_args(&args, "bloomkv", Path::new("out.json"));
+        let in_child: Vec<&str> = child.iter().map(String::as_str).collect();
+        assert!(bench_args(&in_child).spending_on_one_tree, "{child:?}");
+        let rocksdb = child_args(&args, "rocksdb", Path::new("out.json"));
+        let in_child: Vec<&str> = rocksdb.iter().map(String::as_str).collect();
+        assert!(!bench_args(&in_child).spending_on_one_tree, "{rocksdb:?}");
     }
 
     #[test]

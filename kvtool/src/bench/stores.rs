@@ -72,7 +72,16 @@ pub fn run_child(args: &BenchArgs, dir: Option<&Path>, store: &str) -> Result<()
     run_in_child(args, dir, |dir| {
         let workload = Workload::new(args);
         match store {
-            "bloomkv" => run_bloomkv(&workload, dir, bloomkv_options(args)?),
+            "bloomkv" => {
+                let options = bloomkv_options(args)?;
+                let mut figures = run_bloomkv(&workload, dir, options.clone())?;
+                if args.spending_on_one_tree {
+                    let limit = figures["filter_memory_limit_bytes"].as_u64();
+                    let limit = limit.ok_or("the store ran without a filter memory limit")?;
+                    figures["one_tree"] = spendings_on_one_tree(&workload, dir, options, limit)?;
+                }
+                Ok(figures)
+            }
             other => run_peer(other, &workload, dir),
         }
     })
@@ -144,6 +153,41 @@ fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Valu
     figures["absent_blocks_per_get"] = figures["absent"]["blocks_per_get"].clone();
     figures["block_cache_hit_rate"] = settled.cache_hit_rate;
     Ok(figures)
+}
+
+/// The store in `dir`, reopened with `limit` bytes of filter memory and no memory moving,
+/// spent by the lookups counted and then by keys: each reopened store's gets after a pass
+/// that warms its caches, with what it holds.
+fn spendings_on_one_tree(
+    workload: &Workload,
+    dir: &Path,
+    options: Options,
+    limit: u64,
+) -> Result<Value, Failure> {
+    let mut spendings = serde_json::Map::new();
+    for (name, follows) in [("follows_lookups", true), ("by_keys", false)] {
+        let options = (options.clone())
+            .filter_memory_limit(limit)
+            .filter_memory_follows_lookups(follows)
+            .memory_follows_reads(false);
+        let db = Db::open(dir, options)?;
+        lookup_run(&db, workload)?;
+        let measured = lookup_run(&db, workload)?;
+        let stats = db.stats();
+        spendings.insert(
+            name.into(),
+            json!({
+                "present": measured.present, "absent": measured.absent,
+                "filter_memory_bytes": stats.filter_memory_bytes,
+                "filter_memory_limit_bytes": stats.filter_memory_limit,
+                "block_cache_capacity_bytes": stats.block_cache.capacity,
+                "filter_refits": stats.filter_refits,
+                "tables_per_level": tables_per_level(&stats),
+            }),
+        );
+        db.close()?;
+    }
+    Ok(Value::Object(spendings))
 }
 
 fn tables_per_level(stats: &Stats) -> Vec<usize> {

@@ -107,8 +107,30 @@ pub fn print_report(doc: &Value) {
     let Some(ours) = ran.iter().find(|s| s["store"] == "bloomkv") else {
         return;
     };
+    print_one_tree(ours);
     batched::print(ours);
     print_ratios(ours, &ran);
+}
+
+/// With `--spending-on-one-tree`: the store reopened on its tables, its filter memory spent
+/// by the lookups counted and by keys, one row pair each.
+fn print_one_tree(ours: &Value) {
+    let Some(spendings) = ours["one_tree"].as_object() else {
+        return;
+    };
+    let rows: Vec<Value> = (spendings.iter())
+        .map(|(name, figures)| {
+            let mut row = figures.clone();
+            row["store"] = json!(format!("bloomkv, {}", name.replace('_', " ")));
+            row
+        })
+        .collect();
+    println!();
+    println!(
+        "gets on the same tables reopened, filter memory limit {} MiB, spent two ways (after a warming pass)",
+        mib(&spendings.values().next().map_or(Value::Null, |f| f["filter_memory_limit_bytes"].clone()))
+    );
+    print_gets(&rows.iter().collect::<Vec<_>>(), "present", "absent");
 }
 
 /// Load, memory and disk, one row per store.
