@@ -1481,9 +1481,13 @@ fn bench_stores_times_two_spendings_of_one_limit_on_the_same_tables() {
     let ours = &doc["stores"][0];
     let limit = figure(ours, "/filter_memory_limit_bytes");
     let tables = &ours["tables_per_level"];
-    for spending in ["follows_lookups", "by_keys"] {
+    for (spending, limit) in [
+        ("follows_lookups", limit),
+        ("by_keys", limit),
+        ("by_keys_at_given_limit", 8192.0),
+    ] {
         let reopened = &ours["one_tree"][spending];
-        // The limit the store ended with, held, on the tables it left.
+        // The limit the store ended with (or the one given), held, on the tables it left.
         assert_eq!(figure(reopened, "/filter_memory_limit_bytes"), limit);
         assert!(
             figure(reopened, "/filter_memory_bytes") <= limit,

@@ -136,12 +136,12 @@ pub struct BenchArgs {
     /// (`Options::memory_follows_reads(false)`), for a run beside one that moves it.
     #[arg(long)]
     pub memory_fixed: bool,
-    /// With `--stores bloomkv`: after its run, reopen the store on the same tables twice, at
-    /// the filter memory limit it ended with and with no memory moving, once spending that
-    /// limit where the lookups counted go and once by keys, and time a pass of gets each
-    /// time after a pass that warms its caches. Two stores loaded apart split their levels
-    /// at other keys, so that under a skew their gets ask other numbers of filters; on one
-    /// tree only the spending differs.
+    /// With `--stores bloomkv`: after its run, reopen the store on the same tables, at the
+    /// filter memory limit it ended with and with no memory moving, once spending that limit
+    /// where the lookups counted go and once by keys, and once more by keys at the limit its
+    /// options give; time a pass of gets each time after a pass that warms its caches. Two
+    /// stores loaded apart split their levels at other keys, so that under a skew their gets
+    /// ask other numbers of filters; on one tree only the spending differs.
     #[arg(long)]
     pub spending_on_one_tree: bool,
     /// With `--stores`: write bloomkv's filters in the cache-local layout
