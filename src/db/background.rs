@@ -107,11 +107,17 @@ impl Inner {
                 CompactionTurn::Compact { jobs_ended } => jobs_ended,
                 CompactionTurn::RefitFilters => {
                     // A panic must not end the thread with its turn still counted as running.
-                    let _ = caught(Job::Compaction, || {
-                        self.rebalance_memory();
-                        Ok(self.refit_filters())
+                    let changed = caught(Job::Compaction, || {
+                        let moved = self.rebalance_memory();
+                        Ok(self.refit_filters() | moved)
                     });
-                    self.release_freed_memory();
+                    // Only a turn that moved memory or installed filters freed any to hand
+                    // back. A turn comes every few thousand lookups, most change nothing,
+                    // and the release walks every arena of the allocator under its lock,
+                    // which gets that allocate meanwhile wait on.
+                    if changed.unwrap_or(true) {
+                        self.release_freed_memory();
+                    }
                     self.end_idle_turn();
                     continue;
                 }
