@@ -655,9 +655,12 @@ impl Table {
             Some((k, _)) if k == key => read(&mut it).map_err(in_block)?,
             _ => None,
         };
-        if answer.is_some() && self.has_filter_for(key) {
-            tally.filter_true_positives += 1;
+        if answer.is_some() {
+            // Counted for the filter as written, held or not, as `filter_admits` counted it.
             self.uncount_found_lookup(key);
+            if self.has_filter_for(key) {
+                tally.filter_true_positives += 1;
+            }
         }
         Ok(answer)
     }
