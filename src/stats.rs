@@ -42,8 +42,8 @@ pub struct TableStats {
     /// `lookup_span` of the store's lookups: the table's share of the lookups, as the filter
     /// memory plan counts it (since the table was opened, with what it took over from a
     /// compaction's inputs or from the counts saved at the last close, all halved at each
-    /// plan). Both 0 where the store
-    /// does not count lookups (`Options::filter_memory_follows_lookups`, under a limit).
+    /// plan). Both 0 where the store does not count lookups
+    /// (`Options::filter_memory_follows_lookups`, under a limit).
     pub lookups_counted: u64,
     pub lookup_span: u64,
 }

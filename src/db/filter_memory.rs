@@ -263,7 +263,7 @@ pub(super) const PREDICTED_SHARE_WEIGHT: f64 = 2000.0;
 /// A table's share is as the tree's shape predicts it or (`follows_lookups`) as counted since
 /// the table was opened, the prediction counting for `PREDICTED_SHARE_WEIGHT` lookups. A
 /// lookup counts for a table when it asked the table's filter for a key the table does not
-/// hold (`Table::uncount_found_lookup`): only those can cost a false positive. A lookup that
+/// hold (`Table::count_found`): only those can cost a false positive. A lookup that
 /// finds its key in a table met a filter that could only let it through, and bits spent
 /// there would save it nothing: under gets of present keys, most of them found in the
 /// bottom level, counting those put memory into the bottom level's filters that the upper

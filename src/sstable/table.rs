@@ -656,11 +656,7 @@ impl Table {
             _ => None,
         };
         if answer.is_some() {
-            // Counted for the filter as written, held or not, as `filter_admits` counted it.
-            self.uncount_found_lookup(key);
-            if self.has_filter_for(key) {
-                tally.filter_true_positives += 1;
-            }
+            self.count_found(key, tally);
         }
         Ok(answer)
     }

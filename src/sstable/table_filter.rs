@@ -442,17 +442,27 @@ impl Table {
         }
     }
 
-    /// Takes back the count of a point lookup that found `key` in the table (a value or a
-    /// tombstone): its filter could only have let the key through, so bits spent on the unit
-    /// saved that lookup nothing. What a unit counts is then the lookups its false positives
-    /// would cost: the plan (`filter_memory.rs`) spends memory on the filters that turn away
-    /// keys, not on those of the tables that hold them (under present-key gets, the bottom
-    /// level's). A count a halving took to zero meanwhile stays at zero.
-    pub(crate) fn uncount_found_lookup(&self, key: &[u8]) {
-        if !self.inner.env.count_lookups {
-            return;
+    /// Tallies a point lookup that found `key` in the table (a value or a tombstone): a true
+    /// positive where a filter is held for it, and its count taken back from the unit of the
+    /// filter as written, held or not, which `filter_admits` counted it for. That unit could
+    /// only have let the key through, so bits spent on it saved the lookup nothing: what a unit
+    /// counts is then the lookups its false positives would cost, and the plan
+    /// (`filter_memory.rs`) spends memory on the filters that turn keys away, not on those of
+    /// the tables that hold them (under present-key gets, the bottom level's). A count a
+    /// halving took to zero meanwhile stays at zero.
+    pub(crate) fn count_found(&self, key: &[u8], tally: &mut ReadCountersSnapshot) {
+        let unit = match self.unit_for(key) {
+            UnitFor::NoFilter => return,
+            UnitFor::PastEnd => {
+                tally.filter_true_positives += 1;
+                return;
+            }
+            UnitFor::Unit(unit) => unit,
+        };
+        if self.unit_filter(unit).is_some() {
+            tally.filter_true_positives += 1;
         }
-        if let UnitFor::Unit(unit) = self.unit_for(key) {
+        if self.inner.env.count_lookups {
             if let Some(count) = self.inner.unit_lookups(unit) {
                 let _ =
                     count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| c.checked_sub(1));
