@@ -109,8 +109,19 @@ pub struct Options {
     /// the index cache also lends the filters what the live tables' index partitions leave
     /// spare of it (an eighth of them kept for growth), and takes it back as they grow. Both
     /// need a filter memory limit and `filter_memory_follows_lookups` (`docs/design.md`,
-    /// "Filter memory").
+    /// "Filter memory"). And while writes rest, the frozen memtables' room lends the filters
+    /// its memory (`write_buffer_loan_rest`).
     pub memory_follows_reads: bool,
+    /// With `memory_follows_reads`: how long after the last memtable was frozen, with no
+    /// flush or compaction due, the room of the frozen memtables (`memtable_size` times
+    /// `max_immutable_memtables`, 64 MiB by default) is lent to the filters. The next
+    /// memtable frozen takes it back at once, and the filters are folded to the smaller
+    /// limit before another fills. Each loan taken back before it lasted eight times the
+    /// rest it waited for doubles the next rest (up to 30 minutes), so that writes pausing
+    /// often do not have filters read back and folded at every pause; a loan that lasted
+    /// brings it back to this. Default 10 seconds; `None` lends nothing
+    /// (`docs/design.md`, "Filter memory").
+    pub write_buffer_loan_rest: Option<Duration>,
     /// Bytes of index partitions the store keeps in memory, in a cache of their own. A table
     /// whose index outgrows `index_partition_size` is written with a two-level index: a small
     /// top level that stays in memory, over index partitions that lookups read when they need
@@ -291,6 +302,7 @@ impl Default for Options {
             filter_memory_share: Some(0.25),
             filter_memory_follows_lookups: true,
             memory_follows_reads: true,
+            write_buffer_loan_rest: Some(Duration::from_secs(10)),
             index_cache_size: None,
             index_memory_share: 0.125,
             index_partition_size: 4096,
@@ -339,6 +351,7 @@ impl std::fmt::Debug for Options {
                 &self.filter_memory_follows_lookups,
             )
             .field("memory_follows_reads", &self.memory_follows_reads)
+            .field("write_buffer_loan_rest", &self.write_buffer_loan_rest)
             .field("index_cache_size", &self.index_cache_size)
             .field("index_memory_share", &self.index_memory_share)
             .field("index_partition_size", &self.index_partition_size)
@@ -389,6 +402,13 @@ impl Options {
     /// field).
     pub fn memory_follows_reads(mut self, follows: bool) -> Self {
         self.memory_follows_reads = follows;
+        self
+    }
+
+    /// Lends the filters the frozen memtables' room once writes rested this long (`None`:
+    /// never; see the field).
+    pub fn write_buffer_loan_rest(mut self, rest: Option<Duration>) -> Self {
+        self.write_buffer_loan_rest = rest;
         self
     }
 

@@ -238,10 +238,15 @@ pub struct Stats {
     /// filters' limit binds (`Options::memory_follows_reads`); taken back as the indexes
     /// grow. `index_cache`'s capacity is the size after the loan.
     pub index_cache_lent_to_filters: u64,
+    /// Bytes of the frozen memtables' room (`Options::memtable_size` times
+    /// `max_immutable_memtables`) lent to the filters now: lent once writes have rested for
+    /// a while with no flush or compaction due, taken back when the next memtable is frozen
+    /// (`Options::memory_follows_reads`).
+    pub write_buffers_lent_to_filters: u64,
     /// The limit `filter_memory_bytes` stays within (unless prefix filters alone exceed it):
     /// `Options::filter_memory_limit`, or the
     /// one the store made from `Options::filter_memory_share` when it opened, with what moved
-    /// from the block cache and what the index cache lends added; `None` when the filters
+    /// from the block cache and what the index cache and the write buffers lend added; `None` when the filters
     /// are uncapped.
     pub filter_memory_limit: Option<u64>,
     /// Bytes of table indexes held in memory for the tables' lives: whole index blocks, and

@@ -620,7 +620,9 @@ fn uniform_absent_lookups_move_a_cache_that_serves_little_to_the_filters() {
     let limit = unlimited / 3;
     let cache = 8 * 1024;
     let dir = tempfile::tempdir().unwrap();
-    let mut options = (options().filter_memory_limit(limit)).memory_follows_reads(true);
+    let mut options = (options().filter_memory_limit(limit))
+        .memory_follows_reads(true)
+        .write_buffer_loan_rest(None);
     options.block_cache_size = cache;
     let (db, _, _) = build_limited(dir.path(), options);
     assert_eq!(db.stats().block_cache.capacity, cache);
@@ -658,6 +660,7 @@ fn an_index_cache_lends_the_filters_what_its_partitions_leave_spare() {
     let dir = tempfile::tempdir().unwrap();
     let mut options = (options().filter_memory_limit(limit))
         .memory_follows_reads(true)
+        .write_buffer_loan_rest(None)
         .index_cache_size(index_cache);
     // Two-level indexes, whose partitions take a sliver of the index cache; no block cache,
     // so that nothing moves but the loan.
@@ -699,12 +702,93 @@ fn an_index_cache_lends_the_filters_what_its_partitions_leave_spare() {
 }
 
 #[test]
+fn resting_writes_lend_the_filters_the_frozen_memtables_room_until_a_memtable_freezes() {
+    let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
+    let limit = unlimited / 3;
+    let dir = tempfile::tempdir().unwrap();
+    let rest = std::time::Duration::from_millis(300);
+    let mut options = (options().filter_memory_limit(limit))
+        .memory_follows_reads(true)
+        .write_buffer_loan_rest(Some(rest))
+        .index_cache_size(0);
+    // No block cache and no index cache: nothing moves or is lent but the write buffers'
+    // room, two memtables of 16 KiB.
+    options.block_cache_size = 0;
+    let room = (options.memtable_size * options.max_immutable_memtables) as u64;
+    let (db, _, _) = build_limited(dir.path(), options);
+    let stats = db.stats();
+    assert_eq!(stats.write_buffers_lent_to_filters, 0);
+    assert_eq!(stats.filter_memory_limit, Some(limit));
+    let (reads_before, _) = absent_reads(&db);
+    // Lookups bring the background turns that lend, once writes have rested.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while db.stats().filter_memory_bytes <= limit && std::time::Instant::now() < deadline {
+        all_absent_lookups(&db, 1);
+    }
+    let stats = db.stats();
+    let lent = stats.write_buffers_lent_to_filters;
+    // All of the room, or what whole filters can still use.
+    assert!(lent > 0 && lent <= room, "{stats:?}");
+    assert_eq!(stats.filter_memory_limit, Some(limit + lent));
+    assert_eq!(stats.memory_moved_to_filters, 0);
+    assert!(stats.filter_memory_bytes > limit, "{stats:?}");
+    assert!(stats.filter_memory_bytes <= limit + lent, "{stats:?}");
+    let (reads_after, _) = absent_reads(&db);
+    assert!(
+        reads_after < reads_before,
+        "{reads_after} blocks read after, {reads_before} before"
+    );
+    // A write that freezes a memtable takes the room back at once, and the filters fold
+    // back within the limit without waiting for lookups.
+    db.put(common::key(2 * KEYS + 2), common::value(0, 1))
+        .unwrap();
+    db.flush().unwrap();
+    let stats = db.stats();
+    assert_eq!(stats.write_buffers_lent_to_filters, 0, "{stats:?}");
+    assert_eq!(stats.filter_memory_limit, Some(limit));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db.stats().filter_memory_bytes > limit && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let stats = db.stats();
+    assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
+    assert_eq!(
+        db.get(common::key(2 * KEYS + 2)).unwrap(),
+        Some(common::value(0, 1))
+    );
+}
+
+#[test]
+fn a_store_given_no_rest_for_loans_lends_its_write_buffers_nothing() {
+    let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
+    let limit = unlimited / 3;
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = (options().filter_memory_limit(limit))
+        .memory_follows_reads(true)
+        .write_buffer_loan_rest(None)
+        .index_cache_size(0);
+    options.block_cache_size = 0;
+    let (db, _, _) = build_limited(dir.path(), options);
+    for _ in 0..5 {
+        all_absent_lookups(&db, 1);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let stats = db.stats();
+    assert_eq!(stats.write_buffers_lent_to_filters, 0, "{stats:?}");
+    assert_eq!(stats.filter_memory_limit, Some(limit));
+    assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
+}
+
+#[test]
 fn a_cache_that_serves_the_lookups_keeps_its_memory() {
     let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
     let limit = unlimited / 8;
     let dir = tempfile::tempdir().unwrap();
     // The default cache (32 MiB) holds the whole store: present gets of a few keys hit it.
-    let options = (options().filter_memory_limit(limit)).memory_follows_reads(true);
+    let options = (options().filter_memory_limit(limit))
+        .memory_follows_reads(true)
+        .write_buffer_loan_rest(None);
     let (db, _, _) = build_limited(dir.path(), options);
     for _ in 0..400 {
         for i in 0..100 {

@@ -222,6 +222,13 @@ impl Inner {
         }
     }
 
+    /// Has the next idle compaction turn refit the filters, whatever the lookups since the
+    /// last refit: the limit shrank, and filters above it are folded on that turn. The
+    /// caller wakes the background threads.
+    pub(super) fn request_filter_refit(&self) {
+        self.filter_refit_requested.store(true, Atomic::Relaxed);
+    }
+
     /// Whether enough lookups came since the filters were last spent by them to spend them
     /// again; claims the turn (one thread refits at a time, the others see it taken).
     pub(super) fn claim_filter_refit(&self) -> bool {
@@ -229,6 +236,10 @@ impl Inner {
             return false;
         }
         let lookups = self.table_env.counters.table_lookups.load(Atomic::Relaxed);
+        if self.filter_refit_requested.swap(false, Atomic::Relaxed) {
+            self.filters_refit_at.store(lookups, Atomic::Relaxed);
+            return true;
+        }
         let last = self.filters_refit_at.load(Atomic::Relaxed);
         lookups / REFIT_EVERY > last / REFIT_EVERY
             && (self.filters_refit_at)

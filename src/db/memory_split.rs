@@ -51,10 +51,15 @@
 //! is not held to the 5% rule; it grows only by more than a sixteenth of the cache, so that
 //! a refit does not read filters back for a few bytes, and shrinks once the partitions have
 //! used half the room kept for them.
+//!
+//! The frozen memtables' room, which holds nothing while writes rest, is lent the same way
+//! (`write_buffer_loan`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
+use super::write_buffer_loan::WriteBufferLoan;
 use super::{lock, Inner};
 use crate::options::Options;
 
@@ -84,11 +89,14 @@ const HALF_LIFE_LOOKUPS: f64 = (1 << 20) as f64;
 const LOAN_STEP_DIVISOR: u64 = 16;
 
 /// The filter memory limit now, and what moves memory between it and the block cache, and
-/// lends the filters what the index cache cannot use.
+/// lends the filters what the index cache and the frozen memtables' room cannot use.
 pub(super) struct MemorySplit {
-    /// The filters' limit now: the one given, what moved from the block cache, and what the
-    /// index cache lends (stored with `held` locked); `u64::MAX` for none.
+    /// The filters' limit now but for the write buffers' loan: the one given, what moved
+    /// from the block cache, and what the index cache lends (stored with `held` locked);
+    /// `u64::MAX` for none.
     filter_limit: AtomicU64,
+    /// The frozen memtables' room, lent while writes rest.
+    write_buffers: WriteBufferLoan,
     /// The limit the options gave, and the block cache's first size: the filters never go
     /// below the one, and the cache keeps an eighth of the other.
     given_filter_limit: u64,
@@ -194,8 +202,14 @@ impl MemorySplit {
         let follows = options.memory_follows_reads
             && options.filter_memory_follows_lookups
             && options.filter_memory_limit.is_some();
+        let frozen_room =
+            (options.memtable_size as u64).saturating_mul(options.max_immutable_memtables as u64);
         MemorySplit {
             filter_limit: AtomicU64::new(given_filter_limit),
+            write_buffers: match (follows, options.write_buffer_loan_rest) {
+                (true, Some(rest)) => WriteBufferLoan::new(frozen_room, rest, Instant::now()),
+                _ => WriteBufferLoan::new(0, Duration::ZERO, Instant::now()),
+            },
             given_filter_limit,
             given_cache: cache_bytes.unwrap_or(0),
             moves: follows && cache_bytes.is_some_and(|b| b >= STEP_DIVISOR),
@@ -209,8 +223,19 @@ impl MemorySplit {
     pub(super) fn filter_limit(&self) -> Option<u64> {
         match self.filter_limit.load(Ordering::Relaxed) {
             u64::MAX => None,
-            limit => Some(limit),
+            limit => Some(limit.saturating_add(self.write_buffers.lent())),
         }
+    }
+
+    /// Bytes of the frozen memtables' room lent to the filters now.
+    pub(super) fn lent_by_write_buffers(&self) -> u64 {
+        self.write_buffers.lent()
+    }
+
+    /// A memtable was frozen: takes back the write buffers' loan. Returns whether there was
+    /// one, and so filters to fold to the smaller limit.
+    pub(super) fn memtable_frozen(&self) -> bool {
+        self.write_buffers.memtable_frozen(Instant::now())
     }
 
     /// Bytes the block cache has given the filters (net of what it took back).
@@ -279,7 +304,7 @@ impl Inner {
     /// Returns whether the limit changed.
     pub(super) fn rebalance_memory(&self) -> bool {
         let split = &self.memory_split;
-        if !(split.moves || split.lends_index) {
+        if !(split.moves || split.lends_index || split.write_buffers.lends()) {
             return false;
         }
         let mut held = match split.held.try_lock() {
@@ -293,7 +318,14 @@ impl Inner {
         let moved = self.move_between_cache_and_filters(&mut held, &tables);
         let limit = split.given_filter_limit + held.moved + held.lent;
         split.filter_limit.store(limit, Ordering::Relaxed);
-        lent || moved
+        let writes_pending = {
+            let state = self.read_state();
+            state.has_frozen() || state.needs_compaction()
+        };
+        let usable = tables.whole_filters.saturating_sub(limit);
+        let write_loan =
+            (split.write_buffers).lend_if_rested(Instant::now(), writes_pending, usable);
+        lent || moved || write_loan
     }
 
     /// The live tables' keys, index partitions and whole filters' bytes, every keyspace's.

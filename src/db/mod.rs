@@ -46,6 +46,7 @@ mod snapshot;
 mod table_writer;
 mod transaction;
 mod write;
+mod write_buffer_loan;
 mod write_group;
 mod write_rate;
 
@@ -497,6 +498,8 @@ pub(crate) struct Inner {
     /// `ReadCounters::table_lookups` when the filter memory was last spent by the lookups
     /// counted (`filter_memory`).
     filters_refit_at: std::sync::atomic::AtomicU64,
+    /// Set when the filter limit shrank and the next idle turn is to fold filters to it.
+    filter_refit_requested: std::sync::atomic::AtomicBool,
     next_file_number: AtomicU64,
     background: Mutex<BackgroundState>,
     /// Signalled when there is background work, and when background work finished.

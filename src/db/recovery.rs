@@ -430,6 +430,7 @@ impl Parts {
             snapshots: Mutex::new(Default::default()),
             batch_block_reads: Default::default(),
             filters_refit_at: Default::default(),
+            filter_refit_requested: Default::default(),
             memory_split: super::memory_split::MemorySplit::new(
                 &self.options,
                 (self.table_env.block_cache.as_ref())

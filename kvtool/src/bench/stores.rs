@@ -124,6 +124,7 @@ fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Valu
         "filter_memory_limit_bytes": after.filter_memory_limit,
         "memory_moved_to_filters_bytes": after.memory_moved_to_filters,
         "index_cache_lent_to_filters_bytes": after.index_cache_lent_to_filters,
+        "write_buffers_lent_to_filters_bytes": after.write_buffers_lent_to_filters,
         "block_cache_capacity_bytes": after.block_cache.capacity,
         "filter_reads": after.filter_reads,
         "filter_bytes_read": after.filter_bytes_read,

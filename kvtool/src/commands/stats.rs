@@ -317,6 +317,7 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         "filter_memory_limit_bytes": stats.filter_memory_limit,
         "memory_moved_to_filters_bytes": stats.memory_moved_to_filters,
         "index_cache_lent_to_filters_bytes": stats.index_cache_lent_to_filters,
+        "write_buffers_lent_to_filters_bytes": stats.write_buffers_lent_to_filters,
         "tables_filter_shrunk": tables_filter_shrunk(stats),
         "scan_block_reads": stats.scan_block_reads,
         "prefix_extractor": stats.prefix_extractor,
@@ -427,11 +428,15 @@ fn filter_memory_text(stats: &Stats) -> String {
     match stats.filter_memory_limit {
         None => format!("{} (no limit)", stats.filter_memory_bytes),
         Some(limit) => format!(
-            "{} of a limit of {limit}{} ({} tables' filters shrunk to fit){}",
+            "{} of a limit of {limit}{}{} ({} tables' filters shrunk to fit){}",
             stats.filter_memory_bytes,
             match stats.memory_moved_to_filters {
                 0 => String::new(),
                 moved => format!(", {moved} of it moved from the block cache"),
+            },
+            match stats.write_buffers_lent_to_filters {
+                0 => String::new(),
+                lent => format!(", {lent} lent by the write buffers while writes rest"),
             },
             tables_filter_shrunk(stats),
             match partition_counts(stats) {
