@@ -113,8 +113,8 @@ pub struct Options {
     /// its memory (`write_buffer_loan_rest`).
     pub memory_follows_reads: bool,
     /// With `memory_follows_reads`: how long after the last memtable was frozen, with no
-    /// flush or compaction due, the room of the frozen memtables (`memtable_size` times
-    /// `max_immutable_memtables`, 64 MiB by default) is lent to the filters. The next
+    /// flush or compaction due, half the room of the frozen memtables (`memtable_size` times
+    /// `max_immutable_memtables`: 32 MiB by default) is lent to the filters. The next
     /// memtable frozen takes it back at once, and the filters are folded to the smaller
     /// limit before another fills. Each loan taken back before it lasted eight times the
     /// rest it waited for doubles the next rest (up to 30 minutes), so that writes pausing

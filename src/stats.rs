@@ -238,7 +238,7 @@ pub struct Stats {
     /// filters' limit binds (`Options::memory_follows_reads`); taken back as the indexes
     /// grow. `index_cache`'s capacity is the size after the loan.
     pub index_cache_lent_to_filters: u64,
-    /// Bytes of the frozen memtables' room (`Options::memtable_size` times
+    /// Bytes of the frozen memtables' room (half of `Options::memtable_size` times
     /// `max_immutable_memtables`) lent to the filters now: lent once writes have rested for
     /// a while with no flush or compaction due, taken back when the next memtable is frozen
     /// (`Options::memory_follows_reads`).

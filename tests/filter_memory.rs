@@ -711,10 +711,10 @@ fn resting_writes_lend_the_filters_the_frozen_memtables_room_until_a_memtable_fr
         .memory_follows_reads(true)
         .write_buffer_loan_rest(Some(rest))
         .index_cache_size(0);
-    // No block cache and no index cache: nothing moves or is lent but the write buffers'
-    // room, two memtables of 16 KiB.
+    // No block cache and no index cache: nothing moves or is lent but half the write
+    // buffers' room of two memtables of 16 KiB.
     options.block_cache_size = 0;
-    let room = (options.memtable_size * options.max_immutable_memtables) as u64;
+    let room = (options.memtable_size * options.max_immutable_memtables) as u64 / 2;
     let (db, _, _) = build_limited(dir.path(), options);
     let stats = db.stats();
     assert_eq!(stats.write_buffers_lent_to_filters, 0);

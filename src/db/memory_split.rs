@@ -202,8 +202,13 @@ impl MemorySplit {
         let follows = options.memory_follows_reads
             && options.filter_memory_follows_lookups
             && options.filter_memory_limit.is_some();
-        let frozen_room =
-            (options.memtable_size as u64).saturating_mul(options.max_immutable_memtables as u64);
+        // Half the frozen memtables' room: the refits that spend a loan hold new filters
+        // beside the old ones (a sixteenth of the limit a step), and memory outside the
+        // store's plan (the allocator's, table metadata, stacks) takes some 30 MiB at 100M
+        // keys. Lent whole, the room left a store of 100M keys in 256 MiB at 253 MiB at rest.
+        let frozen_room = (options.memtable_size as u64)
+            .saturating_mul(options.max_immutable_memtables as u64)
+            / 2;
         MemorySplit {
             filter_limit: AtomicU64::new(given_filter_limit),
             write_buffers: match (follows, options.write_buffer_loan_rest) {

@@ -7,7 +7,8 @@
 //! pages of a store many times larger than it (100M keys: 12 GB of tables, where 64 MiB of
 //! pages serve well under 1% of the reads). As filter bits, the same memory cuts the false
 //! positives that send absent-key lookups to the disk. So, once no memtable has been frozen
-//! for a while and no flush or compaction is due, the room is lent to the filters, and the
+//! for a while and no flush or compaction is due, half the room is lent to the filters (the
+//! other half is the margin the refits that spend it need, `MemorySplit::new`), and the
 //! next refit spends the grown limit; the first memtable frozen after takes it back at once,
 //! and a refit folds the filters to the smaller limit before the next memtable fills (the
 //! active one has its own room throughout).
