@@ -83,6 +83,14 @@ const STEP_DIVISOR: u64 = 8;
 /// serving hundreds of thousands a second; minutes at a thousand a second).
 const HALF_LIFE_LOOKUPS: f64 = (1 << 20) as f64;
 
+/// The share of the memory the process may use that its anonymous memory (heap and stacks,
+/// which a memory cgroup cannot reclaim), counted without the write buffers' loan, may take
+/// with it: the rest is for the page cache and for what the store's plan does not count
+/// (refits hold new filters beside old ones; the allocator holds freed memory). A Zipf run
+/// at 100M keys in 256 MiB lent half the frozen memtables' room with no such bound, and its
+/// cgroup killed the process at 250 MiB of anonymous memory.
+const LOAN_MEMORY_SHARE: (u64, u64) = (3, 4);
+
 /// The index cache's loan grows only by more than this share of its first size, and shrinks
 /// once the cache has less than this share of the partitions free beside them (half the
 /// room a loan leaves them).
@@ -102,6 +110,10 @@ pub(super) struct MemorySplit {
     given_filter_limit: u64,
     given_cache: u64,
     moves: bool,
+    /// The memory the process may use (`memory::available`), read when the store opened:
+    /// the write buffers' loan keeps the process's anonymous memory within
+    /// `LOAN_MEMORY_SHARE` of it.
+    memory_available: Option<u64>,
     /// The index cache's first size, and whether it lends the filters what its partitions
     /// leave of it.
     given_index_cache: u64,
@@ -187,6 +199,8 @@ struct Tables {
     index_partitions: u64,
     /// Bytes the filters would take held whole: more memory they cannot use.
     whole_filters: u64,
+    /// Bytes the filters take as held.
+    held_filters: u64,
 }
 
 impl MemorySplit {
@@ -215,6 +229,10 @@ impl MemorySplit {
                 (true, Some(rest)) => WriteBufferLoan::new(frozen_room, rest, Instant::now()),
                 _ => WriteBufferLoan::new(0, Duration::ZERO, Instant::now()),
             },
+            memory_available: match follows && options.write_buffer_loan_rest.is_some() {
+                true => crate::memory::available(),
+                false => None,
+            },
             given_filter_limit,
             given_cache: cache_bytes.unwrap_or(0),
             moves: follows && cache_bytes.is_some_and(|b| b >= STEP_DIVISOR),
@@ -230,6 +248,21 @@ impl MemorySplit {
             u64::MAX => None,
             limit => Some(limit.saturating_add(self.write_buffers.lent())),
         }
+    }
+
+    /// What the process's memory leaves the write buffers' loan: `LOAN_MEMORY_SHARE` of the
+    /// memory available, less the anonymous memory it holds without the loan (the filters
+    /// it holds, `held_filters`, above `limit`, the limit without the loan, are the loan's);
+    /// nothing where either figure cannot be read.
+    fn memory_left_for_loan(&self, held_filters: u64, limit: u64) -> u64 {
+        let (Some(available), Some(anonymous)) =
+            (self.memory_available, crate::memory::anonymous_resident())
+        else {
+            return 0;
+        };
+        let (share, of) = LOAN_MEMORY_SHARE;
+        let without_loan = anonymous.saturating_sub(held_filters.saturating_sub(limit));
+        (available / of * share).saturating_sub(without_loan)
     }
 
     /// Bytes of the frozen memtables' room lent to the filters now.
@@ -327,7 +360,8 @@ impl Inner {
             let state = self.read_state();
             state.has_frozen() || state.needs_compaction()
         };
-        let usable = tables.whole_filters.saturating_sub(limit);
+        let usable = (tables.whole_filters.saturating_sub(limit))
+            .min(split.memory_left_for_loan(tables.held_filters, limit));
         let write_loan =
             (split.write_buffers).lend_if_rested(Instant::now(), writes_pending, usable);
         lent || moved || write_loan
@@ -341,6 +375,7 @@ impl Inner {
             tables.keys += t.meta.entries;
             tables.index_partitions += t.table.cached_index_partitions() as u64;
             tables.whole_filters += t.table.whole_filter_bytes();
+            tables.held_filters += t.table.filter_memory_bytes() as u64;
         }
         tables
     }

@@ -33,6 +33,9 @@ const LONGEST_REST: Duration = Duration::from_secs(30 * 60);
 /// How many times the rest it waited for a loan must last to have paid for its reads.
 const PAYBACK: u32 = 8;
 
+/// A loan moves only by more than this share of the room.
+const LOAN_STEP_DIVISOR: u64 = 16;
+
 /// The frozen memtables' room, and what of it the filters hold.
 pub(super) struct WriteBufferLoan {
     /// Bytes the frozen memtables may take; 0 for a store that lends nothing.
@@ -95,10 +98,12 @@ impl WriteBufferLoan {
         was_lent
     }
 
-    /// Lends up to `usable` bytes (what whole filters could still use) when, at `now`, writes
-    /// have rested long enough and `writes_pending` (a frozen memtable, a flush or compaction
-    /// due) is false; a loan standing shrinks to `usable` if that fell. Returns whether the
-    /// loan changed.
+    /// Lends up to `usable` bytes (what whole filters could still use, and the process's
+    /// memory leaves) when, at `now`, writes have rested long enough and `writes_pending` (a
+    /// frozen memtable, a flush or compaction due) is false; a loan standing shrinks to
+    /// `usable` if that fell. It moves only by more than a sixteenth of the room (or to
+    /// nothing), so that a refit does not read or fold filters for a few bytes. Returns
+    /// whether the loan changed.
     pub(super) fn lend_if_rested(&self, now: Instant, writes_pending: bool, usable: u64) -> bool {
         let rest = &mut *lock(&self.rest);
         let lent = self.lent.load(Ordering::SeqCst);
@@ -107,7 +112,12 @@ impl WriteBufferLoan {
             true => self.room.min(usable),
             false => lent.min(usable),
         };
-        if loan == lent {
+        let step = self.room / LOAN_STEP_DIVISOR;
+        let moves = match loan {
+            0 => lent > 0,
+            _ => loan > lent.saturating_add(step) || loan.saturating_add(step) < lent,
+        };
+        if !moves {
             return false;
         }
         self.lent.store(loan, Ordering::SeqCst);
@@ -140,13 +150,19 @@ mod tests {
         assert_eq!(loan.lent(), 0);
         assert!(loan.lend_if_rested(start + secs(11), false, u64::MAX));
         assert_eq!(loan.lent(), 64 * MIB);
-        // No more than whole filters could use, and less once they can use less.
+        // No more than whole filters could use and memory leaves, and less once they leave
+        // less; by more than a sixteenth of the room (4 MiB) only, or to nothing.
         let small = WriteBufferLoan::new(64 * MIB, FIRST_REST, start);
-        assert!(small.lend_if_rested(start + secs(11), false, 5 * MIB));
+        assert!(!small.lend_if_rested(start + secs(11), false, 3 * MIB));
+        assert!(small.lend_if_rested(start + secs(11), false, 10 * MIB));
+        assert_eq!(small.lent(), 10 * MIB);
+        assert!(!small.lend_if_rested(start + secs(12), false, 7 * MIB));
+        assert!(!small.lend_if_rested(start + secs(12), false, 13 * MIB));
+        assert_eq!(small.lent(), 10 * MIB);
+        assert!(small.lend_if_rested(start + secs(12), false, 5 * MIB));
         assert_eq!(small.lent(), 5 * MIB);
-        assert!(small.lend_if_rested(start + secs(12), false, 2 * MIB));
-        assert_eq!(small.lent(), 2 * MIB);
-        assert!(!small.lend_if_rested(start + secs(13), false, 2 * MIB));
+        assert!(small.lend_if_rested(start + secs(13), true, 0));
+        assert_eq!(small.lent(), 0);
     }
 
     #[test]
