@@ -114,7 +114,9 @@ pub struct Options {
     pub memory_follows_reads: bool,
     /// With `memory_follows_reads`: how long after the last memtable was frozen, with no
     /// flush or compaction due, half the room of the frozen memtables (`memtable_size` times
-    /// `max_immutable_memtables`: 32 MiB by default) is lent to the filters. The next
+    /// `max_immutable_memtables`: 32 MiB by default) is lent to the filters, as far as the
+    /// process's anonymous memory stays within three quarters of the memory available
+    /// (`crate::memory::available`; Linux only, elsewhere nothing is lent). The next
     /// memtable frozen takes it back at once, and the filters are folded to the smaller
     /// limit before another fills. Each loan taken back before it lasted eight times the
     /// rest it waited for doubles the next rest (up to 30 minutes), so that writes pausing
