@@ -113,16 +113,18 @@ pub struct Options {
     /// its memory (`write_buffer_loan_rest`).
     pub memory_follows_reads: bool,
     /// With `memory_follows_reads`: how long after the last memtable was frozen, with no
-    /// flush or compaction due, half the room of the frozen memtables (`memtable_size` times
-    /// `max_immutable_memtables`: 32 MiB by default) is lent to the filters, as far as the
-    /// process's anonymous memory stays within three quarters of the memory available
+    /// flush or compaction due, the filters are lent half the room of the frozen memtables
+    /// (`memtable_size` times `max_immutable_memtables`: 32 MiB of 64 by default; never more
+    /// than all of it but one memtable's, so nothing with one frozen memtable), as far as
+    /// the process's anonymous memory stays within three quarters of the memory available
     /// (`crate::memory::available`; Linux only, elsewhere nothing is lent). The next
-    /// memtable frozen takes it back at once, and the filters are folded to the smaller
-    /// limit before another fills. Each loan taken back before it lasted eight times the
-    /// rest it waited for doubles the next rest (up to 30 minutes), so that writes pausing
-    /// often do not have filters read back and folded at every pause; a loan that lasted
-    /// brings it back to this. Default 10 seconds; `None` lends nothing
-    /// (`docs/design.md`, "Filter memory").
+    /// memtable frozen takes it back at once, and the next idle background turn folds the
+    /// filters to the smaller limit (the flush's new version is fitted to it too). Each
+    /// loan taken back before it lasted eight times the rest it waited for doubles the next
+    /// rest (up to 30 minutes, or this rest if longer), so that writes pausing often do not
+    /// have filters read back and folded at every pause; a loan that lasted brings it back
+    /// to this. Default 10 seconds; `None` lends nothing (`docs/design.md`, "Filter
+    /// memory").
     pub write_buffer_loan_rest: Option<Duration>,
     /// Bytes of index partitions the store keeps in memory, in a cache of their own. A table
     /// whose index outgrows `index_partition_size` is written with a two-level index: a small

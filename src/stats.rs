@@ -246,8 +246,8 @@ pub struct Stats {
     /// The limit `filter_memory_bytes` stays within (unless prefix filters alone exceed it):
     /// `Options::filter_memory_limit`, or the
     /// one the store made from `Options::filter_memory_share` when it opened, with what moved
-    /// from the block cache and what the index cache and the write buffers lend added; `None` when the filters
-    /// are uncapped.
+    /// from the block cache and what the index cache and the write buffers lend added;
+    /// `None` when the filters are uncapped.
     pub filter_memory_limit: Option<u64>,
     /// Bytes of table indexes held in memory for the tables' lives: whole index blocks, and
     /// the top levels of two-level indexes (whose partitions are in `index_cache`).

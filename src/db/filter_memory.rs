@@ -230,7 +230,8 @@ impl Inner {
     }
 
     /// Whether enough lookups came since the filters were last spent by them to spend them
-    /// again; claims the turn (one thread refits at a time, the others see it taken).
+    /// again, or a refit was requested (`request_filter_refit`); claims the turn (the
+    /// others see it taken).
     pub(super) fn claim_filter_refit(&self) -> bool {
         if !self.table_env.count_lookups {
             return false;

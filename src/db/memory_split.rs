@@ -220,9 +220,12 @@ impl MemorySplit {
         // beside the old ones (a sixteenth of the limit a step), and memory outside the
         // store's plan (the allocator's, table metadata, stacks) takes some 30 MiB at 100M
         // keys. Lent whole, the room left a store of 100M keys in 256 MiB at 253 MiB at rest.
-        let frozen_room = (options.memtable_size as u64)
-            .saturating_mul(options.max_immutable_memtables as u64)
-            / 2;
+        // And no more than all frozen memtables' room but one: the memtable frozen next
+        // takes its room back before the filters are folded to the smaller limit.
+        let memtable = options.memtable_size as u64;
+        let frozen = options.max_immutable_memtables as u64;
+        let frozen_room = (memtable.saturating_mul(frozen) / 2)
+            .min(memtable.saturating_mul(frozen.saturating_sub(1)));
         MemorySplit {
             filter_limit: AtomicU64::new(given_filter_limit),
             write_buffers: match (follows, options.write_buffer_loan_rest) {
@@ -251,13 +254,11 @@ impl MemorySplit {
     }
 
     /// What the process's memory leaves the write buffers' loan: `LOAN_MEMORY_SHARE` of the
-    /// memory available, less the anonymous memory it holds without the loan (the filters
-    /// it holds, `held_filters`, above `limit`, the limit without the loan, are the loan's);
-    /// nothing where either figure cannot be read.
-    fn memory_left_for_loan(&self, held_filters: u64, limit: u64) -> u64 {
-        let (Some(available), Some(anonymous)) =
-            (self.memory_available, crate::memory::anonymous_resident())
-        else {
+    /// memory available, less the `anonymous` memory the process holds without the loan (the
+    /// filters it holds, `held_filters`, above `limit`, the limit without the loan, are the
+    /// loan's); nothing where either figure cannot be read.
+    fn memory_left_for_loan(&self, anonymous: Option<u64>, held_filters: u64, limit: u64) -> u64 {
+        let (Some(available), Some(anonymous)) = (self.memory_available, anonymous) else {
             return 0;
         };
         let (share, of) = LOAN_MEMORY_SHARE;
@@ -356,15 +357,25 @@ impl Inner {
         let moved = self.move_between_cache_and_filters(&mut held, &tables);
         let limit = split.given_filter_limit + held.moved + held.lent;
         split.filter_limit.store(limit, Ordering::Relaxed);
-        let writes_pending = {
-            let state = self.read_state();
-            state.has_frozen() || state.needs_compaction()
-        };
-        let usable = (tables.whole_filters.saturating_sub(limit))
-            .min(split.memory_left_for_loan(tables.held_filters, limit));
-        let write_loan =
-            (split.write_buffers).lend_if_rested(Instant::now(), writes_pending, usable);
-        lent || moved || write_loan
+        lent || moved || self.lend_write_buffers(&tables, limit)
+    }
+
+    /// Lends the filters half the frozen memtables' room while writes rest, within what
+    /// whole filters can use beyond `limit` (the limit without it) and what the process's
+    /// memory leaves (`MemorySplit::memory_left_for_loan`). Returns whether the loan changed.
+    fn lend_write_buffers(&self, tables: &Tables, limit: u64) -> bool {
+        let split = &self.memory_split;
+        if !split.write_buffers.lends() {
+            return false;
+        }
+        let anonymous = crate::memory::anonymous_resident();
+        let usable = (tables.whole_filters.saturating_sub(limit)).min(split.memory_left_for_loan(
+            anonymous,
+            tables.held_filters,
+            limit,
+        ));
+        let now = Instant::now();
+        (split.write_buffers).lend_if_rested(now, self.has_background_work(), usable)
     }
 
     /// The live tables' keys, index partitions and whole filters' bytes, every keyspace's.
@@ -481,6 +492,47 @@ mod tests {
     }
 
     const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn the_write_buffers_lend_only_what_keeps_the_heap_within_three_quarters_of_memory() {
+        let mut s = split(32 * MIB, 64 * MIB);
+        s.memory_available = Some(256 * MIB);
+        // 150 MiB of heap, the filters at their limit: 42 MiB left under 192 MiB.
+        assert_eq!(
+            s.memory_left_for_loan(Some(150 * MIB), 100 * MIB, 100 * MIB),
+            42 * MIB
+        );
+        // The same heap with 30 MiB of it the loan's filters: 120 MiB without it, 72 left.
+        assert_eq!(
+            s.memory_left_for_loan(Some(150 * MIB), 130 * MIB, 100 * MIB),
+            72 * MIB
+        );
+        // A heap above three quarters leaves nothing; so does a figure that cannot be read.
+        assert_eq!(s.memory_left_for_loan(Some(200 * MIB), 0, 100 * MIB), 0);
+        assert_eq!(s.memory_left_for_loan(None, 0, 100 * MIB), 0);
+        s.memory_available = None;
+        assert_eq!(s.memory_left_for_loan(Some(MIB), 0, 100 * MIB), 0);
+    }
+
+    #[test]
+    fn the_write_buffers_lend_half_their_room_and_never_all_of_it() {
+        let lent_by = |memtables: usize| {
+            let mut options = Options::default().filter_memory_limit(64 * MIB);
+            options.max_immutable_memtables = memtables;
+            MemorySplit::new(&options, Some(32 * MIB), None).write_buffers
+        };
+        assert!(lent_by(2).lends());
+        assert!(
+            !lent_by(1).lends(),
+            "the one frozen memtable needs all its room"
+        );
+        let off = Options::default()
+            .filter_memory_limit(64 * MIB)
+            .write_buffer_loan_rest(None);
+        assert!(!MemorySplit::new(&off, Some(32 * MIB), None)
+            .write_buffers
+            .lends());
+    }
 
     #[test]
     fn uniform_absent_lookups_over_a_big_store_move_memory_to_the_filters() {

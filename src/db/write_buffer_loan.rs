@@ -10,8 +10,9 @@
 //! for a while and no flush or compaction is due, half the room is lent to the filters (the
 //! other half is the margin the refits that spend it need, `MemorySplit::new`), and the
 //! next refit spends the grown limit; the first memtable frozen after takes it back at once,
-//! and a refit folds the filters to the smaller limit before the next memtable fills (the
-//! active one has its own room throughout).
+//! and the next idle background turn folds the filters to the smaller limit, as does the
+//! flush's new version (the active memtable has its own room throughout, and the loan is
+//! never all the frozen memtables' room but one memtable's).
 //!
 //! A loan costs filter reads from the files when it is spent, so writes that pause for less
 //! than the loan pays back must not have filters read back and folded at every pause. The
@@ -34,7 +35,7 @@ const LONGEST_REST: Duration = Duration::from_secs(30 * 60);
 const PAYBACK: u32 = 8;
 
 /// A loan moves only by more than this share of the room.
-const LOAN_STEP_DIVISOR: u64 = 16;
+const MOVE_DIVISOR: u64 = 16;
 
 /// The frozen memtables' room, and what of it the filters hold.
 pub(super) struct WriteBufferLoan {
@@ -91,7 +92,7 @@ impl WriteBufferLoan {
         if let Some(since) = rest.lent_since.take() {
             let lasted = now.saturating_duration_since(since);
             rest.needed = match lasted < rest.needed * PAYBACK {
-                true => (rest.needed * 2).min(LONGEST_REST),
+                true => (rest.needed * 2).min(LONGEST_REST.max(self.first_rest)),
                 false => self.first_rest,
             };
         }
@@ -112,7 +113,7 @@ impl WriteBufferLoan {
             true => self.room.min(usable),
             false => lent.min(usable),
         };
-        let step = self.room / LOAN_STEP_DIVISOR;
+        let step = self.room / MOVE_DIVISOR;
         let moves = match loan {
             0 => lent > 0,
             _ => loan > lent.saturating_add(step) || loan.saturating_add(step) < lent,
