@@ -226,16 +226,14 @@ impl MemorySplit {
         let frozen = options.max_immutable_memtables as u64;
         let frozen_room = (memtable.saturating_mul(frozen) / 2)
             .min(memtable.saturating_mul(frozen.saturating_sub(1)));
+        let loan_rest = options.write_buffer_loan_rest.filter(|_| follows);
         MemorySplit {
             filter_limit: AtomicU64::new(given_filter_limit),
-            write_buffers: match (follows, options.write_buffer_loan_rest) {
-                (true, Some(rest)) => WriteBufferLoan::new(frozen_room, rest, Instant::now()),
-                _ => WriteBufferLoan::new(0, Duration::ZERO, Instant::now()),
+            write_buffers: match loan_rest {
+                Some(rest) => WriteBufferLoan::new(frozen_room, rest, Instant::now()),
+                None => WriteBufferLoan::new(0, Duration::ZERO, Instant::now()),
             },
-            memory_available: match follows && options.write_buffer_loan_rest.is_some() {
-                true => crate::memory::available(),
-                false => None,
-            },
+            memory_available: loan_rest.and_then(|_| crate::memory::available()),
             given_filter_limit,
             given_cache: cache_bytes.unwrap_or(0),
             moves: follows && cache_bytes.is_some_and(|b| b >= STEP_DIVISOR),

@@ -86,6 +86,9 @@ impl WriteBufferLoan {
     /// whether there was one, so that the filters are folded to the smaller limit before
     /// the next memtable fills.
     pub(super) fn memtable_frozen(&self, now: Instant) -> bool {
+        if !self.lends() {
+            return false;
+        }
         let mut rest = lock(&self.rest);
         rest.last_freeze = now;
         let was_lent = self.lent.swap(0, Ordering::SeqCst) > 0;
