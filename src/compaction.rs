@@ -374,6 +374,15 @@ pub fn pick(version: &Version, options: &Options, running: &Running) -> Option<C
         .find_map(|(level, _)| pick_from(version, level, &targets, running))
 }
 
+/// All of level 0 into the base level, below the trigger, unless level 0 is empty or a
+/// running compaction conflicts (a store whose writes rest, `Options::compact_level0_at_rest`).
+pub fn pick_level0(version: &Version, options: &Options, running: &Running) -> Option<Compaction> {
+    if version.level(0).is_empty() {
+        return None;
+    }
+    pick_from(version, 0, &LevelTargets::new(version, options), running)
+}
+
 /// A compaction out of `level` that conflicts with no running one: all of level 0 into the
 /// base level, or the table of a deeper level that overlaps the fewest bytes of the next
 /// level for its own size.

@@ -220,6 +220,16 @@ pub struct Options {
     /// not exceed `l0_slowdown_trigger` (8 by default): raise both together
     /// (`l0_write_triggers`) to let level 0 grow further.
     pub l0_compaction_trigger: usize,
+    /// How long after the last memtable was frozen level 0 is compacted into the base level
+    /// below `l0_compaction_trigger`, once lookups have asked its tables' filters ten
+    /// thousand times since: every lookup asks each level-0 table's filter, and once writes
+    /// stop, the tables below the trigger would stay until writes came back. A store nobody
+    /// reads is left as it is. A memtable frozen less than eight times this rest after such
+    /// a compaction doubles the next rest (up to 30 minutes, or this rest if longer), so that
+    /// writes pausing often do not have each flush compacted on its own; one frozen later
+    /// brings it back to this. Default 10 seconds; `None` waits for the trigger alone
+    /// (`docs/design.md`, "Compaction").
+    pub compact_level0_at_rest: Option<Duration>,
     /// Level-0 table count from which writes are slowed to `delayed_write_rate` (lower still
     /// while level 0 keeps growing), so that it rarely reaches the stop trigger. Every
     /// level-0 table is one more filter each lookup asks (their key ranges all overlap), so
@@ -323,6 +333,7 @@ impl Default for Options {
             num_levels: 7,
             dynamic_level_sizes: true,
             l0_compaction_trigger: 4,
+            compact_level0_at_rest: Some(Duration::from_secs(10)),
             l0_slowdown_trigger: 8,
             l0_stop_trigger: 36,
             delayed_write_rate: 16 << 20,
@@ -370,6 +381,7 @@ impl std::fmt::Debug for Options {
             .field("num_levels", &self.num_levels)
             .field("group_commit_wait", &self.group_commit_wait)
             .field("dynamic_level_sizes", &self.dynamic_level_sizes)
+            .field("compact_level0_at_rest", &self.compact_level0_at_rest)
             .field("compaction_threads", &self.compaction_threads)
             .field("compaction_nice", &self.compaction_nice)
             .field("tune_allocator", &self.tune_allocator)
@@ -563,6 +575,13 @@ impl Options {
     /// Sets the level-0 table count that triggers compaction.
     pub fn l0_compaction_trigger(mut self, tables: usize) -> Self {
         self.l0_compaction_trigger = tables;
+        self
+    }
+
+    /// Compacts level 0 below its trigger once writes rested this long and lookups ask its
+    /// tables (`None`: never; see the field).
+    pub fn compact_level0_at_rest(mut self, rest: Option<Duration>) -> Self {
+        self.compact_level0_at_rest = rest;
         self
     }
 

@@ -156,7 +156,10 @@ impl Inner {
         self.next_job(Job::Compaction, |inner, background| {
             let may_start = background.manual_waiting == 0
                 && found_nothing_at != Some(background.jobs_ended)
-                && inner.read_state().needs_compaction();
+                && {
+                    let state = inner.read_state();
+                    state.needs_compaction() || inner.level0_due_at_rest(&state)
+                };
             match may_start {
                 true => Some(CompactionTurn::Compact {
                     jobs_ended: background.jobs_ended,

@@ -36,7 +36,7 @@ impl Inner {
                 running.add(&job);
                 Some((tree.id(), job))
             });
-            job
+            job.or_else(|| self.pick_level0_at_rest(&state, &mut shape))
         };
         match picked {
             Some((ks, job)) => self.run_compaction(ks, job).map(|()| true),

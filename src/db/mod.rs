@@ -37,6 +37,7 @@ mod filter_memory;
 mod flush;
 mod inherited_lookups;
 mod keyspaces;
+mod level0_at_rest;
 mod lookup_shape;
 mod memory_split;
 mod multi_get;
@@ -49,6 +50,7 @@ mod write;
 mod write_buffer_loan;
 mod write_group;
 mod write_rate;
+mod write_rest;
 
 pub use checkpoint::Checkpoint;
 use recovery::recover;
@@ -500,6 +502,9 @@ pub(crate) struct Inner {
     filters_refit_at: std::sync::atomic::AtomicU64,
     /// Set when the filter limit shrank and the next idle turn is to fold filters to it.
     filter_refit_requested: std::sync::atomic::AtomicBool,
+    /// When level 0 is compacted below its trigger because writes rest; `None` when never
+    /// (`Options::compact_level0_at_rest`).
+    level0_at_rest: Option<level0_at_rest::Level0AtRest>,
     next_file_number: AtomicU64,
     background: Mutex<BackgroundState>,
     /// Signalled when there is background work, and when background work finished.

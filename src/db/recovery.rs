@@ -5,6 +5,7 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Instant;
 
 use super::filter_memory::load_filters;
 use super::inherited_lookups::restore_lookup_counts;
@@ -431,6 +432,12 @@ impl Parts {
             batch_block_reads: Default::default(),
             filters_refit_at: Default::default(),
             filter_refit_requested: Default::default(),
+            level0_at_rest: (self.options.compact_level0_at_rest).map(|rest| {
+                let probes = self.table_env.counters.levels[0]
+                    .probes
+                    .load(Ordering::Relaxed);
+                super::level0_at_rest::Level0AtRest::new(rest, Instant::now(), probes)
+            }),
             memory_split: super::memory_split::MemorySplit::new(
                 &self.options,
                 (self.table_env.block_cache.as_ref())

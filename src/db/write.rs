@@ -423,6 +423,9 @@ impl Inner {
         if self.memory_split.memtable_frozen() {
             self.request_filter_refit();
         }
+        if let Some(at_rest) = &self.level0_at_rest {
+            at_rest.memtable_frozen(Instant::now(), self.level0_probes());
+        }
         self.background_cv.notify_all();
     }
 

@@ -15,24 +15,16 @@
 //! never all the frozen memtables' room but one memtable's).
 //!
 //! A loan costs filter reads from the files when it is spent, so writes that pause for less
-//! than the loan pays back must not have filters read back and folded at every pause. The
-//! rest a loan waits for starts at `Options::write_buffer_loan_rest` (10 seconds by default)
-//! and doubles each time a loan is taken back before it lasted `PAYBACK` times that rest (up
-//! to `LONGEST_REST`); a loan that lasted longer brings it back down to the first rest.
-//! Writes that freeze a memtable every 30 seconds thus see two short loans, then none while
-//! they last.
+//! than the loan pays back must not have filters read back and folded at every pause: a loan
+//! is a bet on the rest, and waits as `write_rest` says, from `Options::write_buffer_loan_rest`
+//! (10 seconds by default).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::lock;
-
-/// The longest rest a loan waits for, however often loans were taken back early.
-const LONGEST_REST: Duration = Duration::from_secs(30 * 60);
-
-/// How many times the rest it waited for a loan must last to have paid for its reads.
-const PAYBACK: u32 = 8;
+use super::write_rest::Rest;
 
 /// A loan moves only by more than this share of the room.
 const MOVE_DIVISOR: u64 = 16;
@@ -41,20 +33,10 @@ const MOVE_DIVISOR: u64 = 16;
 pub(super) struct WriteBufferLoan {
     /// Bytes the frozen memtables may take; 0 for a store that lends nothing.
     room: u64,
-    /// The rest, since the last memtable was frozen, before the first loan.
-    first_rest: Duration,
     /// Bytes lent now (stored with `rest` locked).
     lent: AtomicU64,
+    /// The rest a loan waits for; a loan standing is its bet.
     rest: Mutex<Rest>,
-}
-
-/// When writes last froze a memtable, how long they must rest before a loan, and when the
-/// loan standing began.
-#[derive(Debug)]
-struct Rest {
-    last_freeze: Instant,
-    needed: Duration,
-    lent_since: Option<Instant>,
 }
 
 impl WriteBufferLoan {
@@ -62,13 +44,8 @@ impl WriteBufferLoan {
     pub(super) fn new(room: u64, first_rest: Duration, now: Instant) -> WriteBufferLoan {
         WriteBufferLoan {
             room,
-            first_rest,
             lent: AtomicU64::new(0),
-            rest: Mutex::new(Rest {
-                last_freeze: now,
-                needed: first_rest,
-                lent_since: None,
-            }),
+            rest: Mutex::new(Rest::new(first_rest, now)),
         }
     }
 
@@ -90,16 +67,8 @@ impl WriteBufferLoan {
             return false;
         }
         let mut rest = lock(&self.rest);
-        rest.last_freeze = now;
-        let was_lent = self.lent.swap(0, Ordering::SeqCst) > 0;
-        if let Some(since) = rest.lent_since.take() {
-            let lasted = now.saturating_duration_since(since);
-            rest.needed = match lasted < rest.needed * PAYBACK {
-                true => (rest.needed * 2).min(LONGEST_REST.max(self.first_rest)),
-                false => self.first_rest,
-            };
-        }
-        was_lent
+        rest.memtable_frozen(now);
+        self.lent.swap(0, Ordering::SeqCst) > 0
     }
 
     /// Lends up to `usable` bytes (what whole filters could still use, and the process's
@@ -111,8 +80,7 @@ impl WriteBufferLoan {
     pub(super) fn lend_if_rested(&self, now: Instant, writes_pending: bool, usable: u64) -> bool {
         let rest = &mut *lock(&self.rest);
         let lent = self.lent.load(Ordering::SeqCst);
-        let rested = now.saturating_duration_since(rest.last_freeze) >= rest.needed;
-        let loan = match !writes_pending && rested {
+        let loan = match !writes_pending && rest.rested(now) {
             true => self.room.min(usable),
             false => lent.min(usable),
         };
@@ -125,10 +93,10 @@ impl WriteBufferLoan {
             return false;
         }
         self.lent.store(loan, Ordering::SeqCst);
-        rest.lent_since = match loan {
-            0 => None,
-            _ => rest.lent_since.or(Some(now)),
-        };
+        match loan {
+            0 => rest.withdraw_bet(),
+            _ => rest.bet(now),
+        }
         true
     }
 }
@@ -136,6 +104,7 @@ impl WriteBufferLoan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::write_rest::LONGEST_REST;
 
     const MIB: u64 = 1 << 20;
 
@@ -221,7 +190,7 @@ mod tests {
             now += secs(1);
             assert!(loan.memtable_frozen(now));
         }
-        assert_eq!(lock(&loan.rest).needed, LONGEST_REST);
+        assert_eq!(lock(&loan.rest).needed(), LONGEST_REST);
     }
 
     #[test]

@@ -1,0 +1,115 @@
+//! Level 0 compacted below its trigger once writes rest and lookups ask it
+//! (`Options::compact_level0_at_rest`).
+
+use std::time::{Duration, Instant};
+
+use bloomkv::{Db, Options};
+
+const KEYS: u32 = 2000;
+const REST: Duration = Duration::from_millis(300);
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    format!("value-{i}-{round}").into_bytes()
+}
+
+/// A store with two level-0 tables (the trigger is four), each holding every key.
+fn store_with_two_level0_tables(dir: &std::path::Path, rest: Option<Duration>) -> Db {
+    let options = Options::default().compact_level0_at_rest(rest);
+    let db = Db::open(dir, options).unwrap();
+    for round in 0..2 {
+        for i in 0..KEYS {
+            db.put(key(i), value(i, round)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    db.wait_for_background_work().unwrap();
+    assert_eq!(level0_tables(&db), 2);
+    db
+}
+
+fn level0_tables(db: &Db) -> usize {
+    db.stats().levels[0].tables
+}
+
+/// Absent-key gets within level 0's range: each asks both level-0 tables' filters, so this
+/// many probe them more than the ten thousand times that make a compaction worth its writes.
+fn read_absent_keys(db: &Db) {
+    for i in 0..6000 {
+        let absent = format!("key{:06}x", i % KEYS).into_bytes();
+        assert_eq!(db.get(&absent).unwrap(), None);
+    }
+}
+
+fn wait_for_level0_to_empty(db: &Db) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if level0_tables(db) == 0 {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn assert_latest_values(db: &Db) {
+    for i in 0..KEYS {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 1)), "key {i}");
+    }
+}
+
+#[test]
+fn level0_below_its_trigger_is_compacted_once_writes_rest_and_lookups_ask_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = store_with_two_level0_tables(dir.path(), Some(REST));
+    let compactions_before = db.stats().compactions;
+    read_absent_keys(&db);
+    assert!(
+        wait_for_level0_to_empty(&db),
+        "level 0 still holds {} tables",
+        level0_tables(&db)
+    );
+    let stats = db.stats();
+    assert!(stats.compactions > compactions_before);
+    let deeper: usize = stats.levels[1..].iter().map(|l| l.tables).sum();
+    assert!(deeper >= 1, "the keys went below level 0");
+    assert_latest_values(&db);
+    // Absent gets now ask the one table below instead of two.
+    let probes_before = db.stats().filter_probes;
+    read_absent_keys(&db);
+    let probes = db.stats().filter_probes - probes_before;
+    assert!(
+        probes <= 6000 * deeper as u64,
+        "{probes} probes for 6000 gets"
+    );
+    drop(db);
+    // The compacted shape is what the store reopens with.
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(level0_tables(&db), 0);
+    assert_latest_values(&db);
+}
+
+#[test]
+fn a_store_nobody_reads_keeps_level0_until_lookups_ask_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = store_with_two_level0_tables(dir.path(), Some(REST));
+    // Writes rest three times as long as the rest asks, but nothing reads level 0.
+    std::thread::sleep(REST * 3);
+    assert_eq!(level0_tables(&db), 2);
+    read_absent_keys(&db);
+    assert!(wait_for_level0_to_empty(&db));
+    assert_latest_values(&db);
+}
+
+#[test]
+fn a_store_given_no_rest_waits_for_the_trigger() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = store_with_two_level0_tables(dir.path(), None);
+    read_absent_keys(&db);
+    std::thread::sleep(REST * 3);
+    assert_eq!(level0_tables(&db), 2);
+    assert_latest_values(&db);
+}
