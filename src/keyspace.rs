@@ -9,6 +9,7 @@
 //! as a store whose one keyspace is the default.
 
 use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use crate::cursor::Cursor;
@@ -141,6 +142,9 @@ pub(crate) struct KeyspaceDef {
     pub given: KeyspaceOptions,
     /// The store's options with `given` applied: what its tables and memtable take.
     pub options: Options,
+    /// Point lookups that reached the keyspace's tables while its level 0 held some, since
+    /// a memtable was last frozen (`db::level0_at_rest`).
+    pub level0_lookups: AtomicU64,
 }
 
 impl KeyspaceDef {
@@ -151,6 +155,7 @@ impl KeyspaceDef {
             name: DEFAULT_KEYSPACE.to_string(),
             given: KeyspaceOptions::default(),
             options: store.clone(),
+            level0_lookups: AtomicU64::new(0),
         }
     }
 
@@ -174,6 +179,7 @@ impl KeyspaceDef {
             name,
             given,
             options: given.applied_to(store),
+            level0_lookups: AtomicU64::new(0),
         }
     }
 }

@@ -216,19 +216,23 @@ pub struct Options {
     /// False: level 1 is `level1_size`, each deeper level
     /// `level_size_ratio` times larger, and level 0 is compacted into level 1.
     pub dynamic_level_sizes: bool,
-    /// Level-0 table count that starts a compaction into the base level. Default 4. It may
+    /// Level-0 table count that starts a compaction into the base level (or fewer tables,
+    /// once writes rest: `compact_level0_at_rest`). Default 4. It may
     /// not exceed `l0_slowdown_trigger` (8 by default): raise both together
     /// (`l0_write_triggers`) to let level 0 grow further.
     pub l0_compaction_trigger: usize,
     /// How long after the last memtable was frozen level 0 is compacted into the base level
-    /// below `l0_compaction_trigger`, once lookups have asked its tables' filters ten
-    /// thousand times since: every lookup asks each level-0 table's filter, and once writes
-    /// stop, the tables below the trigger would stay until writes came back. A store nobody
-    /// reads is left as it is. A memtable frozen less than eight times this rest after such
-    /// a compaction doubles the next rest (up to 30 minutes, or this rest if longer), so that
-    /// writes pausing often do not have each flush compacted on its own; one frozen later
-    /// brings it back to this. Default 10 seconds; `None` waits for the trigger alone
-    /// (`docs/design.md`, "Compaction").
+    /// below `l0_compaction_trigger`, once no other compaction is due and ten thousand
+    /// lookups have reached the keyspace's tables while its level 0 held some since: every
+    /// lookup asks each level-0 table's filter, and once writes stop, the tables below the
+    /// trigger would stay until writes came back. A keyspace nobody reads is left as it is. A
+    /// memtable frozen less than eight times this rest after such a compaction doubles the
+    /// next rest (up to 30 minutes, or this rest if longer), so that writes pausing often do
+    /// not have each flush compacted on its own; one frozen later brings it back to this (a
+    /// rest of zero never grows: each flush read ten thousand times is compacted). A store
+    /// that raises `l0_compaction_trigger` to keep tables in level 0 sets this to `None`.
+    /// Default 10 seconds; `None` waits for the trigger alone (`docs/design.md`,
+    /// "Compaction").
     pub compact_level0_at_rest: Option<Duration>,
     /// Level-0 table count from which writes are slowed to `delayed_write_rate` (lower still
     /// while level 0 keeps growing), so that it rarely reaches the stop trigger. Every

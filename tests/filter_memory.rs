@@ -816,6 +816,7 @@ fn level_zero_tables_hand_on_the_lookups_they_saw_together_once() {
         .table_size(16 << 10)
         .l0_compaction_trigger(1000)
         .l0_write_triggers(2000, 3000)
+        .compact_level0_at_rest(None)
         .filter_memory_limit(1 << 30);
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), options).unwrap();

@@ -74,7 +74,7 @@ impl Drop for ForegroundJob<'_> {
 impl Inner {
     pub(super) fn has_background_work(&self) -> bool {
         let state = self.read_state();
-        state.has_frozen() || state.needs_compaction()
+        state.has_frozen() || state.needs_compaction() || self.level0_due_at_rest(&state)
     }
 
     /// Hands what a flush or compaction freed back to the system, unless the store leaves
@@ -225,7 +225,7 @@ impl Inner {
         if !state.has_frozen() {
             *background.failure_mut(Job::Flush) = None;
         }
-        if !state.needs_compaction() {
+        if !state.needs_compaction() && !self.level0_due_at_rest(&state) {
             *background.failure_mut(Job::Compaction) = None;
         }
         match [Job::Flush, Job::Compaction]

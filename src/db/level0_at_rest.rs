@@ -8,9 +8,10 @@
 //! an absent get asked 4.9 filters instead of 2.0. While writes go on, that is the price of
 //! cheaper writes; once they stop, waiting for the trigger saves nothing, and the tables
 //! stay until writes come back, which may be never. So once no memtable has been frozen for
-//! `Options::compact_level0_at_rest` (10 seconds by default), and lookups have asked level
-//! 0's filters `PROBES_WORTH_A_COMPACTION` times since, level 0 is compacted as if it had
-//! reached its trigger. A store nobody reads keeps its writes' cheaper shape.
+//! `Options::compact_level0_at_rest` (10 seconds by default), no other compaction is due,
+//! and `LOOKUPS_WORTH_A_COMPACTION` lookups have reached a keyspace's tables while its level
+//! 0 held some since, that level 0 is compacted as if it had reached its trigger. A keyspace
+//! nobody reads keeps its writes' cheaper shape.
 //!
 //! The compaction bets that writes have stopped: if a memtable is frozen soon after it, the
 //! rest waited for the next one doubles (`write_rest`), so writes that pause often do not have
@@ -21,79 +22,90 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::write_rest::Rest;
-use super::{lock, Inner, ReadState, ShapeState};
+use super::{lock, Inner, ReadState, ShapeState, Tree};
 use crate::compaction::{self, Compaction};
 use crate::keyspace::KeyspaceId;
 
-/// Filter probes of level-0 tables since the last freeze that make compacting level 0 worth
-/// its writes: a store read at a hundred lookups a second reaches them in under two minutes.
-pub(super) const PROBES_WORTH_A_COMPACTION: u64 = 10_000;
+/// Lookups that reached a keyspace's tables while its level 0 held some, since the last
+/// freeze, that make compacting its level 0 worth the writes: a store read at a hundred
+/// lookups a second reaches them in under two minutes.
+pub(super) const LOOKUPS_WORTH_A_COMPACTION: u64 = 10_000;
 
-/// The rest writes have had, and lookups' probes of level 0 since it began.
+/// The rest writes have had, for the compaction of level 0 that bets on it.
 pub(super) struct Level0AtRest {
-    state: Mutex<State>,
-}
-
-struct State {
-    rest: Rest,
-    /// Level-0 filter probes (`ReadCounters::levels[0]`) when the last memtable was frozen.
-    probes_at_freeze: u64,
+    rest: Mutex<Rest>,
 }
 
 impl Level0AtRest {
-    /// Counts a rest of `first_rest` from `now`, and probes from `probes`.
-    pub(super) fn new(first_rest: Duration, now: Instant, probes: u64) -> Level0AtRest {
+    /// Counts a rest of `first_rest` from `now`.
+    pub(super) fn new(first_rest: Duration, now: Instant) -> Level0AtRest {
         Level0AtRest {
-            state: Mutex::new(State {
-                rest: Rest::new(first_rest, now),
-                probes_at_freeze: probes,
-            }),
+            rest: Mutex::new(Rest::new(first_rest, now)),
         }
     }
 
-    /// A memtable was frozen at `now`, with level 0's filters probed `probes` times so far.
-    pub(super) fn memtable_frozen(&self, now: Instant, probes: u64) {
-        let mut state = lock(&self.state);
-        state.rest.memtable_frozen(now);
-        state.probes_at_freeze = probes;
+    /// A memtable was frozen at `now`.
+    fn memtable_frozen(&self, now: Instant) {
+        lock(&self.rest).memtable_frozen(now);
     }
 
-    /// Whether level 0, holding tables, is to be compacted at `now`: writes have rested long
-    /// enough, and lookups probed its filters often enough since (`probes` so far).
-    pub(super) fn due(&self, now: Instant, probes: u64) -> bool {
-        let state = lock(&self.state);
-        state.rest.rested(now)
-            && probes.saturating_sub(state.probes_at_freeze) >= PROBES_WORTH_A_COMPACTION
+    /// Whether writes have rested, at `now`, as long as a compaction of level 0 waits for.
+    fn rested(&self, now: Instant) -> bool {
+        lock(&self.rest).rested(now)
     }
 
     /// A compaction of level 0 began at `now` because writes rested.
-    pub(super) fn compaction_started(&self, now: Instant) {
-        lock(&self.state).rest.bet(now);
+    fn compaction_started(&self, now: Instant) {
+        lock(&self.rest).bet(now);
+    }
+}
+
+impl Tree {
+    /// Counts `n` point lookups that reached the tables: they asked level 0's tables when
+    /// it holds some. (Nothing to count, and no shared counter touched, once it is empty.)
+    pub(super) fn count_level0_lookups(&self, n: u64) {
+        if !self.version.level(0).is_empty() {
+            (self.keyspace.level0_lookups).fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether lookups asked this tree's level 0 often enough since the last freeze for a
+    /// compaction of it at rest.
+    fn level0_read_enough(&self) -> bool {
+        !self.version.level(0).is_empty()
+            && self.keyspace.level0_lookups.load(Ordering::Relaxed) >= LOOKUPS_WORTH_A_COMPACTION
     }
 }
 
 impl Inner {
-    /// How many times lookups have asked level-0 tables' filters since the store opened.
-    pub(super) fn level0_probes(&self) -> u64 {
-        self.table_env.counters.levels[0]
-            .probes
-            .load(Ordering::Relaxed)
+    /// A memtable is frozen at `now`: writes rest no more, and each keyspace counts the
+    /// lookups of its level 0 afresh.
+    pub(super) fn level0_rest_ends(&self, now: Instant) {
+        let Some(at_rest) = &self.level0_at_rest else {
+            return;
+        };
+        at_rest.memtable_frozen(now);
+        for tree in self.read_state().trees.iter() {
+            tree.keyspace.level0_lookups.store(0, Ordering::Relaxed);
+        }
     }
 
-    /// Whether level 0 is to be compacted below its trigger now: some keyspace's level 0
-    /// holds tables, no memtable waits for a flush, and writes have rested and lookups asked
-    /// level 0 as `Level0AtRest::due` wants.
+    /// Whether some keyspace's level 0 is to be compacted below its trigger now: no
+    /// memtable waits for a flush, no other compaction is due, writes have rested long
+    /// enough, and lookups asked that level 0 often enough since.
     pub(super) fn level0_due_at_rest(&self, state: &ReadState) -> bool {
         let Some(at_rest) = &self.level0_at_rest else {
             return false;
         };
-        !state.has_frozen()
-            && state.trees.iter().any(|t| !t.version.level(0).is_empty())
-            && at_rest.due(Instant::now(), self.level0_probes())
+        state.trees.iter().any(|t| t.level0_read_enough())
+            && !state.has_frozen()
+            && !state.needs_compaction()
+            && at_rest.rested(Instant::now())
     }
 
-    /// When level 0 is due to be compacted at rest: the compaction of the level 0 with the
-    /// most tables that conflicts with no running compaction, recorded as running in `shape`.
+    /// When level 0 is due to be compacted at rest: the compaction of the most tables, of
+    /// a level 0 read often enough, that conflicts with no running compaction, recorded as
+    /// running in `shape`.
     pub(super) fn pick_level0_at_rest(
         &self,
         state: &ReadState,
@@ -103,7 +115,9 @@ impl Inner {
         if !self.level0_due_at_rest(state) {
             return None;
         }
-        let mut trees: Vec<_> = state.trees.iter().collect();
+        let mut trees: Vec<_> = (state.trees.iter())
+            .filter(|t| t.level0_read_enough())
+            .collect();
         trees.sort_by_key(|t| std::cmp::Reverse(t.version.level(0).len()));
         let (ks, job) = trees.into_iter().find_map(|tree| {
             let running = shape.compacting.entry(tree.id()).or_default();
@@ -125,32 +139,25 @@ mod tests {
     }
 
     #[test]
-    fn due_once_writes_rested_and_lookups_probed_level0() {
+    fn rested_once_no_memtable_was_frozen_for_the_rest() {
         let start = Instant::now();
-        let at_rest = Level0AtRest::new(secs(10), start, 500);
-        let enough = 500 + PROBES_WORTH_A_COMPACTION;
-        assert!(
-            !at_rest.due(start + secs(9), enough),
-            "writes rested 9 s of 10"
-        );
-        assert!(!at_rest.due(start + secs(11), enough - 1), "too few probes");
-        assert!(at_rest.due(start + secs(11), enough));
-        // A freeze starts both counts again.
-        at_rest.memtable_frozen(start + secs(12), enough);
-        assert!(!at_rest.due(start + secs(30), enough + 5));
-        assert!(at_rest.due(start + secs(30), enough + PROBES_WORTH_A_COMPACTION));
+        let at_rest = Level0AtRest::new(secs(10), start);
+        assert!(!at_rest.rested(start + secs(9)));
+        assert!(at_rest.rested(start + secs(11)));
+        at_rest.memtable_frozen(start + secs(12));
+        assert!(!at_rest.rested(start + secs(21)));
+        assert!(at_rest.rested(start + secs(22)));
     }
 
     #[test]
     fn a_compaction_soon_followed_by_writes_makes_the_next_wait_longer() {
         let start = Instant::now();
-        let at_rest = Level0AtRest::new(secs(10), start, 0);
-        let probes = PROBES_WORTH_A_COMPACTION;
-        assert!(at_rest.due(start + secs(10), probes));
+        let at_rest = Level0AtRest::new(secs(10), start);
+        assert!(at_rest.rested(start + secs(10)));
         at_rest.compaction_started(start + secs(10));
         // Frozen 20 s later: the bet was lost, the next rest is 20 s.
-        at_rest.memtable_frozen(start + secs(30), 0);
-        assert!(!at_rest.due(start + secs(49), probes));
-        assert!(at_rest.due(start + secs(50), probes));
+        at_rest.memtable_frozen(start + secs(30));
+        assert!(!at_rest.rested(start + secs(49)));
+        assert!(at_rest.rested(start + secs(50)));
     }
 }

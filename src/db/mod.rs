@@ -857,8 +857,10 @@ impl Db {
         self.inner.compact_all()
     }
 
-    /// Waits until every frozen memtable is flushed and no level needs compaction, so the
-    /// tree's shape stays put (benchmarks and tests measure a settled tree this way). It waits
+    /// Waits until every frozen memtable is flushed and no level needs compaction, nor level
+    /// 0 a compaction at rest that is due (`Options::compact_level0_at_rest`), so the tree's
+    /// shape stays put until writes or lookups come (benchmarks and tests measure a settled
+    /// tree this way). It waits
     /// for a quiet moment, so call it when writes have stopped: writers that never pause keep
     /// the background busy and may keep it from returning.
     pub fn wait_for_background_work(&self) -> Result<()> {

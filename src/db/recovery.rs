@@ -432,12 +432,8 @@ impl Parts {
             batch_block_reads: Default::default(),
             filters_refit_at: Default::default(),
             filter_refit_requested: Default::default(),
-            level0_at_rest: (self.options.compact_level0_at_rest).map(|rest| {
-                let probes = self.table_env.counters.levels[0]
-                    .probes
-                    .load(Ordering::Relaxed);
-                super::level0_at_rest::Level0AtRest::new(rest, Instant::now(), probes)
-            }),
+            level0_at_rest: (self.options.compact_level0_at_rest)
+                .map(|rest| super::level0_at_rest::Level0AtRest::new(rest, Instant::now())),
             memory_split: super::memory_split::MemorySplit::new(
                 &self.options,
                 (self.table_env.block_cache.as_ref())

@@ -403,6 +403,9 @@ impl Inner {
     /// Freezes every keyspace's memtable at once (an empty one is replaced, not kept), so
     /// that each log holds the writes of one generation of memtables, flushed together.
     fn install_new_memtable(&self, log_number: u64) {
+        // Before the frozen memtable is published, so that no compaction turn sees it flushed
+        // while the rest still counts from the freeze before.
+        self.level0_rest_ends(Instant::now());
         self.replace_read_state(|old| {
             old.with_trees(|tree| {
                 let mut immutable = Vec::with_capacity(tree.immutable.len() + 1);
@@ -422,9 +425,6 @@ impl Inner {
         // the smaller limit at once rather than at the flush's new version.
         if self.memory_split.memtable_frozen() {
             self.request_filter_refit();
-        }
-        if let Some(at_rest) = &self.level0_at_rest {
-            at_rest.memtable_frozen(Instant::now(), self.level0_probes());
         }
         self.background_cv.notify_all();
     }
