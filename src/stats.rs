@@ -163,6 +163,9 @@ pub struct Stats {
     /// Merges (out of level 0, or full ones) split into key ranges merged side by side, since
     /// the store was opened.
     pub split_compactions: u64,
+    /// Compactions of level 0 below its trigger, started because writes rested and lookups
+    /// asked level 0 (`Options::compact_level0_at_rest`), since the store was opened.
+    pub level0_compactions_at_rest: u64,
     /// Write groups delayed or stalled because flushes or compactions fell behind (one per
     /// group: its leader waits, and the members with it).
     pub write_stalls: u64,

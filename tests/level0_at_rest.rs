@@ -79,6 +79,7 @@ fn level0_below_its_trigger_is_compacted_once_writes_rest_and_lookups_ask_it() {
         level0_tables(&db)
     );
     let stats = db.stats();
+    assert_eq!(stats.level0_compactions_at_rest, 1);
     let deeper: usize = stats.levels[1..].iter().map(|l| l.tables).sum();
     assert!(deeper >= 1, "the keys went below level 0");
     assert_latest_values(&db);
@@ -118,6 +119,7 @@ fn a_store_given_no_rest_waits_for_the_trigger() {
     read_absent_keys(&db);
     std::thread::sleep(REST * 3);
     assert_eq!(level0_tables(&db), 2);
+    assert_eq!(db.stats().level0_compactions_at_rest, 0);
     assert_latest_values(&db);
 }
 

@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::write_rest::Rest;
-use super::{lock, Inner, ReadState, ShapeState, Tree};
+use super::{lock, Counters, Inner, ReadState, ShapeState, Tree};
 use crate::compaction::{self, Compaction};
 use crate::keyspace::KeyspaceId;
 
@@ -126,6 +126,7 @@ impl Inner {
             Some((tree.id(), job))
         })?;
         at_rest.compaction_started(Instant::now());
+        Counters::add_one(&self.counters.level0_compactions_at_rest);
         Some((ks, job))
     }
 }

@@ -379,6 +379,8 @@ struct Counters {
     trivial_moves: AtomicU64,
     /// Merges split into parts run side by side (counted since open).
     split_compactions: AtomicU64,
+    /// Compactions of level 0 below its trigger started because writes rested (since open).
+    level0_compactions_at_rest: AtomicU64,
     write_stalls: AtomicU64,
     /// Time writers spent delayed or stalled.
     stall_micros: AtomicU64,

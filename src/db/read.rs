@@ -258,6 +258,8 @@ impl Inner {
             compactions: self.counters.compactions.load(Ordering::Relaxed),
             trivial_moves: self.counters.trivial_moves.load(Ordering::Relaxed),
             split_compactions: self.counters.split_compactions.load(Ordering::Relaxed),
+            level0_compactions_at_rest: (self.counters.level0_compactions_at_rest)
+                .load(Ordering::Relaxed),
             write_stalls: self.counters.write_stalls.load(Ordering::Relaxed),
             stall_micros: self.counters.stall_micros.load(Ordering::Relaxed),
             write_stops_for_flush: self.counters.stops_for_flush.load(Ordering::Relaxed),

@@ -125,6 +125,7 @@ fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Valu
         "memory_moved_to_filters_bytes": after.memory_moved_to_filters,
         "index_cache_lent_to_filters_bytes": after.index_cache_lent_to_filters,
         "write_buffers_lent_to_filters_bytes": after.write_buffers_lent_to_filters,
+        "level0_compactions_at_rest": after.level0_compactions_at_rest,
         "block_cache_capacity_bytes": after.block_cache.capacity,
         "filter_reads": after.filter_reads,
         "filter_bytes_read": after.filter_bytes_read,

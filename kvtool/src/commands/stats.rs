@@ -147,7 +147,7 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("write amplification", amplification),
     ];
     let (prefix_probes, prefix_negatives, prefix_false_positives) = prefix_counts(stats);
-    let this_open: [(&str, String); 21] = [
+    let this_open: [(&str, String); 22] = [
         ("filter probes", stats.filter_probes.to_string()),
         ("filter negatives", stats.filter_negatives.to_string()),
         ("filter positives", stats.filter_positives.to_string()),
@@ -159,6 +159,10 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         ("data block reads", stats.data_block_reads.to_string()),
         ("bytes read", stats.bytes_read.to_string()),
         ("split compactions", stats.split_compactions.to_string()),
+        (
+            "level 0 compactions at rest",
+            stats.level0_compactions_at_rest.to_string(),
+        ),
         (
             "write stops for flush",
             stats.write_stops_for_flush.to_string(),
@@ -296,6 +300,7 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
             "compactions": stats.compactions,
             "trivial_moves": stats.trivial_moves,
             "split_compactions": stats.split_compactions,
+            "level0_compactions_at_rest": stats.level0_compactions_at_rest,
             "write_stalls": stats.write_stalls,
             "write_stops_for_flush": stats.write_stops_for_flush,
             "write_stops_for_level0": stats.write_stops_for_level0,
