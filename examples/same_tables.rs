@@ -10,11 +10,13 @@
 //! ```text
 //! same_tables load DIR KEYS            write KEYS keys (16 bytes, 100-byte values), one
 //!                                      put each, in an order that mixes the key space
-//! same_tables read DIR KEYS LOOKUPS    a warming pass, then timed passes of LOOKUPS
-//!                                      present gets and two of absent gets
+//! same_tables read DIR KEYS LOOKUPS    a pass of LOOKUPS present gets and one of absent
+//!                                      gets to warm the caches, then a pass of present
+//!                                      gets and two of absent gets, each of other keys
 //! ```
 
 use std::error::Error;
+use std::process::ExitCode;
 use std::time::Instant;
 
 use bloomkv::{Db, Options};
@@ -58,7 +60,16 @@ fn timed(db: &Db, keys: &[Vec<u8>], present: bool, label: &str) -> Result<(), Bo
     let start = Instant::now();
     for k in keys {
         if db.get(k)?.is_some() != present {
-            return Err(format!("key {k:?}: expected present = {present}").into());
+            let (expected, found) = match present {
+                true => ("present", "absent"),
+                false => ("absent", "present"),
+            };
+            let key = String::from_utf8_lossy(k);
+            return Err(format!(
+                "key {key} should be {expected} but is {found}: was the store loaded with \
+                 `same_tables load` and this many keys?"
+            )
+            .into());
         }
     }
     let seconds = start.elapsed().as_secs_f64();
@@ -114,25 +125,39 @@ fn read(dir: &str, keys: u64, lookups: u64) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-fn number(arg: Option<&String>, what: &str) -> Result<u64, Box<dyn Error>> {
+/// The most lookups a pass: the passes' keys are held in memory, 26 bytes or so each.
+const MOST_LOOKUPS: u64 = 100_000_000;
+
+/// A whole number from 1 to `most`, named `what` in errors.
+fn number(arg: Option<&String>, what: &str, most: u64) -> Result<u64, Box<dyn Error>> {
     let arg = arg.ok_or_else(|| format!("missing {what}"))?;
-    arg.parse()
-        .map_err(|_| format!("{what} must be a whole number, not {arg:?}").into())
+    match arg.parse() {
+        Ok(n) if (1..=most).contains(&n) => Ok(n),
+        _ => Err(format!("{what} must be a whole number from 1 to {most}, not {arg:?}").into()),
+    }
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
     let usage = "usage: same_tables load DIR KEYS | same_tables read DIR KEYS LOOKUPS";
     let (Some(mode), Some(dir)) = (args.first(), args.get(1)) else {
         return Err(usage.into());
     };
-    let keys = number(args.get(2), "KEYS")?;
-    if keys == 0 {
-        return Err("KEYS must be at least 1".into());
-    }
+    // Absent keys are numbered from KEYS up, three passes of LOOKUPS: all must fit a u64.
+    let keys = number(args.get(2), "KEYS", u64::MAX - 3 * MOST_LOOKUPS);
     match mode.as_str() {
-        "load" => load(dir, keys),
-        "read" => read(dir, keys, number(args.get(3), "LOOKUPS")?),
+        "load" => load(dir, keys?),
+        "read" => read(dir, keys?, number(args.get(3), "LOOKUPS", MOST_LOOKUPS)?),
         _ => Err(usage.into()),
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("same_tables: {e}");
+            ExitCode::from(2)
+        }
     }
 }

@@ -223,11 +223,12 @@ pub struct Options {
     pub l0_compaction_trigger: usize,
     /// How long after the last memtable was frozen level 0 is compacted into the base level
     /// below `l0_compaction_trigger`, once no other compaction is due and ten thousand
-    /// lookups have reached the keyspace's tables while its level 0 held some since: every
-    /// lookup asks each level-0 table's filter, and once writes stop, the tables below the
-    /// trigger would stay until writes came back. A keyspace nobody reads is left as it is. A
-    /// memtable frozen less than eight times this rest after such a compaction doubles the
-    /// next rest (up to 30 minutes, or this rest if longer), so that writes pausing often do
+    /// lookups have reached the keyspace's tables while its level 0 held some since (gets,
+    /// `multi_get` and `contains_key` count; `may_contain` does not): every lookup asks the
+    /// filter of nearly every level-0 table, and once writes stop, the tables below the
+    /// trigger would stay until writes came back. A keyspace nobody reads is left as it is,
+    /// and a read-only store compacts nothing. A memtable frozen less than eight times the
+    /// rest waited for after such a compaction doubles the next rest (up to 30 minutes, or this rest if longer), so that writes pausing often do
     /// not have each flush compacted on its own; one frozen later brings it back to this (a
     /// rest of zero never grows: each flush read ten thousand times is compacted). A store
     /// that raises `l0_compaction_trigger` to keep tables in level 0 sets this to `None`.

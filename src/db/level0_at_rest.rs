@@ -61,14 +61,6 @@ impl Level0AtRest {
 }
 
 impl Tree {
-    /// Counts `n` point lookups that reached the tables: they asked level 0's tables when
-    /// it holds some. (Nothing to count, and no shared counter touched, once it is empty.)
-    pub(super) fn count_level0_lookups(&self, n: u64) {
-        if !self.version.level(0).is_empty() {
-            (self.keyspace.level0_lookups).fetch_add(n, Ordering::Relaxed);
-        }
-    }
-
     /// Whether lookups asked this tree's level 0 often enough since the last freeze for a
     /// compaction of it at rest.
     fn level0_read_enough(&self) -> bool {
@@ -78,6 +70,19 @@ impl Tree {
 }
 
 impl Inner {
+    /// Counts `n` point lookups that reached `tree`'s tables: they asked its level 0 when it
+    /// holds tables. Once level 0 is empty, or was asked often enough, nothing is written:
+    /// the shared counter is only read.
+    pub(super) fn count_level0_lookups(&self, tree: &Tree, n: u64) {
+        let counter = &tree.keyspace.level0_lookups;
+        if self.level0_at_rest.is_some()
+            && !tree.version.level(0).is_empty()
+            && counter.load(Ordering::Relaxed) < LOOKUPS_WORTH_A_COMPACTION
+        {
+            counter.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
     /// A memtable is frozen at `now`: writes rest no more, and each keyspace counts the
     /// lookups of its level 0 afresh.
     pub(super) fn level0_rest_ends(&self, now: Instant) {

@@ -129,7 +129,7 @@ impl Inner {
         }
         let hash = KeyHash::of(key);
         self.count_table_lookups(1);
-        tree.count_level0_lookups(1);
+        self.count_level0_lookups(tree, 1);
         tree.version.get(key, seq, &hash, &self.table_env.counters)
     }
 
@@ -148,7 +148,7 @@ impl Inner {
             Some(kind) => Some(kind),
             None => {
                 self.count_table_lookups(1);
-                tree.count_level0_lookups(1);
+                self.count_level0_lookups(tree, 1);
                 (tree.version).kind_of(key, seq, &KeyHash::of(key), &self.table_env.counters)?
             }
         };

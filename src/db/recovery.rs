@@ -411,6 +411,7 @@ impl Parts {
         manifest: Option<ManifestWriter>,
         lock: Option<Box<dyn FileLock>>,
     ) -> Inner {
+        let may_write = manifest.is_some();
         Inner {
             read_state: RwLock::new(Arc::new(ReadState { trees: self.trees })),
             write_queue: write_group::WriteQueue::new(self.options.group_commit_wait),
@@ -432,7 +433,9 @@ impl Parts {
             batch_block_reads: Default::default(),
             filters_refit_at: Default::default(),
             filter_refit_requested: Default::default(),
+            // A read-only store runs no compactions, and counts nothing for them.
             level0_at_rest: (self.options.compact_level0_at_rest)
+                .filter(|_| may_write)
                 .map(|rest| super::level0_at_rest::Level0AtRest::new(rest, Instant::now())),
             memory_split: super::memory_split::MemorySplit::new(
                 &self.options,
