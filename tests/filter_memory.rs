@@ -10,9 +10,14 @@ use bloomkv::{Db, FilterResidency, Options, Stats};
 const KEYS: u64 = 20_000;
 
 /// Small trees, with no filter limit but the one a test gives, held to it (no memory moves
-/// from the block cache, `Options::memory_follows_reads`, but where a test says so).
+/// from the block cache, `Options::memory_follows_reads`, but where a test says so). Their
+/// tables stay where the writes and the triggers put them: a test that looks up for tens of
+/// seconds would otherwise see level 0 compacted at rest midway
+/// (`Options::compact_level0_at_rest`).
 fn options() -> Options {
-    (common::small_tree_options().no_filter_memory_limit()).memory_follows_reads(false)
+    (common::small_tree_options().no_filter_memory_limit())
+        .memory_follows_reads(false)
+        .compact_level0_at_rest(None)
 }
 
 /// Looks up every absent (odd) key: the data blocks read, and the reads the tables' rates
@@ -816,7 +821,6 @@ fn level_zero_tables_hand_on_the_lookups_they_saw_together_once() {
         .table_size(16 << 10)
         .l0_compaction_trigger(1000)
         .l0_write_triggers(2000, 3000)
-        .compact_level0_at_rest(None)
         .filter_memory_limit(1 << 30);
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), options).unwrap();

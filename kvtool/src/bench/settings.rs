@@ -110,10 +110,13 @@ fn run_setting(
     workload: &Workload,
 ) -> Result<SettingResult, Failure> {
     // Each setting's filters whole, as the setting gives them: the report compares settings.
+    // The tree stays as loaded while it is read, `--level0-tables` standing for a store under
+    // writes: no compaction of level 0 at rest.
     let mut options = Options::default()
         .no_filter_memory_limit()
         .filter_policy(policy)
-        .mmap_reads(workload.mmap_reads);
+        .mmap_reads(workload.mmap_reads)
+        .compact_level0_at_rest(None);
     if let Some(bytes) = workload.memtable_size {
         options = options.memtable_size(bytes as usize);
     }

@@ -168,6 +168,9 @@ fn spendings_on_one_tree(
     options: Options,
     limit: u64,
 ) -> Result<Value, Failure> {
+    // The three stores read the same tables: no compaction at rest between them, which
+    // their lookups would otherwise bring on a level 0 the run left.
+    let options = options.compact_level0_at_rest(None);
     let at_limit = |follows: bool| {
         (options.clone())
             .filter_memory_limit(limit)
