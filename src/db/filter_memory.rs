@@ -209,9 +209,11 @@ impl Inner {
         Some(refitted)
     }
 
-    /// Counts `n` point lookups that reached the tables, and wakes the background threads
-    /// when enough came since the last refit for another.
-    pub(super) fn count_table_lookups(&self, n: u64) {
+    /// Counts `n` point lookups that reached `tree`'s tables: for level 0's compaction at
+    /// rest (`count_level0_lookups`), and for the filter memory, waking the background
+    /// threads when enough came since the last refit for another.
+    pub(super) fn count_table_lookups(&self, tree: &Tree, n: u64) {
+        self.count_level0_lookups(tree, n);
         if !self.table_env.count_lookups {
             return;
         }

@@ -96,8 +96,7 @@ impl Inner {
             }
         }
         let mut tally = LevelTallies::default();
-        self.count_table_lookups(unanswered.len() as u64);
-        self.count_level0_lookups(tree, unanswered.len() as u64);
+        self.count_table_lookups(tree, unanswered.len() as u64);
         let (probed, mut pending) = probe_filters(&tree.version, keys, &unanswered, &mut tally);
         let read = read_blocks(
             &self.batch_block_reads,

@@ -128,8 +128,7 @@ impl Inner {
             }
         }
         let hash = KeyHash::of(key);
-        self.count_table_lookups(1);
-        self.count_level0_lookups(tree, 1);
+        self.count_table_lookups(tree, 1);
         tree.version.get(key, seq, &hash, &self.table_env.counters)
     }
 
@@ -147,8 +146,7 @@ impl Inner {
         let kind = match tree.memtables().find_map(|mem| mem.kind_of(key, seq)) {
             Some(kind) => Some(kind),
             None => {
-                self.count_table_lookups(1);
-                self.count_level0_lookups(tree, 1);
+                self.count_table_lookups(tree, 1);
                 (tree.version).kind_of(key, seq, &KeyHash::of(key), &self.table_env.counters)?
             }
         };
