@@ -10,7 +10,7 @@ use bloomkv::{Db, FilterPolicy, FilterResidency, Options, Stats};
 /// Tables of a few thousand keys: filters large enough to fold (at least 32,768 bits).
 fn options(cache_local: bool) -> Options {
     (common::small_tree_with(FilterPolicy::FalsePositiveRate(0.01)))
-        .memtable_size(256 << 10)
+        .memtable_size(384 << 10)
         .table_size(512 << 10)
         .level1_size(1 << 20)
         .cache_local_filters(cache_local)
@@ -178,7 +178,7 @@ fn filters_written_wide_for_a_binding_limit_take_the_hashes_of_their_share() {
     };
     let dir = tempfile::tempdir().unwrap();
     let budget = common::small_tree_options()
-        .memtable_size(256 << 10)
+        .memtable_size(384 << 10)
         .table_size(512 << 10)
         .level1_size(1 << 20)
         .cache_local_filters(true)

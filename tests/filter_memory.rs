@@ -15,7 +15,9 @@ const KEYS: u64 = 20_000;
 /// seconds would otherwise see level 0 compacted at rest midway
 /// (`Options::compact_level0_at_rest`).
 fn options() -> Options {
+    // Memtables of 12.5 KiB hold about the entries (128) these trees are shaped around.
     (common::small_tree_options().no_filter_memory_limit())
+        .memtable_size(12_800)
         .memory_follows_reads(false)
         .compact_level0_at_rest(None)
 }
@@ -202,7 +204,7 @@ fn absent_keys_meet_the_rate_the_stats_give_for_folded_filters() {
 /// found through them.
 #[test]
 fn filters_of_large_tables_fold_to_exactly_their_share() {
-    let large = || options().table_size(512 * 1024).memtable_size(1 << 20);
+    let large = || options().table_size(512 * 1024).memtable_size(768 << 10);
     let dir = tempfile::tempdir().unwrap();
     let whole = build_unlimited_with(dir.path(), large());
     assert!(
