@@ -1696,6 +1696,143 @@ fn bench_writes_refuses_bad_arguments_before_it_starts() {
     assert_eq!(std::fs::read_dir(db).unwrap().count(), 0);
 }
 
+#[test]
+fn bench_ycsb_loads_then_runs_each_workload_and_reports_every_figure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (json, chart) = (tmp.path().join("ycsb.json"), tmp.path().join("ycsb.svg"));
+    // Asked out of order: they run in YCSB's, A before E.
+    let run = run_on_terminal(&[
+        "--db",
+        tmp.path().to_str().unwrap(),
+        "bench",
+        "--ycsb",
+        "e,A",
+        "--records",
+        "2000",
+        "--operations",
+        "2000",
+        "--threads",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+        "--chart",
+        chart.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.terminal);
+    assert_on_terminal(
+        &run,
+        &[
+            "bloomkv: running in a process of its own",
+            "YCSB load (bloomkv)",
+            "YCSB workload A (bloomkv)",
+            "YCSB workload E (bloomkv)",
+        ],
+    );
+    assert!(
+        run.stdout.starts_with("YCSB core workloads: 2000 records"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("\nworkload A: "), "{}", run.stdout);
+
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(doc["benchmark"], "ycsb");
+    assert_eq!(doc["workloads"], serde_json::json!(["A", "E"]));
+    // YCSB's record of ten 100-byte fields, unless --value-size says otherwise.
+    assert_eq!(doc["value_size"], 1000);
+    assert_eq!(doc["threads"], 2);
+    assert!(doc["memory_limit_bytes"].is_null());
+    assert!(doc["commit"].is_string() || doc["commit"].is_null());
+    let stores = doc["stores"].as_array().unwrap();
+    assert_eq!(stores.len(), 1);
+    let ours = &stores[0];
+    assert_eq!(ours["store"], "bloomkv", "{ours:#}");
+    assert!(figure(ours, "/load/ops_per_sec") > 0.0);
+    assert_eq!(ours["load"]["operations"], 2000);
+    assert_eq!(
+        ours["load"]["settle"],
+        "flush, then wait_for_background_work"
+    );
+    let workloads = ours["workloads"].as_array().unwrap();
+    let letters: Vec<&str> = workloads
+        .iter()
+        .map(|w| w["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(letters, ["A", "E"]);
+    for w in workloads {
+        assert!(figure(w, "/ops_per_sec") > 0.0, "{w:#}");
+        assert_eq!(w["operations"], 2000);
+        assert_eq!(w["threads"], 2);
+        assert_eq!(w["records"], 2000);
+        assert_eq!(w["value_size"], 1000);
+        assert!(figure(w, "/p999_us") >= figure(w, "/p99_us"));
+        assert!(figure(w, "/p99_us") >= figure(w, "/p50_us"));
+        assert!(figure(w, "/p50_us") > 0.0);
+        let counted: u64 = w["by_operation"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|o| o["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(counted, 2000, "{w:#}");
+    }
+    let (a, e) = (&workloads[0], &workloads[1]);
+    // A reads and updates loaded records: every read finds its record, whole.
+    assert_eq!(a["not_found"], 0, "{a:#}");
+    assert_eq!(a["request_distribution"], "zipfian");
+    let reads = figure(a, "/by_operation/read/count");
+    assert!(reads > 800.0 && reads < 1200.0, "{a:#}");
+    assert_eq!(figure(a, "/bytes_read"), reads * 1000.0);
+    // E scans and inserts past the loaded records.
+    let inserts = figure(e, "/by_operation/insert/count");
+    assert!(inserts > 0.0 && inserts < 300.0, "{e:#}");
+    assert_eq!(e["records_at_start"], 2000);
+    assert_eq!(figure(e, "/records_at_end"), 2000.0 + inserts);
+    let scans = figure(e, "/by_operation/scan/count");
+    let per_scan = figure(e, "/scanned_records") / scans;
+    assert!(per_scan > 30.0 && per_scan <= 100.0, "{per_scan}");
+
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg}");
+    // A bar each for the load, A and E.
+    assert_eq!(svg.matches("<rect x=").count(), 3, "{svg}");
+    // The stores were throwaway: only the result files are left.
+    let mut left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["ycsb.json", "ycsb.svg"]);
+}
+
+#[test]
+fn bench_ycsb_refuses_bad_arguments_before_it_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path();
+    kv(db, &["bench", "--ycsb", "A,G"]).usage_error("none of YCSB's core workloads");
+    kv(db, &["bench", "--ycsb", "A", "--writes"]).usage_error("cannot be used with");
+    kv(db, &["bench", "--records", "10"]).usage_error("--ycsb");
+    kv(db, &["bench", "--ycsb", "A", "--zipf-constant", "1"])
+        .usage_error("not a Zipfian constant between 0 and 1");
+    kv(db, &["bench", "--ycsb", "A", "--threads", "0"]).usage_error("--threads");
+    kv(
+        db,
+        &["bench", "--ycsb", "A", "--stores", "bloomkv,rocksdb-shape"],
+    )
+    .fails(
+        2,
+        "unknown store 'rocksdb-shape' in --stores with --ycsb: use bloomkv, rocksdb, fjall",
+    );
+    if !cfg!(feature = "peers") {
+        kv(db, &["bench", "--ycsb", "A", "--stores", "rocksdb"]).fails(
+            2,
+            "--stores rocksdb needs kvtool built with `--features peers`",
+        );
+    }
+    // Nothing ran: no store was made.
+    assert_eq!(std::fs::read_dir(db).unwrap().count(), 0);
+}
+
 /// A file of the repository (this crate lives in its `kvtool/`).
 fn repo_path(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)

@@ -5,9 +5,11 @@ use std::path::PathBuf;
 
 use bloomkv::filter::FilterParams;
 use bloomkv::FilterPolicy;
+use clap::builder::ArgPredicate;
 use clap::{Args, ValueEnum};
 
 use super::lookup_keys::Distribution;
+use super::ycsb_workloads::{CoreWorkload, RequestDistribution};
 use crate::Failure;
 
 #[derive(Args, Debug)]
@@ -24,8 +26,13 @@ pub struct BenchArgs {
     /// Cold lookups of each kind per setting (each may read from disk, so fewer).
     #[arg(long, default_value_t = 10_000)]
     pub cold_lookups: u64,
-    /// Bytes per value (keys are 16 bytes).
-    #[arg(long, default_value_t = 100)]
+    /// Bytes per value (keys are 16 bytes); with `--ycsb` the default is 1000, YCSB's ten
+    /// fields of 100 bytes.
+    #[arg(
+        long,
+        default_value_t = 100,
+        default_value_if("ycsb", ArgPredicate::IsPresent, "1000")
+    )]
     pub value_size: usize,
     /// What values hold: `compressible` (half random bytes, half one repeated byte: LZ4 halves
     /// it, about as it does real records), `random` (nothing to compress) or `repeated` (one
@@ -190,6 +197,43 @@ pub struct BenchArgs {
     /// the keys in key order (`zipf:0.99`: a few key ranges take most lookups).
     #[arg(long, value_name = "LAW", default_value = "uniform", value_parser = Distribution::parse)]
     pub distribution: Distribution,
+    /// Run YCSB's core workloads (comma-separated letters: `A,B,C,D,E,F`) on each store of
+    /// `--stores` (`bloomkv`, `rocksdb`, `fjall`; default `bloomkv`), each in a process of
+    /// its own: the load of `--records` records, then the workloads in YCSB's order (A, B, C,
+    /// F, D, E: D and E insert) on the same store. A: 50% read, 50% update; B: 95/5 read,
+    /// update; C: reads; D: 95% read, 5% insert, the latest records read most; E: 95% scan of
+    /// 1 to 100 records, 5% insert; F: 50% read, 50% read-modify-write; requests by YCSB's
+    /// scrambled Zipfian. Keys are "user" and the FNV hash of the record number, as YCSB's;
+    /// a record is one value of `--value-size` random bytes (`--values` does not apply), so
+    /// an update writes all of it.
+    /// Reports operations per second and p50/p99/p99.9 latency per workload; `--json`,
+    /// `--chart` (a bar per store and workload), `--memory-limit` as for `--stores`.
+    #[arg(long, value_delimiter = ',', value_name = "WORKLOADS",
+          value_parser = CoreWorkload::parse,
+          conflicts_with_all = ["writes", "prefix_scans"])]
+    pub ycsb: Vec<CoreWorkload>,
+    /// With `--ycsb`: records loaded before the workloads (YCSB's `recordcount`).
+    #[arg(long, value_name = "N", default_value_t = 1_000_000, requires = "ycsb",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub records: u64,
+    /// With `--ycsb`: operations of each workload, shared among the threads (YCSB's
+    /// `operationcount`).
+    #[arg(long, value_name = "N", default_value_t = 1_000_000, requires = "ycsb",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub operations: u64,
+    /// With `--ycsb`: threads that load the records and run each workload, all on one store.
+    #[arg(long, value_name = "N", default_value_t = 4, requires = "ycsb",
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: u32,
+    /// With `--ycsb`: how every workload's requests pick their records, in place of each
+    /// workload's own (`latest` for D, `zipfian` for the others).
+    #[arg(long, value_enum, value_name = "LAW", requires = "ycsb")]
+    pub request_distribution: Option<RequestDistribution>,
+    /// With `--ycsb`: the exponent of the Zipfian request distributions (YCSB's
+    /// `zipfianconstant`), between 0 and 1.
+    #[arg(long, value_name = "THETA", default_value_t = 0.99, requires = "ycsb",
+          value_parser = parse_zipf_constant)]
+    pub zipf_constant: f64,
 }
 
 /// What the values of a bench load hold.
@@ -210,6 +254,17 @@ impl Values {
             Values::Random => "random",
             Values::Repeated => "repeated",
         }
+    }
+}
+
+/// A Zipfian exponent for `--zipf-constant`: YCSB's generator needs one strictly between 0
+/// and 1.
+fn parse_zipf_constant(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(theta) if theta > 0.0 && theta < 1.0 => Ok(theta),
+        _ => Err(format!(
+            "'{text}' is not a Zipfian constant between 0 and 1 (exclusive), such as 0.99"
+        )),
     }
 }
 

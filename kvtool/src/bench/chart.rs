@@ -1,5 +1,6 @@
-//! What every chart of the store comparisons shares, `--stores` and `--writes` alike: the
-//! SVG pieces, each store's color, and the title that names a run's workload.
+//! What every chart of the store comparisons shares, `--stores`, `--writes` and `--ycsb`
+//! alike: the SVG pieces, each store's color, round steps for an axis, and the title that
+//! names a run's workload.
 
 use serde_json::Value;
 
@@ -100,4 +101,36 @@ pub fn svg_series(points: &[(f64, f64)], name: &str, legend: (f64, f64), dots: b
         }
     }
     svg
+}
+
+/// `value`, a multiple of `step`, with as many decimals as `step` needs.
+pub fn tick(value: f64, step: f64) -> String {
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    format!("{value:.decimals$}")
+}
+
+/// A round step (1, 2 or 5 times a power of ten) that cuts `0..max` into about five.
+pub fn nice_step(max: f64) -> f64 {
+    let raw = (max / 5.0).max(1e-9);
+    let magnitude = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|&step| step >= raw)
+        .unwrap_or(10.0 * magnitude)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_are_round() {
+        assert_eq!(nice_step(100.0), 20.0);
+        assert_eq!(nice_step(37.0), 10.0);
+        assert_eq!(nice_step(180_000.0), 50_000.0);
+        assert!((nice_step(0.06) - 0.02).abs() < 1e-12);
+        assert_eq!(tick(0.6000000000000001, 0.2), "0.6");
+        assert_eq!(tick(150.0, 50.0), "150");
+    }
 }

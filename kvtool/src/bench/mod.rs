@@ -8,13 +8,16 @@
 //! - `--stores`, lookups: `stores.rs`, `stores_report.rs`;
 //! - `--stores --writes`: `writes.rs`, `writes_report.rs`, with the stores behind
 //!   `write_store.rs` and `peer_writes.rs`;
-//! - `--stores --prefix-scans`: `scans.rs`, with RocksDB's scans in `peers.rs`.
+//! - `--stores --prefix-scans`: `scans.rs`, with RocksDB's scans in `peers.rs`;
+//! - `--ycsb`: YCSB's core workloads, `ycsb.rs`, `ycsb_report.rs`, with the stores behind
+//!   `ycsb_store.rs` and `peer_ycsb.rs`, and YCSB's keys, request generators and workloads
+//!   in `ycsb_generators.rs` and `ycsb_workloads.rs`.
 //!
 //! Below them is what they share: the options (`args.rs`); the keys, values and lookups of a
-//! run (`keys.rs`, `lookup_keys.rs`, `workload.rs`, `figures.rs`); timing and batched lookups
-//! (`timing.rs`, `batched.rs`); the child processes of `--stores` and their memory
-//! (`children.rs`, `cgroup.rs`, `memory.rs`); report pieces (`table.rs`, `chart.rs`); and the
-//! files a run writes (`files.rs`). Imports point one way, from the kinds of run down to what
+//! run (`keys.rs`, `lookup_keys.rs`, `workload.rs`, `figures.rs`); timing, latency histograms
+//! and batched lookups (`timing.rs`, `latency_histogram.rs`, `batched.rs`); the child
+//! processes of `--stores` and their memory (`children.rs`, `cgroup.rs`, `memory.rs`); report
+//! pieces (`table.rs`, `chart.rs`); and the files a run writes (`files.rs`). Imports point one way, from the kinds of run down to what
 //! they share, so that any file reads without the ones above it.
 
 mod args;
@@ -26,11 +29,14 @@ mod children;
 mod figures;
 mod files;
 mod keys;
+mod latency_histogram;
 mod lookup_keys;
 #[allow(dead_code)]
 mod memory;
 #[cfg(feature = "peers")]
 mod peer_writes;
+#[cfg(feature = "peers")]
+mod peer_ycsb;
 #[cfg(feature = "peers")]
 mod peers;
 mod scans;
@@ -45,6 +51,11 @@ mod workload;
 mod write_store;
 mod writes;
 mod writes_report;
+mod ycsb;
+mod ycsb_generators;
+mod ycsb_report;
+mod ycsb_store;
+mod ycsb_workloads;
 
 pub use args::BenchArgs;
 
@@ -60,9 +71,15 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         if args.prefix_scans {
             return scans::run_child(args, dir, store);
         }
+        if !args.ycsb.is_empty() {
+            return ycsb::run_child(args, dir, store);
+        }
         return stores::run_child(args, dir, store);
     }
     files::check_result_paths(args)?;
+    if !args.ycsb.is_empty() {
+        return ycsb::run(args, dir);
+    }
     if args.writes {
         return writes::run(args, dir);
     }
