@@ -20,6 +20,9 @@ pub struct ReadAhead {
     /// File offset of `buf[0]`.
     start: u64,
     buf: Vec<u8>,
+    /// Bytes of the file the last read covered from `start`: `buf`'s length, or, after a read
+    /// of just one block handed out whole (`buf` then empty), that block's.
+    span: usize,
     /// Bytes the next read from the file asks for (at least the block wanted).
     window: usize,
 }
@@ -50,11 +53,21 @@ impl ReadAhead {
         let available = usize::try_from(limit.saturating_sub(offset)).unwrap_or(usize::MAX);
         let want = self.window.min(available).max(len);
         // The start of a block that straddles the window's end is in memory already.
-        let held = if sequential {
-            &self.buf[(offset - self.start) as usize..]
-        } else {
-            &[]
+        let held = match sequential {
+            true => self
+                .buf
+                .get((offset - self.start) as usize..)
+                .unwrap_or_default(),
+            false => &[],
         };
+        if held.is_empty() && want == len {
+            // Just the block asked for: handed out as read, with no copy, and nothing kept
+            // (the next block starts where it ends). The first read of every seek is one.
+            let block = file.read_at(offset, len)?;
+            self.buf.clear();
+            (self.start, self.span) = (offset, len);
+            return Ok(block);
+        }
         let fresh = file.read_at(offset + held.len() as u64, want - held.len())?;
         self.buf = match held.is_empty() {
             true => fresh,
@@ -63,6 +76,7 @@ impl ReadAhead {
             false => [held, &fresh].concat(),
         };
         self.start = offset;
+        self.span = self.buf.len();
         if sequential {
             self.announce_next(file, limit);
         }
@@ -88,7 +102,7 @@ impl ReadAhead {
     /// read its inputs a block or two at a time (a 30M-key load made reads of 6 KiB on
     /// average, 40,000 a second, until this took it for what it is).
     fn continues(&self, offset: u64) -> bool {
-        self.start < offset && offset <= self.start + self.buf.len() as u64
+        self.start < offset && offset <= self.start + self.span as u64
     }
 
     fn cached(&self, offset: u64, len: usize) -> Option<&[u8]> {
@@ -183,7 +197,7 @@ mod tests {
         }
         // Windows follow one another without overlap: every byte up to the last window's end
         // was read once, none of a straddling block twice.
-        let window_end = ahead.start + ahead.buf.len() as u64;
+        let window_end = ahead.start + ahead.span as u64;
         assert_eq!(file.bytes.load(Ordering::Relaxed) as u64, window_end);
         assert!(window_end <= limit);
         let reads = file.reads.load(Ordering::Relaxed) as u64;
@@ -202,16 +216,20 @@ mod tests {
         let mut ahead = ReadAhead::new();
         ahead.read(&file, 0, 1000, 50_000).unwrap();
         ahead.read(&file, 1000, 1000, 50_000).unwrap();
-        assert_eq!(ahead.buf.len(), 2000);
+        assert_eq!(ahead.span, 2000);
         ahead.read(&file, 30_000, 1000, 50_000).unwrap();
-        assert_eq!(ahead.buf.len(), 1000, "a jump reads one block");
+        assert_eq!(ahead.span, 1000, "a jump reads one block");
+        assert!(
+            ahead.buf.is_empty(),
+            "and hands it out without keeping a copy"
+        );
         for _ in 0..10 {
-            let next = ahead.start + ahead.buf.len() as u64;
+            let next = ahead.start + ahead.span as u64;
             if next + 1000 > 50_000 {
                 break;
             }
             ahead.read(&file, next, 1000, 50_000).unwrap();
-            assert!(ahead.start + ahead.buf.len() as u64 <= 50_000);
+            assert!(ahead.start + ahead.span as u64 <= 50_000);
         }
     }
 
@@ -232,7 +250,7 @@ mod tests {
         while offset < limit {
             let len = 4096.min((limit - offset) as usize);
             ahead.read(&file, offset, len, limit).unwrap();
-            offset = ahead.start + ahead.buf.len() as u64;
+            offset = ahead.start + ahead.span as u64;
         }
         let announced = file.announced();
         for &(at, len) in &announced {
