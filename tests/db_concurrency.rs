@@ -104,3 +104,105 @@ fn flush_returns_while_another_thread_writes_without_pause() {
         assert_eq!(db.get(common::key(i)).unwrap(), Some(common::value(i, 0)));
     }
 }
+
+/// Iterators made while writers write, memtables are frozen and flushed and tables are
+/// compacted walk exactly the pairs a model held at their making: each reader steps from
+/// both ends at random, from random starting keys, and compares every pair.
+#[test]
+fn iterators_agree_with_a_model_during_writes_flushes_and_compactions() {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    const KEYS: u64 = 3000;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), common::small_tree_options()).unwrap());
+    // The model, and the moment of every iterator's making: under one lock, with each write.
+    let model: Arc<Mutex<BTreeMap<Vec<u8>, Vec<u8>>>> = Arc::default();
+    let done = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (db, model, done) = (Arc::clone(&db), Arc::clone(&model), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ t;
+                let mut version = 0;
+                while !done.load(Ordering::Acquire) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let i = x % KEYS;
+                    let key = common::key(i);
+                    let mut model = model.lock().unwrap();
+                    if x % 5 == 0 {
+                        db.delete(&key).unwrap();
+                        model.remove(&key);
+                    } else {
+                        version += 1;
+                        let value = common::value(i, version);
+                        db.put(&key, &value).unwrap();
+                        model.insert(key, value);
+                    }
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..3u64)
+        .map(|t| {
+            let (db, model) = (Arc::clone(&db), Arc::clone(&model));
+            std::thread::spawn(move || {
+                let mut x = 0xD1B5_4A32_D192_ED03u64 ^ (t + 1);
+                for _ in 0..300 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let start = common::key(x % KEYS);
+                    let end = common::key(x % KEYS + (x >> 20) % 400);
+                    let (mut iter, expected) = {
+                        let model = model.lock().unwrap();
+                        let expected: Vec<(Vec<u8>, Vec<u8>)> = model
+                            .range(start.clone()..end.clone())
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                        (db.range(start..end), expected)
+                    };
+                    // Steps from either end at random until they meet.
+                    let (mut front, mut back) = (0, expected.len());
+                    loop {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let step = match x % 3 == 0 {
+                            true => iter.next_back().map(|p| (p, &mut back, true)),
+                            false => iter.next().map(|p| (p, &mut front, false)),
+                        };
+                        let Some((pair, at, from_back)) = step else {
+                            assert_eq!(front, back, "the walk ended early");
+                            break;
+                        };
+                        let pair = pair.unwrap();
+                        let want = match from_back {
+                            true => {
+                                *at -= 1;
+                                &expected[*at]
+                            }
+                            false => {
+                                *at += 1;
+                                &expected[*at - 1]
+                            }
+                        };
+                        assert_eq!(&pair, want);
+                        assert!(front <= back, "the ends crossed");
+                    }
+                }
+            })
+        })
+        .collect();
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    done.store(true, Ordering::Release);
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let stats = db.stats();
+    assert!(stats.flushes > 0 && stats.compactions > 0, "{stats:?}");
+}
