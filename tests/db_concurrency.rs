@@ -132,7 +132,7 @@ fn iterators_agree_with_a_model_during_writes_flushes_and_compactions() {
                     let i = x % KEYS;
                     let key = common::key(i);
                     let mut model = model.lock().unwrap();
-                    if x % 5 == 0 {
+                    if x.is_multiple_of(5) {
                         db.delete(&key).unwrap();
                         model.remove(&key);
                     } else {
@@ -170,7 +170,7 @@ fn iterators_agree_with_a_model_during_writes_flushes_and_compactions() {
                         x ^= x << 13;
                         x ^= x >> 7;
                         x ^= x << 17;
-                        let step = match x % 3 == 0 {
+                        let step = match x.is_multiple_of(3) {
                             true => iter.next_back().map(|p| (p, &mut back, true)),
                             false => iter.next().map(|p| (p, &mut front, false)),
                         };

@@ -239,7 +239,7 @@ fn to_entry(e: EntryRef<'_>) -> Entry {
 /// consistent snapshot. It holds its memtable, so the entries it stands on stay valid.
 pub struct MemTableIter {
     mem: Arc<MemTable>,
-    /// The entry to hand out next, in `mem`'s list.
+    /// The entry to hand out next, always one of `mem`'s list.
     at: Option<Position>,
     /// The key bound the walk ends at: the last keys forwards, the first ones backwards.
     stop: Bound<Vec<u8>>,
@@ -264,7 +264,8 @@ impl MemTableIter {
 
     /// The entry the iterator stands on, borrowed from the memtable; `None` at the end.
     fn current(&self) -> Option<EntryRef<'_>> {
-        let entry = self.mem.entries.at(self.at?);
+        // SAFETY: `at` was taken from an entry of `mem`'s list, which `mem` keeps alive.
+        let entry = unsafe { self.mem.entries.at(self.at?) };
         let within = match self.backward {
             false => crate::iter::at_or_before(entry.key(), &self.stop),
             true => crate::iter::at_or_after(entry.key(), &self.stop),
@@ -275,7 +276,8 @@ impl MemTableIter {
     /// Moves to the next entry in the walk's direction.
     fn step(&mut self) {
         let Some(at) = self.at else { return };
-        let entry = self.mem.entries.at(at);
+        // SAFETY: as in `current`.
+        let entry = unsafe { self.mem.entries.at(at) };
         let next = match self.backward {
             false => entry.next(),
             true => self.mem.entries.prev(entry),

@@ -13,6 +13,7 @@
 //! cut that a reader may or may not see yet, either way it lands where it should.
 
 use std::cmp::Ordering as KeyOrdering;
+use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
@@ -24,7 +25,9 @@ use crate::entry::{SeqNo, ValueKind};
 const MAX_HEIGHT: usize = 12;
 
 /// A node's fixed part; its links, key and value follow it in the same arena piece:
-/// `[Node][AtomicPtr<Node>; height][key][value]`.
+/// `[Node][AtomicPtr<Node>; height][key][value]`. Only these fixed bytes are ever borrowed
+/// as a `Node`; the links and bytes after them are reached through the pointer to the
+/// whole piece ([`NodeRef`]), which is what may reach them.
 #[repr(C)]
 struct Node {
     seq: SeqNo,
@@ -32,9 +35,6 @@ struct Node {
     value_len: usize,
     kind: ValueKind,
     height: u8,
-    /// The first of `height` links that follow the header. Declared here (with no length) so
-    /// that a `&Node` is known to hold atomics: its links change while it is borrowed.
-    links: [AtomicPtr<Node>; 0],
 }
 
 /// Where each list's sequence of heights starts: any number whose mix is not zero (the mix
@@ -44,48 +44,81 @@ const HEIGHT_SEED: u64 = 0x2545_F491_4F6C_DD1D;
 const HEADER: usize = std::mem::size_of::<Node>();
 const LINK: usize = std::mem::size_of::<AtomicPtr<Node>>();
 const _: () = assert!(HEADER.is_multiple_of(ALIGN) && std::mem::align_of::<Node>() <= ALIGN);
-const _: () = assert!(std::mem::offset_of!(Node, links) == HEADER);
 
-impl Node {
-    fn link(&self, level: usize) -> &AtomicPtr<Node> {
-        debug_assert!(level < self.height as usize);
+/// A node of a list that lives at least as long as `'a`: the pointer to its whole arena
+/// piece (or the head's allocation), from which its links, key and value are reached.
+#[derive(Clone, Copy)]
+struct NodeRef<'a> {
+    ptr: NonNull<Node>,
+    list: PhantomData<&'a SkipList>,
+}
+
+impl<'a> NodeRef<'a> {
+    /// # Safety
+    /// `ptr` points at an initialised node (or the head) of a list that outlives `'a`.
+    unsafe fn new(ptr: NonNull<Node>) -> NodeRef<'a> {
+        NodeRef {
+            ptr,
+            list: PhantomData,
+        }
+    }
+
+    fn header(self) -> &'a Node {
+        // SAFETY: the header was written before the node was published and is never written
+        // again; the node outlives `'a` (the type's invariant).
+        unsafe { self.ptr.as_ref() }
+    }
+
+    fn link(self, level: usize) -> &'a AtomicPtr<Node> {
+        debug_assert!(level < self.header().height as usize);
         // SAFETY: a node is made with `height` links right after its header, each aligned
-        // (the header's size is a multiple of 8), and `level < height`.
-        unsafe { &*self.links.as_ptr().add(level) }
+        // (the header's size is a multiple of 8), and `level < height`; the pointer covers
+        // the whole piece.
+        unsafe {
+            &*(self
+                .ptr
+                .as_ptr()
+                .cast::<u8>()
+                .add(HEADER + level * LINK)
+                .cast())
+        }
     }
 
-    fn next(&self, level: usize) -> Option<&Node> {
-        // SAFETY: a non-null link points at a node of the same list, which lives as long as
-        // the list (nodes are never removed), and so at least as long as `self`.
-        unsafe { self.link(level).load(Ordering::Acquire).as_ref() }
+    fn next(self, level: usize) -> Option<NodeRef<'a>> {
+        let next = NonNull::new(self.link(level).load(Ordering::Acquire))?;
+        // SAFETY: a non-null link points at a node of the same list, published with release
+        // ordering after it was written; nodes are never removed.
+        Some(unsafe { NodeRef::new(next) })
     }
 
-    fn payload(&self) -> *const u8 {
-        // SAFETY: the key and value follow the links within the node's arena piece.
-        unsafe { (self as *const Node as *const u8).add(HEADER + self.height as usize * LINK) }
+    fn payload(self) -> *const u8 {
+        let links = self.header().height as usize * LINK;
+        // SAFETY: the key and value follow the links within the node's piece.
+        unsafe { self.ptr.as_ptr().cast::<u8>().add(HEADER + links) }
     }
 
-    pub(super) fn key(&self) -> &[u8] {
+    fn key(self) -> &'a [u8] {
         // SAFETY: `key_len` bytes of key were written after the links before the node was
         // published, and are never written again.
-        unsafe { std::slice::from_raw_parts(self.payload(), self.key_len) }
+        unsafe { std::slice::from_raw_parts(self.payload(), self.header().key_len) }
     }
 
-    fn value(&self) -> &[u8] {
+    fn value(self) -> &'a [u8] {
+        let header = self.header();
         // SAFETY: as for the key; the value follows it.
-        unsafe { std::slice::from_raw_parts(self.payload().add(self.key_len), self.value_len) }
+        unsafe { std::slice::from_raw_parts(self.payload().add(header.key_len), header.value_len) }
     }
 
     /// How this node's entry sorts against `(key, seq)`.
-    fn cmp_to(&self, key: &[u8], seq: SeqNo) -> KeyOrdering {
-        self.key().cmp(key).then(seq.cmp(&self.seq))
+    fn cmp_to(self, key: &[u8], seq: SeqNo) -> KeyOrdering {
+        self.key().cmp(key).then(seq.cmp(&self.header().seq))
     }
 }
 
 /// One entry of the list, borrowed from it.
 #[derive(Clone, Copy)]
 pub(crate) struct EntryRef<'a> {
-    node: &'a Node,
+    node: NodeRef<'a>,
 }
 
 impl<'a> EntryRef<'a> {
@@ -96,10 +129,10 @@ impl<'a> EntryRef<'a> {
         self.node.value()
     }
     pub(crate) fn seq(&self) -> SeqNo {
-        self.node.seq
+        self.node.header().seq
     }
     pub(crate) fn kind(&self) -> ValueKind {
-        self.node.kind
+        self.node.header().kind
     }
     /// The next entry in entry order.
     pub(crate) fn next(&self) -> Option<EntryRef<'a>> {
@@ -107,7 +140,7 @@ impl<'a> EntryRef<'a> {
     }
     /// Where this entry lies, to come back to it while the list lives (see [`Position`]).
     pub(crate) fn position(&self) -> Position {
-        Position(NonNull::from(self.node))
+        Position(self.node.ptr)
     }
 }
 
@@ -116,8 +149,8 @@ impl<'a> EntryRef<'a> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Position(NonNull<Node>);
 
-// SAFETY: a position is only dereferenced through `SkipList::at`, by a caller that holds the
-// list alive; the node it names is immutable but for its atomic links.
+// SAFETY: a position is only dereferenced through `SkipList::at`, whose caller holds the list
+// alive; the node it names is immutable but for its atomic links.
 unsafe impl Send for Position {}
 // SAFETY: as above.
 unsafe impl Sync for Position {}
@@ -159,9 +192,9 @@ impl SkipList {
         }
     }
 
-    fn head(&self) -> &Node {
+    fn head(&self) -> NodeRef<'_> {
         // SAFETY: the head lives as long as the list.
-        unsafe { self.head.as_ref() }
+        unsafe { NodeRef::new(self.head) }
     }
 
     /// Entries inserted.
@@ -174,17 +207,20 @@ impl SkipList {
         self.arena.allocated()
     }
 
-    /// The entry at a position taken from this list.
-    pub(crate) fn at(&self, position: Position) -> EntryRef<'_> {
-        // SAFETY: positions are taken from nodes of this list (the caller's contract, kept by
-        // the memtable that pairs each position with its own list), which live as long as it.
+    /// The entry at `position`.
+    ///
+    /// # Safety
+    /// `position` was taken from an entry of this list.
+    pub(crate) unsafe fn at(&self, position: Position) -> EntryRef<'_> {
+        // SAFETY: the node is one of this list's (the caller's promise), and lives as long.
         EntryRef {
-            node: unsafe { position.0.as_ref() },
+            node: unsafe { NodeRef::new(position.0) },
         }
     }
 
     /// Adds an entry. Safe to call from many threads at once; readers see it whole or not at
-    /// all. An entry equal to one already in (same key and sequence number) goes in beside it.
+    /// all. The store never adds two entries of the same key and sequence number; the list
+    /// would hold both, but a backward walk would see only one.
     pub(super) fn insert(&self, key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) {
         let height = self.random_height();
         let size = HEADER + height * LINK + key.len() + value.len();
@@ -192,9 +228,9 @@ impl SkipList {
         // SAFETY: the piece is ours, aligned, with room for the node's parts.
         unsafe { init_node(piece, height, key, seq, kind, value) };
         // SAFETY: initialised just above; it lives as long as the arena.
-        let node = unsafe { piece.as_ref() };
+        let node = unsafe { NodeRef::new(piece) };
         let mut prev = [self.head(); MAX_HEIGHT];
-        let mut next: [Option<&Node>; MAX_HEIGHT] = [None; MAX_HEIGHT];
+        let mut next: [Option<NodeRef<'_>>; MAX_HEIGHT] = [None; MAX_HEIGHT];
         let mut from = self.head();
         for level in (0..MAX_HEIGHT).rev() {
             (prev[level], next[level]) = self.splice_at(from, level, key, seq);
@@ -202,8 +238,7 @@ impl SkipList {
         }
         for level in 0..height {
             loop {
-                let successor =
-                    next[level].map_or(std::ptr::null_mut(), |n| n as *const _ as *mut _);
+                let successor = next[level].map_or(std::ptr::null_mut(), |n| n.ptr.as_ptr());
                 // Not yet reachable on this level: the exchange below publishes it.
                 node.link(level).store(successor, Ordering::Relaxed);
                 let linked = prev[level].link(level).compare_exchange(
@@ -238,11 +273,11 @@ impl SkipList {
     /// before `(key, seq)` and the first one at or after it.
     fn splice_at<'a>(
         &'a self,
-        mut from: &'a Node,
+        mut from: NodeRef<'a>,
         level: usize,
         key: &[u8],
         seq: SeqNo,
-    ) -> (&'a Node, Option<&'a Node>) {
+    ) -> (NodeRef<'a>, Option<NodeRef<'a>>) {
         loop {
             match from.next(level) {
                 Some(next) if next.cmp_to(key, seq) == KeyOrdering::Less => from = next,
@@ -255,7 +290,12 @@ impl SkipList {
     /// there is none; and the node after it on level 0 as the walk met it. Inserts may link
     /// nodes between the two after the walk: a second look at the first one's successor could
     /// find one of those, which may sort before the target.
-    fn last_before(&self, key: &[u8], seq: SeqNo, inclusive: bool) -> (&Node, Option<&Node>) {
+    fn last_before(
+        &self,
+        key: &[u8],
+        seq: SeqNo,
+        inclusive: bool,
+    ) -> (NodeRef<'_>, Option<NodeRef<'_>>) {
         let mut at = self.head();
         let mut after = None;
         for level in (0..MAX_HEIGHT).rev() {
@@ -274,8 +314,9 @@ impl SkipList {
         (at, after)
     }
 
-    fn entry<'a>(&'a self, node: &'a Node) -> Option<EntryRef<'a>> {
-        (!std::ptr::eq(node, self.head())).then_some(EntryRef { node })
+    /// The entry of `node`; `None` for the head.
+    fn entry<'a>(&'a self, node: NodeRef<'a>) -> Option<EntryRef<'a>> {
+        (node.ptr != self.head).then_some(EntryRef { node })
     }
 
     /// The first entry.
@@ -349,7 +390,6 @@ unsafe fn init_node(
         value_len: value.len(),
         kind,
         height: height as u8,
-        links: [],
     });
     let links = (node as *mut u8).add(HEADER) as *mut AtomicPtr<Node>;
     for level in 0..height {
