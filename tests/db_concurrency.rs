@@ -119,9 +119,13 @@ fn iterators_agree_with_a_model_during_writes_flushes_and_compactions() {
     // The model, and the moment of every iterator's making: under one lock, with each write.
     let model: Arc<Mutex<BTreeMap<Vec<u8>, Vec<u8>>>> = Arc::default();
     let done = Arc::new(AtomicBool::new(false));
+    // Writes so far: readers start once the tree has levels, and walk until many memtables
+    // have been flushed and compacted under them.
+    let writes = Arc::new(AtomicU64::new(0));
     let writers: Vec<_> = (0..2u64)
         .map(|t| {
             let (db, model, done) = (Arc::clone(&db), Arc::clone(&model), Arc::clone(&done));
+            let writes = Arc::clone(&writes);
             std::thread::spawn(move || {
                 let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ t;
                 let mut version = 0;
@@ -141,16 +145,26 @@ fn iterators_agree_with_a_model_during_writes_flushes_and_compactions() {
                         db.put(&key, &value).unwrap();
                         model.insert(key, value);
                     }
+                    writes.fetch_add(1, Ordering::Release);
                 }
             })
         })
         .collect();
     let readers: Vec<_> = (0..3u64)
         .map(|t| {
-            let (db, model) = (Arc::clone(&db), Arc::clone(&model));
+            let (db, model, writes) = (Arc::clone(&db), Arc::clone(&model), Arc::clone(&writes));
             std::thread::spawn(move || {
                 let mut x = 0xD1B5_4A32_D192_ED03u64 ^ (t + 1);
-                for _ in 0..300 {
+                // Bounded, should a writer fail: the test then fails on its joins.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                let before_deadline = || std::time::Instant::now() < deadline;
+                while writes.load(Ordering::Acquire) < 5_000 && before_deadline() {
+                    std::thread::yield_now();
+                }
+                let mut walks = 0;
+                while walks < 300 || (writes.load(Ordering::Acquire) < 30_000 && before_deadline())
+                {
+                    walks += 1;
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
