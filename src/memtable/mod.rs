@@ -318,7 +318,7 @@ mod tests {
     }
 
     #[test]
-    fn iterator_walks_chunks_in_entry_order() {
+    fn iterator_walks_in_entry_order() {
         let mem = Arc::new(MemTable::new(1, 64 << 20));
         let entries: Vec<Entry> = (0..1000u32)
             .map(|i| Entry::value(format!("{:05}", i / 2).into_bytes(), i as u64, vec![]))
@@ -343,9 +343,10 @@ mod tests {
     }
 
     #[test]
-    fn backward_iterator_walks_chunks_in_reverse_entry_order() {
+    fn backward_iterator_walks_in_reverse_entry_order() {
         let mem = Arc::new(MemTable::new(1, 64 << 20));
-        // Three versions a key: chunks of 256 entries end inside keys too.
+        // Three versions a key: a step back from a key's oldest version lands on the newest
+        // of the key before.
         let entries: Vec<Entry> = (0..1000u32)
             .map(|i| Entry::value(format!("{:05}", i / 3).into_bytes(), i as u64, vec![]))
             .collect();
