@@ -345,7 +345,7 @@ mod tests {
     #[test]
     fn backward_iterator_walks_in_reverse_entry_order() {
         let mem = Arc::new(MemTable::new(1, 64 << 20));
-        // Three versions a key: a step back from a key's oldest version lands on the newest
+        // Three versions a key: a step back from a key's newest version lands on the oldest
         // of the key before.
         let entries: Vec<Entry> = (0..1000u32)
             .map(|i| Entry::value(format!("{:05}", i / 3).into_bytes(), i as u64, vec![]))
