@@ -165,8 +165,10 @@ impl Inner {
         if state.trees.iter().any(|t| t.mem_is_full(1)) {
             // The group is logged (synced if asked) and visible: it succeeded, whatever
             // happens to the next log. A memtable that could not be frozen is frozen by a
-            // later write.
-            let _ = self.freeze_memtable(&mut writer);
+            // later write; the failure is counted, as it is nowhere else seen.
+            if self.freeze_memtable(&mut writer).is_err() {
+                self.count_failure(&mut lock(&self.background));
+            }
         }
         Ok(())
     }
