@@ -105,21 +105,19 @@ impl MemTable {
         self.log_number
     }
 
-    /// Adds one entry. Threads may insert at once; readers see each entry whole or not yet.
-    pub fn insert(&self, key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) {
-        if let Some(prefixes) = &self.prefixes {
-            let mut prefixes = prefixes.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(prefix) = prefixes.extractor.prefix(key) {
-                prefixes.filter.insert(prefix);
-            }
-        }
-        self.entries.insert(key, seq, kind, value);
-    }
-
-    /// Adds entries (one batch, or part of one).
+    /// Adds entries (one batch, or part of one), taking the prefix filter's lock, when there
+    /// is one, once for them all. Threads may apply at once; readers see each entry whole or
+    /// not yet.
     pub fn apply(&self, entries: impl IntoIterator<Item = Entry>) {
+        let mut prefixes =
+            (self.prefixes.as_ref()).map(|p| p.lock().unwrap_or_else(|e| e.into_inner()));
         for e in entries {
-            self.insert(&e.key, e.seq, e.kind, &e.value);
+            if let Some(prefixes) = prefixes.as_deref_mut() {
+                if let Some(prefix) = prefixes.extractor.prefix(&e.key) {
+                    prefixes.filter.insert(prefix);
+                }
+            }
+            self.entries.insert(&e.key, e.seq, e.kind, &e.value);
         }
     }
 
@@ -556,7 +554,7 @@ mod tests {
                 let (mem, done) = (Arc::clone(&mem), Arc::clone(&done));
                 std::thread::spawn(move || {
                     for i in 0..PER_WRITER {
-                        mem.insert(&key(t, i), i * 8 + t + 1, ValueKind::Value, &value(t, i));
+                        mem.apply([Entry::value(key(t, i), i * 8 + t + 1, value(t, i))]);
                         done[t as usize].store(i + 1, Ordering::Release);
                     }
                 })
