@@ -30,11 +30,12 @@ use std::sync::Arc;
 
 use crate::entry::{Entry, SeqNo};
 use crate::error::Result;
-use crate::iter::{EntryStream, KeptVersions, MergingIterator};
+use crate::iter::KeptVersions;
 use crate::manifest::TableMeta;
 use crate::options::Options;
 use crate::sstable::{BlockReads, Table};
 use crate::version::{TableHandle, Version};
+use crate::walk::{BoxedWalk, Concat, Entries, EntryView, MergeWalk, Walk};
 
 /// One merge of tables from one level (or, for a full compaction, every level above
 /// `output_level`) with the overlapping tables of `output_level`.
@@ -108,22 +109,20 @@ impl Compaction {
     ) -> impl Iterator<Item = Result<Entry>> {
         let in_part: Vec<&Arc<TableHandle>> =
             self.all_inputs().filter(|t| part.meets(&t.meta)).collect();
-        let mut streams: Vec<EntryStream> = Vec::new();
+        let mut streams: Vec<BoxedWalk> = Vec::new();
         for run in in_part.chunk_by(|a, b| a.meta.level == b.meta.level && a.meta.level > 0) {
             let tables: Vec<Table> = run.iter().map(|t| t.table.clone()).collect();
             let part = part.clone();
-            streams.push(Box::new(
-                tables
-                    .into_iter()
-                    .flat_map(move |table| part_stream(&table, &part)),
-            ));
+            let open = move |i: usize| part_stream(&tables[i], &part);
+            streams.push(Box::new(Concat::new(run.len(), open)));
         }
         let at_bottom = self.drop_tombstones;
         // At the bottom, a version every reader sees (at or below the oldest snapshot) needs
         // no number: zeroed, it compresses better. It is the only one kept of its key at or
         // below that snapshot, so the order of the key's versions stays.
         let seen_by_all = snapshots.iter().copied().min().unwrap_or(SeqNo::MAX);
-        let kept = KeptVersions::new(MergingIterator::new(streams), snapshots.to_vec(), at_bottom);
+        let merged = Entries::new(MergeWalk::forward(streams));
+        let kept = KeptVersions::new(merged, snapshots.to_vec(), at_bottom);
         kept.map(move |entry| {
             entry.map(|mut e| {
                 if at_bottom && e.seq <= seen_by_all {
@@ -176,18 +175,31 @@ impl Part {
 }
 
 /// The entries of `table` whose keys lie in `part`, read past the block cache.
-fn part_stream(table: &Table, part: &Part) -> EntryStream {
+fn part_stream(table: &Table, part: &Part) -> BoxedWalk {
     let mut entries = table.iter_with(BlockReads::Bypass);
     if let Some(from) = &part.from {
         entries.seek(from);
     }
-    match part.until.clone() {
-        None => Box::new(entries),
-        // An error is passed on; the stream ends at the first key past the range.
-        Some(until) => Box::new(entries.take_while(move |e| match e {
-            Ok(e) => e.key < until,
-            Err(_) => true,
-        })),
+    Box::new(Until {
+        inner: entries,
+        until: part.until.clone(),
+    })
+}
+
+/// A walk that ends at the first key at or past `until`.
+struct Until<W> {
+    inner: W,
+    until: Option<Vec<u8>>,
+}
+
+impl<W: Walk> Walk for Until<W> {
+    fn advance(&mut self) -> Result<bool> {
+        Ok(self.inner.advance()?
+            && (self.until.as_deref()).is_none_or(|until| self.inner.current().key < until))
+    }
+
+    fn current(&self) -> EntryView<'_> {
+        self.inner.current()
     }
 }
 

@@ -17,13 +17,26 @@ use crate::error::Result;
 use crate::iter::{
     at_or_after, at_or_before, walk_backward, walk_forward, BackwardWalk, ForwardWalk, Sources,
 };
+use crate::walk::Walk;
 
-/// The walk a cursor is on.
-enum Walk {
+/// The walk a cursor is on; the cursor is at the pair the walk stands on.
+enum OnWalk {
     /// No walk: before the first seek, after an error, or off either end.
     Idle,
     Forward(ForwardWalk),
     Backward(BackwardWalk),
+}
+
+impl OnWalk {
+    /// The pair the walk stands on, borrowed from it.
+    fn pair(&self) -> Option<(&[u8], &[u8])> {
+        let entry = match self {
+            OnWalk::Idle => return None,
+            OnWalk::Forward(walk) => walk.current(),
+            OnWalk::Backward(walk) => walk.current(),
+        };
+        Some((entry.key, entry.value))
+    }
 }
 
 /// A movable position over the key-value pairs of one consistent view of the store, within
@@ -62,9 +75,7 @@ pub struct Cursor {
     snapshot: SeqNo,
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
-    walk: Walk,
-    /// The pair the cursor is at.
-    current: Option<(Vec<u8>, Vec<u8>)>,
+    walk: OnWalk,
 }
 
 impl Cursor {
@@ -79,24 +90,23 @@ impl Cursor {
             snapshot,
             lower,
             upper,
-            walk: Walk::Idle,
-            current: None,
+            walk: OnWalk::Idle,
         }
     }
 
     /// The key the cursor is at; `None` when it is not at one.
     pub fn key(&self) -> Option<&[u8]> {
-        self.current.as_ref().map(|(k, _)| k.as_slice())
+        self.walk.pair().map(|(key, _)| key)
     }
 
     /// The value of the key the cursor is at; `None` when it is not at one.
     pub fn value(&self) -> Option<&[u8]> {
-        self.current.as_ref().map(|(_, v)| v.as_slice())
+        self.walk.pair().map(|(_, value)| value)
     }
 
     /// Whether the cursor is at a key.
     pub fn valid(&self) -> bool {
-        self.current.is_some()
+        !matches!(self.walk, OnWalk::Idle)
     }
 
     /// Moves to the first key within the bounds.
@@ -136,33 +146,39 @@ impl Cursor {
     // `DbIterator` is the cursor's iterator.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<()> {
-        match (&self.walk, &self.current) {
-            (_, None) => Ok(()),
-            (Walk::Forward(_), Some(_)) => self.step(),
-            (_, Some((key, _))) => self.walk_forward_from(Bound::Excluded(key.clone())),
+        match &self.walk {
+            OnWalk::Idle => Ok(()),
+            OnWalk::Forward(_) => self.step(),
+            OnWalk::Backward(walk) => {
+                let key = walk.current().key.to_vec();
+                self.walk_forward_from(Bound::Excluded(key))
+            }
         }
     }
 
     /// Moves to the previous key; an unpositioned cursor stays so.
     pub fn prev(&mut self) -> Result<()> {
-        match (&self.walk, &self.current) {
-            (_, None) => Ok(()),
-            (Walk::Backward(_), Some(_)) => self.step(),
-            (_, Some((key, _))) => self.walk_backward_from(Bound::Excluded(key.clone())),
+        match &self.walk {
+            OnWalk::Idle => Ok(()),
+            OnWalk::Backward(_) => self.step(),
+            OnWalk::Forward(walk) => {
+                let key = walk.current().key.to_vec();
+                self.walk_backward_from(Bound::Excluded(key))
+            }
         }
     }
 
     fn walk_forward_from(&mut self, start: Bound<Vec<u8>>) -> Result<()> {
         let start = start.as_ref().map(Vec::as_slice);
         let walk = walk_forward(self.sources.as_ref(), start, &self.upper, self.snapshot);
-        self.walk = Walk::Forward(walk);
+        self.walk = OnWalk::Forward(walk);
         self.step()
     }
 
     fn walk_backward_from(&mut self, end: Bound<Vec<u8>>) -> Result<()> {
         let end = end.as_ref().map(Vec::as_slice);
         let walk = walk_backward(self.sources.as_ref(), &self.lower, end, self.snapshot);
-        self.walk = Walk::Backward(walk);
+        self.walk = OnWalk::Backward(walk);
         self.step()
     }
 
@@ -170,26 +186,14 @@ impl Cursor {
     /// at the bound it walks towards, so each pair it gives lies within them. The walk's end
     /// or an error leaves the cursor unpositioned.
     fn step(&mut self) -> Result<()> {
-        let step = match &mut self.walk {
-            Walk::Forward(walk) => walk.next(),
-            Walk::Backward(walk) => walk.next(),
-            Walk::Idle => None,
+        let stepped = match &mut self.walk {
+            OnWalk::Forward(walk) => walk.advance(),
+            OnWalk::Backward(walk) => walk.advance(),
+            OnWalk::Idle => Ok(false),
         };
-        match step {
-            Some(Ok(entry)) => {
-                self.current = Some((entry.key, entry.value));
-                Ok(())
-            }
-            Some(Err(e)) => {
-                self.current = None;
-                self.walk = Walk::Idle;
-                Err(e)
-            }
-            None => {
-                self.current = None;
-                self.walk = Walk::Idle;
-                Ok(())
-            }
+        if !matches!(stepped, Ok(true)) {
+            self.walk = OnWalk::Idle;
         }
+        stepped.map(|_| ())
     }
 }

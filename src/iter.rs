@@ -1,247 +1,168 @@
 //! Merging sorted entry streams, and the user-facing iterator over a consistent snapshot.
 
-use std::cmp::Ordering;
-use std::collections::binary_heap::PeekMut;
-use std::collections::BinaryHeap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::entry::{entry_order, Entry, SeqNo};
+use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::Result;
+use crate::walk::{BoxedWalk, EntryView, MergeWalk, Walk};
 
-/// A sorted stream of entries (memtable, table, or a merge of them).
-pub type EntryStream = Box<dyn Iterator<Item = Result<Entry>> + Send>;
-
-struct HeapItem {
-    entry: Entry,
-    /// Position of the source; a lower index is a newer source and wins ties.
-    source: usize,
-    /// The streams run in reverse entry order, and the largest entry comes out first.
-    backward: bool,
-}
-
-impl Ord for HeapItem {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // BinaryHeap is a max-heap: reverse so the smallest entry comes out first (the
-        // largest, walking backwards).
-        let order = entry_order(
-            &other.entry.key,
-            other.entry.seq,
-            &self.entry.key,
-            self.entry.seq,
-        );
-        // Of equal entries the newer source's comes out first, or, walking backwards, last:
-        // `NewestVersionsBack` keeps the last version of a key it reads.
-        let sources = other.source.cmp(&self.source);
-        match self.backward {
-            false => order.then(sources),
-            true => order.reverse().then(sources.reverse()),
-        }
-    }
-}
-
-impl PartialOrd for HeapItem {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for HeapItem {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for HeapItem {}
-
-/// Merges sorted streams into one sorted stream. Sources are given newest first. The first
-/// error from any source is passed on and ends the stream.
-pub struct MergingIterator {
-    sources: Vec<EntryStream>,
-    heap: BinaryHeap<HeapItem>,
-    pending_error: Option<crate::error::Error>,
-    failed: bool,
-}
-
-impl MergingIterator {
-    /// Merges `sources`, newest first, each in entry order.
-    pub fn new(sources: Vec<EntryStream>) -> MergingIterator {
-        MergingIterator::merge(sources, false)
-    }
-
-    /// Merges `sources`, newest first, each in reverse entry order (keys descending, a key's
-    /// versions oldest first), into one stream in that order.
-    pub fn backward(sources: Vec<EntryStream>) -> MergingIterator {
-        MergingIterator::merge(sources, true)
-    }
-
-    fn merge(mut sources: Vec<EntryStream>, backward: bool) -> MergingIterator {
-        let mut heap = BinaryHeap::with_capacity(sources.len());
-        let mut pending_error = None;
-        for (source, stream) in sources.iter_mut().enumerate() {
-            match stream.next() {
-                Some(Ok(entry)) => heap.push(HeapItem {
-                    entry,
-                    source,
-                    backward,
-                }),
-                Some(Err(e)) => {
-                    pending_error.get_or_insert(e);
-                }
-                None => {}
-            }
-        }
-        MergingIterator {
-            sources,
-            heap,
-            pending_error,
-            failed: false,
-        }
-    }
-}
-
-impl Iterator for MergingIterator {
-    type Item = Result<Entry>;
-
-    fn next(&mut self) -> Option<Result<Entry>> {
-        if self.failed {
-            return None;
-        }
-        if let Some(e) = self.pending_error.take() {
-            self.failed = true;
-            return Some(Err(e));
-        }
-        // The source whose entry comes out usually has the next one too: put it in the top's
-        // place and sift it down once, rather than a pop and a push that sift twice.
-        let mut top = self.heap.peek_mut()?;
-        let source = top.source;
-        match self.sources[source].next() {
-            Some(Ok(next)) => Some(Ok(std::mem::replace(&mut top.entry, next))),
-            Some(Err(e)) => {
-                self.pending_error = Some(e);
-                Some(Ok(PeekMut::pop(top).entry))
-            }
-            None => Some(Ok(PeekMut::pop(top).entry)),
-        }
-    }
-}
-
-/// Keeps only the newest version of each key from a sorted stream (and, when asked, drops
-/// keys whose newest version is a tombstone). Entries newer than `snapshot` are invisible.
-pub struct NewestVersions<I> {
-    inner: I,
+/// The newest version of each key a snapshot sees, walking forwards over a sorted walk (and,
+/// when asked, only keys whose newest version is a value). Entries newer than `snapshot` are
+/// invisible. The walk ends at the first key past `end`, before old versions and tombstones
+/// are skipped, so that a walk whose range holds no more live keys stops at its bound instead
+/// of reading on through deleted ones. Nothing is copied but each key handed out, into a
+/// buffer reused from key to key.
+pub(crate) struct NewestVersions<W> {
+    inner: W,
     snapshot: SeqNo,
     drop_tombstones: bool,
+    end: Bound<Vec<u8>>,
+    /// The key last handed out, once one was.
     last_key: Option<Vec<u8>>,
+    done: bool,
 }
 
-impl<I: Iterator<Item = Result<Entry>>> NewestVersions<I> {
-    /// Wraps a sorted stream.
-    pub fn new(inner: I, snapshot: SeqNo, drop_tombstones: bool) -> Self {
+impl<W: Walk> NewestVersions<W> {
+    /// Wraps a walk in entry order.
+    pub fn new(inner: W, snapshot: SeqNo, drop_tombstones: bool, end: Bound<Vec<u8>>) -> Self {
         NewestVersions {
             inner,
             snapshot,
             drop_tombstones,
+            end,
             last_key: None,
-        }
-    }
-}
-
-impl<I: Iterator<Item = Result<Entry>>> Iterator for NewestVersions<I> {
-    type Item = Result<Entry>;
-
-    fn next(&mut self) -> Option<Result<Entry>> {
-        loop {
-            let entry = match self.inner.next()? {
-                Ok(entry) => entry,
-                Err(e) => return Some(Err(e)),
-            };
-            if entry.seq > self.snapshot || self.last_key.as_deref() == Some(&entry.key[..]) {
-                continue;
-            }
-            self.last_key = Some(entry.key.clone());
-            if entry.is_tombstone() && self.drop_tombstones {
-                continue;
-            }
-            return Some(Ok(entry));
-        }
-    }
-}
-
-/// [`NewestVersions`] for a stream in reverse entry order: a key's versions come oldest
-/// first, so each key's are read to its end, and the newest the snapshot sees is kept
-/// (dropped when it is a tombstone).
-pub struct NewestVersionsBack<I> {
-    inner: I,
-    snapshot: SeqNo,
-    /// The first entry of the next key, read while finishing the one before.
-    next_key: Option<Entry>,
-    done: bool,
-}
-
-impl<I: Iterator<Item = Result<Entry>>> NewestVersionsBack<I> {
-    /// Wraps a stream in reverse entry order.
-    pub fn new(inner: I, snapshot: SeqNo) -> Self {
-        NewestVersionsBack {
-            inner,
-            snapshot,
-            next_key: None,
             done: false,
         }
     }
 
-    /// The next key's newest version the snapshot sees, or `None` when it sees none; the
-    /// outer `None` at the end of the stream.
-    fn next_key_newest(&mut self) -> Option<Result<Option<Entry>>> {
-        let first = match self.next_key.take() {
-            Some(entry) => entry,
-            None => match self.inner.next()? {
-                Ok(entry) => entry,
-                Err(e) => return Some(Err(e)),
-            },
-        };
-        let mut newest = None;
-        let mut version = first;
-        loop {
-            let next = self.inner.next();
-            let same_key = matches!(&next, Some(Ok(next)) if next.key == version.key);
-            if version.seq <= self.snapshot {
-                newest = Some(version);
+    fn step(&mut self) -> Result<bool> {
+        while self.inner.advance()? {
+            let entry = self.inner.current();
+            if !at_or_before(entry.key, &self.end) {
+                return Ok(false);
             }
-            match next {
-                Some(Ok(next)) if same_key => version = next,
-                Some(Ok(next)) => {
-                    self.next_key = Some(next);
-                    break;
-                }
-                Some(Err(e)) => return Some(Err(e)),
-                None => {
-                    self.done = true;
-                    break;
-                }
+            if entry.seq > self.snapshot || self.last_key.as_deref() == Some(entry.key) {
+                continue;
+            }
+            let last = self.last_key.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(entry.key);
+            if !(entry.is_tombstone() && self.drop_tombstones) {
+                return Ok(true);
             }
         }
-        Some(Ok(newest))
+        Ok(false)
     }
 }
 
-impl<I: Iterator<Item = Result<Entry>>> Iterator for NewestVersionsBack<I> {
-    type Item = Result<Entry>;
+impl<W: Walk> Walk for NewestVersions<W> {
+    fn advance(&mut self) -> Result<bool> {
+        if self.done {
+            return Ok(false);
+        }
+        let stepped = self.step();
+        self.done = !matches!(stepped, Ok(true));
+        stepped
+    }
 
-    fn next(&mut self) -> Option<Result<Entry>> {
+    fn current(&self) -> EntryView<'_> {
+        self.inner.current()
+    }
+}
+
+/// [`NewestVersions`] walking backwards, over a walk in reverse entry order: a key's versions
+/// come oldest first, so each key's are read to its end, and the newest the snapshot sees is
+/// kept (skipped when it is a tombstone). The walk ends at the first key before `start`. The
+/// version kept is copied (the walk has moved past it by the time it is known to be the
+/// newest), into buffers reused from key to key.
+pub(crate) struct NewestVersionsBack<W> {
+    inner: W,
+    snapshot: SeqNo,
+    start: Bound<Vec<u8>>,
+    /// The version handed out: key, sequence number, kind, value.
+    key: Vec<u8>,
+    seq: SeqNo,
+    kind: ValueKind,
+    value: Vec<u8>,
+    /// The inner walk stands on the first version of the next key, read while finishing the
+    /// key before.
+    on_next_key: bool,
+    done: bool,
+}
+
+impl<W: Walk> NewestVersionsBack<W> {
+    /// Wraps a walk in reverse entry order.
+    pub fn new(inner: W, snapshot: SeqNo, start: Bound<Vec<u8>>) -> Self {
+        NewestVersionsBack {
+            inner,
+            snapshot,
+            start,
+            key: Vec::new(),
+            seq: 0,
+            kind: ValueKind::Tombstone,
+            value: Vec::new(),
+            on_next_key: false,
+            done: false,
+        }
+    }
+
+    /// Reads the next key's versions: `Some(true)` when the snapshot sees one of them and its
+    /// newest is a value, `None` at the end.
+    fn next_key(&mut self) -> Result<Option<bool>> {
+        if !std::mem::take(&mut self.on_next_key) && !self.inner.advance()? {
+            return Ok(None);
+        }
+        let first = self.inner.current();
+        if !at_or_after(first.key, &self.start) {
+            return Ok(None);
+        }
+        self.key.clear();
+        self.key.extend_from_slice(first.key);
+        let mut seen = false;
         loop {
-            if self.done && self.next_key.is_none() {
-                return None;
+            let version = self.inner.current();
+            if version.seq <= self.snapshot {
+                seen = true;
+                self.seq = version.seq;
+                self.kind = version.kind;
+                self.value.clear();
+                self.value.extend_from_slice(version.value);
             }
-            match self.next_key_newest()? {
-                Ok(Some(entry)) if !entry.is_tombstone() => return Some(Ok(entry)),
-                Ok(_) => {}
+            if !self.inner.advance()? {
+                break;
+            }
+            if self.inner.current().key != self.key.as_slice() {
+                self.on_next_key = true;
+                break;
+            }
+        }
+        Ok(Some(seen && self.kind == ValueKind::Value))
+    }
+}
+
+impl<W: Walk> Walk for NewestVersionsBack<W> {
+    fn advance(&mut self) -> Result<bool> {
+        while !self.done {
+            match self.next_key() {
+                Ok(Some(true)) => return Ok(true),
+                Ok(Some(false)) => {}
+                Ok(None) => self.done = true,
                 Err(e) => {
                     self.done = true;
-                    self.next_key = None;
-                    return Some(Err(e));
+                    return Err(e);
                 }
             }
+        }
+        Ok(false)
+    }
+
+    fn current(&self) -> EntryView<'_> {
+        EntryView {
+            key: &self.key,
+            seq: self.seq,
+            kind: self.kind,
+            value: &self.value,
         }
     }
 }
@@ -346,9 +267,9 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for KeptVersions<I> {
 /// the same entries, however often they start again.
 pub(crate) trait Sources: Send + Sync {
     /// Every source's entries at or after `start`, in entry order; newest source first.
-    fn forward(&self, start: Bound<&[u8]>) -> Vec<EntryStream>;
+    fn forward(&self, start: Bound<&[u8]>) -> Vec<BoxedWalk>;
     /// Every source's entries at or before `end`, in reverse entry order; newest source first.
-    fn backward(&self, end: Bound<&[u8]>) -> Vec<EntryStream>;
+    fn backward(&self, end: Bound<&[u8]>) -> Vec<BoxedWalk>;
 }
 
 /// The visible pairs of `sources` within `start..end`, in key order, as of `snapshot`.
@@ -358,8 +279,8 @@ pub(crate) fn walk_forward(
     end: &Bound<Vec<u8>>,
     snapshot: SeqNo,
 ) -> ForwardWalk {
-    let merged = MergingIterator::new(sources.forward(start));
-    NewestVersions::new(Within::new(merged, end.clone(), true), snapshot, true)
+    let merged = MergeWalk::forward(sources.forward(start));
+    NewestVersions::new(merged, snapshot, true, end.clone())
 }
 
 /// The visible pairs of `sources` within `start..end`, in descending key order, as of
@@ -370,58 +291,14 @@ pub(crate) fn walk_backward(
     end: Bound<&[u8]>,
     snapshot: SeqNo,
 ) -> BackwardWalk {
-    let merged = MergingIterator::backward(sources.backward(end));
-    NewestVersionsBack::new(Within::new(merged, start.clone(), false), snapshot)
+    let merged = MergeWalk::backward(sources.backward(end));
+    NewestVersionsBack::new(merged, snapshot, start.clone())
 }
 
 /// A walk forwards over the store: merged, cut at its far bound, newest versions only.
-pub(crate) type ForwardWalk = NewestVersions<Within<MergingIterator>>;
+pub(crate) type ForwardWalk = NewestVersions<MergeWalk>;
 /// A walk backwards over the store, the same way.
-pub(crate) type BackwardWalk = NewestVersionsBack<Within<MergingIterator>>;
-
-/// A merged stream cut at the far bound of a walk: the first entry past it ends the stream.
-/// Cut before old versions and tombstones are dropped, so that a walk whose range holds no
-/// more live keys stops at its bound instead of reading on through deleted ones.
-pub(crate) struct Within<I> {
-    inner: I,
-    bound: Bound<Vec<u8>>,
-    /// The bound is an end (walking forwards), or a start (walking backwards).
-    forward: bool,
-    done: bool,
-}
-
-impl<I> Within<I> {
-    fn new(inner: I, bound: Bound<Vec<u8>>, forward: bool) -> Within<I> {
-        Within {
-            inner,
-            bound,
-            forward,
-            done: false,
-        }
-    }
-}
-
-impl<I: Iterator<Item = Result<Entry>>> Iterator for Within<I> {
-    type Item = Result<Entry>;
-
-    fn next(&mut self) -> Option<Result<Entry>> {
-        if self.done {
-            return None;
-        }
-        let step = self.inner.next();
-        let within = |key: &[u8]| match self.forward {
-            true => at_or_before(key, &self.bound),
-            false => at_or_after(key, &self.bound),
-        };
-        match step {
-            Some(Ok(entry)) if !within(&entry.key) => {
-                self.done = true;
-                None
-            }
-            step => step,
-        }
-    }
-}
+pub(crate) type BackwardWalk = NewestVersionsBack<MergeWalk>;
 
 /// The end of the keys that start with `prefix`: the first key past them all (`prefix` with
 /// its last byte below 0xff raised by one, the bytes after it dropped), unbounded when every
@@ -504,37 +381,31 @@ impl DbIterator {
             done: false,
         }
     }
+}
 
-    /// Hands out `step`'s pair unless it lies where the other end has been (each walk starts
-    /// within the range and is cut at its far bound, so every pair is in range), which ends
-    /// the iterator (both ends: what is left between them is nothing); records
-    /// the key handed out as the last of the front end (`at_front`) or of the back.
-    fn hand_out(
-        &mut self,
-        step: Option<Result<Entry>>,
-        met_other_end: impl Fn(&[u8]) -> bool,
-        at_front: bool,
-    ) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
-        match step {
-            Some(Ok(entry)) if !met_other_end(&entry.key) => {
-                let last = match at_front {
-                    true => &mut self.front_last,
-                    false => &mut self.back_last,
-                };
-                let last = last.get_or_insert_with(Vec::new);
-                last.clear();
-                last.extend_from_slice(&entry.key);
-                Some(Ok((entry.key, entry.value)))
+/// Hands out the pair a walk stepped onto (`stepped`) unless it lies where the other end has
+/// been (each walk starts within the range and is cut at its far bound, so every pair is in
+/// range); records the key handed out as the last of its end. `None` ends the iterator (both
+/// ends: what is left between them is nothing).
+fn hand_out(
+    stepped: Result<bool>,
+    walk: &impl Walk,
+    met_other_end: impl Fn(&[u8]) -> bool,
+    last: &mut Option<Vec<u8>>,
+) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+    match stepped {
+        Ok(true) => {
+            let entry = walk.current();
+            if met_other_end(entry.key) {
+                return None;
             }
-            Some(Err(e)) => {
-                self.done = true;
-                Some(Err(e))
-            }
-            _ => {
-                self.done = true;
-                None
-            }
+            let last = last.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(entry.key);
+            Some(Ok((entry.key.to_vec(), entry.value.to_vec())))
         }
+        Ok(false) => None,
+        Err(e) => Some(Err(e)),
     }
 }
 
@@ -578,11 +449,11 @@ impl Iterator for DbIterator {
             let start = self.start.as_ref().map(Vec::as_slice);
             walk_forward(self.sources.as_ref(), start, &self.end, self.snapshot)
         });
-        let step = front.next();
-        let back_last = self.back_last.take();
-        let met = |key: &[u8]| back_last.as_deref().is_some_and(|b| key >= b);
-        let pair = self.hand_out(step, met, true);
-        self.back_last = back_last;
+        let stepped = front.advance();
+        let back_last = self.back_last.as_deref();
+        let met = |key: &[u8]| back_last.is_some_and(|b| key >= b);
+        let pair = hand_out(stepped, front, met, &mut self.front_last);
+        self.done = !matches!(pair, Some(Ok(_)));
         pair
     }
 }
@@ -596,11 +467,11 @@ impl DoubleEndedIterator for DbIterator {
             let end = self.end.as_ref().map(Vec::as_slice);
             walk_backward(self.sources.as_ref(), &self.start, end, self.snapshot)
         });
-        let step = back.next();
-        let front_last = self.front_last.take();
-        let met = |key: &[u8]| front_last.as_deref().is_some_and(|f| key <= f);
-        let pair = self.hand_out(step, met, false);
-        self.front_last = front_last;
+        let stepped = back.advance();
+        let front_last = self.front_last.as_deref();
+        let met = |key: &[u8]| front_last.is_some_and(|f| key <= f);
+        let pair = hand_out(stepped, back, met, &mut self.back_last);
+        self.done = !matches!(pair, Some(Ok(_)));
         pair
     }
 }
@@ -609,15 +480,15 @@ impl DoubleEndedIterator for DbIterator {
 mod tests {
     use super::*;
 
-    fn stream(entries: Vec<Entry>) -> EntryStream {
-        Box::new(entries.into_iter().map(Ok))
+    fn stream(entries: Vec<Entry>) -> BoxedWalk {
+        Box::new(crate::walk::VecWalk::new(entries))
     }
 
     /// Sources held in memory, newest first, each in entry order.
     struct Fixed(Vec<Vec<Entry>>);
 
     impl Sources for Fixed {
-        fn forward(&self, start: Bound<&[u8]>) -> Vec<EntryStream> {
+        fn forward(&self, start: Bound<&[u8]>) -> Vec<BoxedWalk> {
             let start = start.map(<[u8]>::to_vec);
             let from = |s: &Vec<Entry>| -> Vec<Entry> {
                 (s.iter().filter(|e| at_or_after(&e.key, &start)).cloned()).collect()
@@ -625,7 +496,7 @@ mod tests {
             self.0.iter().map(|s| stream(from(s))).collect()
         }
 
-        fn backward(&self, end: Bound<&[u8]>) -> Vec<EntryStream> {
+        fn backward(&self, end: Bound<&[u8]>) -> Vec<BoxedWalk> {
             let end = end.map(<[u8]>::to_vec);
             let to = |s: &Vec<Entry>| -> Vec<Entry> {
                 (s.iter()
@@ -740,23 +611,26 @@ mod tests {
     struct Failing;
 
     impl Sources for Failing {
-        fn forward(&self, _: Bound<&[u8]>) -> Vec<EntryStream> {
+        fn forward(&self, _: Bound<&[u8]>) -> Vec<BoxedWalk> {
             vec![failing()]
         }
 
-        fn backward(&self, _: Bound<&[u8]>) -> Vec<EntryStream> {
+        fn backward(&self, _: Bound<&[u8]>) -> Vec<BoxedWalk> {
             vec![failing()]
         }
     }
 
-    fn failing() -> EntryStream {
-        Box::new(
-            vec![
-                Ok(Entry::value(b"a".to_vec(), 1, vec![])),
-                Err(crate::error::Error::InvalidArgument("boom".into())),
-            ]
-            .into_iter(),
-        )
+    fn failing() -> BoxedWalk {
+        use crate::walk::{Concat, FailingWalk, VecWalk};
+        let run = |i| -> BoxedWalk {
+            match i {
+                0 => Box::new(VecWalk::new(vec![Entry::value(b"a".to_vec(), 1, vec![])])),
+                _ => Box::new(FailingWalk::new(crate::error::Error::InvalidArgument(
+                    "boom".into(),
+                ))),
+            }
+        };
+        Box::new(Concat::new(2, run))
     }
 
     #[test]

@@ -41,6 +41,7 @@ mod stats;
 mod varint;
 mod version;
 pub mod wal;
+mod walk;
 mod write_batch;
 
 pub use cache::{BlockCache, BlockCacheStats, TableCacheStats};

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::Result;
 use crate::filter::KeyHash;
-use crate::iter::EntryStream;
 use crate::manifest::{TableMeta, VersionEdit};
 use crate::metrics::{ReadCounters, ReadCountersSnapshot, MAX_LEVELS};
 use crate::sstable::{PrefixAnswer, Table};
+use crate::walk::{concat, BoxedWalk, Concat, EntryView, PastKey, Walk};
 use std::sync::atomic::Ordering;
 
 /// A live table: what the manifest records of it, and the open reader.
@@ -261,8 +261,8 @@ impl Version {
 
     /// Sorted streams over every table from `start` on, newest data first: one per level-0
     /// table, one per deeper level.
-    pub fn streams_from(&self, start: Bound<&[u8]>) -> Vec<EntryStream> {
-        let mut streams: Vec<EntryStream> = self.levels[0]
+    pub fn streams_from(&self, start: Bound<&[u8]>) -> Vec<BoxedWalk> {
+        let mut streams: Vec<BoxedWalk> = self.levels[0]
             .iter()
             .map(|t| table_stream(&t.table, start))
             .collect();
@@ -276,13 +276,13 @@ impl Version {
 
     /// [`streams_from`](Self::streams_from) walking backwards: every table's entries at or
     /// before `end`, in reverse entry order, one stream per level-0 table and per deeper level.
-    pub fn streams_back_to(&self, end: Bound<&[u8]>) -> Vec<EntryStream> {
+    pub fn streams_back_to(&self, end: Bound<&[u8]>) -> Vec<BoxedWalk> {
         // A level-0 table wholly above the end has nothing to give, but its walk would read
         // its first block to find that out.
-        let mut streams: Vec<EntryStream> = self.levels[0]
+        let mut streams: Vec<BoxedWalk> = self.levels[0]
             .iter()
             .filter(|t| starts_at_or_before(&t.meta.smallest_key, end))
-            .map(|t| Box::new(t.table.iter_back_to(end)) as EntryStream)
+            .map(|t| Box::new(t.table.iter_back_to(end)) as BoxedWalk)
             .collect();
         for tables in &self.levels[1..] {
             if !tables.is_empty() {
@@ -321,7 +321,7 @@ impl Version {
     /// [`streams_from`](Self::streams_from) for a walk within `scope`'s prefix: only the tables
     /// whose key range meets the prefix's and whose prefix filter lets it through, each
     /// walked from `start`.
-    pub fn streams_within(&self, start: Bound<&[u8]>, scope: &PrefixScope) -> Vec<EntryStream> {
+    pub fn streams_within(&self, start: Bound<&[u8]>, scope: &PrefixScope) -> Vec<BoxedWalk> {
         let from_edge = match start {
             Bound::Included(k) => k <= scope.prefix.as_slice(),
             Bound::Excluded(k) => k < scope.prefix.as_slice(),
@@ -331,7 +331,7 @@ impl Version {
     }
 
     /// [`streams_back_to`](Self::streams_back_to) for a walk within `scope`'s prefix.
-    pub fn streams_back_within(&self, end: Bound<&[u8]>, scope: &PrefixScope) -> Vec<EntryStream> {
+    pub fn streams_back_within(&self, end: Bound<&[u8]>, scope: &PrefixScope) -> Vec<BoxedWalk> {
         let from_edge = match (end, crate::iter::prefix_end(&scope.prefix)) {
             (Bound::Unbounded, _) => true,
             (_, Bound::Unbounded) => false,
@@ -354,8 +354,8 @@ impl Version {
         scope: &PrefixScope,
         backward: bool,
         from_edge: bool,
-        walk: impl Fn(&Table) -> EntryStream,
-    ) -> Vec<EntryStream> {
+        walk: impl Fn(&Table) -> BoxedWalk,
+    ) -> Vec<BoxedWalk> {
         let mut streams = Vec::new();
         for level in 0..self.levels.len() {
             let meeting = self.meeting_prefix(level, &scope.prefix);
@@ -365,7 +365,7 @@ impl Version {
                 true if level > 0 => Box::new(meeting.rev()),
                 _ => Box::new(meeting),
             };
-            let admitted: Vec<EntryStream> = in_walk_order
+            let admitted: Vec<BoxedWalk> = in_walk_order
                 .filter_map(|t| scope.admits(level, t).map(|a| (t, a)))
                 .map(|(t, answer)| match from_edge {
                     true => scope.checked(level, answer, walk(&t.table)),
@@ -375,9 +375,7 @@ impl Version {
             match level {
                 0 => streams.extend(admitted),
                 // A deeper level's tables are disjoint and in walk order: one after another.
-                _ if !admitted.is_empty() => {
-                    streams.push(Box::new(admitted.into_iter().flatten()));
-                }
+                _ if !admitted.is_empty() => streams.push(concat(admitted)),
                 _ => {}
             }
         }
@@ -449,15 +447,11 @@ impl Version {
     }
 }
 
-/// A sorted stream over one table from `start` on.
-pub fn table_stream(table: &Table, start: Bound<&[u8]>) -> EntryStream {
+/// A walk over one table from `start` on.
+pub fn table_stream(table: &Table, start: Bound<&[u8]>) -> BoxedWalk {
     match start {
         Bound::Included(key) => Box::new(table.iter_from(key)),
-        Bound::Excluded(key) => {
-            let after = key.to_vec();
-            let iter = table.iter_from(key);
-            Box::new(iter.skip_while(move |e| matches!(e, Ok(e) if e.key == after)))
-        }
+        Bound::Excluded(key) => Box::new(PastKey::new(table.iter_from(key), key.to_vec())),
         Bound::Unbounded => Box::new(table.iter()),
     }
 }
@@ -497,7 +491,7 @@ impl PrefixScope {
 
     /// `stream`, of a table of `level` the prefix filter let through (`answer`), counting a
     /// false positive when its first entry does not start with the prefix.
-    fn checked(&self, level: usize, answer: PrefixAnswer, stream: EntryStream) -> EntryStream {
+    fn checked(&self, level: usize, answer: PrefixAnswer, stream: BoxedWalk) -> BoxedWalk {
         if answer != PrefixAnswer::Maybe {
             return stream;
         }
@@ -512,29 +506,31 @@ impl PrefixScope {
 /// Counts a prefix filter's false positive when the walk of a table it let through finds no
 /// key with the prefix at its start.
 struct FirstEntryCheck {
-    inner: EntryStream,
+    inner: BoxedWalk,
     prefix: Vec<u8>,
     /// Until the first entry: where to count.
     counters: Option<(Arc<ReadCounters>, usize)>,
 }
 
-impl Iterator for FirstEntryCheck {
-    type Item = Result<Entry>;
-
-    fn next(&mut self) -> Option<Result<Entry>> {
-        let item = self.inner.next();
+impl Walk for FirstEntryCheck {
+    fn advance(&mut self) -> Result<bool> {
+        let stepped = self.inner.advance();
         if let Some((counters, level)) = self.counters.take() {
-            let found = match &item {
-                Some(Ok(entry)) => entry.key.starts_with(&self.prefix),
-                Some(Err(_)) => true,
-                None => false,
+            let found = match &stepped {
+                Ok(true) => self.inner.current().key.starts_with(&self.prefix),
+                Ok(false) => false,
+                Err(_) => true,
             };
             if !found {
                 let fp = &counters.prefix_levels[level].false_positives;
                 fp.fetch_add(1, Ordering::Relaxed);
             }
         }
-        item
+        stepped
+    }
+
+    fn current(&self) -> EntryView<'_> {
+        self.inner.current()
     }
 }
 
@@ -556,29 +552,25 @@ fn range_may_hold_prefix(meta: &TableMeta, prefix: &[u8]) -> bool {
         && (meta.smallest_key.as_slice() <= prefix || meta.smallest_key.starts_with(prefix))
 }
 
-/// A sorted stream over a level of disjoint tables, opening each table's iterator only when
-/// the previous one is exhausted.
-fn level_stream(tables: Vec<Arc<TableHandle>>, start: Bound<&[u8]>) -> EntryStream {
+/// A walk over a level of disjoint tables, opening each table's iterator only when the
+/// previous one is done.
+fn level_stream(tables: Vec<Arc<TableHandle>>, start: Bound<&[u8]>) -> BoxedWalk {
     let first = match start {
         Bound::Included(key) | Bound::Excluded(key) => {
             tables.partition_point(|t| t.meta.largest_key.as_slice() < key)
         }
         Bound::Unbounded => 0,
     };
-    let owned_start: Bound<Vec<u8>> = start.map(|k| k.to_vec());
-    let iter = tables
-        .into_iter()
-        .skip(first)
-        .enumerate()
-        .flat_map(move |(i, t)| {
-            let bound = if i == 0 {
-                owned_start.as_ref().map(|k| k.as_slice())
-            } else {
-                Bound::Unbounded
-            };
-            table_stream(&t.table, bound)
-        });
-    Box::new(iter)
+    let start: Bound<Vec<u8>> = start.map(|k| k.to_vec());
+    let count = tables.len() - first;
+    let open = move |i: usize| {
+        let table = &tables[first + i].table;
+        match i {
+            0 => table_stream(table, start.as_ref().map(Vec::as_slice)),
+            _ => Box::new(table.iter()) as BoxedWalk,
+        }
+    };
+    Box::new(Concat::new(count, open))
 }
 
 /// Whether a table whose smallest key is `smallest` may hold keys at or before `end`.
@@ -591,23 +583,18 @@ fn starts_at_or_before(smallest: &[u8], end: Bound<&[u8]>) -> bool {
 }
 
 /// [`level_stream`] walking backwards: from the last table that can hold keys at or before
-/// `end` down to the first, each table's iterator opened when the one after it is exhausted.
-fn level_back_stream(tables: Vec<Arc<TableHandle>>, end: Bound<&[u8]>) -> EntryStream {
+/// `end` down to the first, each table's iterator opened when the one after it is done.
+fn level_back_stream(tables: Vec<Arc<TableHandle>>, end: Bound<&[u8]>) -> BoxedWalk {
     let past = tables.partition_point(|t| starts_at_or_before(&t.meta.smallest_key, end));
-    let owned_end: Bound<Vec<u8>> = end.map(|k| k.to_vec());
-    let iter = tables
-        .into_iter()
-        .take(past)
-        .rev()
-        .enumerate()
-        .flat_map(move |(i, t)| {
-            let bound = match i {
-                0 => owned_end.as_ref().map(|k| k.as_slice()),
-                _ => Bound::Unbounded,
-            };
-            t.table.iter_back_to(bound)
-        });
-    Box::new(iter)
+    let end: Bound<Vec<u8>> = end.map(|k| k.to_vec());
+    let open = move |i: usize| {
+        let bound = match i {
+            0 => end.as_ref().map(Vec::as_slice),
+            _ => Bound::Unbounded,
+        };
+        Box::new(tables[past - 1 - i].table.iter_back_to(bound)) as BoxedWalk
+    };
+    Box::new(Concat::new(past, open))
 }
 
 #[cfg(test)]

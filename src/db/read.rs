@@ -10,13 +10,14 @@ use crate::cursor::Cursor;
 use crate::entry::{check_key_len, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::KeyHash;
-use crate::iter::{prefix_end, DbIterator, EntryStream, Sources};
+use crate::iter::{prefix_end, DbIterator, Sources};
 use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
 use crate::prefix::shared_prefix;
 use crate::sstable::{FilterProbe, FilterResidency};
 use crate::stats::{KeyspaceStats, LevelStats, Stats, TableStats};
 use crate::version::{PrefixScope, TableHandle};
+use crate::walk::{BoxedWalk, FailingWalk};
 
 impl Inner {
     /// The read state, then the sequence number: in that order every table of the state holds
@@ -469,20 +470,20 @@ fn keyspace_stats(tree: &Tree, stats: &TreeStats) -> KeyspaceStats {
 struct Failing(String);
 
 impl Failing {
-    fn stream(&self) -> Vec<EntryStream> {
+    fn stream(&self) -> Vec<BoxedWalk> {
         let error = Error::NoSuchKeyspace {
             name: self.0.clone(),
         };
-        vec![Box::new(std::iter::once(Err(error)))]
+        vec![Box::new(FailingWalk::new(error))]
     }
 }
 
 impl Sources for Failing {
-    fn forward(&self, _: Bound<&[u8]>) -> Vec<EntryStream> {
+    fn forward(&self, _: Bound<&[u8]>) -> Vec<BoxedWalk> {
         self.stream()
     }
 
-    fn backward(&self, _: Bound<&[u8]>) -> Vec<EntryStream> {
+    fn backward(&self, _: Bound<&[u8]>) -> Vec<BoxedWalk> {
         self.stream()
     }
 }
@@ -495,14 +496,14 @@ struct PrefixWalk {
 }
 
 impl Sources for PrefixWalk {
-    fn forward(&self, start: Bound<&[u8]>) -> Vec<EntryStream> {
+    fn forward(&self, start: Bound<&[u8]>) -> Vec<BoxedWalk> {
         let end = prefix_end(&self.scope.prefix);
         let mut streams = self.memtable_streams(|m| Box::new(m.iter_between(start, end.clone())));
         streams.extend(self.tree.version.streams_within(start, &self.scope));
         streams
     }
 
-    fn backward(&self, end: Bound<&[u8]>) -> Vec<EntryStream> {
+    fn backward(&self, end: Bound<&[u8]>) -> Vec<BoxedWalk> {
         let first = Bound::Included(self.scope.prefix.clone());
         let mut streams =
             self.memtable_streams(|m| Box::new(m.iter_back_between(end, first.clone())));
@@ -514,7 +515,7 @@ impl Sources for PrefixWalk {
 impl PrefixWalk {
     /// The tree's memtables walked by `walk`, newest first, but those whose prefix filter
     /// rules out the prefix the store's extractor cuts from the walk's: no seek, no copy.
-    fn memtable_streams(&self, walk: impl Fn(&Arc<MemTable>) -> EntryStream) -> Vec<EntryStream> {
+    fn memtable_streams(&self, walk: impl Fn(&Arc<MemTable>) -> BoxedWalk) -> Vec<BoxedWalk> {
         let counters = &self.scope.counters;
         let may_hold = |mem: &Arc<MemTable>| {
             let answer = (self.scope.hash.as_ref()).and_then(|h| mem.may_hold_prefix(h));
@@ -537,18 +538,18 @@ impl PrefixWalk {
 }
 
 /// Each of `tree`'s memtables walked by `walk`, newest first.
-fn memtable_streams(tree: &Tree, walk: impl Fn(&Arc<MemTable>) -> EntryStream) -> Vec<EntryStream> {
+fn memtable_streams(tree: &Tree, walk: impl Fn(&Arc<MemTable>) -> BoxedWalk) -> Vec<BoxedWalk> {
     tree.memtables().map(walk).collect()
 }
 
 impl Sources for Tree {
-    fn forward(&self, start: Bound<&[u8]>) -> Vec<EntryStream> {
+    fn forward(&self, start: Bound<&[u8]>) -> Vec<BoxedWalk> {
         let mut streams = memtable_streams(self, |m| Box::new(m.iter_from(start)));
         streams.extend(self.version.streams_from(start));
         streams
     }
 
-    fn backward(&self, end: Bound<&[u8]>) -> Vec<EntryStream> {
+    fn backward(&self, end: Bound<&[u8]>) -> Vec<BoxedWalk> {
         let mut streams = memtable_streams(self, |m| Box::new(m.iter_back_to(end)));
         streams.extend(self.version.streams_back_to(end));
         streams

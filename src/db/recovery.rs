@@ -32,6 +32,7 @@ use crate::options::{Options, WalRecoveryMode};
 use crate::sstable::{FilterPolicy, Table, TableEnv};
 use crate::version::Version;
 use crate::wal::{self, LogWriter, RecoveryMode};
+use crate::walk::Entries;
 use crate::write_batch::WriteBatch;
 
 /// What a store's files hold when it is opened: the manifest's tables, opened, and the writes
@@ -191,7 +192,13 @@ pub(super) fn recover(
             ),
             job_in_shape: false,
         };
-        let entries = NewestVersions::new(replay.iter_from(Bound::Unbounded), SeqNo::MAX, false);
+        let newest = NewestVersions::new(
+            replay.iter_from(Bound::Unbounded),
+            SeqNo::MAX,
+            false,
+            Bound::Unbounded,
+        );
+        let entries = Entries::new(newest);
         let written = writer.write(entries, 0, replay.len() as u64, Cuts::Never)?;
         opened.extend(written.opened);
         replay_added.extend(written.added);

@@ -20,6 +20,7 @@ use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::Result;
 use crate::filter::{BlockedBloomFilter, BlockedParams, KeyHash};
 use crate::prefix::PrefixExtractor;
+use crate::walk::{next_owned, EntryView, Walk};
 use skiplist::{EntryRef, Position, SkipList};
 
 /// Bytes of one arena block for a memtable of `memtable_size` bytes: an eighth of it, so that
@@ -224,11 +225,16 @@ impl MemTable {
 
 /// An owned copy of a borrowed entry.
 fn to_entry(e: EntryRef<'_>) -> Entry {
-    Entry {
-        key: e.key().to_vec(),
+    view(e).to_entry()
+}
+
+/// A borrowed entry, as walks lend them.
+fn view(e: EntryRef<'_>) -> EntryView<'_> {
+    EntryView {
+        key: e.key(),
         seq: e.seq(),
         kind: e.kind(),
-        value: e.value().to_vec(),
+        value: e.value(),
     }
 }
 
@@ -237,8 +243,10 @@ fn to_entry(e: EntryRef<'_>) -> Entry {
 /// consistent snapshot. It holds its memtable, so the entries it stands on stay valid.
 pub struct MemTableIter {
     mem: Arc<MemTable>,
-    /// The entry to hand out next, always one of `mem`'s list.
+    /// The entry the walk stands on, or before its first step the one it will step onto;
+    /// always one of `mem`'s list.
     at: Option<Position>,
+    started: bool,
     /// The key bound the walk ends at: the last keys forwards, the first ones backwards.
     stop: Bound<Vec<u8>>,
     /// Walking in reverse entry order.
@@ -255,27 +263,22 @@ impl MemTableIter {
         MemTableIter {
             mem: Arc::clone(mem),
             at,
+            started: false,
             stop,
             backward,
         }
     }
 
-    /// The entry the iterator stands on, borrowed from the memtable; `None` at the end.
-    fn current(&self) -> Option<EntryRef<'_>> {
+    /// The entry at `at`, borrowed from the memtable.
+    fn entry(&self, at: Position) -> EntryRef<'_> {
         // SAFETY: `at` was taken from an entry of `mem`'s list, which `mem` keeps alive.
-        let entry = unsafe { self.mem.entries.at(self.at?) };
-        let within = match self.backward {
-            false => crate::iter::at_or_before(entry.key(), &self.stop),
-            true => crate::iter::at_or_after(entry.key(), &self.stop),
-        };
-        within.then_some(entry)
+        unsafe { self.mem.entries.at(at) }
     }
 
     /// Moves to the next entry in the walk's direction.
     fn step(&mut self) {
         let Some(at) = self.at else { return };
-        // SAFETY: as in `current`.
-        let entry = unsafe { self.mem.entries.at(at) };
+        let entry = self.entry(at);
         let next = match self.backward {
             false => entry.next(),
             true => self.mem.entries.prev(entry),
@@ -284,16 +287,39 @@ impl MemTableIter {
     }
 }
 
+impl Walk for MemTableIter {
+    fn advance(&mut self) -> Result<bool> {
+        match self.started {
+            true => self.step(),
+            false => self.started = true,
+        }
+        let Some(at) = self.at else {
+            return Ok(false);
+        };
+        let key = self.entry(at).key();
+        let within = match self.backward {
+            false => crate::iter::at_or_before(key, &self.stop),
+            true => crate::iter::at_or_after(key, &self.stop),
+        };
+        if !within {
+            self.at = None;
+        }
+        Ok(within)
+    }
+
+    fn current(&self) -> EntryView<'_> {
+        let at = self
+            .at
+            .expect("a memtable iterator lends only an entry it stands on");
+        view(self.entry(at))
+    }
+}
+
 impl Iterator for MemTableIter {
     type Item = Result<Entry>;
 
     fn next(&mut self) -> Option<Result<Entry>> {
-        let Some(entry) = self.current().map(to_entry) else {
-            self.at = None;
-            return None;
-        };
-        self.step();
-        Some(Ok(entry))
+        next_owned(self)
     }
 }
 

@@ -10,6 +10,7 @@ use byteorder::{ByteOrder, LittleEndian};
 
 use super::format::{restart_array, Decoder, Malformed};
 use crate::entry::{entry_order, Entry, SeqNo, ValueKind};
+use crate::walk::EntryView;
 
 /// A block's contents whose restart array has been checked: what the block cache holds, shared
 /// by every reader that walks it.
@@ -41,6 +42,11 @@ impl Block {
             .ok_or_else(|| Malformed::new(at, "restart offset past the end"))
     }
 
+    /// The bytes at `range` of the block, empty when they lie past its end.
+    pub(super) fn bytes(&self, range: Range<usize>) -> &[u8] {
+        self.data.get(range).unwrap_or_default()
+    }
+
     /// Bytes of memory the block holds.
     pub fn memory_bytes(&self) -> usize {
         self.data.capacity() + std::mem::size_of::<Block>()
@@ -59,6 +65,7 @@ impl Block {
             has_prev: false,
             prev_seq: 0,
             pending: None,
+            current: None,
             failed: false,
         }
     }
@@ -120,8 +127,10 @@ pub struct BlockIter {
     key: Vec<u8>,
     has_prev: bool,
     prev_seq: SeqNo,
-    /// An entry found by `seek` (its key in `key`), handed out by the next `next_entry`.
+    /// An entry found by `seek` (its key in `key`), stepped onto by the next `advance`.
     pending: Option<RawEntry>,
+    /// The entry the walk stands on (its key in `key`).
+    current: Option<RawEntry>,
     failed: bool,
 }
 
@@ -152,32 +161,52 @@ impl BlockIter {
         Ok(Some(raw))
     }
 
-    fn to_entry(&self, raw: RawEntry) -> Entry {
-        Entry {
-            key: self.key.clone(),
+    /// Steps onto the next entry in order: `false` at the end of the block. After an error
+    /// the iterator stays at the end.
+    pub fn advance(&mut self) -> Result<bool, Malformed> {
+        self.current = match self.pending.take() {
+            Some(raw) => Some(raw),
+            None if self.failed => None,
+            None => match self.decode_next() {
+                Ok(raw) => raw,
+                Err(e) => {
+                    self.failed = true;
+                    self.current = None;
+                    return Err(e);
+                }
+            },
+        };
+        Ok(self.current.is_some())
+    }
+
+    /// The entry `advance` stepped onto, borrowed from the block.
+    pub(crate) fn current(&self) -> EntryView<'_> {
+        let raw = self
+            .current
+            .as_ref()
+            .expect("a block iterator lends an entry only while it stands on one");
+        EntryView {
+            key: &self.key,
             seq: raw.seq,
             kind: raw.kind,
-            value: self.block.data.get(raw.value).unwrap_or_default().to_vec(),
+            value: self.block.bytes(raw.value.clone()),
         }
     }
 
-    /// The next entry in order; `None` at the end of the block. After an error the iterator
-    /// stays at the end.
+    /// Where the value of the entry the iterator stands on lies in the block.
+    pub(super) fn current_value_range(&self) -> Range<usize> {
+        self.current.as_ref().map_or(0..0, |raw| raw.value.clone())
+    }
+
+    /// The block the iterator walks.
+    pub(super) fn block(&self) -> &Arc<Block> {
+        &self.block
+    }
+
+    /// The next entry in order, copied; `None` at the end of the block. After an error the
+    /// iterator stays at the end.
     pub fn next_entry(&mut self) -> Result<Option<Entry>, Malformed> {
-        if let Some(raw) = self.pending.take() {
-            return Ok(Some(self.to_entry(raw)));
-        }
-        if self.failed {
-            return Ok(None);
-        }
-        match self.decode_next() {
-            Ok(Some(raw)) => Ok(Some(self.to_entry(raw))),
-            Ok(None) => Ok(None),
-            Err(e) => {
-                self.failed = true;
-                Err(e)
-            }
-        }
+        Ok(self.advance()?.then(|| self.current().to_entry()))
     }
 
     /// The key and kind of the entry a `seek` found, without copying its value; `None` when
@@ -220,6 +249,7 @@ impl BlockIter {
 
     fn seek_inner(&mut self, key: &[u8], seq: SeqNo) -> Result<(), Malformed> {
         self.pending = None;
+        self.current = None;
         self.failed = false;
         // The first restart whose key is at or after the target; the target lies in the
         // run that starts one restart earlier.

@@ -1,16 +1,17 @@
 //! Walks a table's entries in entry order, one data block at a time, reading ahead.
 
 use std::cmp::Ordering;
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 use std::sync::Arc;
 
-use super::block::BlockIter;
+use super::block::{Block, BlockIter};
 use super::format::BlockKind;
 use super::readahead::ReadAhead;
 use super::table::{BlockReads, TableInner};
 use super::table_index::IndexCursor;
-use crate::entry::{entry_order, Entry, SeqNo};
+use crate::entry::{entry_order, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
+use crate::walk::{next_owned, EntryView, Walk};
 
 /// An iterator over a table's entries; it keeps the table alive. After an error it yields
 /// nothing more.
@@ -62,13 +63,14 @@ impl TableIterator {
         self.failed = false;
     }
 
-    fn advance(&mut self) -> Result<Option<Entry>> {
+    /// Steps onto the next entry, loading the next block when this one is done.
+    fn step(&mut self) -> Result<bool> {
         loop {
             if let Some((it, offset)) = &mut self.block {
                 let offset = *offset;
-                match it.next_entry() {
-                    Ok(Some(e)) => return Ok(Some(e)),
-                    Ok(None) => self.block = None,
+                match it.advance() {
+                    Ok(true) => return Ok(true),
+                    Ok(false) => self.block = None,
                     Err(m) => return Err(m.in_block(&self.table.path, BlockKind::Data, offset)),
                 }
             }
@@ -84,7 +86,7 @@ impl TableIterator {
                 }
             };
             let Some(handle) = self.table.next_block_handle(cursor, self.reads)? else {
-                return Ok(None);
+                return Ok(false);
             };
             self.table.count_scan_block(self.reads);
             let mut it = self
@@ -100,18 +102,30 @@ impl TableIterator {
     }
 }
 
+impl Walk for TableIterator {
+    fn advance(&mut self) -> Result<bool> {
+        if self.failed {
+            return Ok(false);
+        }
+        let stepped = self.step();
+        if stepped.is_err() {
+            self.failed = true;
+            self.block = None;
+        }
+        stepped
+    }
+
+    fn current(&self) -> EntryView<'_> {
+        let (it, _) = (self.block.as_ref()).expect("a table iterator lends only an entry it holds");
+        it.current()
+    }
+}
+
 impl Iterator for TableIterator {
     type Item = Result<Entry>;
 
     fn next(&mut self) -> Option<Result<Entry>> {
-        if self.failed {
-            return None;
-        }
-        let advanced = self.advance();
-        if advanced.is_err() {
-            self.block = None;
-        }
-        step(&mut self.failed, advanced)
+        next_owned(self)
     }
 }
 
@@ -128,10 +142,25 @@ pub struct TableBackIterator {
     /// The next block to load (going down); `None` until the first step finds the block the
     /// end falls in, `Some(None)` once block 0 is done.
     next_block: Option<Option<usize>>,
-    /// The loaded block's entries in entry order, taken from the back.
-    entries: Vec<Entry>,
+    /// The loaded block, its keys one after another, and its entries in entry order, taken
+    /// from the back: buffers reused from block to block.
+    block: Option<Arc<Block>>,
+    keys: Vec<u8>,
+    spots: Vec<Spot>,
+    /// The entry the walk stands on, taken from `spots`.
+    current: Option<Spot>,
     reads: BlockReads,
     failed: bool,
+}
+
+/// Where one decoded entry of the loaded block lies: its key in the key buffer, its value in
+/// the block.
+#[derive(Clone)]
+struct Spot {
+    key: Range<usize>,
+    seq: SeqNo,
+    kind: ValueKind,
+    value: Range<usize>,
 }
 
 impl TableBackIterator {
@@ -145,15 +174,18 @@ impl TableBackIterator {
             table,
             end,
             next_block: None,
-            entries: Vec::new(),
+            block: None,
+            keys: Vec::new(),
+            spots: Vec::new(),
+            current: None,
             reads,
             failed: false,
         }
     }
 
-    /// Whether `entry` lies at or before the end.
-    fn within_end(&self, entry: &Entry) -> bool {
-        let order = |(key, seq): &(Vec<u8>, SeqNo)| entry_order(&entry.key, entry.seq, key, *seq);
+    /// Whether the entry `(key, seq)` lies at or before the end.
+    fn within_end(&self, key: &[u8], seq: SeqNo) -> bool {
+        let order = |(end, end_seq): &(Vec<u8>, SeqNo)| entry_order(key, seq, end, *end_seq);
         match &self.end {
             Bound::Included(end) => order(end) != Ordering::Greater,
             Bound::Excluded(end) => order(end) == Ordering::Less,
@@ -174,7 +206,9 @@ impl TableBackIterator {
         Ok(blocks.checked_sub(1).map(|last| found.min(last)))
     }
 
-    /// Loads block `block`'s entries at or before the end.
+    /// Loads block `block`'s entries at or before the end. Each is decoded once, forwards
+    /// (prefix compression runs from the restart points on): its key is kept, its value
+    /// stays in the block.
     fn load(&mut self, block: usize) -> Result<()> {
         let Some(handle) = self.table.block_handle(block, None)? else {
             let reason = format!("the index has no handle for data block {block}");
@@ -186,34 +220,73 @@ impl TableBackIterator {
         let in_block = |m: super::format::Malformed| {
             m.in_block(&self.table.path, BlockKind::Data, handle.offset)
         };
-        // The buffer of the block before, emptied by the walk: its room is reused.
-        let mut entries = std::mem::take(&mut self.entries);
-        entries.clear();
-        while let Some(entry) = it.next_entry().map_err(in_block)? {
-            entries.push(entry);
+        self.keys.clear();
+        self.spots.clear();
+        while it.advance().map_err(in_block)? {
+            let entry = it.current();
+            let key = self.keys.len()..self.keys.len() + entry.key.len();
+            self.keys.extend_from_slice(entry.key);
+            let (seq, kind) = (entry.seq, entry.kind);
+            let value = it.current_value_range();
+            self.spots.push(Spot {
+                key,
+                seq,
+                kind,
+                value,
+            });
         }
         // Only the block the end falls in holds entries past it.
-        let keep = entries.partition_point(|e| self.within_end(e));
-        entries.truncate(keep);
-        self.entries = entries;
+        let keys = &self.keys;
+        let keep = (self.spots).partition_point(|s| self.within_end(&keys[s.key.clone()], s.seq));
+        self.spots.truncate(keep);
+        self.block = Some(Arc::clone(it.block()));
         Ok(())
     }
 
-    fn advance(&mut self) -> Result<Option<Entry>> {
+    fn step(&mut self) -> Result<bool> {
         loop {
-            if let Some(entry) = self.entries.pop() {
-                return Ok(Some(entry));
+            if let Some(spot) = self.spots.pop() {
+                self.current = Some(spot);
+                return Ok(true);
             }
+            self.current = None;
             let block = match self.next_block {
                 Some(next) => next,
                 None => self.first_block()?,
             };
             let Some(block) = block else {
                 self.next_block = Some(None);
-                return Ok(None);
+                return Ok(false);
             };
             self.next_block = Some(block.checked_sub(1));
             self.load(block)?;
+        }
+    }
+}
+
+impl Walk for TableBackIterator {
+    fn advance(&mut self) -> Result<bool> {
+        if self.failed {
+            return Ok(false);
+        }
+        let stepped = self.step();
+        if stepped.is_err() {
+            self.failed = true;
+            self.spots.clear();
+            self.current = None;
+        }
+        stepped
+    }
+
+    fn current(&self) -> EntryView<'_> {
+        let (Some(spot), Some(block)) = (&self.current, &self.block) else {
+            panic!("a table iterator lends only an entry it holds");
+        };
+        EntryView {
+            key: &self.keys[spot.key.clone()],
+            seq: spot.seq,
+            kind: spot.kind,
+            value: block.bytes(spot.value.clone()),
         }
     }
 }
@@ -222,25 +295,6 @@ impl Iterator for TableBackIterator {
     type Item = Result<Entry>;
 
     fn next(&mut self) -> Option<Result<Entry>> {
-        if self.failed {
-            return None;
-        }
-        let advanced = self.advance();
-        if advanced.is_err() {
-            self.entries.clear();
-        }
-        step(&mut self.failed, advanced)
-    }
-}
-
-/// A walk's step from what its `advance` found: the entry, the end, or an error, after which
-/// the walk (marked `failed`) yields nothing more.
-fn step(failed: &mut bool, advanced: Result<Option<Entry>>) -> Option<Result<Entry>> {
-    match advanced {
-        Ok(entry) => entry.map(Ok),
-        Err(e) => {
-            *failed = true;
-            Some(Err(e))
-        }
+        next_owned(self)
     }
 }
