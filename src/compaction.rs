@@ -28,14 +28,14 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::entry::{Entry, SeqNo};
+use crate::entry::SeqNo;
 use crate::error::Result;
-use crate::iter::KeptVersions;
+use crate::iter::{KeptVersions, ZeroedSeqs};
 use crate::manifest::TableMeta;
 use crate::options::Options;
 use crate::sstable::{BlockReads, Table};
 use crate::version::{TableHandle, Version};
-use crate::walk::{BoxedWalk, Concat, Entries, EntryView, MergeWalk, Walk};
+use crate::walk::{BoxedWalk, Concat, EntryView, MergeWalk, Walk};
 
 /// One merge of tables from one level (or, for a full compaction, every level above
 /// `output_level`) with the overlapping tables of `output_level`.
@@ -102,11 +102,7 @@ impl Compaction {
     /// The tables of one level below 0 are sorted and disjoint, so they make one stream, read
     /// one table after another: the merge then compares a key against one head per level, not
     /// one per table (a level-0 merge may take a hundred tables of its output level).
-    pub fn merged_entries_in(
-        &self,
-        part: &Part,
-        snapshots: &[SeqNo],
-    ) -> impl Iterator<Item = Result<Entry>> {
+    pub fn merged_entries_in(&self, part: &Part, snapshots: &[SeqNo]) -> impl Walk {
         let in_part: Vec<&Arc<TableHandle>> =
             self.all_inputs().filter(|t| part.meets(&t.meta)).collect();
         let mut streams: Vec<BoxedWalk> = Vec::new();
@@ -120,17 +116,15 @@ impl Compaction {
         // At the bottom, a version every reader sees (at or below the oldest snapshot) needs
         // no number: zeroed, it compresses better. It is the only one kept of its key at or
         // below that snapshot, so the order of the key's versions stays.
-        let seen_by_all = snapshots.iter().copied().min().unwrap_or(SeqNo::MAX);
-        let merged = Entries::new(MergeWalk::forward(streams));
-        let kept = KeptVersions::new(merged, snapshots.to_vec(), at_bottom);
-        kept.map(move |entry| {
-            entry.map(|mut e| {
-                if at_bottom && e.seq <= seen_by_all {
-                    e.seq = 0;
-                }
-                e
-            })
-        })
+        let seen_by_all = match at_bottom {
+            true => snapshots.iter().copied().min().unwrap_or(SeqNo::MAX),
+            false => 0,
+        };
+        let kept = KeptVersions::new(MergeWalk::forward(streams), snapshots.to_vec(), at_bottom);
+        ZeroedSeqs {
+            inner: kept,
+            seen_by_all,
+        }
     }
 
     /// Splits the merge into at most `max_parts` key ranges of about equal bytes, to be merged

@@ -3,7 +3,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::entry::{Entry, SeqNo, ValueKind};
+use crate::entry::{SeqNo, ValueKind};
 use crate::error::Result;
 use crate::walk::{BoxedWalk, EntryView, MergeWalk, Walk};
 
@@ -174,31 +174,40 @@ impl<W: Walk> Walk for NewestVersionsBack<W> {
 /// With `drop_tombstones` (nothing lies below the output), a tombstone that is the oldest
 /// version kept goes too: with nothing older left to hide, "deleted" and "absent" read the
 /// same at every snapshot.
-pub struct KeptVersions<I> {
-    inner: I,
+pub(crate) struct KeptVersions<W> {
+    inner: W,
     /// Live snapshots, ascending.
     snapshots: Vec<SeqNo>,
     drop_tombstones: bool,
-    /// The versions kept of the key being read, newest first, and the stripe of the last.
-    key_versions: Vec<Entry>,
+    /// The key being read, once one was, and the stripe of its last version kept.
+    key: Option<Vec<u8>>,
     last_stripe: usize,
-    /// Versions ready to be returned, in order.
-    ready: std::collections::VecDeque<Entry>,
+    /// Tombstones of the key kept since its last value (only with `drop_tombstones`): they
+    /// go out only if an older value of the key is kept after them.
+    held: Vec<SeqNo>,
+    /// Held tombstones going out, newest first, before the value the inner walk stands on.
+    releasing: std::collections::VecDeque<SeqNo>,
+    /// What the walk stands on: a released tombstone, or the inner walk's entry.
+    at_tombstone: Option<SeqNo>,
+    value_waits: bool,
     done: bool,
 }
 
-impl<I: Iterator<Item = Result<Entry>>> KeptVersions<I> {
-    /// Wraps a sorted stream; `snapshots` in any order.
-    pub fn new(inner: I, mut snapshots: Vec<SeqNo>, drop_tombstones: bool) -> Self {
+impl<W: Walk> KeptVersions<W> {
+    /// Wraps a walk in entry order; `snapshots` in any order.
+    pub fn new(inner: W, mut snapshots: Vec<SeqNo>, drop_tombstones: bool) -> Self {
         snapshots.sort_unstable();
         snapshots.dedup();
         KeptVersions {
             inner,
             snapshots,
             drop_tombstones,
-            key_versions: Vec::new(),
+            key: None,
             last_stripe: 0,
-            ready: std::collections::VecDeque::new(),
+            held: Vec::new(),
+            releasing: std::collections::VecDeque::new(),
+            at_tombstone: None,
+            value_waits: false,
             done: false,
         }
     }
@@ -208,57 +217,91 @@ impl<I: Iterator<Item = Result<Entry>>> KeptVersions<I> {
         self.snapshots.partition_point(|&s| s < seq)
     }
 
-    /// Passes the versions kept of the key just finished on to `ready`.
-    fn finish_key(&mut self) {
-        if self.drop_tombstones {
-            while self.key_versions.last().is_some_and(Entry::is_tombstone) {
-                self.key_versions.pop();
-            }
+    fn step(&mut self) -> Result<bool> {
+        self.at_tombstone = self.releasing.pop_front();
+        if self.at_tombstone.is_some() {
+            return Ok(true);
         }
-        self.ready.extend(self.key_versions.drain(..));
+        if std::mem::take(&mut self.value_waits) {
+            return Ok(true);
+        }
+        while self.inner.advance()? {
+            let entry = self.inner.current();
+            let stripe = self.stripe(entry.seq);
+            match &mut self.key {
+                // Versions come newest first: an older one in the same stripe is hidden
+                // from every reader.
+                Some(key) if key.as_slice() == entry.key => {
+                    if stripe == self.last_stripe {
+                        continue;
+                    }
+                }
+                key => {
+                    let key = key.get_or_insert_with(Vec::new);
+                    key.clear();
+                    key.extend_from_slice(entry.key);
+                    // Tombstones left at the end of the key before are its oldest kept
+                    // versions: with nothing older below, they go.
+                    self.held.clear();
+                }
+            }
+            self.last_stripe = stripe;
+            if entry.is_tombstone() && self.drop_tombstones {
+                self.held.push(entry.seq);
+                continue;
+            }
+            if !self.held.is_empty() {
+                self.releasing.extend(self.held.drain(..));
+                self.at_tombstone = self.releasing.pop_front();
+                self.value_waits = true;
+            }
+            return Ok(true);
+        }
+        Ok(false)
     }
 }
 
-impl<I: Iterator<Item = Result<Entry>>> Iterator for KeptVersions<I> {
-    type Item = Result<Entry>;
-
-    fn next(&mut self) -> Option<Result<Entry>> {
-        loop {
-            if let Some(entry) = self.ready.pop_front() {
-                return Some(Ok(entry));
-            }
-            if self.done {
-                return None;
-            }
-            match self.inner.next() {
-                None => {
-                    self.done = true;
-                    self.finish_key();
-                }
-                Some(Err(e)) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-                Some(Ok(entry)) => {
-                    let stripe = self.stripe(entry.seq);
-                    match self.key_versions.last() {
-                        Some(last) if last.key == entry.key => {
-                            // Versions come newest first: an older one in the same stripe
-                            // is hidden from every reader.
-                            if stripe != self.last_stripe {
-                                self.last_stripe = stripe;
-                                self.key_versions.push(entry);
-                            }
-                        }
-                        _ => {
-                            self.finish_key();
-                            self.last_stripe = stripe;
-                            self.key_versions.push(entry);
-                        }
-                    }
-                }
-            }
+impl<W: Walk> Walk for KeptVersions<W> {
+    fn advance(&mut self) -> Result<bool> {
+        if self.done {
+            return Ok(false);
         }
+        let stepped = self.step();
+        self.done = !matches!(stepped, Ok(true));
+        stepped
+    }
+
+    fn current(&self) -> EntryView<'_> {
+        match (self.at_tombstone, &self.key) {
+            (Some(seq), Some(key)) => EntryView {
+                key,
+                seq,
+                kind: ValueKind::Tombstone,
+                value: &[],
+            },
+            _ => self.inner.current(),
+        }
+    }
+}
+
+/// A walk whose versions at or below `seen_by_all` get sequence number 0 (see
+/// [`Compaction::merged_entries_in`](crate::compaction::Compaction::merged_entries_in)).
+pub(crate) struct ZeroedSeqs<W> {
+    pub inner: W,
+    pub seen_by_all: SeqNo,
+}
+
+impl<W: Walk> Walk for ZeroedSeqs<W> {
+    fn advance(&mut self) -> Result<bool> {
+        self.inner.advance()
+    }
+
+    fn current(&self) -> EntryView<'_> {
+        let mut entry = self.inner.current();
+        if entry.seq <= self.seen_by_all {
+            entry.seq = 0;
+        }
+        entry
     }
 }
 
@@ -479,6 +522,7 @@ impl DoubleEndedIterator for DbIterator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::entry::Entry;
 
     fn stream(entries: Vec<Entry>) -> BoxedWalk {
         Box::new(crate::walk::VecWalk::new(entries))
@@ -651,5 +695,70 @@ mod tests {
         let got: Vec<_> = iter().rev().collect();
         assert_eq!(got.len(), 1);
         assert!(got[0].is_err());
+    }
+
+    /// The versions a flush or compaction keeps, worked out key by key: of each stripe
+    /// between snapshots the newest version, and at the bottom no trailing tombstones.
+    fn kept_by_model(entries: &[Entry], snapshots: &[SeqNo], drop_tombstones: bool) -> Vec<Entry> {
+        let stripe = |seq: SeqNo| snapshots.iter().filter(|&&s| s < seq).count();
+        let mut out = Vec::new();
+        for versions in entries.chunk_by(|a, b| a.key == b.key) {
+            let mut kept: Vec<Entry> = Vec::new();
+            for v in versions {
+                if kept
+                    .last()
+                    .is_none_or(|last| stripe(last.seq) != stripe(v.seq))
+                {
+                    kept.push(v.clone());
+                }
+            }
+            while drop_tombstones && kept.last().is_some_and(Entry::is_tombstone) {
+                kept.pop();
+            }
+            out.extend(kept);
+        }
+        out
+    }
+
+    #[test]
+    fn kept_versions_agree_with_a_model() {
+        use crate::walk::{Entries, VecWalk};
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        for _ in 0..500 {
+            let mut entries: Vec<Entry> = Vec::new();
+            for key in 0..rng.gen_range(1..6u8) {
+                let mut seqs: Vec<SeqNo> = (0..rng.gen_range(1..7))
+                    .map(|_| rng.gen_range(1..40))
+                    .collect();
+                seqs.sort_unstable_by(|a, b| b.cmp(a));
+                seqs.dedup();
+                for seq in seqs {
+                    entries.push(match rng.gen_bool(0.4) {
+                        true => Entry::tombstone(vec![key], seq),
+                        false => Entry::value(vec![key], seq, vec![key; seq as usize]),
+                    });
+                }
+            }
+            let snapshots: Vec<SeqNo> = (0..rng.gen_range(0..4))
+                .map(|_| rng.gen_range(1..40))
+                .collect();
+            let mut sorted = snapshots.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            for drop_tombstones in [false, true] {
+                let walk = KeptVersions::new(
+                    VecWalk::new(entries.clone()),
+                    snapshots.clone(),
+                    drop_tombstones,
+                );
+                let got: Vec<Entry> = Entries::new(walk).map(|e| e.unwrap()).collect();
+                let want = kept_by_model(&entries, &sorted, drop_tombstones);
+                assert_eq!(
+                    got, want,
+                    "{entries:?} snapshots {snapshots:?} drop {drop_tombstones}"
+                );
+            }
+        }
     }
 }

@@ -73,17 +73,20 @@ pub(crate) fn next_owned(walk: &mut impl Walk) -> Option<Result<Entry>> {
 
 /// A walk as an iterator of owned entries, each copied as it is handed out; nothing after the
 /// first error.
+#[cfg(test)]
 pub(crate) struct Entries<W> {
     walk: W,
     done: bool,
 }
 
+#[cfg(test)]
 impl<W: Walk> Entries<W> {
     pub fn new(walk: W) -> Entries<W> {
         Entries { walk, done: false }
     }
 }
 
+#[cfg(test)]
 impl<W: Walk> Iterator for Entries<W> {
     type Item = Result<Entry>;
 

@@ -32,7 +32,6 @@ use crate::options::{Options, WalRecoveryMode};
 use crate::sstable::{FilterPolicy, Table, TableEnv};
 use crate::version::Version;
 use crate::wal::{self, LogWriter, RecoveryMode};
-use crate::walk::Entries;
 use crate::write_batch::WriteBatch;
 
 /// What a store's files hold when it is opened: the manifest's tables, opened, and the writes
@@ -198,8 +197,7 @@ pub(super) fn recover(
             false,
             Bound::Unbounded,
         );
-        let entries = Entries::new(newest);
-        let written = writer.write(entries, 0, replay.len() as u64, Cuts::Never)?;
+        let written = writer.write(newest, 0, replay.len() as u64, Cuts::Never)?;
         opened.extend(written.opened);
         replay_added.extend(written.added);
     }

@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::lookup_shape::{filter_groups, Span};
-use crate::entry::Entry;
 use crate::error::Result;
 use crate::filename;
 use crate::filter::{
@@ -18,6 +17,7 @@ use crate::manifest::TableMeta;
 use crate::options::Options;
 use crate::sstable::{FilterPolicy, Table, TableBuilder, TableEnv, TableOptions};
 use crate::version::Version;
+use crate::walk::Walk;
 
 use super::Tree;
 
@@ -207,7 +207,7 @@ impl<'a> TableWriter<'a> {
     /// file stays behind: finished tables are deleted with the one in progress.
     pub(super) fn write(
         &self,
-        entries: impl Iterator<Item = Result<Entry>>,
+        entries: impl Walk,
         level: u32,
         expected_keys: u64,
         cuts: Cuts<'_>,
@@ -224,7 +224,7 @@ impl<'a> TableWriter<'a> {
     fn write_into(
         &self,
         out: &mut NewTables,
-        entries: impl Iterator<Item = Result<Entry>>,
+        mut entries: impl Walk,
         level: u32,
         expected_keys: u64,
         mut cuts: Cuts<'_>,
@@ -233,14 +233,14 @@ impl<'a> TableWriter<'a> {
         // A builder dropped unfinished deletes its temporary file.
         let mut current: Option<(u64, TableBuilder)> = None;
         let mut last_key = Vec::new();
-        for entry in entries {
-            let entry = entry?;
+        while entries.advance()? {
+            let entry = entries.current();
             // A table is cut only between keys: the versions of one key (kept for snapshots)
             // stay in one table, or a level's tables would overlap and a lookup, which asks
             // one table per level, would miss the older versions.
             let cut = current.as_ref().is_some_and(|(_, b)| {
                 entry.key != last_key
-                    && cuts.before(&entry.key, b.estimated_file_size(), self.options.table_size)
+                    && cuts.before(entry.key, b.estimated_file_size(), self.options.table_size)
             });
             if cut {
                 let (number, builder) = current.take().expect("a table is open");
@@ -249,13 +249,13 @@ impl<'a> TableWriter<'a> {
             let (_, builder) = match &mut current {
                 Some(open) => open,
                 None => {
-                    cuts.started_table(&entry.key);
+                    cuts.started_table(entry.key);
                     current.insert(self.start_table(&filters, expected_keys)?)
                 }
             };
-            builder.add(&entry)?;
+            builder.add_raw(entry.key, entry.seq, entry.kind, entry.value)?;
             last_key.clear();
-            last_key.extend_from_slice(&entry.key);
+            last_key.extend_from_slice(entry.key);
         }
         if let Some((number, builder)) = current {
             self.finish_table(number, builder, level, &filters, out)?;
