@@ -296,6 +296,11 @@ impl<'a> KeyspaceView<'a> {
         self.inner.get(self.def.id, key.as_ref(), self.at)
     }
 
+    /// [`get`](Self::get) without a copy (see [`Db::get_pinned`]).
+    pub fn get_pinned(&self, key: impl AsRef<[u8]>) -> Result<Option<crate::Value>> {
+        self.inner.get_pinned(self.def.id, key.as_ref(), self.at)
+    }
+
     /// The values of `keys`, in their order, all read at one moment (see [`Db::multi_get`]).
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
         self.inner.multi_get(self.def.id, keys, self.at)

@@ -14,6 +14,7 @@ use crate::filter::KeyHash;
 use crate::manifest::{TableMeta, VersionEdit};
 use crate::metrics::{ReadCounters, ReadCountersSnapshot, MAX_LEVELS};
 use crate::sstable::{PrefixAnswer, Table};
+use crate::value::Newest;
 use crate::walk::{concat, BoxedWalk, Concat, EntryView, PastKey, Walk};
 use std::sync::atomic::Ordering;
 
@@ -142,6 +143,19 @@ impl Version {
     ) -> Result<Option<Entry>> {
         self.first_holding(key, counters, |table, tally| {
             table.lookup(key, snapshot, hash, tally)
+        })
+    }
+
+    /// [`get`](Self::get) answering with a value that shares the block it lies in.
+    pub(crate) fn get_newest(
+        &self,
+        key: &[u8],
+        snapshot: SeqNo,
+        hash: &KeyHash,
+        counters: &ReadCounters,
+    ) -> Result<Option<Newest>> {
+        self.first_holding(key, counters, |table, tally| {
+            table.lookup_newest(key, snapshot, hash, tally)
         })
     }
 

@@ -416,3 +416,123 @@ fn every_sized_option_has_a_builder() {
     let bad = bloomkv::Options::default().num_levels(1);
     assert!(bloomkv::Db::open(dir.path().join("other"), bad).is_err());
 }
+
+/// Counts the allocations each thread makes, so a test can count those of its own reads
+/// while other tests run beside it.
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    pub struct Counting;
+
+    thread_local! {
+        static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    // SAFETY: every call is passed to the system allocator unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            ALLOCATIONS.with(|n| n.set(n.get() + 1));
+            System.alloc(layout)
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            System.dealloc(ptr, layout)
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            ALLOCATIONS.with(|n| n.set(n.get() + 1));
+            System.realloc(ptr, layout, new_size)
+        }
+    }
+
+    /// Allocations this thread has made so far.
+    pub fn allocations() -> u64 {
+        ALLOCATIONS.with(Cell::get)
+    }
+}
+
+#[global_allocator]
+static COUNTING: counting::Counting = counting::Counting;
+
+/// A store of `n` keys of 100-byte values, half in tables (flushed and compacted), half in
+/// the memtable.
+fn store_half_in_tables(dir: &std::path::Path, n: u64) -> Db {
+    let db = Db::open(dir, bloomkv::Options::default()).unwrap();
+    for i in (0..n).filter(|i| i % 2 == 0) {
+        db.put(common::key(i), [i as u8; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    db.compact().unwrap();
+    for i in (0..n).filter(|i| i % 2 == 1) {
+        db.put(common::key(i), [i as u8; 100]).unwrap();
+    }
+    db
+}
+
+#[test]
+fn pinned_gets_and_cursor_steps_allocate_nothing_per_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 4000;
+    let db = store_half_in_tables(dir.path(), n);
+    let keys: Vec<Vec<u8>> = (0..n).map(common::key).collect();
+    // Once to warm the block cache, once counted.
+    for round in 0..2 {
+        let before = counting::allocations();
+        for (i, key) in keys.iter().enumerate() {
+            let value = db.get_pinned(key).unwrap().unwrap();
+            assert_eq!(value, [i as u8; 100]);
+        }
+        let per_get = (counting::allocations() - before) as f64 / n as f64;
+        if round == 1 {
+            assert!(per_get == 0.0, "{per_get} allocations per pinned get");
+        }
+    }
+    let before = counting::allocations();
+    let mut cursor = db.cursor();
+    cursor.seek_to_first().unwrap();
+    let mut seen = 0;
+    while let Some(key) = cursor.key() {
+        assert_eq!(key, keys[seen].as_slice());
+        assert_eq!(cursor.value().unwrap(), &[seen as u8; 100][..]);
+        seen += 1;
+        cursor.next().unwrap();
+    }
+    assert_eq!(seen as u64, n);
+    let per_step = (counting::allocations() - before) as f64 / n as f64;
+    // Walks are made at the seek, nothing per entry nor per block.
+    assert!(per_step < 0.01, "{per_step} allocations per cursor step");
+}
+
+#[test]
+fn a_pinned_value_outlives_its_block_its_table_and_its_memtable() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 2000;
+    let db = store_half_in_tables(dir.path(), n);
+    let in_table = db.get_pinned(common::key(10)).unwrap().unwrap();
+    let in_memtable = db.get_pinned(common::key(11)).unwrap().unwrap();
+    let tables_before: Vec<std::path::PathBuf> = (db.stats().tables.iter())
+        .map(|t| dir.path().join(format!("{:06}.sst", t.number)))
+        .collect();
+    assert!(!tables_before.is_empty());
+    assert!(tables_before.iter().all(|path| path.exists()));
+    // Every key rewritten and compacted: the tables and the memtable read from are gone,
+    // and the block cache holds none of their blocks.
+    for i in 0..n {
+        db.put(common::key(i), b"new").unwrap();
+    }
+    db.flush().unwrap();
+    db.compact().unwrap();
+    db.drop_table_caches().unwrap();
+    for path in &tables_before {
+        assert!(!path.exists(), "{} still there", path.display());
+    }
+    assert_eq!(db.get(common::key(10)).unwrap().unwrap(), b"new");
+    assert_eq!(in_table, [10u8; 100]);
+    assert_eq!(in_memtable, [11u8; 100]);
+    assert_eq!(Vec::from(in_table.clone()), vec![10u8; 100]);
+    assert_eq!(db.get_pinned(common::key(n)).unwrap(), None);
+    db.delete(common::key(10)).unwrap();
+    assert_eq!(db.get_pinned(common::key(10)).unwrap(), None);
+    drop(db);
+    assert_eq!(&*in_table, &[10u8; 100][..]);
+    assert_eq!(&*in_memtable, &[11u8; 100][..]);
+}

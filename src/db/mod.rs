@@ -665,6 +665,12 @@ impl Db {
         self.inner.get(DEFAULT_ID, key.as_ref(), None)
     }
 
+    /// [`get`](Self::get) without a copy: the value shares the block (or memtable) it was
+    /// read from, and keeps it alive while it lives (see [`Value`](crate::Value)).
+    pub fn get_pinned(&self, key: impl AsRef<[u8]>) -> Result<Option<crate::Value>> {
+        self.inner.get_pinned(DEFAULT_ID, key.as_ref(), None)
+    }
+
     /// The values of `keys`, in their order (`None` for an absent or deleted key), all read
     /// at one moment. Faster than a `get` per key: every key is hashed once, the filters of
     /// all keys are asked before any data block is read, and each block several keys need

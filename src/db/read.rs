@@ -16,6 +16,7 @@ use crate::memtable::MemTable;
 use crate::prefix::shared_prefix;
 use crate::sstable::{FilterProbe, FilterResidency};
 use crate::stats::{KeyspaceStats, LevelStats, Stats, TableStats};
+use crate::value::{Newest, Value};
 use crate::version::{PrefixScope, TableHandle};
 use crate::walk::{BoxedWalk, FailingWalk};
 
@@ -110,8 +111,29 @@ impl Inner {
         key: &[u8],
         at: Option<SeqNo>,
     ) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_pinned(ks, key, at)?.map(Vec::from))
+    }
+
+    /// The value of `key` at `at` (now, without it), shared with the block or memtable it
+    /// lies in.
+    pub(crate) fn get_pinned(
+        &self,
+        ks: KeyspaceId,
+        key: &[u8],
+        at: Option<SeqNo>,
+    ) -> Result<Option<Value>> {
         check_key_len(key)?;
-        Ok(self.get_entry(ks, key, at)?.and_then(Entry::into_value))
+        let (state, seq) = self.view(at);
+        let tree = state.tree(ks).ok_or_else(|| no_such_keyspace(ks))?;
+        for mem in tree.memtables() {
+            if let Some(newest) = mem.get_newest(key, seq) {
+                return Ok(newest.into_value());
+            }
+        }
+        let hash = KeyHash::of(key);
+        self.count_table_lookups(tree, 1);
+        let newest = (tree.version).get_newest(key, seq, &hash, &self.table_env.counters)?;
+        Ok(newest.and_then(Newest::into_value))
     }
 
     /// The newest version of `key` at `at` (now, without it), a tombstone included.

@@ -92,6 +92,12 @@ impl Snapshot<'_> {
         self.inner.get(DEFAULT_ID, key.as_ref(), Some(self.seq))
     }
 
+    /// [`get`](Self::get) without a copy (see [`Db::get_pinned`](super::Db::get_pinned)).
+    pub fn get_pinned(&self, key: impl AsRef<[u8]>) -> Result<Option<crate::Value>> {
+        self.inner
+            .get_pinned(DEFAULT_ID, key.as_ref(), Some(self.seq))
+    }
+
     /// The values of `keys` as of the snapshot, in their order: see
     /// [`Db::multi_get`](super::Db::multi_get).
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {

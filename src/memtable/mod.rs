@@ -20,6 +20,7 @@ use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::Result;
 use crate::filter::{BlockedBloomFilter, BlockedParams, KeyHash};
 use crate::prefix::PrefixExtractor;
+use crate::value::{Newest, Value};
 use crate::walk::{next_owned, EntryView, Walk};
 use skiplist::{EntryRef, Position, SkipList};
 
@@ -148,6 +149,19 @@ impl MemTable {
         self.newest_of(key, snapshot).map(to_entry)
     }
 
+    /// The newest version of `key` with a sequence number at most `snapshot`, its value
+    /// shared with the memtable.
+    pub(crate) fn get_newest(self: &Arc<Self>, key: &[u8], snapshot: SeqNo) -> Option<Newest> {
+        let entry = self.newest_of(key, snapshot)?;
+        Some(match entry.kind() {
+            ValueKind::Tombstone => Newest::Deleted,
+            ValueKind::Value => Newest::Value(Value::in_memtable(MemValue {
+                mem: Arc::clone(self),
+                at: entry.position(),
+            })),
+        })
+    }
+
     /// Whether the newest version of `key` at most `snapshot` is a value or a tombstone,
     /// without copying the value.
     pub fn kind_of(&self, key: &[u8], snapshot: SeqNo) -> Option<ValueKind> {
@@ -220,6 +234,20 @@ impl MemTable {
             Bound::Unbounded => self.entries.last(),
         };
         MemTableIter::new(self, last.map(|e| e.position()), start, true)
+    }
+}
+
+/// A value in a memtable, held with the memtable: what a read hands out without a copy.
+#[derive(Clone)]
+pub(crate) struct MemValue {
+    mem: Arc<MemTable>,
+    at: Position,
+}
+
+impl MemValue {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: `at` was taken from an entry of `mem`'s list, which `mem` keeps alive.
+        unsafe { self.mem.entries.at(self.at) }.value()
     }
 }
 

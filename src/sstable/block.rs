@@ -2,6 +2,7 @@
 //! the restart array once, then decodes entries on demand, checking every length, every
 //! prefix and the order of the entries as it goes.
 
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::ops::Range;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use byteorder::{ByteOrder, LittleEndian};
 
 use super::format::{restart_array, Decoder, Malformed};
 use crate::entry::{entry_order, Entry, SeqNo, ValueKind};
+use crate::value::{Newest, Value};
 use crate::walk::EntryView;
 
 /// A block's contents whose restart array has been checked: what the block cache holds, shared
@@ -43,7 +45,7 @@ impl Block {
     }
 
     /// The bytes at `range` of the block, empty when they lie past its end.
-    pub(super) fn bytes(&self, range: Range<usize>) -> &[u8] {
+    pub(crate) fn bytes(&self, range: Range<usize>) -> &[u8] {
         self.data.get(range).unwrap_or_default()
     }
 
@@ -61,7 +63,7 @@ impl Block {
         BlockIter {
             block: self,
             pos: 0,
-            key: Vec::new(),
+            key: SPARE_KEY.with(Cell::take),
             has_prev: false,
             prev_seq: 0,
             pending: None,
@@ -118,6 +120,22 @@ fn decode_entry(
     ))
 }
 
+thread_local! {
+    /// The key buffer of the last block iterator dropped on this thread, for the next one to
+    /// take: a scan that walks block after block, or lookups key after key, allocate no key
+    /// buffer of their own.
+    static SPARE_KEY: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+impl Drop for BlockIter {
+    fn drop(&mut self) {
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        // Not during the thread's end, when its spare is gone already.
+        let _ = SPARE_KEY.try_with(|spare| spare.set(key));
+    }
+}
+
 /// Walks a block's entries in order, from the start or from a sought position.
 pub struct BlockIter {
     block: Arc<Block>,
@@ -159,6 +177,18 @@ impl BlockIter {
         self.prev_seq = raw.seq;
         self.pos = next;
         Ok(Some(raw))
+    }
+
+    /// The entry a `seek` found, its value shared with the block: `None` when the seek ran
+    /// off the end of the block.
+    pub(super) fn sought_newest(&self) -> Option<Newest> {
+        let raw = self.pending.as_ref()?;
+        Some(match raw.kind {
+            ValueKind::Tombstone => Newest::Deleted,
+            ValueKind::Value => {
+                Newest::Value(Value::in_block(Arc::clone(&self.block), raw.value.clone()))
+            }
+        })
     }
 
     /// Steps onto the next entry in order: `false` at the end of the block. After an error

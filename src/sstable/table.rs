@@ -32,6 +32,7 @@ use crate::filter::{FilterParams, KeyHash};
 use crate::fs::{RandomAccessFile, SharedFs};
 use crate::metrics::{ReadCounters, ReadCountersSnapshot};
 use crate::prefix::PrefixExtractor;
+use crate::value::Newest;
 
 /// What a table reads through: the store's file system, its counters and its two caches.
 #[derive(Clone)]
@@ -509,6 +510,17 @@ impl Table {
         tally: &mut ReadCountersSnapshot,
     ) -> Result<Option<Entry>> {
         self.lookup_with(key, snapshot, hash, tally, BlockIter::next_entry)
+    }
+
+    /// [`lookup`](Self::lookup) answering with a value that shares the block it lies in.
+    pub(crate) fn lookup_newest(
+        &self,
+        key: &[u8],
+        snapshot: SeqNo,
+        hash: &KeyHash,
+        tally: &mut ReadCountersSnapshot,
+    ) -> Result<Option<Newest>> {
+        self.lookup_with(key, snapshot, hash, tally, |it| Ok(it.sought_newest()))
     }
 
     /// Whether the table holds `key` at `snapshot`, and as what (a value or a tombstone),

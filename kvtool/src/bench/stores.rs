@@ -220,7 +220,11 @@ struct LookupRun {
 }
 
 fn lookup_run(db: &Db, workload: &Workload) -> Result<LookupRun, Failure> {
-    let get = |k: &[u8]| db.get(k).map(|v| v.is_some()).map_err(|e| e.to_string());
+    let get = |k: &[u8]| {
+        db.get_pinned(k)
+            .map(|v| v.is_some())
+            .map_err(|e| e.to_string())
+    };
     let before = db.stats();
     let present = time_lookups(&workload.warm_present, true, get)?;
     let middle = db.stats();

@@ -40,7 +40,7 @@ impl YcsbStore for Bloomkv {
     }
 
     fn read(&self, key: &[u8]) -> Result<Option<usize>, String> {
-        let value = self.0.get(key).map_err(|e| e.to_string())?;
+        let value = self.0.get_pinned(key).map_err(|e| e.to_string())?;
         Ok(value.map(|v| v.len()))
     }
 
@@ -48,12 +48,22 @@ impl YcsbStore for Bloomkv {
         self.0.put(key, value).map_err(|e| e.to_string())
     }
 
+    /// A cursor, sought to `start` and stepped: it lends each pair, as RocksDB's raw
+    /// iterator does.
     fn scan(&self, start: &[u8], count: usize) -> Result<(u64, u64), String> {
         let (mut records, mut bytes) = (0, 0);
-        for pair in self.0.range(start..).take(count) {
-            let (_, value) = pair.map_err(|e| e.to_string())?;
+        if count == 0 {
+            return Ok((records, bytes));
+        }
+        let mut cursor = self.0.cursor();
+        cursor.seek(start).map_err(|e| e.to_string())?;
+        while let Some(value) = cursor.value() {
             records += 1;
             bytes += value.len() as u64;
+            if records == count as u64 {
+                break;
+            }
+            cursor.next().map_err(|e| e.to_string())?;
         }
         Ok((records, bytes))
     }

@@ -22,7 +22,7 @@ pub(super) fn get(
 ) -> Result<(), Failure> {
     let parsed = codec::parse(key, keys.hex)?;
     let db = open_read_only(store_dir(store)?, opening)?;
-    match keyspace(&db, keyspace_arg, false)?.get(parsed)? {
+    match keyspace(&db, keyspace_arg, false)?.get_pinned(parsed)? {
         Some(value) => {
             let mut out = stdout();
             writeln!(out, "{}", codec::format(&value, keys.hex)).map_err(output_error)?;

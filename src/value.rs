@@ -1,0 +1,196 @@
+//! A value read from the store that shares the memory it was read from: a data block (with
+//! the block cache) or a memtable's arena. Reading it costs no allocation and no copy; it
+//! keeps that memory alive while it lives, however the store moves on (RocksDB's
+//! `PinnableSlice`, fjall's `Slice`).
+
+use std::fmt;
+use std::ops::{Deref, Range};
+use std::sync::Arc;
+
+use crate::memtable::MemValue;
+use crate::sstable::Block;
+
+/// A value read by [`Db::get_pinned`](crate::Db::get_pinned) and its kin: it derefs to
+/// `[u8]`, and [`Vec::from`] or [`to_vec`](<[u8]>::to_vec) copies it out.
+///
+/// It shares the block it was read from (or the memtable that holds it), so it costs no
+/// allocation and no copy. While it lives it keeps that memory alive, even once the block
+/// cache has dropped the block or a compaction has removed the table: hold values briefly,
+/// or copy out those kept long, or a few small values may pin many blocks.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+/// db.put("user:1", "ada")?;
+/// let value = db.get_pinned("user:1")?.expect("just written");
+/// assert_eq!(&*value, b"ada");
+/// assert_eq!(value, b"ada");
+/// let owned: Vec<u8> = value.into();
+/// assert_eq!(owned, b"ada");
+/// # Ok::<(), bloomkv::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Value {
+    repr: Repr,
+}
+
+#[derive(Clone)]
+enum Repr {
+    /// Bytes of a data block.
+    Block(Arc<Block>, Range<usize>),
+    /// A value in a memtable's arena.
+    Memtable(MemValue),
+    /// A value of its own (read from a write not yet in the store, as a transaction's).
+    Owned(Vec<u8>),
+}
+
+impl Value {
+    /// `range` of `block`'s bytes.
+    pub(crate) fn in_block(block: Arc<Block>, range: Range<usize>) -> Value {
+        Value {
+            repr: Repr::Block(block, range),
+        }
+    }
+
+    pub(crate) fn in_memtable(value: MemValue) -> Value {
+        Value {
+            repr: Repr::Memtable(value),
+        }
+    }
+
+    /// The value's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.repr {
+            Repr::Block(block, range) => block.bytes(range.clone()),
+            Repr::Memtable(value) => value.bytes(),
+            Repr::Owned(bytes) => bytes,
+        }
+    }
+}
+
+impl From<Vec<u8>> for Value {
+    fn from(bytes: Vec<u8>) -> Value {
+        Value {
+            repr: Repr::Owned(bytes),
+        }
+    }
+}
+
+impl From<Value> for Vec<u8> {
+    fn from(value: Value) -> Vec<u8> {
+        match value.repr {
+            Repr::Owned(bytes) => bytes,
+            _ => value.as_bytes().to_vec(),
+        }
+    }
+}
+
+impl Deref for Value {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl AsRef<[u8]> for Value {
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for Value {
+    fn borrow(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Value(b\"{}\")", self.as_bytes().escape_ascii())
+    }
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Value {}
+
+impl std::hash::Hash for Value {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state)
+    }
+}
+
+impl PartialOrd for Value {
+    fn partial_cmp(&self, other: &Value) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Value {
+    fn cmp(&self, other: &Value) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl PartialEq<[u8]> for Value {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.as_bytes() == other
+    }
+}
+
+impl PartialEq<&[u8]> for Value {
+    fn eq(&self, other: &&[u8]) -> bool {
+        self.as_bytes() == *other
+    }
+}
+
+impl<const N: usize> PartialEq<[u8; N]> for Value {
+    fn eq(&self, other: &[u8; N]) -> bool {
+        self.as_bytes() == other
+    }
+}
+
+impl<const N: usize> PartialEq<&[u8; N]> for Value {
+    fn eq(&self, other: &&[u8; N]) -> bool {
+        self.as_bytes() == *other
+    }
+}
+
+impl PartialEq<Vec<u8>> for Value {
+    fn eq(&self, other: &Vec<u8>) -> bool {
+        self.as_bytes() == other.as_slice()
+    }
+}
+
+impl PartialEq<str> for Value {
+    fn eq(&self, other: &str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<&str> for Value {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+/// The newest version of a key a lookup found: a value, or the tombstone that deletes it.
+pub(crate) enum Newest {
+    Value(Value),
+    Deleted,
+}
+
+impl Newest {
+    /// What a read answers: the value, or `None` for a tombstone.
+    pub fn into_value(self) -> Option<Value> {
+        match self {
+            Newest::Value(value) => Some(value),
+            Newest::Deleted => None,
+        }
+    }
+}
