@@ -716,15 +716,14 @@ fn writers_slow_down_while_level_0_is_behind_and_never_stop() {
     assert_eq!(db.iter().count(), 2_501);
 }
 
-/// By default writes are slowed from 8 level-0 tables (`Options::l0_slowdown_trigger`), not
-/// RocksDB's 20: each level-0 table is one more filter every lookup asks. Level 0 grows one
-/// flushed table at a time behind a held compaction; a write is delayed exactly once it
-/// finds eight there.
+/// By default writes are slowed from 20 level-0 tables (`Options::l0_slowdown_trigger`), as
+/// RocksDB's. Level 0 grows one flushed table at a time behind a held compaction; a write is
+/// delayed exactly once it finds twenty there.
 #[test]
-fn by_default_writes_slow_down_from_eight_level_0_tables() {
+fn by_default_writes_slow_down_from_twenty_level_0_tables() {
     let fs = FaultFs::new();
     let slowdown = Options::default().l0_slowdown_trigger;
-    assert_eq!(slowdown, 8);
+    assert_eq!(slowdown, 20);
     let options = held_options(&fs).l0_write_triggers(slowdown, 64);
     let db = Db::open(DIR, options).unwrap();
     fill_range(&db, 0, 500);
