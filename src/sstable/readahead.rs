@@ -3,9 +3,11 @@
 //! turns off the kernel's read-ahead for scans and compaction. They read ahead here instead:
 //! the first read is just the block asked for; each read after it that continues the last one
 //! (it starts inside the window, or where it ended) doubles the window, up to [`MAX_WINDOW`].
-//! The part of a block already in the window is kept, not read again. Once reads run in
-//! sequence, each also asks the kernel to start fetching the window after it, so the device
-//! works while the reader decodes (a compaction would otherwise wait on every window in turn).
+//! The part of a block already in the window is kept, not read again. Once the window has
+//! grown to its full size, each read also asks the kernel to start fetching the window after
+//! it, so the device works while the reader decodes (a compaction would otherwise wait on
+//! every window in turn). A short scan never gets there, and does not send the device for a
+//! window it will not read.
 
 use crate::error::Result;
 use crate::fs::RandomAccessFile;
@@ -77,7 +79,7 @@ impl ReadAhead {
         };
         self.start = offset;
         self.span = self.buf.len();
-        if sequential {
+        if sequential && self.window >= MAX_WINDOW {
             self.announce_next(file, limit);
         }
         Ok(self.buf[..len].to_vec())
@@ -234,19 +236,21 @@ mod tests {
     }
 
     #[test]
-    fn sequential_reads_announce_the_next_window_and_nothing_past_the_limit() {
+    fn long_sequential_reads_announce_the_next_window_and_nothing_past_the_limit() {
         let file = Counted::new(vec![1u8; 1_000_000]);
         let mut ahead = ReadAhead::new();
         let limit = 900_000u64;
-        ahead.read(&file, 0, 4096, limit).unwrap();
-        assert!(
-            file.announced().is_empty(),
-            "a first read is not a sequence"
-        );
-        ahead.read(&file, 4096, 4096, limit).unwrap();
-        // The second read takes 8 KiB at 4096; the next will ask for 16 KiB after it.
-        assert_eq!(file.announced(), vec![(4096 + 8192, 16384)]);
-        let mut offset = 4096 + 8192;
+        // A short scan's reads (4 + 8 + ... + 128 KiB) announce nothing: the device is not
+        // sent for a window the scan may never read.
+        let mut offset = 0;
+        while ahead.window < MAX_WINDOW {
+            ahead.read(&file, offset, 4096, limit).unwrap();
+            offset = ahead.start + ahead.span as u64;
+        }
+        let window_reads = file.reads.load(Ordering::Relaxed);
+        assert_eq!(window_reads, 7, "4 KiB doubled six times is 256 KiB");
+        // The read that brought the window to its full size announced the one after it.
+        assert_eq!(file.announced(), vec![(offset, MAX_WINDOW)]);
         while offset < limit {
             let len = 4096.min((limit - offset) as usize);
             ahead.read(&file, offset, len, limit).unwrap();
@@ -257,9 +261,10 @@ mod tests {
             assert!(at + len as u64 <= limit, "{at}+{len} runs past {limit}");
             assert!(len <= MAX_WINDOW);
         }
-        // Each window after the first two was announced before it was read.
+        // From the full window on, each read announced the next, but the last, which reached
+        // the limit: every window after the full one was announced before it was read.
         let reads = file.reads.load(Ordering::Relaxed);
-        assert_eq!(announced.len(), reads - 2, "{announced:?}");
+        assert_eq!(announced.len(), reads - window_reads, "{announced:?}");
         ahead.read(&file, 100_000, 4096, limit).unwrap();
         assert_eq!(
             file.announced().len(),
