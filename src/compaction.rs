@@ -177,6 +177,7 @@ fn part_stream(table: &Table, part: &Part) -> BoxedWalk {
     Box::new(Until {
         inner: entries,
         until: part.until.clone(),
+        done: false,
     })
 }
 
@@ -184,12 +185,16 @@ fn part_stream(table: &Table, part: &Part) -> BoxedWalk {
 struct Until<W> {
     inner: W,
     until: Option<Vec<u8>>,
+    done: bool,
 }
 
 impl<W: Walk> Walk for Until<W> {
     fn advance(&mut self) -> Result<bool> {
-        Ok(self.inner.advance()?
-            && (self.until.as_deref()).is_none_or(|until| self.inner.current().key < until))
+        let within = !self.done
+            && self.inner.advance()?
+            && (self.until.as_deref()).is_none_or(|until| self.inner.current().key < until);
+        self.done = !within;
+        Ok(within)
     }
 
     fn current(&self) -> EntryView<'_> {

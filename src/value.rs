@@ -1,22 +1,23 @@
-//! A value read from the store that shares the memory it was read from: a data block (with
-//! the block cache) or a memtable's arena. Reading it costs no allocation and no copy; it
-//! keeps that memory alive while it lives, however the store moves on (RocksDB's
-//! `PinnableSlice`, fjall's `Slice`).
+//! A value read from the store that shares the data block it was read from (with the block
+//! cache): reading it costs no allocation and no copy, and it keeps the block alive while it
+//! lives, however the store moves on (RocksDB's `PinnableSlice`, fjall's `Slice`). A value
+//! found in a memtable is copied out, as RocksDB's `PinnableSlice` copies it: sharing it would
+//! keep the whole memtable alive.
 
 use std::fmt;
 use std::ops::{Deref, Range};
 use std::sync::Arc;
 
-use crate::memtable::MemValue;
 use crate::sstable::Block;
 
 /// A value read by [`Db::get_pinned`](crate::Db::get_pinned) and its kin: it derefs to
 /// `[u8]`, and [`Vec::from`] or [`to_vec`](<[u8]>::to_vec) copies it out.
 ///
-/// It shares the block it was read from (or the memtable that holds it), so it costs no
-/// allocation and no copy. While it lives it keeps that memory alive, even once the block
-/// cache has dropped the block or a compaction has removed the table: hold values briefly,
-/// or copy out those kept long, or a few small values may pin many blocks.
+/// A value read from a table shares the data block it lies in, so it costs no allocation and
+/// no copy; while it lives it keeps that block alive, even once the block cache has dropped
+/// it or a compaction has removed the table: copy out values kept long, or a few small
+/// values may pin many blocks. A value found in a memtable is a copy of its own (one
+/// allocation): sharing it would keep the whole memtable alive after its flush.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -38,9 +39,7 @@ pub struct Value {
 enum Repr {
     /// Bytes of a data block.
     Block(Arc<Block>, Range<usize>),
-    /// A value in a memtable's arena.
-    Memtable(MemValue),
-    /// A value of its own (read from a write not yet in the store, as a transaction's).
+    /// A value of its own (copied from a memtable).
     Owned(Vec<u8>),
 }
 
@@ -52,17 +51,10 @@ impl Value {
         }
     }
 
-    pub(crate) fn in_memtable(value: MemValue) -> Value {
-        Value {
-            repr: Repr::Memtable(value),
-        }
-    }
-
     /// The value's bytes.
     pub fn as_bytes(&self) -> &[u8] {
         match &self.repr {
             Repr::Block(block, range) => block.bytes(range.clone()),
-            Repr::Memtable(value) => value.bytes(),
             Repr::Owned(bytes) => bytes,
         }
     }

@@ -150,15 +150,13 @@ impl MemTable {
     }
 
     /// The newest version of `key` with a sequence number at most `snapshot`, its value
-    /// shared with the memtable.
-    pub(crate) fn get_newest(self: &Arc<Self>, key: &[u8], snapshot: SeqNo) -> Option<Newest> {
+    /// copied out: a value that shared the memtable would keep all of it (up to
+    /// `memtable_size`) alive after its flush, where a value from a table keeps one block.
+    pub(crate) fn get_newest(&self, key: &[u8], snapshot: SeqNo) -> Option<Newest> {
         let entry = self.newest_of(key, snapshot)?;
         Some(match entry.kind() {
             ValueKind::Tombstone => Newest::Deleted,
-            ValueKind::Value => Newest::Value(Value::in_memtable(MemValue {
-                mem: Arc::clone(self),
-                at: entry.position(),
-            })),
+            ValueKind::Value => Newest::Value(Value::from(entry.value().to_vec())),
         })
     }
 
@@ -234,20 +232,6 @@ impl MemTable {
             Bound::Unbounded => self.entries.last(),
         };
         MemTableIter::new(self, last.map(|e| e.position()), start, true)
-    }
-}
-
-/// A value in a memtable, held with the memtable: what a read hands out without a copy.
-#[derive(Clone)]
-pub(crate) struct MemValue {
-    mem: Arc<MemTable>,
-    at: Position,
-}
-
-impl MemValue {
-    pub(crate) fn bytes(&self) -> &[u8] {
-        // SAFETY: `at` was taken from an entry of `mem`'s list, which `mem` keeps alive.
-        unsafe { self.mem.entries.at(self.at) }.value()
     }
 }
 

@@ -63,7 +63,7 @@ impl Block {
         BlockIter {
             block: self,
             pos: 0,
-            key: SPARE_KEY.with(Cell::take),
+            key: SPARE_KEY.try_with(Cell::take).unwrap_or_default(),
             has_prev: false,
             prev_seq: 0,
             pending: None,
