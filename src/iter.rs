@@ -190,7 +190,6 @@ pub(crate) struct KeptVersions<W> {
     /// What the walk stands on: a released tombstone, or the inner walk's entry.
     at_tombstone: Option<SeqNo>,
     value_waits: bool,
-    done: bool,
 }
 
 impl<W: Walk> KeptVersions<W> {
@@ -208,7 +207,6 @@ impl<W: Walk> KeptVersions<W> {
             releasing: std::collections::VecDeque::new(),
             at_tombstone: None,
             value_waits: false,
-            done: false,
         }
     }
 
@@ -262,13 +260,9 @@ impl<W: Walk> KeptVersions<W> {
 }
 
 impl<W: Walk> Walk for KeptVersions<W> {
+    /// Ends where the inner walk ends (and, as every walk, stays at its end).
     fn advance(&mut self) -> Result<bool> {
-        if self.done {
-            return Ok(false);
-        }
-        let stepped = self.step();
-        self.done = !matches!(stepped, Ok(true));
-        stepped
+        self.step()
     }
 
     fn current(&self) -> EntryView<'_> {

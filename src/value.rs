@@ -8,6 +8,7 @@ use std::fmt;
 use std::ops::{Deref, Range};
 use std::sync::Arc;
 
+use crate::entry::SeqNo;
 use crate::sstable::Block;
 
 /// A value read by [`Db::get_pinned`](crate::Db::get_pinned) and its kin: it derefs to
@@ -171,18 +172,9 @@ impl PartialEq<&str> for Value {
     }
 }
 
-/// The newest version of a key a lookup found: a value, or the tombstone that deletes it.
-pub(crate) enum Newest {
-    Value(Value),
-    Deleted,
-}
-
-impl Newest {
-    /// What a read answers: the value, or `None` for a tombstone.
-    pub fn into_value(self) -> Option<Value> {
-        match self {
-            Newest::Value(value) => Some(value),
-            Newest::Deleted => None,
-        }
-    }
+/// The newest version of a key a lookup found.
+pub(crate) struct Newest {
+    pub seq: SeqNo,
+    /// What a read answers: the value, or `None` for the tombstone that deletes the key.
+    pub value: Option<Value>,
 }

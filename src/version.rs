@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::entry::{Entry, SeqNo, ValueKind};
+use crate::entry::{SeqNo, ValueKind};
 use crate::error::Result;
 use crate::filter::KeyHash;
 use crate::manifest::{TableMeta, VersionEdit};
@@ -131,22 +131,10 @@ impl Version {
         self.levels[level].iter().map(|t| t.meta.file_size).sum()
     }
 
-    /// The newest entry for `key` at most `snapshot` in any table, asking each candidate
-    /// table's filter first. `hash` is the key's hash, computed once by the caller for all
-    /// tables; what the lookup cost is added to `counters` once, at its end.
-    pub fn get(
-        &self,
-        key: &[u8],
-        snapshot: SeqNo,
-        hash: &KeyHash,
-        counters: &ReadCounters,
-    ) -> Result<Option<Entry>> {
-        self.first_holding(key, counters, |table, tally| {
-            table.lookup(key, snapshot, hash, tally)
-        })
-    }
-
-    /// [`get`](Self::get) answering with a value that shares the block it lies in.
+    /// The newest version of `key` at most `snapshot` in any table, asking each candidate
+    /// table's filter first, its value shared with the block it lies in. `hash` is the key's
+    /// hash, computed once by the caller for all tables; what the lookup cost is added to
+    /// `counters` once, at its end.
     pub(crate) fn get_newest(
         &self,
         key: &[u8],

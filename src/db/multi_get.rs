@@ -90,8 +90,8 @@ impl Inner {
         let mut unanswered = Vec::with_capacity(keys.len());
         for (slot, key) in keys.iter().enumerate() {
             let key = key.as_ref();
-            match memtables.iter().find_map(|mem| mem.get(key, seq)) {
-                Some(entry) => values[slot] = entry.into_value(),
+            match memtables.iter().find_map(|mem| mem.get_newest(key, seq)) {
+                Some(newest) => values[slot] = newest.value.map(Vec::from),
                 None => unanswered.push(slot),
             }
         }

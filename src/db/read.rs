@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::lookup_shape::table_shares;
 use super::{lock, Inner, ReadState, Tree};
 use crate::cursor::Cursor;
-use crate::entry::{check_key_len, Entry, SeqNo, ValueKind};
+use crate::entry::{check_key_len, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::KeyHash;
 use crate::iter::{prefix_end, DbIterator, Sources};
@@ -114,45 +114,33 @@ impl Inner {
         Ok(self.get_pinned(ks, key, at)?.map(Vec::from))
     }
 
-    /// The value of `key` at `at` (now, without it), shared with the block or memtable it
-    /// lies in.
+    /// The value of `key` at `at` (now, without it), shared with the block it lies in (copied
+    /// out of a memtable).
     pub(crate) fn get_pinned(
         &self,
         ks: KeyspaceId,
         key: &[u8],
         at: Option<SeqNo>,
     ) -> Result<Option<Value>> {
-        check_key_len(key)?;
-        let (state, seq) = self.view(at);
-        let tree = state.tree(ks).ok_or_else(|| no_such_keyspace(ks))?;
-        for mem in tree.memtables() {
-            if let Some(newest) = mem.get_newest(key, seq) {
-                return Ok(newest.into_value());
-            }
-        }
-        let hash = KeyHash::of(key);
-        self.count_table_lookups(tree, 1);
-        let newest = (tree.version).get_newest(key, seq, &hash, &self.table_env.counters)?;
-        Ok(newest.and_then(Newest::into_value))
+        Ok(self.newest(ks, key, at)?.and_then(|newest| newest.value))
     }
 
     /// The newest version of `key` at `at` (now, without it), a tombstone included.
-    pub(super) fn get_entry(
+    pub(super) fn newest(
         &self,
         ks: KeyspaceId,
         key: &[u8],
         at: Option<SeqNo>,
-    ) -> Result<Option<Entry>> {
+    ) -> Result<Option<Newest>> {
+        check_key_len(key)?;
         let (state, seq) = self.view(at);
         let tree = state.tree(ks).ok_or_else(|| no_such_keyspace(ks))?;
-        for mem in tree.memtables() {
-            if let Some(entry) = mem.get(key, seq) {
-                return Ok(Some(entry));
-            }
+        if let Some(newest) = tree.memtables().find_map(|mem| mem.get_newest(key, seq)) {
+            return Ok(Some(newest));
         }
         let hash = KeyHash::of(key);
         self.count_table_lookups(tree, 1);
-        tree.version.get(key, seq, &hash, &self.table_env.counters)
+        (tree.version).get_newest(key, seq, &hash, &self.table_env.counters)
     }
 
     /// Whether `key` holds a value at `at` (now, without it), from the memtables, the

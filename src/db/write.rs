@@ -247,10 +247,10 @@ impl Inner {
                         return conflict(key, value.map(<[u8]>::to_vec));
                     }
                     if let Some(newer) = self
-                        .get_entry(DEFAULT_ID, key, None)?
-                        .filter(|e| e.seq > *seq)
+                        .newest(DEFAULT_ID, key, None)?
+                        .filter(|newest| newest.seq > *seq)
                     {
-                        return conflict(key, newer.into_value());
+                        return conflict(key, newer.value.map(Vec::from));
                     }
                 }
             }

@@ -145,8 +145,9 @@ impl MemTable {
     }
 
     /// The newest version of `key` with a sequence number at most `snapshot`.
+    #[cfg(test)]
     pub fn get(&self, key: &[u8], snapshot: SeqNo) -> Option<Entry> {
-        self.newest_of(key, snapshot).map(to_entry)
+        self.newest_of(key, snapshot).map(|e| view(e).to_entry())
     }
 
     /// The newest version of `key` with a sequence number at most `snapshot`, its value
@@ -154,9 +155,10 @@ impl MemTable {
     /// `memtable_size`) alive after its flush, where a value from a table keeps one block.
     pub(crate) fn get_newest(&self, key: &[u8], snapshot: SeqNo) -> Option<Newest> {
         let entry = self.newest_of(key, snapshot)?;
-        Some(match entry.kind() {
-            ValueKind::Tombstone => Newest::Deleted,
-            ValueKind::Value => Newest::Value(Value::from(entry.value().to_vec())),
+        let value = (entry.kind() == ValueKind::Value).then(|| Value::from(entry.value().to_vec()));
+        Some(Newest {
+            seq: entry.seq(),
+            value,
         })
     }
 
@@ -233,11 +235,6 @@ impl MemTable {
         };
         MemTableIter::new(self, last.map(|e| e.position()), start, true)
     }
-}
-
-/// An owned copy of a borrowed entry.
-fn to_entry(e: EntryRef<'_>) -> Entry {
-    view(e).to_entry()
 }
 
 /// A borrowed entry, as walks lend them.

@@ -183,11 +183,11 @@ impl BlockIter {
     /// off the end of the block.
     pub(super) fn sought_newest(&self) -> Option<Newest> {
         let raw = self.pending.as_ref()?;
-        Some(match raw.kind {
-            ValueKind::Tombstone => Newest::Deleted,
-            ValueKind::Value => {
-                Newest::Value(Value::in_block(Arc::clone(&self.block), raw.value.clone()))
-            }
+        let value = (raw.kind == ValueKind::Value)
+            .then(|| Value::in_block(Arc::clone(&self.block), raw.value.clone()));
+        Some(Newest {
+            seq: raw.seq,
+            value,
         })
     }
 
