@@ -231,9 +231,19 @@ impl Inner {
         self.filter_refit_requested.store(true, Atomic::Relaxed);
     }
 
-    /// Whether enough lookups came since the filters were last spent by them to spend them
-    /// again, or a refit was requested (`request_filter_refit`); claims the turn (the
-    /// others see it taken).
+    /// Whether a refit is due: a refit was requested (`request_filter_refit`), or enough
+    /// lookups came since the filters were last spent by them to spend them again.
+    pub(super) fn filter_refit_due(&self) -> bool {
+        if !self.table_env.count_lookups {
+            return false;
+        }
+        let lookups = self.table_env.counters.table_lookups.load(Atomic::Relaxed);
+        let last = self.filters_refit_at.load(Atomic::Relaxed);
+        self.filter_refit_requested.load(Atomic::Relaxed)
+            || lookups / REFIT_EVERY > last / REFIT_EVERY
+    }
+
+    /// Claims a due refit's turn (`filter_refit_due`): the others see it taken.
     pub(super) fn claim_filter_refit(&self) -> bool {
         if !self.table_env.count_lookups {
             return false;
@@ -251,10 +261,6 @@ impl Inner {
     }
 }
 
-/// Lookups between two refits: enough for the counts to move the shares (each table's
-/// predicted share counts for `PREDICTED_SHARE_WEIGHT`), few enough that a store serving
-/// tens of thousands of lookups a second follows a new skew within a second or two (each
-/// refit that installs a plan halves the counts, so old lookups fade).
 const REFIT_EVERY: u64 = 8192;
 
 /// A refit installs what it has read once it holds this share of the limit in new filters,

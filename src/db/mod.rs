@@ -866,9 +866,9 @@ impl Db {
     }
 
     /// Waits until every frozen memtable is flushed and no level needs compaction, nor level
-    /// 0 a compaction at rest that is due (`Options::compact_level0_at_rest`), so the tree's
-    /// shape stays put until writes or lookups come (benchmarks and tests measure a settled
-    /// tree this way). It waits
+    /// 0 a compaction at rest that is due (`Options::compact_level0_at_rest`), nor a refit of
+    /// the filters to the lookups counted, so the tree's shape and its filters stay put until
+    /// writes or lookups come (benchmarks and tests measure a settled tree this way). It waits
     /// for a quiet moment, so call it when writes have stopped: writers that never pause keep
     /// the background busy and may keep it from returning.
     pub fn wait_for_background_work(&self) -> Result<()> {
@@ -877,7 +877,7 @@ impl Db {
         }
         let every_job = [Job::Flush, Job::Compaction];
         self.inner.wait_until(&every_job, |inner, background| {
-            background.running == 0 && !inner.has_background_work()
+            background.running == 0 && !inner.has_background_work() && !inner.filter_refit_due()
         })
     }
 
