@@ -38,6 +38,13 @@ pub trait WritableFile: Send + Sync {
 pub trait RandomAccessFile: Send + Sync {
     /// Reads exactly `len` bytes at `offset`; fewer bytes available is an error.
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// Reads exactly `buf.len()` bytes at `offset` into `buf`, for a reader that keeps one
+    /// buffer for many reads; fewer bytes available is an error.
+    fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let bytes = self.read_at(offset, buf.len())?;
+        buf.copy_from_slice(&bytes);
+        Ok(())
+    }
     /// The file's size when it was opened.
     fn size(&self) -> u64;
     /// Tells the operating system the file's cached pages are not needed (benchmarks use it to

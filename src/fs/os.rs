@@ -75,18 +75,22 @@ impl OsRandomAccessFile {
 impl RandomAccessFile for OsRandomAccessFile {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
-        self.file.read_exact_at(&mut buf, offset).map_err(|e| {
+        self.read_into(offset, &mut buf)?;
+        Ok(buf)
+    }
+
+    fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.file.read_exact_at(buf, offset).map_err(|e| {
             if e.kind() == ErrorKind::UnexpectedEof {
                 Error::corruption(
                     &self.path,
                     Some(offset),
-                    format!("read of {len} bytes runs past the end of the file"),
+                    format!("read of {} bytes runs past the end of the file", buf.len()),
                 )
             } else {
                 io_err("reading", &self.path, e)
             }
-        })?;
-        Ok(buf)
+        })
     }
 
     fn size(&self) -> u64 {
