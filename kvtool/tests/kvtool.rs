@@ -1791,6 +1791,13 @@ fn bench_ycsb_loads_then_runs_each_workload_and_reports_every_figure() {
     let scans = figure(e, "/by_operation/scan/count");
     let per_scan = figure(e, "/scanned_records") / scans;
     assert!(per_scan > 30.0 && per_scan <= 100.0, "{per_scan}");
+    // What bloomkv did meanwhile: A's reads of a settled store read data blocks; its level 0
+    // is counted at both ends.
+    let background = &a["store_counters"];
+    assert!(figure(background, "/data_block_reads") > 0.0, "{a:#}");
+    assert!(background["level0_tables_at_start"].is_u64(), "{a:#}");
+    assert!(background["compaction_bytes_written"].is_u64(), "{a:#}");
+    assert!(run.stdout.contains("bloomkv meanwhile: "), "{}", run.stdout);
 
     let svg = std::fs::read_to_string(&chart).unwrap();
     assert!(svg.starts_with("<svg"), "{svg}");

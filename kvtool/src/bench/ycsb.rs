@@ -518,6 +518,7 @@ fn run_workload(
         .request_distribution
         .unwrap_or_else(|| workload.distribution());
     let at_start = records.count();
+    let counters_at_start = db.counters();
     let expected_inserts = (args.operations as f64 * mix.insert) as u64;
     // Built once (a Zipfian's zeta constant takes a pass over its items); each thread
     // draws from a copy.
@@ -597,6 +598,9 @@ fn run_workload(
     figures["records_at_start"] = json!(at_start);
     figures["records_at_end"] = json!(records.count());
     figures["value_size"] = json!(args.value_size);
+    if let (Some(before), Some(after)) = (counters_at_start, db.counters()) {
+        figures["store_counters"] = after.during(&before);
+    }
     Ok(figures)
 }
 

@@ -189,7 +189,34 @@ fn print_workload(doc: &Value, letter: &str) {
         ],
         rows,
     );
+    for s in finished(doc) {
+        if let Some(counters) = phase(s, letter).map(|w| &w["store_counters"]) {
+            print_background(store_name(s), counters);
+        }
+    }
     print_ratios(doc, letter);
+}
+
+/// What a store that counts it did in the background during a phase.
+fn print_background(store: &str, c: &Value) {
+    if c.is_null() {
+        return;
+    }
+    let mib = |v: &Value| v.as_u64().unwrap_or(0) as f64 / f64::from(1 << 20);
+    println!(
+        "  {store} meanwhile: {} flushes, {} compactions ({:.0} MiB read, {:.0} MiB written), \
+         writes stalled {:.1} s, {} data blocks read ({} block cache misses), level 0 {} -> {} \
+         tables",
+        c["flushes"],
+        c["compactions"],
+        mib(&c["compaction_bytes_read"]),
+        mib(&c["compaction_bytes_written"]),
+        c["stall_micros"].as_u64().unwrap_or(0) as f64 / 1e6,
+        c["data_block_reads"],
+        c["block_cache_misses"],
+        c["level0_tables_at_start"],
+        c["level0_tables_at_end"],
+    );
 }
 
 /// Operations per second, workload by workload, a column per store, and bloomkv's ratio to

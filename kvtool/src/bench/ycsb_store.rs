@@ -3,6 +3,7 @@
 //! are in `peer_ycsb.rs`; the run, in `ycsb.rs`, sees only this trait.
 
 use bloomkv::Db;
+use serde_json::{json, Value};
 
 /// A store as `bench --ycsb` drives it. Every call reads or writes as an application would,
 /// with default read and write options (writes not synced).
@@ -29,6 +30,43 @@ pub trait YcsbStore: Sync {
     fn settle(&self) -> Result<Option<&'static str>, String>;
     /// Closes the store.
     fn close(self: Box<Self>) -> Result<(), String>;
+    /// The store's own counters now, where the harness can read them (bloomkv's `Stats`):
+    /// what a phase's report says the store did in the background meanwhile.
+    fn counters(&self) -> Option<Counters> {
+        None
+    }
+}
+
+/// What a store did, counted from its opening; `during` gives a phase's share.
+#[derive(Debug, Clone, Copy)]
+pub struct Counters {
+    pub flushes: u64,
+    pub compactions: u64,
+    pub compaction_bytes_read: u64,
+    pub compaction_bytes_written: u64,
+    pub stall_micros: u64,
+    pub data_block_reads: u64,
+    pub block_cache_misses: u64,
+    /// Tables in level 0 now (not a count).
+    pub level0_tables: usize,
+}
+
+impl Counters {
+    /// The counts from `before` to `self`, and level 0 at both ends.
+    pub fn during(&self, before: &Counters) -> Value {
+        json!({
+            "flushes": self.flushes - before.flushes,
+            "compactions": self.compactions - before.compactions,
+            "compaction_bytes_read": self.compaction_bytes_read - before.compaction_bytes_read,
+            "compaction_bytes_written":
+                self.compaction_bytes_written - before.compaction_bytes_written,
+            "stall_micros": self.stall_micros - before.stall_micros,
+            "data_block_reads": self.data_block_reads - before.data_block_reads,
+            "block_cache_misses": self.block_cache_misses - before.block_cache_misses,
+            "level0_tables_at_start": before.level0_tables,
+            "level0_tables_at_end": self.level0_tables,
+        })
+    }
 }
 
 /// bloomkv as `bench --ycsb` drives it, with the options it was opened with, described.
@@ -78,5 +116,19 @@ impl YcsbStore for Bloomkv {
 
     fn close(self: Box<Self>) -> Result<(), String> {
         self.0.close().map_err(|e| e.to_string())
+    }
+
+    fn counters(&self) -> Option<Counters> {
+        let s = self.0.stats();
+        Some(Counters {
+            flushes: s.flushes,
+            compactions: s.compactions,
+            compaction_bytes_read: s.compaction_bytes_read(),
+            compaction_bytes_written: s.compaction_bytes_written(),
+            stall_micros: s.stall_micros,
+            data_block_reads: s.data_block_reads,
+            block_cache_misses: s.block_cache.misses,
+            level0_tables: s.levels.first().map_or(0, |l| l.tables),
+        })
     }
 }
