@@ -193,8 +193,9 @@ impl Inner {
         let shape = lock(&self.shape);
         let state = self.read_state();
         if !(state.tree(id)).is_some_and(|t| Arc::ptr_eq(&t.version, version)) {
-            self.filters_refit_at
-                .fetch_sub(REFIT_EVERY, Atomic::Relaxed);
+            let _ = (self.filters_refit_at).fetch_update(Atomic::Relaxed, Atomic::Relaxed, |at| {
+                Some(at.saturating_sub(REFIT_EVERY))
+            });
             return None;
         }
         if first {

@@ -870,7 +870,8 @@ impl Db {
     /// the filters to the lookups counted, so the tree's shape and its filters stay put until
     /// writes or lookups come (benchmarks and tests measure a settled tree this way). It waits
     /// for a quiet moment, so call it when writes have stopped: writers that never pause keep
-    /// the background busy and may keep it from returning.
+    /// the background busy and may keep it from returning, and so may lookups that never
+    /// pause, each few thousand of which make another refit due.
     pub fn wait_for_background_work(&self) -> Result<()> {
         if self.is_read_only() {
             return Ok(());

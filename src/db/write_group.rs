@@ -97,8 +97,8 @@ pub(super) struct Pending {
 /// it spins (`WAIT_SPIN_AT_MOST`) and then yields the processor (`WAIT_YIELD_AT_MOST`), then
 /// by a condition variable it sleeps on. A group of unsynced writes is written in
 /// microseconds: a writer that slept through it paid a sleep and a wake-up per write, and 4
-/// threads of unsynced puts wrote slower than one. The flag and `asleep` are hints; the queue's state, read under its lock,
-/// decides.
+/// threads of unsynced puts wrote slower than one. The flag and `asleep` are hints; the
+/// queue's state, read under its lock, decides.
 pub(super) struct Waiter {
     condvar: Condvar,
     /// Set when something this writer waits for happened: its outcome is in, or it may lead.

@@ -91,8 +91,9 @@ impl Drop for MappedFile {
     }
 }
 
-impl RandomAccessFile for MappedFile {
-    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+impl MappedFile {
+    /// The `len` mapped bytes at `offset`; reaching past the end of the file is an error.
+    fn mapped(&self, offset: u64, len: usize) -> Result<&[u8]> {
         let start = usize::try_from(offset).ok().filter(|&s| s <= self.len);
         let range = start.and_then(|s| {
             s.checked_add(len)
@@ -107,11 +108,22 @@ impl RandomAccessFile for MappedFile {
             ));
         };
         if start == end {
-            return Ok(Vec::new());
+            return Ok(&[]);
         }
-        // SAFETY: `start..end` lies inside the live mapping, checked above.
-        let bytes = unsafe { std::slice::from_raw_parts(self.ptr.add(start), end - start) };
-        Ok(bytes.to_vec())
+        // SAFETY: `start..end` lies inside the live mapping, checked above, which lives as
+        // long as `self`.
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr.add(start), end - start) })
+    }
+}
+
+impl RandomAccessFile for MappedFile {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        Ok(self.mapped(offset, len)?.to_vec())
+    }
+
+    fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        buf.copy_from_slice(self.mapped(offset, buf.len())?);
+        Ok(())
     }
 
     fn size(&self) -> u64 {

@@ -204,9 +204,9 @@ fn print_background(store: &str, c: &Value) {
     }
     let mib = |v: &Value| v.as_u64().unwrap_or(0) as f64 / f64::from(1 << 20);
     println!(
-        "  {store} meanwhile: {} flushes, {} compactions ({:.0} MiB read, {:.0} MiB written), \
-         writes stalled {:.1} s, {} data blocks read by gets ({} block cache misses), level 0 {} -> {} \
-         tables",
+        "  {store} meanwhile: {} flushes, {} compactions ({:.0} MiB read, {:.0} MiB \
+         written), writes stalled {:.1} s, {} data blocks gets looked in, {} block cache \
+         misses, level 0 {} -> {} tables",
         c["flushes"],
         c["compactions"],
         mib(&c["compaction_bytes_read"]),
