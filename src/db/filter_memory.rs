@@ -219,8 +219,7 @@ impl Inner {
             return;
         }
         let before = (self.table_env.counters.table_lookups).fetch_add(n, Atomic::Relaxed);
-        let crossed = (before + n) / REFIT_EVERY != before / REFIT_EVERY;
-        if crossed {
+        if crossed_refit_mark(before, before + n) {
             self.background_cv.notify_all();
         }
     }
@@ -240,8 +239,7 @@ impl Inner {
         }
         let lookups = self.table_env.counters.table_lookups.load(Atomic::Relaxed);
         let last = self.filters_refit_at.load(Atomic::Relaxed);
-        self.filter_refit_requested.load(Atomic::Relaxed)
-            || lookups / REFIT_EVERY > last / REFIT_EVERY
+        self.filter_refit_requested.load(Atomic::Relaxed) || crossed_refit_mark(last, lookups)
     }
 
     /// Claims a due refit's turn (`filter_refit_due`): the others see it taken.
@@ -255,14 +253,24 @@ impl Inner {
             return true;
         }
         let last = self.filters_refit_at.load(Atomic::Relaxed);
-        lookups / REFIT_EVERY > last / REFIT_EVERY
+        crossed_refit_mark(last, lookups)
             && (self.filters_refit_at)
                 .compare_exchange(last, lookups, Atomic::Relaxed, Atomic::Relaxed)
                 .is_ok()
     }
 }
 
+/// Lookups between two refits: enough for the counts to move the shares (each table's
+/// predicted share counts for `PREDICTED_SHARE_WEIGHT`), few enough that a store serving
+/// tens of thousands of lookups a second follows a new skew within a second or two (each
+/// refit that installs a plan halves the counts, so old lookups fade).
 const REFIT_EVERY: u64 = 8192;
+
+/// Whether the lookup count passed a multiple of `REFIT_EVERY` going from `last` to `now`:
+/// a refit's worth of lookups came.
+fn crossed_refit_mark(last: u64, now: u64) -> bool {
+    now / REFIT_EVERY > last / REFIT_EVERY
+}
 
 /// A refit installs what it has read once it holds this share of the limit in new filters,
 /// so that the old filters and the new ones are never all in memory together: 6.75 MB of

@@ -24,7 +24,8 @@ pub struct ReadAhead {
     /// The window's memory, kept from read to read: a compaction reads gigabytes through it,
     /// and a fresh window of 256 KiB each time is a map of its own from the allocator, whose
     /// pages fault in zeroed and whose unmapping interrupts the other processors (about a
-    /// quarter of a 5M-record load's compaction time went there). Only `buf[..filled]` is the file's.
+    /// quarter of a 5M-record load's compaction time went there). Only `buf[..filled]` is
+    /// the file's.
     buf: Vec<u8>,
     /// Bytes of `buf` read from the file at `start`.
     filled: usize,
