@@ -173,7 +173,16 @@ impl SteadyWriter {
     }
 }
 
-/// Runs the test `child_test` of the running test binary in a process of its own, with the
+/// The name the test harness knows the test `name` of module `module` (`module_path!()` at
+/// the test) by: the module's path within the test binary, without the binary's own name.
+pub fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, within)) => format!("{within}::{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// Runs the test `child_test` (its whole name: `test_name`) of the running test binary in a process of its own, with the
 /// environment variable `env` naming `dir` (a child test does its work only when it is set),
 /// kills it with SIGKILL after `after`, and returns the last number it printed on a line of
 /// its own: the last write it had acknowledged, if any.

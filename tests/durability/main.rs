@@ -1,0 +1,11 @@
+//! What survives: crashes, power loss, WAL recovery, injected I/O faults, and a store opened twice or read-only.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod crash_long;
+mod db_crash;
+mod hardening;
+mod io_faults;
+mod power_loss;
+mod wal_recovery;

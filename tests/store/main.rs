@@ -1,0 +1,13 @@
+//! The store as a user calls it: reads, cursors, keyspaces, transactions, checkpoints, the write path, errors, and the store against a model.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod checkpoint;
+mod cursor;
+mod db_errors;
+mod db_model;
+mod keyspaces;
+mod read_api;
+mod transactions;
+mod write_path;
