@@ -124,6 +124,16 @@ pub fn entry_order(a_key: &[u8], a_seq: SeqNo, b_key: &[u8], b_seq: SeqNo) -> st
     a_key.cmp(b_key).then(b_seq.cmp(&a_seq))
 }
 
+/// The first eight bytes of a key as a big-endian integer, zero-padded. Key order implies
+/// prefix order (`a < b` gives `prefix(a) <= prefix(b)`), so an integer compare settles every
+/// comparison whose prefixes differ; only equal prefixes need the bytes.
+pub(crate) fn key_prefix(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = key.len().min(8);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

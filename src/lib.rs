@@ -26,6 +26,8 @@ pub mod error;
 pub mod filename;
 pub mod filter;
 pub mod fs;
+#[cfg(test)]
+mod import_cycles;
 mod iter;
 pub mod keyspace;
 pub mod lookup_counts;
@@ -45,18 +47,19 @@ pub mod wal;
 mod walk;
 mod write_batch;
 
-pub use cache::{BlockCache, BlockCacheStats, TableCacheStats};
+pub use cache::{BlockCacheStats, TableCacheStats};
 pub use cursor::Cursor;
 pub use db::{
-    Checkpoint, Db, DropCause, DroppedWal, RecoveryReport, Snapshot, Transaction, TransactionRange,
+    Checkpoint, Db, DropCause, DroppedWal, Keyspace, KeyspaceView, RecoveryReport, Snapshot,
+    Transaction, TransactionRange,
 };
 pub use error::{Error, Result};
 pub use iter::DbIterator;
-pub use keyspace::{Keyspace, KeyspaceOptions, KeyspaceView, DEFAULT_KEYSPACE};
+pub use keyspace::{KeyspaceOptions, DEFAULT_KEYSPACE};
 pub use options::{Options, WalRecoveryMode, WriteOptions};
 pub use prefix::{ExtractPrefix, PrefixExtractor};
 pub use repair::{repair, salvage::SalvagedTable, RepairReport};
-pub use sstable::{Compression, FilterPolicy, FilterResidency};
+pub use sstable::{BlockCache, Compression, FilterPolicy, FilterResidency};
 pub use stats::{KeyspaceStats, LevelStats, Stats, TableStats};
 pub use value::Value;
 pub use write_batch::WriteBatch;

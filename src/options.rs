@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cache::BlockCache;
 use crate::fs::{FileSystem, MmapFileSystem, OsFileSystem, SharedFs};
 use crate::prefix::PrefixExtractor;
+use crate::sstable::BlockCache;
 use crate::sstable::{Compression, FilterPolicy};
 
 /// What recovery does with a damaged WAL. Whatever is dropped or skipped is reported in

@@ -9,10 +9,9 @@ use std::ops::{Deref, Range};
 use std::sync::Arc;
 
 use crate::entry::SeqNo;
-use crate::sstable::Block;
 
 /// A value read by [`Db::get_pinned`](crate::Db::get_pinned) and its kin: it derefs to
-/// `[u8]`, and [`Vec::from`] or [`to_vec`](<[u8]>::to_vec) copies it out.
+/// `[u8]`, and [`Vec::from`] or `to_vec` copies it out.
 ///
 /// A value read from a table shares the data block it lies in, so it costs no allocation and
 /// no copy; while it lives it keeps that block alive, even once the block cache has dropped
@@ -38,24 +37,33 @@ pub struct Value {
 
 #[derive(Clone)]
 enum Repr {
-    /// Bytes of a data block.
-    Block(Arc<Block>, Range<usize>),
+    /// Bytes of a data block (its owner).
+    Shared(Arc<dyn SharedBytes>, Range<usize>),
     /// A value of its own (copied from a memtable).
     Owned(Vec<u8>),
 }
 
+/// Bytes that values share by holding their owner (a decoded block) alive: the store's
+/// reading layers hand values out this way without this type knowing theirs.
+pub(crate) trait SharedBytes: Send + Sync {
+    /// All of the owner's bytes; a value is a range of them.
+    fn shared_bytes(&self) -> &[u8];
+}
+
 impl Value {
-    /// `range` of `block`'s bytes.
-    pub(crate) fn in_block(block: Arc<Block>, range: Range<usize>) -> Value {
+    /// `range` of `owner`'s bytes (a decoded data block's), kept alive with the value.
+    pub(crate) fn shared(owner: Arc<dyn SharedBytes>, range: Range<usize>) -> Value {
         Value {
-            repr: Repr::Block(block, range),
+            repr: Repr::Shared(owner, range),
         }
     }
 
     /// The value's bytes.
     pub fn as_bytes(&self) -> &[u8] {
         match &self.repr {
-            Repr::Block(block, range) => block.bytes(range.clone()),
+            Repr::Shared(owner, range) => {
+                owner.shared_bytes().get(range.clone()).unwrap_or_default()
+            }
             Repr::Owned(bytes) => bytes,
         }
     }

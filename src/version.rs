@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::entry::{SeqNo, ValueKind};
+use crate::entry::{key_prefix, SeqNo, ValueKind};
 use crate::error::Result;
 use crate::filter::KeyHash;
 use crate::manifest::{TableMeta, VersionEdit};
@@ -30,16 +30,6 @@ impl TableHandle {
     pub fn overlaps(&self, smallest: &[u8], largest: &[u8]) -> bool {
         self.meta.smallest_key.as_slice() <= largest && smallest <= self.meta.largest_key.as_slice()
     }
-}
-
-/// The first eight bytes of a key as a big-endian integer, zero-padded. Key order implies
-/// prefix order (`a < b` gives `prefix(a) <= prefix(b)`), so an integer compare settles every
-/// comparison whose prefixes differ; only equal prefixes need the bytes.
-pub(crate) fn key_prefix(key: &[u8]) -> u64 {
-    let mut bytes = [0u8; 8];
-    let n = key.len().min(8);
-    bytes[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(bytes)
 }
 
 /// The prefixes of a table's smallest and largest keys, kept in one contiguous array per

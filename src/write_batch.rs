@@ -13,7 +13,7 @@ use std::path::Path;
 
 use crate::entry::{check_entry_len, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
-use crate::keyspace::{Keyspace, KeyspaceId, DEFAULT_ID};
+use crate::keyspace::{KeyspaceId, DEFAULT_ID};
 use crate::varint;
 
 /// An op's kind byte adds this when the op names its keyspace.
@@ -51,28 +51,7 @@ impl WriteBatch {
         self.push(ValueKind::Tombstone, DEFAULT_ID, key.as_ref(), &[])
     }
 
-    /// Sets `key` to `value` in `keyspace`. A batch written to a store other than the one
-    /// `keyspace` belongs to fails, unless that store has a keyspace of the same number.
-    pub fn put_in(
-        &mut self,
-        keyspace: &Keyspace<'_>,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-    ) -> &mut Self {
-        self.push(
-            ValueKind::Value,
-            keyspace.id(),
-            key.as_ref(),
-            value.as_ref(),
-        )
-    }
-
-    /// Deletes `key` from `keyspace`.
-    pub fn delete_in(&mut self, keyspace: &Keyspace<'_>, key: impl AsRef<[u8]>) -> &mut Self {
-        self.push(ValueKind::Tombstone, keyspace.id(), key.as_ref(), &[])
-    }
-
-    fn push(
+    pub(crate) fn push(
         &mut self,
         kind: ValueKind,
         keyspace: KeyspaceId,

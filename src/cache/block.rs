@@ -1,6 +1,8 @@
-//! The block cache: decoded blocks keyed by (table id, block offset), bounded in bytes. A
-//! store keeps two: one of data blocks, and one of index partitions (two-level indexes), so
-//! that a scan's data blocks never push out the index that every lookup needs first.
+//! A block cache: decoded blocks keyed by (table id, block offset), bounded in bytes, of any
+//! kind that knows its memory (`CachedBlock`). A store keeps two (`sstable::BlockCache` and
+//! `sstable::IndexCache`): one of data blocks, and one of index partitions (two-level
+//! indexes), so that a scan's data blocks never push out the index that every lookup needs
+//! first.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -9,7 +11,6 @@ use quick_cache::sync::Cache;
 use quick_cache::{OptionsBuilder, Weighter};
 
 use super::CountEvictions;
-use crate::sstable::{Block, BlockIndex};
 
 /// Which block: the reader's unique table id and the block's offset in the file.
 type BlockKey = (u64, u64);
@@ -18,18 +19,6 @@ type BlockKey = (u64, u64);
 pub trait CachedBlock: Send + Sync + 'static {
     /// Bytes of memory the block holds.
     fn memory_bytes(&self) -> usize;
-}
-
-impl CachedBlock for Block {
-    fn memory_bytes(&self) -> usize {
-        Block::memory_bytes(self)
-    }
-}
-
-impl CachedBlock for BlockIndex {
-    fn memory_bytes(&self) -> usize {
-        BlockIndex::memory_bytes(self)
-    }
 }
 
 /// Bytes a cached block is charged: its contents plus the bookkeeping around it (key, `Arc`
@@ -71,9 +60,8 @@ impl BlockCacheStats {
     }
 }
 
-/// A sharded cache of decoded data blocks, bounded in bytes. Share one between stores by
-/// passing the same `Arc<BlockCache>` to each store's `Options::block_cache`.
-pub struct BlockCache<V: CachedBlock = Block> {
+/// A sharded cache of decoded blocks of kind `V`, bounded in bytes.
+pub struct BlockCacheOf<V: CachedBlock> {
     cache: Cache<BlockKey, Arc<V>, BlockWeighter, super::hash::NumberHashBuilder, CountEvictions>,
     capacity: AtomicU64,
     /// The largest charge kept: the main queue's share of one shard.
@@ -84,10 +72,7 @@ pub struct BlockCache<V: CachedBlock = Block> {
     evictions: Arc<AtomicU64>,
 }
 
-/// The cache of index partitions.
-pub(crate) type IndexCache = BlockCache<BlockIndex>;
-
-impl<V: CachedBlock> std::fmt::Debug for BlockCache<V> {
+impl<V: CachedBlock> std::fmt::Debug for BlockCacheOf<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockCache")
             .field("capacity", &self.capacity.load(Ordering::Relaxed))
@@ -96,29 +81,11 @@ impl<V: CachedBlock> std::fmt::Debug for BlockCache<V> {
     }
 }
 
-impl BlockCache {
-    /// A cache holding at most `capacity_bytes` of data blocks.
-    pub fn new(capacity_bytes: u64) -> BlockCache {
-        // 4 KiB blocks are the default.
-        BlockCache::with_capacity(capacity_bytes, capacity_bytes / 4096)
-    }
-}
-
-impl BlockCache<BlockIndex> {
-    /// A cache holding at most `capacity_bytes` of index partitions. The estimate of how many
-    /// it will hold, which sizes the eviction's memory of blocks it let go, stays small: the
-    /// cache is a share of the machine's memory and holds a few thousand partitions of 4 KiB
-    /// at 100M keys.
-    pub(crate) fn for_index(capacity_bytes: u64) -> IndexCache {
-        BlockCache::with_capacity(capacity_bytes, (capacity_bytes / 4096).min(1 << 14))
-    }
-}
-
-impl<V: CachedBlock> BlockCache<V> {
+impl<V: CachedBlock> BlockCacheOf<V> {
     /// A cache holding at most `capacity_bytes` of blocks, about `estimated_blocks` of them.
     /// Shards: enough that readers on different cores rarely meet on one lock (quick_cache
     /// halves them while a shard would hold fewer than 32 blocks).
-    fn with_capacity(capacity_bytes: u64, estimated_blocks: u64) -> BlockCache<V> {
+    pub(crate) fn with_capacity(capacity_bytes: u64, estimated_blocks: u64) -> BlockCacheOf<V> {
         let evictions = Arc::new(AtomicU64::new(0));
         let estimated_blocks = estimated_blocks.clamp(16, 1 << 24) as usize;
         let shards = (std::thread::available_parallelism().map_or(4, |n| n.get()) * 4).max(4);
@@ -138,7 +105,7 @@ impl<V: CachedBlock> BlockCache<V> {
             super::hash::NumberHashBuilder::default(),
             CountEvictions(Arc::clone(&evictions)),
         );
-        BlockCache {
+        BlockCacheOf {
             largest_block: cache.shard_capacity() / 10 * 9,
             cache,
             capacity: AtomicU64::new(capacity_bytes),

@@ -1,6 +1,6 @@
 //! The caches of the read path, all bounded and all shared by every table of a store:
 //!
-//! - [`BlockCache`]: data blocks already read, checksum-verified, decompressed and parsed,
+//! - [`BlockCache`](crate::BlockCache): data blocks already read, checksum-verified, decompressed and parsed,
 //!   bounded in bytes. A hit costs a hash-table probe: no read, no copy, no crc.
 //! - The index cache: the same cache over index partitions of two-level indexes, bounded by
 //!   `Options::index_cache_size`, apart from data blocks so that scans never push them out.
@@ -20,8 +20,7 @@ mod table;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub(crate) use block::IndexCache;
-pub use block::{BlockCache, BlockCacheStats};
+pub use block::{BlockCacheOf, BlockCacheStats, CachedBlock};
 pub use table::{TableCache, TableCacheStats};
 
 /// A cache's eviction hook: counts evictions, and holds the evicted values until the shard

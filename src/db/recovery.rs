@@ -14,7 +14,7 @@ use super::{
     write_group, write_rate, BackgroundState, Counters, DropCause, DroppedWal, Inner, ReadState,
     RecoveryReport, ShapeState, Tree, WriterState,
 };
-use crate::cache::{BlockCache, IndexCache, TableCache};
+use crate::cache::TableCache;
 use crate::entry::{Entry, SeqNo, MAX_SEQ};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
@@ -29,6 +29,7 @@ use crate::manifest::{
 use crate::memtable::MemTable;
 use crate::metrics::ReadCounters;
 use crate::options::{Options, WalRecoveryMode};
+use crate::sstable::{BlockCache, IndexCache};
 use crate::sstable::{FilterPolicy, Table, TableEnv};
 use crate::version::Version;
 use crate::wal::{self, LogWriter, RecoveryMode};

@@ -12,11 +12,12 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
 use super::{lock, Inner};
+use super::{Keyspace, KeyspaceView};
 use crate::cursor::Cursor;
 use crate::entry::SeqNo;
 use crate::error::Result;
 use crate::iter::DbIterator;
-use crate::keyspace::{Keyspace, KeyspaceView, DEFAULT_ID};
+use crate::keyspace::DEFAULT_ID;
 
 /// Live snapshots: how many handles hold each sequence number.
 #[derive(Default)]

@@ -50,7 +50,7 @@ pub const MIN_BLOCKED_TARGET: f64 = 1e-6;
 /// `hashes`, its blocks filled to capacity (`docs/filter.md`, "Cache-local layout").
 ///
 /// An absent key's `k` probes hit `t` distinct bits of its block (`P(T = t)`, from
-/// [`distinct_probes`]); the block holds a Poisson number `j` of keys, mean
+/// `distinct_probes`); the block holds a Poisson number `j` of keys, mean
 /// `λ = 512 / bits_per_key`, each of which set `k` bits drawn with replacement. The chance
 /// that `t` given bits are all set, by inclusion and exclusion over the `r` of them left
 /// clear, is `Σ_r (-1)^r C(t, r) (1 - r/512)^(k j)`, and its mean over the Poisson count is

@@ -11,7 +11,7 @@ use byteorder::{ByteOrder, LittleEndian};
 
 use super::format::{restart_array, Decoder, Malformed};
 use crate::entry::{entry_order, Entry, SeqNo, ValueKind};
-use crate::value::{Newest, Value};
+use crate::value::{Newest, SharedBytes, Value};
 use crate::walk::EntryView;
 
 /// A block's contents whose restart array has been checked: what the block cache holds, shared
@@ -22,6 +22,12 @@ pub struct Block {
     /// Where the restart array starts; entries occupy `0..restarts_start`.
     restarts_start: usize,
     num_restarts: usize,
+}
+
+impl SharedBytes for Block {
+    fn shared_bytes(&self) -> &[u8] {
+        &self.data
+    }
 }
 
 impl Block {
@@ -184,7 +190,7 @@ impl BlockIter {
     pub(super) fn sought_newest(&self) -> Option<Newest> {
         let raw = self.pending.as_ref()?;
         let value = (raw.kind == ValueKind::Value)
-            .then(|| Value::in_block(Arc::clone(&self.block), raw.value.clone()));
+            .then(|| Value::shared(Arc::clone(&self.block) as _, raw.value.clone()));
         Some(Newest {
             seq: raw.seq,
             value,

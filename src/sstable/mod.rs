@@ -16,6 +16,7 @@
 mod block;
 mod block_builder;
 mod builder;
+mod cached;
 mod compression;
 mod filter_block;
 mod filter_partitions;
@@ -38,6 +39,8 @@ mod verify;
 
 pub use block::Block;
 pub use builder::{temp_path, TableBuilder};
+pub use cached::BlockCache;
+pub(crate) use cached::IndexCache;
 pub use compression::Compression;
 pub use filter_block::FOLD_LIMIT as FILTER_FOLD_LIMIT;
 pub(crate) use format::BlockHandle;

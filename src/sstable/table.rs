@@ -25,7 +25,8 @@ use super::table_filter::{
 use super::table_index::TableIndex;
 use super::top_index::TopIndex;
 use super::unit_filter::UnitFilter;
-use crate::cache::{next_table_id, BlockCache, IndexCache, TableCache};
+use super::{BlockCache, IndexCache};
+use crate::cache::{next_table_id, TableCache};
 use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::{FilterParams, KeyHash};

@@ -622,7 +622,7 @@ impl Table {
 
     /// The rate the table's filter as written is predicted to have, by its layout's rule:
     /// the ClickHouse-based one for a standard filter, the blocked layout's own
-    /// ([`blocked_rate`]) for a cache-local one. `None` without a filter.
+    /// ([`blocked_rate`](crate::filter::blocked_rate)) for a cache-local one. `None` without a filter.
     pub fn predicted_filter_rate(&self) -> Option<f64> {
         // The properties' rate, which the table's open set by the layout its filter has.
         self.inner.properties.filter.map(|(_, _, rate)| rate)
