@@ -96,7 +96,7 @@ impl KeyspaceOptions {
     pub(crate) fn applied_to(&self, store: &Options) -> Options {
         let mut options = store.clone();
         if let Some(policy) = self.filter_policy {
-            options.filter_policy = policy;
+            options.filter_policy = Some(policy);
         }
         if let Some(compression) = self.compression {
             options.compression = compression;

@@ -40,7 +40,8 @@ pub(crate) const MIN_DELAYED_WRITE_RATE: u64 = 16 * 1024;
 /// How a store is opened. Every field has a default; change them with the builder methods.
 #[derive(Clone)]
 pub struct Options {
-    /// Filter built for every table written. Default: `BitsPerKeyBudget(10.0)`, the memory of
+    /// Filter built for every table written. Default `None`: the policy the store recorded,
+    /// else `BitsPerKeyBudget(10.0)`, the memory of
     /// RocksDB's and LevelDB's usual 10 bits per key spread over the levels by Monkey's rule:
     /// level 0's tables and the small upper levels, which every lookup of an absent key
     /// probes, get more bits per key, the last level, which holds most keys, fewer. Against
@@ -48,14 +49,13 @@ pub struct Options {
     /// less memory (docs/filter.md, "Measured"). Right after a 30M-key load, with level 0 full,
     /// absent gets read 0.035 blocks each (docs/benchmarks.md).
     ///
-    /// A store records the policy it writes with, and a store opened with this field at its
-    /// default (and `filter_policy_given` false) keeps writing with the policy it recorded:
-    /// a store compacted with a 0.1% rate stays at 0.1% for the writers that follow, however
-    /// they open it. Any other value, or the builder, is used instead, and recorded.
-    pub filter_policy: FilterPolicy,
-    /// Whether `filter_policy` was given (set by [`Options::filter_policy`]): then it is used
-    /// even when it is the default, over the policy the store recorded. Default false.
-    pub filter_policy_given: bool,
+    /// A store records the policy it writes with. `None` (the default) keeps writing with the
+    /// policy the store recorded, or the default policy in a store that recorded none: a
+    /// store compacted with a 0.1% rate stays at 0.1% for the writers that follow, however
+    /// they open it. A policy given here, as a field or with [`Options::filter_policy`], is
+    /// used instead, and recorded. Once a store is open, its options hold the policy it
+    /// writes with.
+    pub filter_policy: Option<FilterPolicy>,
     /// Write the tables of the bottom of the tree (a level with no data below it) without a
     /// filter, as RocksDB's `optimize_filters_for_hits`. For workloads whose lookups mostly
     /// find their key: the bottom holds most keys, so this saves most of the filter memory,
@@ -315,8 +315,7 @@ const DEFAULT_FILTER_POLICY: FilterPolicy = FilterPolicy::BitsPerKeyBudget(10.0)
 impl Default for Options {
     fn default() -> Options {
         Options {
-            filter_policy: DEFAULT_FILTER_POLICY,
-            filter_policy_given: false,
+            filter_policy: None,
             no_filters_at_bottom: false,
             filter_memory_limit: None,
             filter_memory_share: Some(0.25),
@@ -363,7 +362,6 @@ impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Options")
             .field("filter_policy", &self.filter_policy)
-            .field("filter_policy_given", &self.filter_policy_given)
             .field("no_filters_at_bottom", &self.no_filters_at_bottom)
             .field("filter_memory_limit", &self.filter_memory_limit)
             .field("filter_memory_share", &self.filter_memory_share)
@@ -508,20 +506,20 @@ impl Options {
     /// Sets the filter policy for tables written from now on, over the one the store
     /// recorded (see [`Options::filter_policy`](struct.Options.html#structfield.filter_policy)).
     pub fn filter_policy(mut self, policy: FilterPolicy) -> Self {
-        self.filter_policy = policy;
-        self.filter_policy_given = true;
+        self.filter_policy = Some(policy);
         self
     }
 
-    /// The policy a store writes with, given the one it recorded: the options' own when given
-    /// (by the builder, or as a value other than the default), else the one recorded, else
-    /// the default.
+    /// The policy a store writes with, given the one it recorded: the options' own when
+    /// given, else the one recorded, else the default.
     pub(crate) fn filter_policy_over(&self, recorded: Option<FilterPolicy>) -> FilterPolicy {
-        let given = self.filter_policy_given || self.filter_policy != DEFAULT_FILTER_POLICY;
-        match (given, recorded) {
-            (false, Some(recorded)) => recorded,
-            _ => self.filter_policy,
-        }
+        (self.filter_policy.or(recorded)).unwrap_or(DEFAULT_FILTER_POLICY)
+    }
+
+    /// The policy tables are written with: the one given, else the default (an open store's
+    /// options hold the one it resolved).
+    pub(crate) fn policy(&self) -> FilterPolicy {
+        self.filter_policy.unwrap_or(DEFAULT_FILTER_POLICY)
     }
 
     /// Sets whether tables at the bottom of the tree are written without a filter.
@@ -701,7 +699,7 @@ impl Options {
     /// Checks that the options make sense together.
     pub(crate) fn validate(&self) -> crate::Result<()> {
         let bad = |msg: &str| Err(crate::Error::InvalidArgument(msg.to_string()));
-        self.filter_policy.validate()?;
+        self.policy().validate()?;
         if let Some(extractor) = &self.prefix_extractor {
             extractor.validate()?;
         }

@@ -384,7 +384,7 @@ impl Inner {
                 .collect(),
             removed: Vec::new(),
             write_totals: Some(self.counters.write_totals()),
-            filter_policy: Some(RecordedPolicy::of(&self.options.filter_policy)),
+            filter_policy: Some(RecordedPolicy::of(&self.options.policy())),
             next_keyspace: crate::keyspace::recorded_next(next_keyspace),
             keyspaces: super::keyspaces::records(&state),
             dropped_keyspaces: Vec::new(),

@@ -89,7 +89,7 @@ impl Db {
             added: metas.clone(),
             removed: Vec::new(),
             write_totals: None,
-            filter_policy: Some(RecordedPolicy::of(&self.inner.options.filter_policy)),
+            filter_policy: Some(RecordedPolicy::of(&self.inner.options.policy())),
             next_keyspace: crate::keyspace::recorded_next(
                 super::lock(&self.inner.shape).next_keyspace,
             ),

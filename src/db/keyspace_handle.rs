@@ -137,7 +137,7 @@ impl<'a> KeyspaceView<'a> {
     pub fn options(&self) -> KeyspaceOptions {
         let o = &self.def.options;
         KeyspaceOptions {
-            filter_policy: Some(o.filter_policy),
+            filter_policy: Some(o.policy()),
             compression: Some(o.compression),
             block_size: Some(o.block_size),
             memtable_size: Some(o.memtable_size),

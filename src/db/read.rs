@@ -303,7 +303,7 @@ impl Inner {
             memory_moved_to_filters: self.memory_split.moved_to_filters(),
             index_cache_lent_to_filters: self.memory_split.lent_by_index_cache(),
             write_buffers_lent_to_filters: self.memory_split.lent_by_write_buffers(),
-            filter_policy: self.options.filter_policy,
+            filter_policy: self.options.policy(),
             index_memory_bytes,
             keyspaces,
             block_cache: self
@@ -469,7 +469,7 @@ fn keyspace_stats(tree: &Tree, stats: &TreeStats) -> KeyspaceStats {
         memtable_bytes: tree.mem.approximate_bytes() as u64,
         immutable_memtables: tree.immutable.len(),
         filter_memory_bytes: stats.filter_memory_bytes,
-        filter_policy: options.filter_policy,
+        filter_policy: options.policy(),
         compression: options.compression,
         block_size: options.block_size,
         memtable_size: options.memtable_size,

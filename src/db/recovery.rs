@@ -167,7 +167,7 @@ pub(super) fn recover(
     } = read_on_disk(&dir, &fs, &options, &table_env)?;
     // Every table written from here on, the replayed writes' first, takes the policy the
     // store recorded unless the options give one; the new manifest records it.
-    options.filter_policy = options.filter_policy_over(filter_policy);
+    options.filter_policy = Some(options.filter_policy_over(filter_policy));
     let defs = keyspace_defs(&options, &keyspaces);
 
     let file_numbers = AtomicU64::new(next_file);
@@ -221,7 +221,7 @@ pub(super) fn recover(
         added: metas,
         removed: Vec::new(),
         write_totals: Some(write_totals.clone()),
-        filter_policy: Some(RecordedPolicy::of(&options.filter_policy)),
+        filter_policy: Some(RecordedPolicy::of(&options.policy())),
         next_keyspace: crate::keyspace::recorded_next(next_keyspace),
         keyspaces,
         dropped_keyspaces: Vec::new(),
@@ -353,7 +353,7 @@ pub(super) fn open_read_only(
     let table_env = table_env(&fs, &options);
     let fs = Arc::clone(&table_env.fs);
     let on_disk = read_on_disk(&dir, &fs, &options, &table_env)?;
-    options.filter_policy = options.filter_policy_over(on_disk.filter_policy);
+    options.filter_policy = Some(options.filter_policy_over(on_disk.filter_policy));
     let snapshot = VersionEdit {
         added: on_disk.metas,
         ..VersionEdit::default()

@@ -75,7 +75,7 @@ impl super::Inner {
 /// The shape a writer needs: keys per level, and under a budget, the probes too (which take
 /// a pass over the tables' key ranges).
 fn shape_of<'t>(options: &Options, spans: impl Iterator<Item = Span<'t>>) -> Vec<FilterGroup> {
-    if options.filter_policy.is_budget() {
+    if options.policy().is_budget() {
         return filter_groups(options.num_levels, spans);
     }
     let mut groups = vec![
@@ -161,7 +161,7 @@ impl<'a> TableWriter<'a> {
         as_compaction_keeps_up(&mut groups[0], self.options.l0_compaction_trigger);
         let limit = bits_per_key_within_limit(&groups, self.options.filter_memory_limit);
         // The budget was checked when the store was opened.
-        let (allocated, limit_binds) = match self.options.filter_policy {
+        let (allocated, limit_binds) = match self.options.policy() {
             FilterPolicy::BitsPerKeyBudget(bits) => match limit {
                 Some(most) if most < bits => (allocate_blended(&groups, most), true),
                 _ => (allocate_blended(&groups, bits), false),

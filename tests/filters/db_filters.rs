@@ -431,7 +431,8 @@ fn a_store_keeps_the_filter_policy_it_recorded_unless_one_is_given() {
     let read_only = Db::open_read_only(dir.path(), common::small_tree_options()).unwrap();
     assert_eq!(read_only.stats().filter_policy, rate);
     drop(read_only);
-    let default_policy = common::small_tree_options().filter_policy;
+    // The policy a store without a recorded one writes with.
+    let default_policy = FilterPolicy::BitsPerKeyBudget(10.0);
     {
         // The builder's policy wins even when it is the default's.
         let options = common::small_tree_options().filter_policy(default_policy);
@@ -446,9 +447,15 @@ fn a_store_keeps_the_filter_policy_it_recorded_unless_one_is_given() {
     let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
     assert_eq!(db.stats().filter_policy, default_policy, "recorded in turn");
     drop(db);
-    // A value other than the default, set on the field, is given too.
+    // A policy set on the field is given as the builder gives it: the default's too.
+    for policy in [FilterPolicy::FalsePositiveRate(0.02), default_policy] {
+        let mut options = common::small_tree_options();
+        options.filter_policy = Some(policy);
+        let db = Db::open(dir.path(), options).unwrap();
+        assert_eq!(db.stats().filter_policy, policy);
+    }
     let mut options = common::small_tree_options();
-    options.filter_policy = FilterPolicy::Disabled;
+    options.filter_policy = Some(FilterPolicy::Disabled);
     let db = Db::open(dir.path(), options).unwrap();
     assert_eq!(db.stats().filter_policy, FilterPolicy::Disabled);
     put_and_flush(&db, 2);
