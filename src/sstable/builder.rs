@@ -8,17 +8,17 @@ use std::path::{Path, PathBuf};
 
 use super::block_builder::BlockBuilder;
 use super::compression::{self, Compression, CompressionProbe};
-use super::filter_block;
-use super::filter_partitions;
+use super::filter::block as filter_block;
+use super::filter::partitions as filter_partitions;
 use super::format::{
     block_trailer, BlockHandle, BlockKind, Footer, FOOTER_LEN, PREFIX_FILTER_VERSION,
     SINGLE_INDEX_VERSION, TRAILER_LEN, TWO_LEVEL_INDEX_VERSION,
 };
-use super::index_builder::IndexBuilder;
+use super::index::builder::IndexBuilder;
+use super::index::top::TopIndexBuilder;
 use super::options::TableOptions;
 use super::properties::{PrefixFilterProperties, TableProperties};
 use super::separator::block_separator;
-use super::top_index::TopIndexBuilder;
 use crate::entry::{check_entry_len, entry_order, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::{BlockedParams, FilterParams, KeyHash};

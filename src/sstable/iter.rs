@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use super::block::{Block, BlockIter};
 use super::format::BlockKind;
+use super::index::table_index::IndexCursor;
 use super::readahead::ReadAhead;
 use super::table::{BlockReads, TableInner};
-use super::table_index::IndexCursor;
 use crate::entry::{entry_order, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::walk::{next_owned, EntryView, Walk};

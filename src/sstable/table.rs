@@ -9,22 +9,22 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::block::{Block, BlockIter};
-use super::filter_partitions::FilterLayout;
+use super::filter::partitions::FilterLayout;
+use super::filter::prefix::{PrefixAnswer, TablePrefixFilter};
+use super::filter::table_filter::{
+    filter_agrees, layout_agrees, read_filter_block, read_filter_layout, HeldUnit,
+};
+use super::filter::unit::UnitFilter;
 use super::format::{
     check_block, BlockHandle, BlockKind, Footer, Malformed, FOOTER_LEN, PREFIX_FILTER_VERSION,
     TWO_LEVEL_INDEX_VERSION,
 };
-use super::index;
+use super::index::block_index as index;
+use super::index::table_index::TableIndex;
+use super::index::top::TopIndex;
 use super::iter::{TableBackIterator, TableIterator};
-use super::prefix_filter::{PrefixAnswer, TablePrefixFilter};
 use super::properties::{PrefixFilterProperties, TableProperties};
 use super::readahead::ReadAhead;
-use super::table_filter::{
-    filter_agrees, layout_agrees, read_filter_block, read_filter_layout, HeldUnit,
-};
-use super::table_index::TableIndex;
-use super::top_index::TopIndex;
-use super::unit_filter::UnitFilter;
 use super::{BlockCache, IndexCache};
 use crate::cache::{next_table_id, TableCache};
 use crate::entry::{Entry, SeqNo, ValueKind};

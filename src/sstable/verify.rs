@@ -5,12 +5,12 @@ use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::filter::prefix::{PrefixAnswer, TablePrefixFilter};
 use super::format::BlockKind;
-use super::index::IndexEntry;
-use super::prefix_filter::{PrefixAnswer, TablePrefixFilter};
+use super::index::block_index::IndexEntry;
+use super::index::table_index::TableIndex;
 use super::properties::TableProperties;
 use super::table::Table;
-use super::table_index::TableIndex;
 use crate::entry::{entry_order, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::KeyHash;

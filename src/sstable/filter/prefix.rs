@@ -5,14 +5,14 @@
 
 use std::path::Path;
 
-use super::filter_block;
-use super::format::BlockKind;
-use super::properties::PrefixFilterProperties;
-use super::table::read_block;
-use super::unit_filter::UnitFilter;
 use crate::error::{Error, Result};
 use crate::filter::KeyHash;
 use crate::fs::RandomAccessFile;
+use crate::sstable::filter::block as filter_block;
+use crate::sstable::filter::unit::UnitFilter;
+use crate::sstable::format::BlockKind;
+use crate::sstable::properties::PrefixFilterProperties;
+use crate::sstable::table::read_block;
 
 /// A table's prefix filter, read by a store whose extractor has the name the table's writer
 /// used: only then do the filter's prefixes mean what the store's scans ask.
@@ -35,7 +35,7 @@ pub enum PrefixAnswer {
 
 impl TablePrefixFilter {
     /// Reads and checks the prefix filter `props` names.
-    pub(super) fn read(
+    pub(in crate::sstable) fn read(
         file: &dyn RandomAccessFile,
         path: &Path,
         props: &PrefixFilterProperties,

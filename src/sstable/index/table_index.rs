@@ -7,13 +7,13 @@
 
 use std::sync::Arc;
 
-use super::format::{BlockHandle, BlockKind};
-use super::index::{self, BlockCursor, BlockIndex, IndexEntry};
-use super::table::{read_block, BlockReads, TableInner};
-use super::top_index::TopIndex;
 use crate::entry::SeqNo;
 use crate::error::{Error, Result};
 use crate::metrics::ReadCountersSnapshot;
+use crate::sstable::format::{BlockHandle, BlockKind};
+use crate::sstable::index::block_index::{self as index, BlockCursor, BlockIndex, IndexEntry};
+use crate::sstable::index::top::TopIndex;
+use crate::sstable::table::{read_block, BlockReads, TableInner};
 
 /// How a table's index is held.
 #[derive(Debug)]

@@ -1,11 +1,11 @@
 //! A table's index as kept in memory for the table's life: for each data block a separator
 //! (a key and sequence number at or after the block's last entry and before the next block's
 //! first) and the block's handle, in the encoding of the version 3 index block
-//! ([`super::index_builder`]), searched in place. A block costs the bytes of its separator
+//! ([`crate::sstable::index::builder`]), searched in place. A block costs the bytes of its separator
 //! that differ from the one before, a byte or two of size, and a sixteenth of a restart
 //! point: under 8 bytes for random 16-byte keys, where a decoded entry would cost 44.
 //!
-//! Version 3 indexes are kept as read; older ones ([`super::index_v2`]) are re-encoded at
+//! Version 3 indexes are kept as read; older ones ([`crate::sstable::index::v2`]) are re-encoded at
 //! open, with their separators (each block's whole last key) as they are.
 
 use std::cmp::Ordering;
@@ -13,11 +13,13 @@ use std::ops::Range;
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use super::format::{restart_array, BlockHandle, Decoder, Malformed, SHORT_SEPARATORS_VERSION};
-use super::index_builder::{HAS_SEQ, INDEX_RESTART_INTERVAL};
-use super::index_v2;
-use super::separator::common_prefix_len;
 use crate::entry::SeqNo;
+use crate::sstable::format::{
+    restart_array, BlockHandle, Decoder, Malformed, SHORT_SEPARATORS_VERSION,
+};
+use crate::sstable::index::builder::{HAS_SEQ, INDEX_RESTART_INTERVAL};
+use crate::sstable::index::v2 as index_v2;
+use crate::sstable::separator::common_prefix_len;
 
 /// Decodes and checks a table's index block, written in format version `version`.
 pub fn decode(contents: Vec<u8>, version: u32) -> Result<BlockIndex, Malformed> {
@@ -216,7 +218,7 @@ impl BlockIndex {
     /// Checks an index in the version 3 encoding, whose first block starts at `start`, and
     /// keeps it. `exact` says whether its separators are the blocks' last entries (an older
     /// index re-encoded).
-    pub(super) fn from_encoded(
+    pub(in crate::sstable) fn from_encoded(
         mut bytes: Vec<u8>,
         exact: bool,
         start: u64,
@@ -463,10 +465,10 @@ impl BlockIndex {
 
 #[cfg(test)]
 mod tests {
-    use super::super::index_builder::IndexBuilder;
-    use super::super::separator::block_separator;
     use super::*;
     use crate::entry::entry_order;
+    use crate::sstable::index::builder::IndexBuilder;
+    use crate::sstable::separator::block_separator;
     use proptest::prelude::*;
 
     /// An index over blocks of the given sizes with the given separators.

@@ -1,5 +1,5 @@
 //! A table's filter as a reader holds it: its units (the whole filter, or each partition of a
-//! partitioned one, `filter_partitions.rs`), each kept whole, folded or dropped as the store's
+//! partitioned one, `partitions.rs`), each kept whole, folded or dropped as the store's
 //! filter memory plan says (`db/filter_memory.rs`); the probes lookups make; the lookups each
 //! unit counts; and reading units from the file, all at once or one at a time.
 
@@ -7,17 +7,17 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::filter_block;
-use super::filter_partitions::{FilterLayout, FilterUnit};
-use super::format::{BlockHandle, BlockKind};
-use super::prefix_filter::PrefixAnswer;
-use super::properties::TableProperties;
-use super::table::{read_block, Table};
-use super::unit_filter::{Prefetched, UnitFilter};
 use crate::error::{Error, Result};
 use crate::filter::{BloomFilter, FilterParams, KeyHash};
 use crate::fs::RandomAccessFile;
 use crate::metrics::ReadCountersSnapshot;
+use crate::sstable::filter::block as filter_block;
+use crate::sstable::filter::partitions::{FilterLayout, FilterUnit};
+use crate::sstable::filter::prefix::PrefixAnswer;
+use crate::sstable::filter::unit::{Prefetched, UnitFilter};
+use crate::sstable::format::{BlockHandle, BlockKind};
+use crate::sstable::properties::TableProperties;
+use crate::sstable::table::{read_block, Table};
 
 /// How much of a table's filter is kept in memory for lookups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,14 +77,14 @@ impl FilterProbe {
 
 /// One unit of a table's filter as a reader holds it.
 #[derive(Clone)]
-pub(super) struct HeldUnit {
-    pub(super) filter: Option<Arc<UnitFilter>>,
+pub(in crate::sstable) struct HeldUnit {
+    pub(in crate::sstable) filter: Option<Arc<UnitFilter>>,
     residency: FilterResidency,
 }
 
 impl HeldUnit {
     /// A unit read whole.
-    pub(super) fn whole(filter: UnitFilter) -> HeldUnit {
+    pub(in crate::sstable) fn whole(filter: UnitFilter) -> HeldUnit {
         HeldUnit {
             filter: Some(Arc::new(filter)),
             residency: FilterResidency::Whole,
@@ -92,7 +92,7 @@ impl HeldUnit {
     }
 
     /// A unit not read yet.
-    pub(super) fn deferred() -> HeldUnit {
+    pub(in crate::sstable) fn deferred() -> HeldUnit {
         HeldUnit {
             filter: None,
             residency: FilterResidency::Whole,
@@ -689,7 +689,7 @@ impl Table {
 
 /// Reads, checks and decodes the filter block at `handle`: its layout, and its units' filters
 /// (one for a whole filter, one per partition).
-pub(super) fn read_filter_block(
+pub(in crate::sstable) fn read_filter_block(
     file: &dyn RandomAccessFile,
     path: &Path,
     handle: BlockHandle,
@@ -720,7 +720,7 @@ pub(super) fn read_filter_block(
 /// The layout of the filter block at `handle`, without reading its filters: the header and
 /// top level of a partitioned one (each checked by its own checksum), or nothing at all for a
 /// whole one, whose size the handle gives.
-pub(super) fn read_filter_layout(
+pub(in crate::sstable) fn read_filter_layout(
     file: &dyn RandomAccessFile,
     path: &Path,
     handle: BlockHandle,
@@ -786,7 +786,11 @@ fn filter_corrupt(path: &Path, offset: u64, reason: String) -> Error {
 }
 
 /// Whether a filter is the one the table's properties describe: parameters and key count.
-pub(super) fn filter_agrees(filter: &UnitFilter, params: Option<FilterParams>, keys: u64) -> bool {
+pub(in crate::sstable) fn filter_agrees(
+    filter: &UnitFilter,
+    params: Option<FilterParams>,
+    keys: u64,
+) -> bool {
     params.is_some_and(|p| {
         filter.bits_per_key() == p.bits_per_key()
             && filter.hashes() == p.hashes()
@@ -798,7 +802,7 @@ pub(super) fn filter_agrees(filter: &UnitFilter, params: Option<FilterParams>, k
 /// partitions hold the table's keys between them, and the last one ends at the table's
 /// largest key (a lookup past it is answered "absent" without a probe). A whole filter's keys
 /// are checked when it is read.
-pub(super) fn layout_agrees(
+pub(in crate::sstable) fn layout_agrees(
     layout: &FilterLayout,
     params: Option<FilterParams>,
     props: &TableProperties,

@@ -3,11 +3,11 @@
 //! block's handle (two varints). Read at open and re-encoded into the in-memory form of
 //! every index ([`BlockIndex`]), with these exact separators.
 
-use super::block::Block;
-use super::format::{BlockHandle, Decoder, Malformed};
-use super::index::BlockIndex;
-use super::index_builder::IndexBuilder;
 use crate::entry::ValueKind;
+use crate::sstable::block::Block;
+use crate::sstable::format::{BlockHandle, Decoder, Malformed};
+use crate::sstable::index::block_index::BlockIndex;
+use crate::sstable::index::builder::IndexBuilder;
 
 /// Decodes the index block's contents (entry order is checked by the block iterator). The
 /// handles must tile the data area from offset 0: the in-memory form keeps only the offsets

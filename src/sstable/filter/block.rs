@@ -5,12 +5,12 @@
 
 use std::path::Path;
 
-use super::format::BlockHandle;
-use super::unit_filter::UnitFilter;
 use crate::error::{Error, Result};
 use crate::filter::{
     BlockedBloomFilter, BlockedParams, BloomFilter, FilterParams, KeyHash, BLOCK_BITS,
 };
+use crate::sstable::filter::unit::UnitFilter;
+use crate::sstable::format::BlockHandle;
 
 /// The largest factor a table's filter can be folded by in memory (and any factor dividing
 /// it): its bit count is a multiple of 64 times this. A store short of filter memory folds

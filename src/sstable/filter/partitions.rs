@@ -13,10 +13,10 @@
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use super::filter_block::FOLD_LIMIT;
-use super::format::{put_varint, BlockHandle, Decoder, Malformed};
 use crate::entry::key_prefix;
 use crate::filter::{BloomFilter, FilterParams, KeyHash};
+use crate::sstable::filter::block::FOLD_LIMIT;
+use crate::sstable::format::{put_varint, BlockHandle, Decoder, Malformed};
 
 /// The first four bytes of a partitioned filter block; a whole filter's are "BKBF".
 pub const PARTITIONED_MAGIC: &[u8; 4] = b"BKFP";

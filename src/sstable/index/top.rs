@@ -8,10 +8,10 @@
 
 use std::cmp::Ordering;
 
-use super::format::{put_varint, BlockHandle, Decoder, Malformed, TRAILER_LEN};
-use super::index::BlockIndex;
-use super::separator::common_prefix_len;
 use crate::entry::{entry_order, SeqNo};
+use crate::sstable::format::{put_varint, BlockHandle, Decoder, Malformed, TRAILER_LEN};
+use crate::sstable::index::block_index::BlockIndex;
+use crate::sstable::separator::common_prefix_len;
 
 /// Builds a top-level index block from the partitions, in order.
 #[derive(Default)]

@@ -4,12 +4,12 @@
 //! data blocks tile the file). Every [`INDEX_RESTART_INTERVAL`] entries a restart point
 //! holds the whole key and the whole handle. `docs/format.md`, "Index block", has the bytes.
 //!
-//! The same encoding is the index's form in memory ([`super::index::BlockIndex`]), for tables
+//! The same encoding is the index's form in memory ([`crate::sstable::index::block_index::BlockIndex`]), for tables
 //! of every version.
 
-use super::format::{put_restart_array, put_varint, BlockHandle};
-use super::separator::common_prefix_len;
 use crate::entry::SeqNo;
+use crate::sstable::format::{put_restart_array, put_varint, BlockHandle};
+use crate::sstable::separator::common_prefix_len;
 
 /// Entries between restart points of a version 3 index block: a lookup scans at most this
 /// many, and a restart costs a whole key, a whole offset and 4 bytes of restart array.
