@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use crate::allocator;
 use crate::cursor::Cursor;
@@ -20,14 +19,10 @@ use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::{FileLock, SharedFs};
 use crate::iter::DbIterator;
-use crate::keyspace::{KeyspaceDef, KeyspaceId, KeyspaceOptions, DEFAULT_ID};
-use crate::manifest::{LevelTotals, ManifestWriter, WriteTotals};
-use crate::memtable::MemTable;
+use crate::keyspace::{KeyspaceOptions, DEFAULT_ID};
 use crate::options::{Options, WriteOptions};
 use crate::sstable::TableEnv;
 use crate::stats::Stats;
-use crate::version::Version;
-use crate::wal::LogWriter;
 use crate::write_batch::WriteBatch;
 
 mod background;
@@ -45,6 +40,7 @@ mod multi_get;
 mod read;
 mod recovery;
 mod snapshot;
+mod state;
 mod table_writer;
 mod transaction;
 mod write;
@@ -57,6 +53,9 @@ pub use checkpoint::Checkpoint;
 pub use keyspace_handle::{Keyspace, KeyspaceView};
 use recovery::recover;
 pub use snapshot::Snapshot;
+use state::{
+    BackgroundState, Counters, Job, ReadState, ShapeState, StepFailure, Tree, WriterState,
+};
 pub use transaction::{Transaction, TransactionRange};
 
 /// What recovery found in the WAL when the store was opened.
@@ -124,359 +123,6 @@ pub enum DropCause {
     /// `PointInTime` replay stops there and the rest of the log is dropped; `Salvage` skips
     /// the record alone (`bytes` is then the record's length).
     InvalidBatch,
-}
-
-/// One keyspace's memtables and tables.
-pub(crate) struct Tree {
-    keyspace: Arc<KeyspaceDef>,
-    mem: Arc<MemTable>,
-    /// Frozen memtables waiting to be flushed, newest first.
-    immutable: Vec<Arc<MemTable>>,
-    version: Arc<Version>,
-}
-
-impl Tree {
-    fn new(keyspace: Arc<KeyspaceDef>, mem: Arc<MemTable>, version: Arc<Version>) -> Tree {
-        Tree {
-            keyspace,
-            mem,
-            immutable: Vec::new(),
-            version,
-        }
-    }
-
-    fn id(&self) -> KeyspaceId {
-        self.keyspace.id
-    }
-
-    /// The options its tables and memtable take.
-    fn options(&self) -> &Options {
-        &self.keyspace.options
-    }
-
-    /// The memtables holding anything, newest first.
-    fn memtables(&self) -> impl Iterator<Item = &Arc<MemTable>> {
-        std::iter::once(&self.mem)
-            .chain(&self.immutable)
-            .filter(|m| !m.is_empty())
-    }
-
-    /// True when its memtable holds `times` its size or more.
-    fn mem_is_full(&self, times: usize) -> bool {
-        self.mem.approximate_bytes() >= times * self.options().memtable_size
-    }
-
-    /// The log number of its oldest memtable not yet flushed.
-    fn oldest_log(&self) -> u64 {
-        self.immutable.last().unwrap_or(&self.mem).log_number()
-    }
-
-    /// The same memtables over `version`.
-    fn with_version(&self, version: Arc<Version>) -> Tree {
-        Tree {
-            keyspace: Arc::clone(&self.keyspace),
-            mem: Arc::clone(&self.mem),
-            immutable: self.immutable.clone(),
-            version,
-        }
-    }
-}
-
-/// The keyspaces' trees a reader sees, swapped as a whole when any of them changes, so that
-/// a change of several (a flush of every keyspace) is seen at once.
-struct ReadState {
-    /// By keyspace number; the default keyspace's first.
-    trees: Vec<Arc<Tree>>,
-}
-
-impl ReadState {
-    #[inline]
-    fn tree(&self, id: KeyspaceId) -> Option<&Arc<Tree>> {
-        // The default keyspace is always first: most lookups find it without a search.
-        if id == DEFAULT_ID {
-            return self.trees.first();
-        }
-        let at = self.trees.binary_search_by_key(&id, |t| t.id()).ok()?;
-        Some(&self.trees[at])
-    }
-
-    fn default_tree(&self) -> &Arc<Tree> {
-        &self.trees[0]
-    }
-
-    fn named(&self, name: &str) -> Option<&Arc<Tree>> {
-        self.trees.iter().find(|t| t.keyspace.name == name)
-    }
-
-    /// The log numbers of every frozen memtable, oldest first, each once.
-    fn frozen_logs(&self) -> Vec<u64> {
-        let mut logs: Vec<u64> = (self.trees.iter())
-            .flat_map(|t| t.immutable.iter().map(|m| m.log_number()))
-            .collect();
-        logs.sort_unstable();
-        logs.dedup();
-        logs
-    }
-
-    /// The level-0 tables of the keyspace that has the most: what writes slow down and stop
-    /// for.
-    fn most_level0_tables(&self) -> usize {
-        let counts = self.trees.iter().map(|t| t.version.level(0).len());
-        counts.max().unwrap_or(0)
-    }
-
-    /// True when some keyspace's tree needs a compaction.
-    fn needs_compaction(&self) -> bool {
-        (self.trees.iter()).any(|t| crate::compaction::needs_compaction(&t.version, t.options()))
-    }
-
-    /// True when some keyspace has a frozen memtable waiting for a flush.
-    fn has_frozen(&self) -> bool {
-        self.trees.iter().any(|t| !t.immutable.is_empty())
-    }
-
-    /// The oldest log a memtable still needs: older ones hold nothing unflushed.
-    fn oldest_log(&self) -> u64 {
-        let oldest = self.trees.iter().map(|t| t.oldest_log()).min();
-        oldest.expect("a store always has its default keyspace")
-    }
-
-    /// This state with the trees `change` gives for each in place of it.
-    fn with_trees(&self, mut change: impl FnMut(&Arc<Tree>) -> Arc<Tree>) -> ReadState {
-        ReadState {
-            trees: self.trees.iter().map(&mut change).collect(),
-        }
-    }
-
-    /// This state with `version` as keyspace `id`'s (its memtables as they are: the caller
-    /// holds the shape lock, which keeps versions, not memtables, from changing).
-    fn with_version(&self, id: KeyspaceId, version: Arc<Version>) -> ReadState {
-        self.with_trees(|t| match t.id() == id {
-            true => Arc::new(t.with_version(Arc::clone(&version))),
-            false => Arc::clone(t),
-        })
-    }
-}
-
-/// Held by the one thread writing at a time.
-struct WriterState {
-    /// `None` in a read-only store.
-    wal: Option<LogWriter>,
-    /// The logs of frozen memtables, by log number, oldest first, that nothing has synced
-    /// yet. They are synced before any later write is made durable (a synced write, or a
-    /// sync of the WAL), so that a durable write never survives an earlier one; a log whose
-    /// memtable reached a table first is dropped unsynced, and its unwritten pages with it.
-    unsynced_logs: Vec<(u64, LogWriter)>,
-    /// Set when freezing the full memtable failed (no new log could be started), cleared
-    /// when a freeze succeeds: only then does a write group look at the memtable's size first.
-    freeze_failed: bool,
-}
-
-impl WriterState {
-    fn wal(&mut self) -> Result<&mut LogWriter> {
-        self.wal.as_mut().ok_or(Error::ReadOnly)
-    }
-
-    /// Forgets the unsynced logs whose memtables are no longer frozen ones (`frozen` holds
-    /// the log numbers of those that are): flushed, so their writes are in a synced table.
-    fn drop_flushed_logs(&mut self, frozen: &[u64]) {
-        self.unsynced_logs
-            .retain(|(number, _)| frozen.contains(number));
-    }
-
-    /// Syncs the logs of frozen memtables still waiting for a flush, then the active log:
-    /// every write made so far is durable once this returns.
-    fn sync_all(&mut self, frozen: &[u64]) -> Result<()> {
-        self.drop_flushed_logs(frozen);
-        for (_, log) in &mut self.unsynced_logs {
-            log.sync()?;
-        }
-        self.unsynced_logs.clear();
-        self.wal()?.sync()
-    }
-}
-
-/// Held while a change of the tree's shape is recorded (a flush's or compaction's edit, and
-/// the new version, and a manifest rewrite when one is due), while a compaction is picked, and
-/// by `Db::check`: never while a flush or compaction writes its tables.
-struct ShapeState {
-    /// `None` in a read-only store. Once an edit failed to reach it, the next edit goes to a
-    /// new manifest instead.
-    manifest: Option<ManifestWriter>,
-    /// Tables written by a step whose edit failed to reach the manifest. They are deleted
-    /// once a new manifest is current, since the failed edit might have been durable.
-    discarded: Vec<crate::sstable::Table>,
-    /// What running compactions hold: no other compaction may conflict with them.
-    compacting: std::collections::HashMap<KeyspaceId, crate::compaction::Running>,
-    /// The number the next keyspace created takes.
-    next_keyspace: KeyspaceId,
-}
-
-/// A background step that failed, retried after a growing pause.
-struct StepFailure {
-    reason: String,
-    /// Failures in a row.
-    attempts: u32,
-    retry_at: Instant,
-}
-
-/// The kinds of background job. Each has threads of its own, and a failure and retry pause of
-/// its own, so a compaction (running long, or failing) never holds back a flush.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Job {
-    Flush,
-    Compaction,
-}
-
-#[derive(Default)]
-struct BackgroundState {
-    shutdown: bool,
-    /// Flushes and compactions running now, in background threads or in a caller's
-    /// (`compact`, `resume`). (The files a compaction made obsolete are deleted when their
-    /// last reader drops them, which may be later.)
-    running: usize,
-    /// While nonzero no job starts: `Db::check` holds the files in use still.
-    held: usize,
-    /// Manual compactions waiting for the running ones to finish: no background compaction
-    /// starts meanwhile.
-    manual_waiting: usize,
-    /// Jobs finished (or failed) since open: a compaction thread that found nothing it could
-    /// take waits for this to move.
-    jobs_ended: u64,
-    /// Set while the WAL cannot be written: writes are refused until a new log is started.
-    wal_error: Option<String>,
-    /// The last flush failed; set until one succeeds.
-    flush_failure: Option<StepFailure>,
-    /// The last compaction failed; set until one succeeds.
-    compaction_failure: Option<StepFailure>,
-}
-
-impl BackgroundState {
-    fn failure(&self, job: Job) -> &Option<StepFailure> {
-        match job {
-            Job::Flush => &self.flush_failure,
-            Job::Compaction => &self.compaction_failure,
-        }
-    }
-
-    fn failure_mut(&mut self, job: Job) -> &mut Option<StepFailure> {
-        match job {
-            Job::Flush => &mut self.flush_failure,
-            Job::Compaction => &mut self.compaction_failure,
-        }
-    }
-
-    /// The failure `Stats` reports: a flush's first, since writes wait on flushes.
-    fn any_failure(&self) -> Option<&StepFailure> {
-        self.flush_failure
-            .as_ref()
-            .or(self.compaction_failure.as_ref())
-    }
-}
-
-#[derive(Default)]
-struct Counters {
-    flushes: AtomicU64,
-    compactions: AtomicU64,
-    trivial_moves: AtomicU64,
-    /// Merges split into parts run side by side (counted since open).
-    split_compactions: AtomicU64,
-    /// Compactions of level 0 below its trigger started because writes rested (since open).
-    level0_compactions_at_rest: AtomicU64,
-    write_stalls: AtomicU64,
-    /// Time writers spent delayed or stalled.
-    stall_micros: AtomicU64,
-    /// Groups stopped, by what they waited for, and the longest wait of one group (since
-    /// open).
-    stops_for_flush: AtomicU64,
-    stops_for_level0: AtomicU64,
-    longest_stall_micros: AtomicU64,
-    /// Bytes of keys and values in acknowledged writes.
-    user_bytes: AtomicU64,
-    /// Bytes appended to WAL files (records and their headers).
-    wal_bytes: AtomicU64,
-    /// Write groups, and the batches in them.
-    write_groups: AtomicU64,
-    grouped_batches: AtomicU64,
-    background_errors: AtomicU64,
-    background_retries: AtomicU64,
-    manifest_rotations: AtomicU64,
-    /// Per level: what flushes and compactions wrote into it and read out of it.
-    levels: Vec<LevelCounters>,
-}
-
-/// The I/O of flushes and compactions at one level.
-#[derive(Default)]
-struct LevelCounters {
-    /// Bytes of tables written into the level (by flushes at level 0, compactions deeper).
-    bytes_written: AtomicU64,
-    /// Bytes of the level's tables that compactions read.
-    bytes_read: AtomicU64,
-    /// Compactions whose output went into the level.
-    compactions: AtomicU64,
-    /// Tables moved into the level without being rewritten, and their bytes.
-    tables_moved: AtomicU64,
-    bytes_moved: AtomicU64,
-}
-
-impl Counters {
-    /// Counters that go on from `totals`, the manifest's record of the store's write I/O.
-    fn starting_from(num_levels: usize, totals: &WriteTotals) -> Counters {
-        let at = |v: u64| AtomicU64::new(v);
-        let level = |l: usize| totals.levels.get(l).copied().unwrap_or_default();
-        Counters {
-            flushes: at(totals.flushes),
-            compactions: at(totals.compactions),
-            trivial_moves: at(totals.trivial_moves),
-            write_stalls: at(totals.write_stalls),
-            stall_micros: at(totals.stall_micros),
-            user_bytes: at(totals.user_bytes),
-            wal_bytes: at(totals.wal_bytes),
-            levels: (0..num_levels)
-                .map(|l| LevelCounters {
-                    bytes_written: at(level(l).bytes_written),
-                    bytes_read: at(level(l).bytes_read),
-                    compactions: at(level(l).compactions),
-                    tables_moved: at(level(l).tables_moved),
-                    bytes_moved: at(level(l).bytes_moved),
-                })
-                .collect(),
-            ..Counters::default()
-        }
-    }
-
-    /// The write I/O totals, for the manifest.
-    fn write_totals(&self) -> WriteTotals {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        WriteTotals {
-            user_bytes: get(&self.user_bytes),
-            wal_bytes: get(&self.wal_bytes),
-            write_stalls: get(&self.write_stalls),
-            stall_micros: get(&self.stall_micros),
-            flushes: get(&self.flushes),
-            compactions: get(&self.compactions),
-            trivial_moves: get(&self.trivial_moves),
-            levels: self
-                .levels
-                .iter()
-                .map(|l| LevelTotals {
-                    bytes_written: get(&l.bytes_written),
-                    bytes_read: get(&l.bytes_read),
-                    compactions: get(&l.compactions),
-                    tables_moved: get(&l.tables_moved),
-                    bytes_moved: get(&l.bytes_moved),
-                })
-                .collect(),
-        }
-    }
-
-    fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    fn add_one(counter: &AtomicU64) {
-        Counters::add(counter, 1);
-    }
 }
 
 pub(crate) struct Inner {

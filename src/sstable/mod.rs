@@ -22,6 +22,7 @@ mod filter;
 mod format;
 mod index;
 mod iter;
+mod open;
 mod options;
 mod properties;
 mod readahead;
