@@ -79,7 +79,7 @@ impl FilterProbe {
 #[derive(Clone)]
 pub(in crate::sstable) struct HeldUnit {
     pub(in crate::sstable) filter: Option<Arc<UnitFilter>>,
-    residency: FilterResidency,
+    pub(super) residency: FilterResidency,
 }
 
 impl HeldUnit {
@@ -101,7 +101,7 @@ impl HeldUnit {
 }
 
 /// Which unit of a table's filter answers for a key.
-enum UnitFor {
+pub(super) enum UnitFor {
     /// The table has no filter.
     NoFilter,
     /// Past the last partition: the table cannot hold the key.
@@ -184,7 +184,7 @@ impl Table {
 
     /// Which unit of the filter answers for `key`. A whole filter's answer comes from the
     /// reader alone; only a partitioned one's search touches the shared table.
-    fn unit_for(&self, key: &[u8]) -> UnitFor {
+    pub(super) fn unit_for(&self, key: &[u8]) -> UnitFor {
         match (self.filtered, self.partitioned, &self.inner.filter_layout) {
             (false, _, _) => UnitFor::NoFilter,
             (true, false, _) => UnitFor::Unit(0),
@@ -196,7 +196,7 @@ impl Table {
     }
 
     /// The filter held for unit `unit`: for a whole filter, the one beside the reader.
-    fn unit_filter(&self, unit: usize) -> Option<&Arc<UnitFilter>> {
+    pub(super) fn unit_filter(&self, unit: usize) -> Option<&Arc<UnitFilter>> {
         match self.partitioned {
             false => self.whole.as_ref(),
             true => self.units[unit].filter.as_ref(),
@@ -257,169 +257,6 @@ impl Table {
         Some((u.words, u.keys))
     }
 
-    /// This table with every unit of its filter kept as `residency` says (see
-    /// [`with_filters`](Self::with_filters)).
-    pub fn with_filter(&self, residency: FilterResidency) -> Result<Table> {
-        self.with_filters(&vec![residency; self.units.len()])
-    }
-
-    /// This table with each unit of its filter kept as `residency` says, relative to the
-    /// filter as written: whole, folded by a factor, or dropped. The result shares the file,
-    /// index and caches; lookups through it probe the smaller filters, and readers of `self`
-    /// keep theirs. Asking for more of a unit than is held (the bits are not kept), or for a
-    /// factor its size does not allow, is `InvalidArgument`.
-    pub fn with_filters(&self, residency: &[FilterResidency]) -> Result<Table> {
-        if self.deferred {
-            return self.read_filters(residency);
-        }
-        self.check_units(residency)?;
-        let units = (self.units.iter().zip(residency))
-            .map(|(held, &to)| self.kept(held, to))
-            .collect::<Result<_>>()?;
-        Ok(Table::with_units(Arc::clone(&self.inner), units, false))
-    }
-
-    fn check_units(&self, residency: &[FilterResidency]) -> Result<()> {
-        match residency.len() == self.units.len() {
-            true => Ok(()),
-            false => Err(Error::InvalidArgument(format!(
-                "{}: {} filter units asked for, the table has {}",
-                self.path().display(),
-                residency.len(),
-                self.units.len()
-            ))),
-        }
-    }
-
-    /// `held` kept as `to`: the same, folded further, or dropped.
-    fn kept(&self, held: &HeldUnit, to: FilterResidency) -> Result<HeldUnit> {
-        // 0 when no filter is held, which nothing can be folded from.
-        let now = held.residency.fold_factor().unwrap_or(0);
-        let filter = match (to, &held.filter) {
-            (FilterResidency::Dropped, Some(_)) => None,
-            (FilterResidency::Folded(f), Some(filter)) if now > 0 && f.is_multiple_of(now) => {
-                Some(Arc::new(filter.fold(f / now).map_err(|e| {
-                    Error::InvalidArgument(format!("{}: {e}", self.path().display()))
-                })?))
-            }
-            (same, _) if same == held.residency => held.filter.clone(),
-            (asked, _) => {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: a filter kept as {:?} cannot be kept as {asked:?}",
-                    self.path().display(),
-                    held.residency
-                )))
-            }
-        };
-        Ok(HeldUnit {
-            filter,
-            residency: to,
-        })
-    }
-
-    /// A reader of this table (one opened with
-    /// [`open_deferring_filter`](Self::open_deferring_filter)) with its filters read from
-    /// the file, checked, and kept as `residency` says, unit by unit. A table whose filters
-    /// are held already gives [`with_filters`](Self::with_filters)'s answer.
-    pub(crate) fn load_filters(&self, residency: &[FilterResidency]) -> Result<Table> {
-        match self.deferred {
-            true => self.read_filters(residency),
-            false => self.with_filters(residency),
-        }
-    }
-
-    /// A reader of this table with each unit of its filter kept as `residency` says: folded
-    /// from the filter held where it can be, else read from the file again (a unit folded
-    /// or dropped earlier, grown back).
-    pub(crate) fn refit_filters(&self, residency: &[FilterResidency]) -> Result<Table> {
-        self.check_units(residency)?;
-        let units = (self.units.iter().enumerate().zip(residency))
-            .map(|((u, held), &to)| {
-                let folds_from_held = match (to.fold_factor(), held.residency.fold_factor()) {
-                    _ if self.deferred => false,
-                    _ if to == held.residency || to == FilterResidency::Dropped => true,
-                    (Some(to), Some(now)) => to.is_multiple_of(now),
-                    _ => false,
-                };
-                match folds_from_held {
-                    true => self.kept(held, to),
-                    false => self.read_unit(u, to),
-                }
-            })
-            .collect::<Result<_>>()?;
-        Ok(Table::with_units(Arc::clone(&self.inner), units, false))
-    }
-
-    /// A reader of this table with its filters read from the file, unit by unit, checked,
-    /// and each kept as `residency` says (so the whole filter is never in memory at once).
-    fn read_filters(&self, residency: &[FilterResidency]) -> Result<Table> {
-        self.check_units(residency)?;
-        let units = (residency.iter().enumerate())
-            .map(|(u, &to)| self.read_unit(u, to))
-            .collect::<Result<_>>()?;
-        // Each partition's read left the pages it shares with its neighbours: the whole
-        // block's range leaves none.
-        let inner = &self.inner;
-        if let (Some(layout), Some(handle)) = (&inner.filter_layout, inner.filter_handle) {
-            if layout.is_partitioned() {
-                inner
-                    .file()?
-                    .wont_need(handle.offset, handle.size_with_trailer());
-            }
-        }
-        Ok(Table::with_units(Arc::clone(&self.inner), units, false))
-    }
-
-    /// Unit `unit` of the filter read from the file, checked, and kept as `to` says.
-    fn read_unit(&self, unit: usize, to: FilterResidency) -> Result<HeldUnit> {
-        if matches!(to, FilterResidency::Dropped | FilterResidency::NoFilter) {
-            return Ok(HeldUnit {
-                filter: None,
-                residency: to,
-            });
-        }
-        let inner = &self.inner;
-        let (Some(layout), Some(handle)) = (&inner.filter_layout, inner.filter_handle) else {
-            return Err(Error::InvalidArgument(format!(
-                "{}: the table has no filter",
-                inner.path.display()
-            )));
-        };
-        let file = inner.file()?;
-        let u = layout.unit(unit);
-        let (filter, bytes) = match layout.is_partitioned() {
-            false => {
-                let mut whole = read_filter_block(file.as_ref(), &inner.path, handle)?;
-                (whole.1.remove(0), handle.size_with_trailer())
-            }
-            true => (
-                read_partition(file.as_ref(), &inner.path, u)?,
-                u.serialized_len(),
-            ),
-        };
-        let counters = &inner.env.counters;
-        counters.filter_reads.fetch_add(1, Ordering::Relaxed);
-        counters
-            .filter_bytes_read
-            .fetch_add(bytes, Ordering::Relaxed);
-        if !filter_agrees(&filter, inner.filter_params, u.keys) {
-            return Err(Error::corruption(
-                &inner.path,
-                Some(u.offset),
-                format!(
-                    "filter at offset {}: its parameters or key count differ from the \
-                     table's properties",
-                    u.offset
-                ),
-            ));
-        }
-        let whole = HeldUnit {
-            filter: Some(Arc::new(filter)),
-            residency: FilterResidency::Whole,
-        };
-        self.kept(&whole, to)
-    }
-
     /// Whether the table was opened without reading its filter, which
     /// [`load_filters`](Self::load_filters) reads.
     pub(crate) fn filter_is_deferred(&self) -> bool {
@@ -430,91 +267,6 @@ impl Table {
     /// word), known without reading the filter.
     pub(crate) fn whole_filter_words(&self) -> Option<u64> {
         Some(self.inner.filter_layout.as_ref()?.words())
-    }
-
-    /// Counts a point lookup that asked unit `unit` of the table's filter for a key, when
-    /// its store counts them (`TableEnv::count_lookups`).
-    pub(crate) fn count_lookup_in(&self, unit: usize) {
-        if self.inner.env.count_lookups {
-            if let Some(count) = self.inner.unit_lookups(unit) {
-                count.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// Tallies a point lookup that found `key` in the table (a value or a tombstone): a true
-    /// positive where a filter is held for it, and its count taken back from the unit of the
-    /// filter as written, held or not, which `filter_admits` counted it for. That unit could
-    /// only have let the key through, so bits spent on it saved the lookup nothing: what a unit
-    /// counts is then the lookups its false positives would cost, and the plan
-    /// (`filter_memory.rs`) spends memory on the filters that turn keys away, not on those of
-    /// the tables that hold them (under present-key gets, the bottom level's). A count a
-    /// halving took to zero meanwhile stays at zero.
-    pub(crate) fn count_found(&self, key: &[u8], tally: &mut ReadCountersSnapshot) {
-        let unit = match self.unit_for(key) {
-            UnitFor::NoFilter => return,
-            UnitFor::PastEnd => {
-                tally.filter_true_positives += 1;
-                return;
-            }
-            UnitFor::Unit(unit) => unit,
-        };
-        if self.unit_filter(unit).is_some() {
-            tally.filter_true_positives += 1;
-        }
-        if self.inner.env.count_lookups {
-            if let Some(count) = self.inner.unit_lookups(unit) {
-                let _ =
-                    count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| c.checked_sub(1));
-            }
-        }
-    }
-
-    /// Halves the lookups counted and the span they were counted over, so that old lookups
-    /// weigh half as much as those to come. The halvings race with lookups counted
-    /// meanwhile, which may be lost: the counts are an estimate.
-    pub(crate) fn age_lookup_counts(&self) {
-        let rest = self.inner.lookups.iter();
-        for count in std::iter::once(&self.inner.first_unit_lookups).chain(rest) {
-            count.store(count.load(Ordering::Relaxed) / 2, Ordering::Relaxed);
-        }
-        let inherited = self.inner.inherited_span.load(Ordering::Relaxed);
-        (self.inner.inherited_span).store(inherited / 2, Ordering::Relaxed);
-        let now = (self.inner.env.counters.table_lookups).load(Ordering::Relaxed);
-        let counted = now.saturating_sub(self.inner.counted_since.load(Ordering::Relaxed));
-        (self.inner.counted_since).fetch_add(counted - counted / 2, Ordering::Relaxed);
-    }
-
-    /// Starts the table's lookup counts from `counts` (one for each unit of its filter),
-    /// counted over a span of `span` lookups that reached the store's tables: the lookups a
-    /// compaction's inputs counted over the keys this table took from them, or those the
-    /// table counted before the store was last closed, so that the plan for the filters'
-    /// memory sees where lookups go from the table's first day. For a table no lookup has
-    /// reached yet; where the store does not count lookups, nothing changes.
-    pub(crate) fn inherit_lookup_counts(&self, span: u64, counts: &[u64]) {
-        if !self.inner.env.count_lookups {
-            return;
-        }
-        // A unit asked more often than lookups came is a count gone wrong: held to the span.
-        for (unit, &count) in counts.iter().enumerate() {
-            if let Some(counter) = self.inner.unit_lookups(unit) {
-                counter.store(count.min(span), Ordering::Relaxed);
-            }
-        }
-        // Counted from now on top of the span taken over: the store's own count of lookups
-        // may be younger than the span (it starts at zero when the store opens).
-        let now = (self.inner.env.counters.table_lookups).load(Ordering::Relaxed);
-        (self.inner.counted_since).store(now, Ordering::Relaxed);
-        (self.inner.inherited_span).store(span, Ordering::Relaxed);
-    }
-
-    /// The table's lookup counts, one for each unit of its filter, and the span of lookups
-    /// they were counted over: what the store saves when it closes.
-    pub(crate) fn lookup_counts(&self) -> (u64, Vec<u64>) {
-        let counts = (0..self.filter_units())
-            .map(|unit| self.lookups_counted(unit).0)
-            .collect();
-        (self.lookups_counted_span(), counts)
     }
 
     /// The unit of the filter that would answer for `key`: `None` without a filter over
@@ -531,23 +283,6 @@ impl Table {
     pub(crate) fn filter_unit_last_key(&self, unit: usize) -> Option<&[u8]> {
         let layout = self.inner.filter_layout.as_ref()?;
         (layout.is_partitioned() && unit < layout.len()).then(|| layout.last_key(unit))
-    }
-
-    /// The point lookups that asked unit `unit` of the table's filter for a key since the
-    /// table was opened, and those that reached the store's tables meanwhile
-    /// (`ReadCounters::table_lookups`).
-    pub(crate) fn lookups_counted(&self, unit: usize) -> (u64, u64) {
-        let asked = (self.inner.unit_lookups(unit)).map_or(0, |c| c.load(Ordering::Relaxed));
-        (asked, self.lookups_counted_span())
-    }
-
-    /// The lookups that reached the store's tables since this table's counting began, and
-    /// the span of those it took over with its counts (`inherit_lookup_counts`).
-    pub(crate) fn lookups_counted_span(&self) -> u64 {
-        let now = (self.inner.env.counters.table_lookups).load(Ordering::Relaxed);
-        let since = self.inner.counted_since.load(Ordering::Relaxed);
-        let inherited = self.inner.inherited_span.load(Ordering::Relaxed);
-        now.saturating_sub(since).saturating_add(inherited)
     }
 
     /// The filter's answer alone for `key` (of `hash`), counted nowhere: `true` without a
@@ -747,7 +482,7 @@ pub(in crate::sstable) fn read_filter_layout(
 }
 
 /// One partition of a partitioned filter, read on its own and checked by its checksum.
-fn read_partition(
+pub(super) fn read_partition(
     file: &dyn RandomAccessFile,
     path: &Path,
     unit: FilterUnit,
