@@ -9,7 +9,9 @@ use crate::sstable::BlockCache;
 use crate::sstable::{Compression, FilterPolicy};
 
 /// What recovery does with a damaged WAL. Whatever is dropped or skipped is reported in
-/// [`crate::RecoveryReport`]; `docs/format-log-manifest.md` has the rules byte by byte.
+/// [`crate::RecoveryReport`]; `docs/format-log-manifest.md` has the rules byte by byte. Default
+/// [`WalRecoveryMode::TolerateTornTail`]: a power loss may tear the unsynced end of the log,
+/// while damage to synced data means something else went wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WalRecoveryMode {
     /// Damage in the unsynced part of the last log (a torn last record, or a page a power
@@ -38,16 +40,17 @@ pub enum WalRecoveryMode {
 pub(crate) const MIN_DELAYED_WRITE_RATE: u64 = 16 * 1024;
 
 /// How a store is opened. Every field has a default; change them with the builder methods.
+/// Opening a store refuses options outside the bounds a field gives with
+/// `Error::InvalidArgument`.
 #[derive(Clone)]
 pub struct Options {
-    /// Filter built for every table written. Default `None`: the policy the store recorded,
-    /// else `BitsPerKeyBudget(10.0)`, the memory of
-    /// RocksDB's and LevelDB's usual 10 bits per key spread over the levels by Monkey's rule:
-    /// level 0's tables and the small upper levels, which every lookup of an absent key
-    /// probes, get more bits per key, the last level, which holds most keys, fewer. Against
-    /// uniform 1% filters (10 bits per key) it measured a third of the wasted reads in 7%
-    /// less memory (docs/filter.md, "Measured"). Right after a 30M-key load, with level 0 full,
-    /// absent gets read 0.035 blocks each (docs/benchmarks.md).
+    /// The filter built for every table written. Default `None`: the policy the store recorded,
+    /// else `BitsPerKeyBudget(10.0)`. That is the memory of RocksDB's and LevelDB's usual 10 bits
+    /// per key, spread over the levels by Monkey's rule: level 0's tables and the small upper
+    /// levels, which every lookup of an absent key probes, get more bits per key; the last level,
+    /// which holds most keys, gets fewer. For the memory of uniform filters it wastes far fewer
+    /// reads on absent keys (`docs/benchmarks.md`, "The filter budget by default";
+    /// `docs/filter.md`, "Measured").
     ///
     /// A store records the policy it writes with. `None` (the default) keeps writing with the
     /// policy the store recorded, or the default policy in a store that recorded none: a
@@ -57,255 +60,295 @@ pub struct Options {
     /// writes with.
     pub filter_policy: Option<FilterPolicy>,
     /// Write the tables of the bottom of the tree (a level with no data below it) without a
-    /// filter, as RocksDB's `optimize_filters_for_hits`. For workloads whose lookups mostly
-    /// find their key: the bottom holds most keys, so this saves most of the filter memory,
-    /// and a lookup that reaches the bottom reads a block there anyway. Lookups of absent keys
-    /// then read a block at the bottom. Default false.
+    /// filter, as RocksDB's `optimize_filters_for_hits`. The bottom holds most keys, so this saves
+    /// most of the filter memory, but lookups of absent keys then read a block at the bottom. It
+    /// suits workloads whose lookups mostly find their key: those read a block there anyway.
+    /// Default false, for workloads that look up absent keys too.
     pub no_filters_at_bottom: bool,
-    /// Bytes all the store's filters may take in memory, together. Default `None`: the limit
-    /// is `filter_memory_share` of the memory the process may use. With a limit, the policy's
-    /// filters are
-    /// spread over the tree within it: tables are written with no more bits per key than the
-    /// limit leaves for every key stored, by Monkey's rule like a budget (and at most what the
-    /// policy asks for), and when the filters held still exceed it (the store grew since
-    /// its tables were written, or was opened with a smaller limit), the filters whose loss
-    /// costs lookups least are folded to a half, a quarter or an eighth of their bits in
-    /// memory, or at last dropped, until they fit (`docs/design.md`, "Filter memory"). The
-    /// files keep their whole filters. `Stats::filter_memory_bytes` is never above the limit
-    /// once a flush, compaction or open returns, unless prefix filters alone exceed it (see
+    /// Bytes all the store's filters may take in memory, together. Default `None`: the limit is
+    /// `filter_memory_share` of the memory the process may use, so that it follows the machine or
+    /// container the store runs in.
+    ///
+    /// With a limit, the policy's filters are spread over the tree within it: tables are written
+    /// with no more bits per key than the limit leaves for every key stored, by Monkey's rule like
+    /// a budget (and at most what the policy asks for). When the filters held still exceed it (the
+    /// store grew since its tables were written, or was opened with a smaller limit), the filters
+    /// whose loss costs lookups least are folded to a half, a quarter or an eighth of their bits
+    /// in memory, or at last dropped, until they fit (`docs/design.md`, "Filter memory"). The
+    /// files keep their whole filters. `Stats::filter_memory_bytes` is never above the limit once
+    /// a flush, compaction or open returns, unless prefix filters alone exceed it (see
     /// `prefix_extractor`).
     pub filter_memory_limit: Option<u64>,
-    /// Without a `filter_memory_limit`: the share of the memory this process may use that
-    /// the store's filters may take, made a limit when the store opens (`Stats` shows it).
-    /// The memory is [`crate::memory::available`]: the process's memory cgroup limit, as in a
-    /// container, else the machine's memory. Default 0.25: in a container of 256 MiB, a
-    /// store of 100M keys (125 MB of filters at the policy's rates) holds 64 MiB of them, and
-    /// completes a load that filters uncapped choke at about 60M keys, while a store whose
-    /// filters fit is not touched (`docs/design.md`, "Filter memory"). The share is per store:
-    /// a process that opens several stores should give each a limit. `None` with no limit
-    /// leaves filters uncapped.
+    /// Without a `filter_memory_limit`: the share of the memory this process may use that the
+    /// store's filters may take, made a limit when the store opens (`Stats` shows it). The memory
+    /// is [`crate::memory::available`]: the process's memory cgroup limit, as in a container, else
+    /// the machine's memory. Default 0.25: a store whose filters fit is not touched, and a store
+    /// whose filters would outgrow its memory still completes its load, where uncapped filters
+    /// choke it (`docs/benchmarks.md`, "100M keys in 256 MiB: the filter cap"; `docs/design.md`,
+    /// "Filter memory").
+    ///
+    /// The share is per store: a process that opens several stores should give each a limit.
+    /// `None` with no limit leaves filters uncapped. A share must be above 0 and at most 1.
     pub filter_memory_share: Option<f64>,
-    /// Under a filter memory limit: spend it where lookups go, as counted, rather than where
-    /// keys are. Default `true`. Tables written while the limit binds get filters of up to
-    /// four times the bits per key their level's share of the limit pays for (hashes as for
-    /// that share, so a filter folded back to the share is what the share alone would have
-    /// written); which to keep whole and which to fold or drop then follows each table's
-    /// count of the lookups that asked it for a key, and a background thread reads a filter
-    /// back from its file when its table turns busy. A store opened later without a limit
-    /// holds such filters whole, at up to four times the share. Under a lookup
-    /// skew (a few key ranges taking most lookups), the busy tables keep their whole filters
-    /// and the quiet ones pay. `false` spends the limit as if lookups were drawn like the
-    /// stored keys (`docs/design.md`, "Filter memory").
+    /// Under a filter memory limit: spend it where lookups go, as counted, rather than where keys
+    /// are. Default `true`: under a lookup skew (a few key ranges taking most lookups), the busy
+    /// tables keep their whole filters and the quiet ones pay (`docs/benchmarks.md`, "Zipf: two
+    /// spendings of one filter limit on the same tables").
+    ///
+    /// Tables written while the limit binds get filters of up to four times the bits per key their
+    /// level's share of the limit pays for (hashes as for that share, so a filter folded back to
+    /// the share is what the share alone would have written). Which to keep whole and which to
+    /// fold or drop then follows each table's count of the lookups that asked it for a key, and a
+    /// background thread reads a filter back from its file when its table turns busy. A store
+    /// opened later without a limit holds such filters whole, at up to four times the share.
+    /// `false` spends the limit as if lookups were drawn like the stored keys (`docs/design.md`,
+    /// "Filter memory").
     pub filter_memory_follows_lookups: bool,
-    /// Moves memory between the block cache and the filters as the lookups show which saves
-    /// more reads per byte (`true`, the default): under uniform lookups over a store far
-    /// larger than the cache, the cache gives the filters up to seven eighths of itself;
-    /// under a skew that the cache serves, it keeps its memory or takes it back. Which saves
-    /// more is judged over the recent lookups, a lookup's weight halving every 2^20 lookups:
-    /// a store serving a thousand lookups a second follows a change of load over tens of
-    /// minutes, one serving hundreds of thousands within seconds. The filters
+    /// Moves memory between the block cache and the filters as the lookups show which saves more
+    /// reads per byte. Default `true`: which use of memory saves more reads depends on the
+    /// lookups, so it is measured rather than fixed.
+    ///
+    /// Under uniform lookups over a store far larger than the cache, the cache gives the filters
+    /// up to seven eighths of itself; under a skew that the cache serves, it keeps its memory or
+    /// takes it back. Which saves more is judged over the recent lookups, a lookup's weight
+    /// halving every 2^20 lookups: a store serving a thousand lookups a second follows a change of
+    /// load over tens of minutes, one serving hundreds of thousands within seconds. The filters
     /// never drop below `filter_memory_limit`, and the two never hold more than the limit and
-    /// `block_cache_size` together; the moves need a block cache of the store's own. With it,
-    /// the index cache also lends the filters what the live tables' index partitions leave
-    /// spare of it (an eighth of them kept for growth), and takes it back as they grow. Both
-    /// need a filter memory limit and `filter_memory_follows_lookups` (`docs/design.md`,
-    /// "Filter memory"). And while writes rest, the frozen memtables' room lends the filters
-    /// its memory (`write_buffer_loan_rest`).
+    /// `block_cache_size` together; the moves need a block cache of the store's own. With it, the
+    /// index cache also lends the filters what the live tables' index partitions leave spare of
+    /// it (an eighth of them kept for growth), and takes it back as they grow. Both need a filter
+    /// memory limit and `filter_memory_follows_lookups` (`docs/design.md`, "Filter memory"). And
+    /// while writes rest, the frozen memtables' room lends the filters its memory
+    /// (`write_buffer_loan_rest`).
     pub memory_follows_reads: bool,
-    /// With `memory_follows_reads`: how long after the last memtable was frozen, with no
-    /// flush or compaction due, the filters are lent half the room of the frozen memtables
-    /// (`memtable_size` times `max_immutable_memtables`: 32 MiB of 64 by default; never more
-    /// than all of it but one memtable's, so nothing with one frozen memtable), as far as
-    /// the process's anonymous memory stays within three quarters of the memory available
-    /// (`crate::memory::available`; Linux only, elsewhere nothing is lent). The next
-    /// memtable frozen takes it back at once, and the next idle background turn folds the
-    /// filters to the smaller limit (the flush's new version is fitted to it too). Each
-    /// loan taken back before it lasted eight times the rest it waited for doubles the next
-    /// rest (up to 30 minutes, or this rest if longer), so that writes pausing often do not
-    /// have filters read back and folded at every pause; a loan that lasted brings it back
-    /// to this. Default 10 seconds; `None` lends nothing (`docs/design.md`, "Filter
-    /// memory").
+    /// With `memory_follows_reads`: how long after the last memtable was frozen, with no flush or
+    /// compaction due, the filters are lent half the room of the frozen memtables. Default 10
+    /// seconds: that room is used only while writes come faster than flushes, so once writes rest
+    /// it would sit idle. `None` lends nothing (`docs/design.md`, "Filter memory").
+    ///
+    /// The room is `memtable_size` times `max_immutable_memtables` (64 MiB by default, so 32 MiB
+    /// is lent). The loan is never more than all of it but one memtable's, so nothing with one
+    /// frozen memtable, and only as far as the process's anonymous memory stays within three
+    /// quarters of the memory available (`crate::memory::available`; Linux only, elsewhere nothing
+    /// is lent). The next memtable frozen takes it back at once, and the next idle background turn
+    /// folds the filters to the smaller limit (the flush's new version is fitted to it too). Each
+    /// loan taken back before it lasted eight times the rest it waited for doubles the next rest
+    /// (up to 30 minutes, or this rest if longer), so that writes pausing often do not have
+    /// filters read back and folded at every pause; a loan that lasted brings it back to this.
     pub write_buffer_loan_rest: Option<Duration>,
-    /// Bytes of index partitions the store keeps in memory, in a cache of their own. A table
-    /// whose index outgrows `index_partition_size` is written with a two-level index: a small
-    /// top level that stays in memory, over index partitions that lookups read when they need
-    /// them and this cache keeps (format version 4). So the memory of indexes is bounded
+    /// Bytes of index partitions the store keeps in memory, in a cache of their own. Default
+    /// `None`: `index_memory_share` of the memory the process may use, made a size when the store
+    /// opens, so that it follows the machine or container the store runs in (`Stats::index_cache`
+    /// shows it, less what it lends the filters: `Options::memory_follows_reads`).
+    ///
+    /// A table whose index outgrows `index_partition_size` is written with a two-level index: a
+    /// small top level that stays in memory, over index partitions that lookups read when they
+    /// need them and this cache keeps (format version 4). So the memory of indexes is bounded
     /// however large the store grows, where whole indexes would take about 0.19 bytes per key
-    /// (190 MB for a billion 16-byte keys). Default `None`: `index_memory_share` of the memory
-    /// the process may use, made a size when the store opens (`Stats::index_cache` shows it, less
-    /// what it lends the filters: `Options::memory_follows_reads`).
+    /// (190 MB for a billion 16-byte keys).
     pub index_cache_size: Option<u64>,
     /// Without an `index_cache_size`: the share of the memory this process may use
-    /// ([`crate::memory::available`]) that index partitions may take. Default 0.125: 128 MiB
-    /// in 1 GiB, which holds every partition of a store of a few hundred million keys, so that
-    /// a lookup reads only its data block; in 256 MiB, 32 MiB.
+    /// ([`crate::memory::available`]) that index partitions may take. Default 0.125: 128 MiB in
+    /// 1 GiB (32 MiB in 256 MiB), which holds every partition of a store of a few hundred million
+    /// keys, so that a lookup reads only its data block. It must be above 0 and at most 1.
     pub index_memory_share: f64,
     /// Bytes of index an index partition holds before the next one starts; a table whose whole
-    /// index is smaller is written with one index block, kept in memory for its life. Default
-    /// 4 KiB (about 600 data blocks, 2.4 MB of data, per partition), RocksDB's
-    /// `metadata_block_size`; 0 writes every index as one block.
+    /// index is smaller is written with one index block, kept in memory for its life. 0 writes
+    /// every index as one block. Default 4 KiB, RocksDB's `metadata_block_size`: a partition is a
+    /// read the size of a data block, and covers about 600 data blocks (2.4 MB of data).
     pub index_partition_size: usize,
-    /// Bytes of filter a filter partition holds, as written; 0 (the default) writes every
-    /// filter whole. Given a size (16 KiB is about 4 KiB once folded to a limit's share, the
-    /// size of an index partition), while a filter memory limit binds and follows lookups
-    /// (the tables' filters are then written wider than their share), a table's filter of at
-    /// least two partitions is written as partitions of about this size under a small top
-    /// level (`docs/format.md`, "Partitioned filter"), and the limit is spent partition by
-    /// partition: a busy key range keeps its partitions whole, where a whole filter would
-    /// cost its table's every key. Every partition stays in memory (folded or not), so no
-    /// lookup reads a filter from the disk. Not the default: at 30M keys under a Zipf law it
-    /// read as few blocks per absent get as whole filters kept table by table, and present
-    /// gets ran at half their speed (`docs/benchmarks.md`, "Partitioned filters").
+    /// Bytes of filter a filter partition holds, as written; 0 writes every filter whole. Default
+    /// 0: under a lookup skew, partitions spared absent gets no more reads than whole filters kept
+    /// table by table, and they slowed present gets (`docs/benchmarks.md`, "Partitioned filters").
+    ///
+    /// Given a size (16 KiB is about 4 KiB once folded to a limit's share, the size of an index
+    /// partition), while a filter memory limit binds and follows lookups (the tables' filters are
+    /// then written wider than their share), a table's filter of at least two partitions is
+    /// written as partitions of about this size under a small top level (`docs/format.md`,
+    /// "Partitioned filter"). The limit is then spent partition by partition: a busy key range
+    /// keeps its partitions whole, where a whole filter would cost its table's every key. Every
+    /// partition stays in memory (folded or not), so no lookup reads a filter from the disk.
     pub filter_partition_size: usize,
-    /// Cuts each key's prefix (a user, a tenant, a time bucket: [`PrefixExtractor`]) for
-    /// prefix filters: each table written carries a Bloom filter over its keys' distinct
-    /// prefixes, in the standard layout with the filter policy's share for the table's level,
-    /// and scans over one prefix
-    /// ([`Db::prefix`](crate::Db::prefix), ranges whose bounds share one) pass by every table
-    /// whose prefix filter rules the prefix out; [`Db::may_contain_prefix`](crate::Db::may_contain_prefix)
-    /// answers from memory. Prefix filters are held whole for their tables' lives and count
-    /// against `filter_memory_limit`: the filters over whole keys get what they leave (a
-    /// limit smaller than the prefix filters alone is exceeded by them). Tables written under
-    /// an extractor of another name keep their prefix filters on disk, unread
+    /// Cuts each key's prefix (a user, a tenant, a time bucket: [`PrefixExtractor`]) for prefix
+    /// filters: each table written carries a Bloom filter over its keys' distinct prefixes, and
+    /// scans over one prefix pass by every table whose prefix filter rules the prefix out. `None`
+    /// (the default) writes no prefix filter: only the caller knows what a prefix of its keys is.
+    ///
+    /// A prefix filter is in the standard layout, with the filter policy's share for the table's
+    /// level. The scans it serves are [`Db::prefix`](crate::Db::prefix) and ranges whose bounds
+    /// share one prefix; [`Db::may_contain_prefix`](crate::Db::may_contain_prefix) answers from
+    /// memory. Prefix filters are held whole for their tables' lives and count against
+    /// `filter_memory_limit`: the filters over whole keys get what they leave (a limit smaller
+    /// than the prefix filters alone is exceeded by them). Tables written under an extractor of
+    /// another name keep their prefix filters on disk, unread
     /// (`Stats::tables_prefix_filter_ignored`), until compaction rewrites them. Each memtable
-    /// keeps a prefix filter too (about 1.5% of `memtable_size`, counted in it), so that
-    /// those scans pass memtables by as well. `None` (the default) writes no prefix filter.
+    /// keeps a prefix filter too (about 1.5% of `memtable_size`, counted in it), so that those
+    /// scans pass memtables by as well.
     pub prefix_extractor: Option<PrefixExtractor>,
-    /// With a prefix extractor, whether tables keep their filter over whole keys too (the
-    /// default). Without it, a table's only filter is its prefix filter, which point lookups
-    /// of keys with a prefix ask instead: less memory, more data blocks read by absent gets
-    /// that share a prefix with a present key. RocksDB's `whole_key_filtering`.
+    /// With a prefix extractor, whether tables keep their filter over whole keys too, as RocksDB's
+    /// `whole_key_filtering`. Without it, a table's only filter is its prefix filter, which point
+    /// lookups of keys with a prefix ask instead: less memory, more data blocks read by absent
+    /// gets that share a prefix with a present key. Default true, so that point lookups of absent
+    /// keys cost no more than without a prefix extractor.
     pub whole_key_filtering: bool,
     /// Writes each table's filter (a whole one; partitions stay standard) in the cache-local
     /// layout: all of a key's probes in one 64-byte block, one cache miss a probe where the
-    /// standard layout takes up to one per hash, with the bits per key the filter policy gives
-    /// and the hashes that give the lowest rate at them, which the blocked layout's own rule
-    /// predicts (`docs/filter.md`, "Cache-local layout"). Its rate at the same memory is a
-    /// little higher (0.97% against 0.82% at 10 bits per key). Tables of both layouts mix in
-    /// a store; compaction writes the store's. Default `false`: `docs/benchmarks.md`, "Filter
-    /// layouts in the store", has the measurements.
+    /// standard layout takes up to one per hash. Default `false`: in the store it gained absent
+    /// gets nothing clear, and its filters let more keys through to a block (`docs/benchmarks.md`,
+    /// "Filter layouts in the store: 100M keys in 1 GiB").
+    ///
+    /// It keeps the bits per key the filter policy gives, with the hashes that give the lowest
+    /// rate at them, which the blocked layout's own rule predicts (`docs/filter.md`, "Cache-local
+    /// layout"). Its rate at the same memory is a little higher (0.97% against 0.82% at 10 bits
+    /// per key). Tables of both layouts mix in a store; compaction writes the store's.
     pub cache_local_filters: bool,
-    /// A memtable is frozen and flushed once it holds about this many bytes. Default 32 MiB:
-    /// with 4 MiB memtables and an 8 MiB level 1, a 30M-key load wrote 10.4 bytes per byte
-    /// loaded; with 32 MiB and 128 MiB (and dynamic level sizes), about 6 (docs/benchmarks.md,
-    /// "Sustained writes", which also has 16/64 and 64/256).
+    /// A memtable is frozen and flushed once it holds about this many bytes. At least 1 KiB.
+    /// Default 32 MiB: it writes far fewer bytes per byte loaded than small memtables, and larger
+    /// ones saved little load time for their memory (`docs/benchmarks.md`, "Sustained writes: how
+    /// the memtable and level sizes were chosen").
     pub memtable_size: usize,
-    /// Frozen memtables waiting for flush before writers stall. Default 2.
+    /// Frozen memtables waiting for flush before writers stall. At least 1. Default 2: a burst of
+    /// writes goes on through a slow flush, and memory stays planned at three memtables (the
+    /// active one and two frozen).
     pub max_immutable_memtables: usize,
-    /// Target size of one table file. Default 64 MiB, as RocksDB's: a store of 100M small
-    /// records (12 GB) then has about 200 tables, all of them open within `max_open_files`,
-    /// so no lookup pays for opening a file (with 2 MiB tables it held 3,675 tables and most
-    /// reads reopened one: docs/benchmarks.md).
+    /// Target size of one table file. At least 1 KiB. Default 64 MiB, as RocksDB's: a large store
+    /// then has few enough tables to keep them all open within `max_open_files`, so no lookup pays
+    /// for opening a file (`docs/benchmarks.md`, "64 MiB tables").
     pub table_size: u64,
-    /// Target size of a data block. Default 4 KiB.
+    /// Target size of a data block. From 64 bytes to 64 MiB. Default 4 KiB, a page of memory and
+    /// of most devices: a lookup that misses the caches reads one small block.
     pub block_size: usize,
-    /// Target size of the level that level 0 is compacted into. With `dynamic_level_sizes`,
-    /// the smallest target any level gets; otherwise level 1's, each deeper level being
-    /// `level_size_ratio` times larger. Default 128 MiB.
+    /// Target size of the level that level 0 is compacted into. With `dynamic_level_sizes`, the
+    /// smallest target any level gets; otherwise level 1's, each deeper level being
+    /// `level_size_ratio` times larger. At least 1 KiB. Default 128 MiB: four 32 MiB memtables,
+    /// level 0 at its trigger, so that a compaction into it merges inputs of like sizes
+    /// (`docs/benchmarks.md`, "Sustained writes: how the memtable and level sizes were chosen").
     pub level1_size: u64,
-    /// Size ratio between adjacent levels. Default 10.
+    /// Size ratio between adjacent levels. At least 2. Default 10, as LevelDB's and RocksDB's: the
+    /// usual balance between the bytes each level rewrites and the levels a lookup asks.
     pub level_size_ratio: u64,
-    /// Number of levels, level 0 included. Default 7.
+    /// Number of levels, level 0 included. From 2 to 32. Default 7, as RocksDB's: at the default
+    /// sizes, room for terabytes.
     pub num_levels: usize,
     /// Derive level targets from the largest level up, each level `level_size_ratio` times
     /// smaller than the one below (at least `level1_size`), and compact level 0 into the
     /// shallowest level so sized, as RocksDB's `level_compaction_dynamic_level_bytes`. About
     /// 90% of the data then sits in the last level at any size, and a small store has few
-    /// levels. Default true: at the old 4 MiB / 8 MiB sizes, a 30M-key load wrote 9.0 bytes
-    /// per byte loaded instead of 10.4, in four levels instead of five (docs/benchmarks.md).
-    /// False: level 1 is `level1_size`, each deeper level
-    /// `level_size_ratio` times larger, and level 0 is compacted into level 1.
+    /// levels. False: level 1 is `level1_size`, each deeper level `level_size_ratio` times larger,
+    /// and level 0 is compacted into level 1. Default true: a load writes fewer bytes per byte
+    /// loaded, in fewer levels (`docs/benchmarks.md`, "Sustained writes: how the memtable and
+    /// level sizes were chosen").
     pub dynamic_level_sizes: bool,
-    /// Level-0 table count that starts a compaction into the base level (or fewer tables,
-    /// once writes rest: `compact_level0_at_rest`). Default 4. It may
+    /// Level-0 table count that starts a compaction into the base level (or fewer tables, once
+    /// writes rest: `compact_level0_at_rest`). Default 4, as RocksDB's: few tables for each lookup
+    /// to ask, and each compaction merges several memtables at once. It must be at least 1 and may
     /// not exceed `l0_slowdown_trigger` (20 by default): raise both together
     /// (`l0_write_triggers`) to let level 0 grow further.
     pub l0_compaction_trigger: usize,
-    /// How long after the last memtable was frozen level 0 is compacted into the base level
-    /// below `l0_compaction_trigger`, once no other compaction is due and ten thousand
-    /// lookups have reached the keyspace's tables while its level 0 held some since (gets,
-    /// `multi_get` and `contains_key` count; `may_contain` does not): every lookup asks the
-    /// filter of nearly every level-0 table, and once writes stop, the tables below the
-    /// trigger would stay until writes came back. A keyspace nobody reads is left as it is,
-    /// and a read-only store compacts nothing. A memtable frozen less than eight times the
-    /// rest waited for after such a compaction doubles the next rest (up to 30 minutes, or this rest if longer), so that writes pausing often do
-    /// not have each flush compacted on its own; one frozen later brings it back to this (a
-    /// rest of zero never grows: each flush read ten thousand times is compacted). A store
-    /// that raises `l0_compaction_trigger` to keep tables in level 0 sets this to `None`.
-    /// Default 10 seconds; `None` waits for the trigger alone (`docs/design.md`,
-    /// "Compaction").
+    /// How long after the last memtable was frozen level 0 is compacted into the base level below
+    /// `l0_compaction_trigger`. Default 10 seconds: every lookup asks the filter of nearly every
+    /// level-0 table, and once writes stop, the tables below the trigger would stay until writes
+    /// came back (`docs/benchmarks.md`, "1 GiB on the same tables, and level 0 compacted once
+    /// writes rest"; `docs/design.md`, "Compaction"). `None` waits for the trigger alone.
+    ///
+    /// It runs once no other compaction is due and ten thousand lookups have reached the
+    /// keyspace's tables while its level 0 held some since (gets, `multi_get` and `contains_key`
+    /// count; `may_contain` does not). A keyspace nobody reads is left as it is, and a read-only
+    /// store compacts nothing. A memtable frozen less than eight times the rest waited for after
+    /// such a compaction doubles the next rest (up to 30 minutes, or this rest if longer), so that
+    /// writes pausing often do not have each flush compacted on its own; one frozen later brings
+    /// it back to this (a rest of zero never grows: each flush read ten thousand times is
+    /// compacted). A store that raises `l0_compaction_trigger` to keep tables in level 0 sets
+    /// this to `None`.
     pub compact_level0_at_rest: Option<Duration>,
     /// Level-0 table count from which writes are slowed to `delayed_write_rate` (lower still
-    /// while level 0 keeps growing), so that it rarely reaches the stop trigger. Every
-    /// level-0 table is one more filter each lookup asks (their key ranges all overlap) while
-    /// compaction is behind. Default 20, as RocksDB's. At 8 (the default until 2026-11-29),
-    /// level 0 held at most 10 tables during a 30M-key load where 20 let it reach 22, but
-    /// loads of 1M 1,000-byte records by 4 threads in 256 MiB ran 109k to 115k puts/s with
-    /// 1,300 to 1,600 delayed groups, against 139k to 153k and none at 20: a cost every
-    /// write-heavy workload pays, for lookups made while compaction is behind
-    /// (docs/benchmarks.md, "Level 0's slowdown trigger").
+    /// while level 0 keeps growing), so that it rarely reaches the stop trigger. At least
+    /// `l0_compaction_trigger`. Default 20, as RocksDB's. Every level-0 table is one more filter
+    /// each lookup asks (their key ranges all overlap) while compaction is behind, but a lower
+    /// trigger delays every write-heavy workload: a cost all writes pay, for lookups made while
+    /// compaction is behind (`docs/benchmarks.md`, "Level 0's slowdown trigger").
     pub l0_slowdown_trigger: usize,
-    /// Level-0 table count at which writes wait for compaction. Default 36, as RocksDB's.
+    /// Level-0 table count at which writes wait for compaction. At least `l0_slowdown_trigger`.
+    /// Default 36, as RocksDB's: far enough above the slowdown trigger that a delayed load rarely
+    /// gets there.
     pub l0_stop_trigger: usize,
     /// Bytes per second writes may go once level 0 reaches `l0_slowdown_trigger`. The rate
     /// falls by a fifth each time a write finds level 0 grown since the last, and rises by a
-    /// quarter (back up to this) each time it finds it shrunk (`src/db/write_rate.rs`).
-    /// Default 16 MiB/s, as RocksDB's `delayed_write_rate`.
+    /// quarter (back up to this) each time it finds it shrunk (`src/db/write_rate.rs`), so a
+    /// writer that outruns compaction settles near the rate compaction sustains. At least
+    /// 16 KiB/s, the slowest a delayed writer is ever made to go, so that a write always
+    /// completes. Default 16 MiB/s, as RocksDB's `delayed_write_rate`: only a start, since the
+    /// rate follows compaction from there.
     pub delayed_write_rate: u64,
     /// Threads that run compactions, besides the one thread that flushes memtables.
-    /// Compactions whose input tables differ run side by side. Default 2.
+    /// Compactions whose input tables differ run side by side, and a merge out of level 0 is
+    /// split into up to this many key ranges, one a thread. From 1 to 64. Default 2, so that a
+    /// long compaction does not hold every other back.
     pub compaction_threads: usize,
     /// How much lower than the store's other threads, and the caller's, compaction threads
-    /// run: a `nice` increment, 0 to 19 (Linux; elsewhere ignored). Compaction is throughput
-    /// work with slack (level 0 may grow to `l0_slowdown_trigger` before writers notice),
-    /// while a lookup waits on every microsecond: with as many compaction threads as cores, a
-    /// lookup that arrives while they run would otherwise wait for a time slice after each of
-    /// its reads. Default 10; 0 runs them at the caller's priority.
+    /// run: a `nice` increment, 0 to 19 (Linux; elsewhere ignored); 0 runs them at the caller's
+    /// priority. Default 10: compaction is throughput work with slack (level 0 may grow to
+    /// `l0_slowdown_trigger` before writers notice), while a lookup waits on every microsecond.
+    /// With as many compaction threads as cores, a lookup that arrives while they run would
+    /// otherwise wait for a time slice after each of its reads (`docs/benchmarks.md`,
+    /// "Compaction below lookups").
     pub compaction_nice: u8,
     /// Keep glibc's allocator from holding memory the store freed: at open, hold its mmap
     /// threshold at its 128 KiB default, which glibc otherwise raises up to 32 MiB as large
     /// blocks are freed (and its trim threshold to twice that), and trim its arenas after each
     /// flush and compaction. Both settings are the process's, not the store's; a process that
     /// tunes glibc through `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_` or
-    /// `GLIBC_TUNABLES` keeps its own. A 10M-key store held 127 MiB resident without the held
-    /// threshold and 65 MiB with it. Linux with glibc only; elsewhere ignored. Default true.
+    /// `GLIBC_TUNABLES` keeps its own. Linux with glibc only; elsewhere ignored. Default true:
+    /// otherwise memory the store frees stays resident in the process (`docs/benchmarks.md`,
+    /// "Resident memory and the allocator's thresholds").
     pub tune_allocator: bool,
     /// How long the writer leading a group that will be synced waits, at most, for the
     /// writers of the previous group to queue again, so that writers who write back to back
     /// share one fsync rather than take turns in two groups (`src/db/write_group.rs`). A lone
     /// writer never waits. For its first 100 µs the waiting writer yields the processor
-    /// rather than sleeping, which keeps a processor busy when nothing else runs. Default
-    /// 100 µs; zero turns it off.
+    /// rather than sleeping, which keeps a processor busy when nothing else runs. Zero turns it
+    /// off; at most 1 s. Default 100 µs: short next to an fsync, and all of it spent yielding,
+    /// which gathers writers sooner than sleeping (`docs/benchmarks.md`, "Synced writes:
+    /// gathering without sleeping").
     pub group_commit_wait: Duration,
-    /// Create the directory and an empty store when none exists. Default true.
+    /// Create the directory and an empty store when none exists. Default true, so that the first
+    /// open makes the store; when false, opening where no store is fails with
+    /// `Error::InvalidArgument`.
     pub create_if_missing: bool,
     /// What recovery does with a damaged WAL. Default: drop damage in the unsynced part of
-    /// the log, refuse damage to synced data.
+    /// the log, refuse damage to synced data ([`WalRecoveryMode::TolerateTornTail`]), since a
+    /// power loss may tear the unsynced part, while damage to synced data means something else
+    /// went wrong.
     pub wal_recovery_mode: WalRecoveryMode,
-    /// Bytes of decoded data blocks the store keeps in its block cache. Default 32 MiB, as
-    /// RocksDB's and fjall's; 0 turns the cache off. Ignored when `block_cache` is set. Memory
-    /// the cache does not take is left to the page cache, which holds blocks compressed.
+    /// Bytes of decoded data blocks the store keeps in its block cache; 0 turns the cache off.
+    /// Ignored when `block_cache` is set. Memory the cache does not take is left to the page
+    /// cache, which holds blocks compressed. Default 32 MiB, as RocksDB's and fjall's: hot blocks
+    /// are served decoded, and the rest of memory holds more blocks per byte in the page cache.
     pub block_cache_size: u64,
     /// A block cache shared with other stores (each store's blocks are kept apart inside it).
-    /// Default `None`: the store makes a cache of its own of `block_cache_size` bytes.
+    /// Default `None`: the store makes a cache of its own of `block_cache_size` bytes, which
+    /// `memory_follows_reads` needs to move memory to the filters.
     pub block_cache: Option<Arc<BlockCache>>,
     /// Table files kept open at once; more are opened on demand and the least used closed.
-    /// Filters and indexes (their top levels) stay in memory regardless. Default 512, within the usual limit of
-    /// 1,024 open files per process with room for logs and the caller's own files. Under a
-    /// lower limit (`RLIMIT_NOFILE`; macOS starts processes at 256) the store keeps fewer: what
-    /// the limit leaves after 12 descriptors and an eighth of the limit for its other files and
-    /// the caller's (`Stats::table_cache` gives the number). Should the process run out of
-    /// descriptors anyway, the table cache closes files and the open is tried again.
+    /// Filters and indexes (their top levels) stay in memory regardless. At least 16. Default
+    /// 512: within the usual limit of 1,024 open files per process, with room for logs and the
+    /// caller's own files. Under a lower limit (`RLIMIT_NOFILE`; macOS starts processes at 256)
+    /// the store keeps fewer: what the limit leaves after 12 descriptors and an eighth of the
+    /// limit for its other files and the caller's (`Stats::table_cache` gives the number).
+    /// Should the process run out of descriptors anyway, the table cache closes files and the
+    /// open is tried again.
     pub max_open_files: usize,
-    /// How table blocks are compressed. Default LZ4; a block that does not shrink by 1/8 is
-    /// stored raw.
+    /// How table blocks are compressed; a block that does not shrink by 1/8 is stored raw.
+    /// Default LZ4: a block decodes in a few microseconds, and the store saves disk bytes and
+    /// page-cache space (`docs/design.md`, "Caches").
     pub compression: Compression,
     /// Bytes the manifest's log of edits may reach before it is rewritten as one snapshot of
     /// the tree (and at least twice the last snapshot's size, so a big tree is not rewritten
-    /// at every edit). Default 4 MiB.
+    /// at every edit). Default 4 MiB: an open reads little, and rewrites stay rare.
     pub max_manifest_size: u64,
     /// The file system the store uses. Default: the operating system's, read with `pread`
-    /// ([`OsFileSystem`]); `mmap_reads(true)` reads through memory maps instead.
+    /// ([`OsFileSystem`]), which leaves what stays in memory to the block cache and turns a
+    /// truncated file into an error; `mmap_reads(true)` reads through memory maps instead.
     pub file_system: SharedFs,
 }
 
@@ -398,14 +441,14 @@ impl std::fmt::Debug for Options {
 }
 
 impl Options {
-    /// Caps the memory of all the store's filters together (see the field).
+    /// Caps the memory of all the store's filters together (default: a share; see the field).
     pub fn filter_memory_limit(mut self, bytes: u64) -> Self {
         self.filter_memory_limit = Some(bytes);
         self
     }
 
     /// Caps the store's filters at this share of the memory the process may use, when no
-    /// `filter_memory_limit` is given (see the field).
+    /// `filter_memory_limit` is given (default 0.25; see the field).
     pub fn filter_memory_share(mut self, share: f64) -> Self {
         self.filter_memory_share = Some(share);
         self
@@ -418,15 +461,14 @@ impl Options {
         self
     }
 
-    /// Moves memory between the block cache and the filters as the lookups show (see the
-    /// field).
+    /// Moves memory between the block cache and the filters as the lookups show (default `true`).
     pub fn memory_follows_reads(mut self, follows: bool) -> Self {
         self.memory_follows_reads = follows;
         self
     }
 
     /// Lends the filters the frozen memtables' room once writes rested this long (`None`:
-    /// never; see the field).
+    /// never; default 10 seconds; see the field).
     pub fn write_buffer_loan_rest(mut self, rest: Option<Duration>) -> Self {
         self.write_buffer_loan_rest = rest;
         self
@@ -439,46 +481,45 @@ impl Options {
         self
     }
 
-    /// Keeps at most `bytes` of index partitions in memory (see the field).
+    /// Keeps at most `bytes` of index partitions in memory (default: a share; see the field).
     pub fn index_cache_size(mut self, bytes: u64) -> Self {
         self.index_cache_size = Some(bytes);
         self
     }
 
     /// Keeps index partitions within this share of the memory the process may use, when no
-    /// `index_cache_size` is given (see the field).
+    /// `index_cache_size` is given (default 0.125; see the field).
     pub fn index_memory_share(mut self, share: f64) -> Self {
         self.index_memory_share = share;
         self
     }
 
-    /// Sets the bytes of index per index partition; 0 writes every index as one block.
+    /// Sets the bytes of index per index partition (default 4 KiB; 0: one index block).
     pub fn index_partition_size(mut self, bytes: usize) -> Self {
         self.index_partition_size = bytes;
         self
     }
 
     /// Sets the bytes of filter per filter partition, for tables written while a filter
-    /// memory limit binds; 0 writes every filter whole.
+    /// memory limit binds; 0 (the default) writes every filter whole.
     pub fn filter_partition_size(mut self, bytes: usize) -> Self {
         self.filter_partition_size = bytes;
         self
     }
 
-    /// Sets the prefix extractor for prefix filters (see the field).
+    /// Sets the prefix extractor for prefix filters (default none; see the field).
     pub fn prefix_extractor(mut self, extractor: PrefixExtractor) -> Self {
         self.prefix_extractor = Some(extractor);
         self
     }
 
-    /// Sets whether tables' filters are written in the cache-local layout (see the field).
+    /// Sets whether filters are written in the cache-local layout (default `false`).
     pub fn cache_local_filters(mut self, on: bool) -> Self {
         self.cache_local_filters = on;
         self
     }
 
-    /// Sets whether tables with a prefix filter keep a filter over whole keys too (see the
-    /// field).
+    /// Sets whether prefix-filtered tables keep a filter over whole keys too (default `true`).
     pub fn whole_key_filtering(mut self, on: bool) -> Self {
         self.whole_key_filtering = on;
         self
@@ -522,105 +563,105 @@ impl Options {
         self.filter_policy.unwrap_or(DEFAULT_FILTER_POLICY)
     }
 
-    /// Sets whether tables at the bottom of the tree are written without a filter.
+    /// Sets whether tables at the bottom of the tree are written without a filter (default false).
     pub fn no_filters_at_bottom(mut self, skip: bool) -> Self {
         self.no_filters_at_bottom = skip;
         self
     }
 
-    /// Sets the memtable size in bytes.
+    /// Sets the memtable size in bytes (default 32 MiB).
     pub fn memtable_size(mut self, bytes: usize) -> Self {
         self.memtable_size = bytes;
         self
     }
 
-    /// Sets the target table file size in bytes.
+    /// Sets the target table file size in bytes (default 64 MiB).
     pub fn table_size(mut self, bytes: u64) -> Self {
         self.table_size = bytes;
         self
     }
 
-    /// Sets the target size of level 1 in bytes.
+    /// Sets the target size of level 1 in bytes (default 128 MiB).
     pub fn level1_size(mut self, bytes: u64) -> Self {
         self.level1_size = bytes;
         self
     }
 
-    /// Sets how many frozen memtables may wait for their flush before writers stall.
+    /// Sets how many frozen memtables may wait for their flush before writers stall (default 2).
     pub fn max_immutable_memtables(mut self, count: usize) -> Self {
         self.max_immutable_memtables = count;
         self
     }
 
-    /// Sets the target size of a data block's contents in bytes (at most 64 MiB).
+    /// Sets the target size of a data block's contents in bytes (at most 64 MiB; default 4 KiB).
     pub fn block_size(mut self, bytes: usize) -> Self {
         self.block_size = bytes;
         self
     }
 
-    /// Sets the number of levels (2 to 32).
+    /// Sets the number of levels (2 to 32; default 7).
     pub fn num_levels(mut self, levels: usize) -> Self {
         self.num_levels = levels;
         self
     }
 
-    /// Sets the size ratio between adjacent levels.
+    /// Sets the size ratio between adjacent levels (default 10).
     pub fn level_size_ratio(mut self, ratio: u64) -> Self {
         self.level_size_ratio = ratio;
         self
     }
 
-    /// Sets whether level targets are derived from the largest level up.
+    /// Sets whether level targets are derived from the largest level up (default true).
     pub fn dynamic_level_sizes(mut self, dynamic: bool) -> Self {
         self.dynamic_level_sizes = dynamic;
         self
     }
 
-    /// Sets the level-0 table count that triggers compaction.
+    /// Sets the level-0 table count that triggers compaction (default 4).
     pub fn l0_compaction_trigger(mut self, tables: usize) -> Self {
         self.l0_compaction_trigger = tables;
         self
     }
 
     /// Compacts level 0 below its trigger once writes rested this long and lookups ask its
-    /// tables (`None`: never; see the field).
+    /// tables (`None`: never; default 10 seconds; see the field).
     pub fn compact_level0_at_rest(mut self, rest: Option<Duration>) -> Self {
         self.compact_level0_at_rest = rest;
         self
     }
 
-    /// Sets the level-0 table counts at which writes slow down and stop.
+    /// Sets the level-0 table counts at which writes slow down and stop (defaults 20 and 36).
     pub fn l0_write_triggers(mut self, slowdown: usize, stop: usize) -> Self {
         self.l0_slowdown_trigger = slowdown;
         self.l0_stop_trigger = stop;
         self
     }
 
-    /// Sets the bytes per second writes may go while level 0 is behind.
+    /// Sets the bytes per second writes may go while level 0 is behind (default 16 MiB/s).
     pub fn delayed_write_rate(mut self, bytes_per_second: u64) -> Self {
         self.delayed_write_rate = bytes_per_second;
         self
     }
 
-    /// Sets the WAL recovery mode.
+    /// Sets the WAL recovery mode (default [`WalRecoveryMode::TolerateTornTail`]).
     pub fn wal_recovery_mode(mut self, mode: WalRecoveryMode) -> Self {
         self.wal_recovery_mode = mode;
         self
     }
 
-    /// Sets how long a synced group's leader waits for the previous group's writers.
+    /// Sets how long a synced group's leader waits for the last group's writers (default 100 µs).
     pub fn group_commit_wait(mut self, wait: Duration) -> Self {
         self.group_commit_wait = wait;
         self
     }
 
-    /// Sets whether a missing store is created.
+    /// Sets whether a missing store is created (default true).
     pub fn create_if_missing(mut self, create: bool) -> Self {
         self.create_if_missing = create;
         self
     }
 
-    /// Sets the block cache's size in bytes (0 turns it off).
+    /// Sets the block cache's size in bytes (0 turns it off; default 32 MiB).
     pub fn block_cache_size(mut self, bytes: u64) -> Self {
         self.block_cache_size = bytes;
         self
@@ -632,39 +673,40 @@ impl Options {
         self
     }
 
-    /// Sets how many table files may be open at once.
+    /// Sets how many table files may be open at once (default 512).
     pub fn max_open_files(mut self, files: usize) -> Self {
         self.max_open_files = files;
         self
     }
 
     /// Sets the compression of table blocks written from now on (tables already written keep
-    /// theirs; every table records its own in each block).
+    /// theirs; every table records its own in each block). Default LZ4.
     pub fn compression(mut self, compression: Compression) -> Self {
         self.compression = compression;
         self
     }
 
-    /// Sets the number of threads that run compactions.
+    /// Sets the number of threads that run compactions (default 2).
     pub fn compaction_threads(mut self, threads: usize) -> Self {
         self.compaction_threads = threads;
         self
     }
 
-    /// Sets how much lower compaction threads run than the others (a `nice` increment, 0-19).
+    /// Sets how much lower compaction threads run than the others (a `nice` increment, 0-19;
+    /// default 10).
     pub fn compaction_nice(mut self, nice: u8) -> Self {
         self.compaction_nice = nice;
         self
     }
 
     /// Sets whether the store keeps glibc's allocator from holding freed memory
-    /// ([`Options::tune_allocator`]).
+    /// ([`Options::tune_allocator`]; default true).
     pub fn tune_allocator(mut self, tune: bool) -> Self {
         self.tune_allocator = tune;
         self
     }
 
-    /// Sets the size at which the manifest is rewritten as one snapshot.
+    /// Sets the size at which the manifest is rewritten as one snapshot (default 4 MiB).
     pub fn max_manifest_size(mut self, bytes: u64) -> Self {
         self.max_manifest_size = bytes;
         self
@@ -764,7 +806,8 @@ impl Options {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteOptions {
     /// When true the write is on stable storage (WAL fsynced) when the call returns. When false
-    /// (the default) it survives a crash of the process but not of the machine.
+    /// (the default) it survives a crash of the process but not of the machine. Default false: a
+    /// sync makes each write wait for the device, which many writes need not pay.
     pub sync: bool,
 }
 
