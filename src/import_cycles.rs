@@ -65,11 +65,52 @@ fn is_ident(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
-/// The top-level modules `code` names: `crate::name` anywhere, and each first name inside a
-/// `use crate::{...}` group.
-fn named_modules(code: &str) -> BTreeSet<String> {
+/// The names the crate root re-exports (`pub use module::{Name, ...}` in `lib.rs`), each with
+/// the module it comes from: `crate::Name` reaches that module.
+fn root_reexports(lib: &str) -> BTreeMap<String, String> {
+    let mut reexports = BTreeMap::new();
+    for (at, _) in lib.match_indices("pub use ") {
+        let statement = &lib[at + "pub use ".len()..];
+        let statement = &statement[..statement.find(';').unwrap_or(statement.len())];
+        let words = identifiers(statement);
+        let Some(((module, _), rest)) = words.split_first() else {
+            continue;
+        };
+        // Exported: each name that ends a path (not followed by `::`) and is not renamed,
+        // and each new name after `as`.
+        for (i, (word, followed_by_path)) in rest.iter().enumerate() {
+            let renamed = rest.get(i + 1).is_some_and(|(next, _)| next == "as");
+            if !followed_by_path && !renamed && word != "as" && word != "self" {
+                reexports.insert(word.clone(), module.clone());
+            }
+        }
+    }
+    reexports
+}
+
+/// The identifiers of `text` in order, each with whether `::` follows it.
+fn identifiers(text: &str) -> Vec<(String, bool)> {
+    let mut words = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(is_ident) {
+        let after = &rest[start..];
+        let len = after.find(|c| !is_ident(c)).unwrap_or(after.len());
+        let followed_by_path = after[len..].trim_start().starts_with("::");
+        words.push((after[..len].to_string(), followed_by_path));
+        rest = &after[len..];
+    }
+    words
+}
+
+/// The top-level modules `code` names: `crate::name` anywhere (a name the root re-exports
+/// standing for its module), and each first name inside a `use crate::{...}` group.
+fn named_modules(code: &str, reexports: &BTreeMap<String, String>) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for (at, _) in code.match_indices("crate::") {
+        // `crate` as a word of its own, not the end of another name.
+        if code[..at].ends_with(|c: char| is_ident(c) || c == ':') {
+            continue;
+        }
         let rest = &code[at + "crate::".len()..];
         if let Some(group) = rest.strip_prefix('{') {
             names.extend(first_names_in_group(group));
@@ -79,6 +120,9 @@ fn named_modules(code: &str) -> BTreeSet<String> {
         }
     }
     names
+        .into_iter()
+        .map(|name| reexports.get(&name).cloned().unwrap_or(name))
+        .collect()
 }
 
 /// The first name of each item of a brace group up to its closing brace (`a, b::{c, d}, e`
@@ -109,11 +153,12 @@ fn first_names_in_group(group: &str) -> Vec<String> {
 
 fn graph(src: &Path) -> Graph {
     let modules = modules(src);
+    let reexports = root_reexports(&code_of(&src.join("lib.rs")));
     let mut graph = Graph::new();
     for (module, files) in &modules {
         let edges = graph.entry(module.clone()).or_default();
         for file in files {
-            for named in named_modules(&code_of(file)) {
+            for named in named_modules(&code_of(file), &reexports) {
                 if &named != module && modules.contains_key(&named) {
                     let relative = file.strip_prefix(src).unwrap_or(file);
                     edges
@@ -191,9 +236,17 @@ fn no_module_reaches_back_to_itself() {
 
 #[test]
 fn the_reader_finds_the_names_code_uses_and_a_cycle_made_of_them() {
-    let code = "use crate::a::X;\nuse crate::{b, c::{D, E}, f};\nlet g = crate::g::new();";
-    let names: Vec<String> = named_modules(code).into_iter().collect();
-    assert_eq!(names, ["a", "b", "c", "f", "g"]);
+    let code = "use crate::a::X;\nuse crate::{b, c::{D, E}, f};\nlet g = crate::g::new();\n\
+                let h: crate::H = my_crate::z::W;";
+    let lib = "pub use h::{H, I as J};\npub use k::K;";
+    let reexports = root_reexports(lib);
+    let expected = [("H", "h"), ("J", "h"), ("K", "k")];
+    assert_eq!(
+        reexports,
+        expected.map(|(a, b)| (a.into(), b.into())).into()
+    );
+    let names: Vec<String> = named_modules(code, &reexports).into_iter().collect();
+    assert_eq!(names, ["a", "b", "c", "f", "g", "h"]);
 
     let edge = |to: &str| (to.to_string(), BTreeSet::from([PathBuf::from("x.rs")]));
     let mut graph = Graph::new();

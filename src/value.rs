@@ -45,7 +45,7 @@ enum Repr {
 
 /// Bytes that values share by holding their owner (a decoded block) alive: the store's
 /// reading layers hand values out this way without this type knowing theirs.
-pub(crate) trait SharedBytes: Send + Sync {
+pub(crate) trait SharedBytes: Send + Sync + std::panic::RefUnwindSafe {
     /// All of the owner's bytes; a value is a range of them.
     fn shared_bytes(&self) -> &[u8];
 }
@@ -185,4 +185,18 @@ pub(crate) struct Newest {
     pub seq: SeqNo,
     /// What a read answers: the value, or `None` for the tombstone that deletes the key.
     pub value: Option<Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Value;
+
+    /// A value goes where a `Vec<u8>` goes: across threads, and into code that catches panics.
+    #[test]
+    fn a_value_is_send_sync_and_unwind_safe() {
+        fn travels<T: Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>() {}
+        travels::<Value>();
+        let value = Value::from(b"ada".to_vec());
+        assert_eq!(std::panic::catch_unwind(|| value.len()).unwrap(), 3);
+    }
 }

@@ -86,6 +86,8 @@ fn crash_long_every_acknowledged_write_survives_sigkill() {
         let report = check_store(dir.path()).unwrap();
         assert!(report.is_clean(), "cycle {cycle}: {:?}", report.problems);
     }
+    // A child that never ran its writes (a wrong test name runs nothing) acknowledges none.
+    assert!(acked.is_some(), "the child never acknowledged a write");
     eprintln!(
         "crash_long: {CYCLES} kills, {} writes acknowledged, {:.1} s",
         acked.map_or(0, |a| a + 1),

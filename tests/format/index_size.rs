@@ -6,7 +6,7 @@
 //! all in the block cache, where the index search is a larger share of a lookup. Run them
 //! optimised, one at a time:
 //!
-//!     cargo test --release --test index_size -- --ignored --nocapture --test-threads 1
+//!     cargo test --release --test format index_size:: -- --ignored --nocapture --test-threads 1
 
 use std::path::Path;
 use std::sync::Arc;
