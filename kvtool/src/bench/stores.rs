@@ -89,8 +89,9 @@ pub fn run_child(args: &BenchArgs, dir: Option<&Path>, store: &str) -> Result<()
 
 fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Value, Failure> {
     let max_open_files = options.max_open_files;
-    let described = format!("{options:?}");
-    let db = Db::open(dir, options)?;
+    let db = Db::open(dir, options.clone())?;
+    // The options as the store took them: with the filter policy it writes with.
+    let described = format!("{:?}", options.filter_policy(db.stats().filter_policy));
     let load = load(&db, workload, 0..workload.keys, "bloomkv")?;
     let at_load_end = db.stats();
     // Right after the load's flush, with compactions still running: what a user's reads meet.

@@ -81,9 +81,12 @@ const KEY_SIZE: u64 = 16;
 fn open(store: &str, dir: &Path, args: &BenchArgs) -> Result<Box<dyn WriteStore>, Failure> {
     if store == "bloomkv" {
         let options = bloomkv_options(args)?;
-        // Leaked once per run: the report needs the text until the process ends.
+        let db = Db::open(dir, options.clone())?;
+        // The options as the store took them (with the filter policy it writes with), leaked
+        // once per run: the report needs the text until the process ends.
+        let options = options.filter_policy(db.stats().filter_policy);
         let described: &'static str = Box::leak(format!("{options:?}").into_boxed_str());
-        return Ok(Box::new(Bloomkv(Db::open(dir, options)?, described)));
+        return Ok(Box::new(Bloomkv(db, described)));
     }
     open_peer(store, dir)
 }
