@@ -106,7 +106,7 @@ fn rocksdb_partitioned_options() -> rocksdb::Options {
 const ROCKSDB_PARTITIONED_CONFIGURATION: &str = "as rocksdb, with metadata in bounded memory: partitioned filters (10 bits/key) and a two-level index (4 KiB metadata blocks), cached in a 32 MiB LRU block cache at high priority, top level and level 0 pinned";
 
 /// [`rocksdb_options`] with bloomkv's default memtable, table and level sizes and level-0
-/// triggers (`Options::default()` in src/options.rs), so that write amplification compares
+/// triggers (`Options::default()` in src/options/mod.rs), so that write amplification compares
 /// at the same shape of tree.
 pub fn rocksdb_shape_options() -> rocksdb::Options {
     let ours = bloomkv::Options::default();
