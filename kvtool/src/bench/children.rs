@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use bloomkv::Options;
+use bloomkv::{Db, Options};
 use serde_json::{json, Value};
 
 use super::args::{parse_settings, BenchArgs};
@@ -193,6 +193,14 @@ pub fn add_cgroup_figures(figures: &mut Value, cgroup: Option<&MemoryCgroup>) {
         figures["cgroup_peak_bytes"] = json!(cgroup.peak_bytes());
         figures["cgroup_limit_hits"] = json!(cgroup.limit_hits());
     }
+}
+
+/// Opens bloomkv in `dir`, with its options described as the store took them: with the
+/// filter policy it writes with, which options that give none leave to the store.
+pub fn open_bloomkv(dir: &Path, options: Options) -> Result<(Db, String), Failure> {
+    let db = Db::open(dir, options.clone())?;
+    let described = format!("{:?}", options.filter_policy(db.stats().filter_policy));
+    Ok((db, described))
 }
 
 /// bloomkv's options in a child: the defaults, with what the command line changed.

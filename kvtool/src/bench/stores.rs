@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::args::BenchArgs;
 use super::batched;
 use super::children::{
-    bloomkv_options, check_stores, child_args, resident, run_children, run_in_child,
+    bloomkv_options, check_stores, child_args, open_bloomkv, resident, run_children, run_in_child,
     warm_lookups_only,
 };
 use super::files::{scratch_dir, write_result};
@@ -89,9 +89,7 @@ pub fn run_child(args: &BenchArgs, dir: Option<&Path>, store: &str) -> Result<()
 
 fn run_bloomkv(workload: &Workload, dir: &Path, options: Options) -> Result<Value, Failure> {
     let max_open_files = options.max_open_files;
-    let db = Db::open(dir, options.clone())?;
-    // The options as the store took them: with the filter policy it writes with.
-    let described = format!("{:?}", options.filter_policy(db.stats().filter_policy));
+    let (db, described) = open_bloomkv(dir, options)?;
     let load = load(&db, workload, 0..workload.keys, "bloomkv")?;
     let at_load_end = db.stats();
     // Right after the load's flush, with compactions still running: what a user's reads meet.

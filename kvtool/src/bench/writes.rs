@@ -54,14 +54,13 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use bloomkv::Db;
 use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
 use super::args::BenchArgs;
 use super::children::{
-    add_cgroup_figures, bloomkv_options, check_stores, child_args, enter_cgroup, resident,
-    run_children,
+    add_cgroup_figures, bloomkv_options, check_stores, child_args, enter_cgroup, open_bloomkv,
+    resident, run_children,
 };
 use super::files::{scratch_dir, write_result};
 use super::keys::bench_key;
@@ -81,12 +80,9 @@ const KEY_SIZE: u64 = 16;
 fn open(store: &str, dir: &Path, args: &BenchArgs) -> Result<Box<dyn WriteStore>, Failure> {
     if store == "bloomkv" {
         let options = bloomkv_options(args)?;
-        let db = Db::open(dir, options.clone())?;
-        // The options as the store took them (with the filter policy it writes with), leaked
-        // once per run: the report needs the text until the process ends.
-        let options = options.filter_policy(db.stats().filter_policy);
-        let described: &'static str = Box::leak(format!("{options:?}").into_boxed_str());
-        return Ok(Box::new(Bloomkv(db, described)));
+        let (db, described) = open_bloomkv(dir, options)?;
+        // Leaked once per run: the report needs the text until the process ends.
+        return Ok(Box::new(Bloomkv(db, Box::leak(described.into_boxed_str()))));
     }
     open_peer(store, dir)
 }

@@ -44,14 +44,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::Instant;
 
-use bloomkv::Db;
 use indicatif::ProgressBar;
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 use serde_json::{json, Map, Value};
 
 use super::args::BenchArgs;
-use super::children::{bloomkv_options, check_stores, child_args, resident, run_children};
+use super::children::{
+    bloomkv_options, check_stores, child_args, open_bloomkv, resident, run_children,
+};
 use super::files::{scratch_dir, write_result};
 use super::keys::splitmix;
 use super::latency_histogram::LatencyHistogram;
@@ -72,12 +73,9 @@ const KEY_FORMAT: &str =
 fn open(store: &str, dir: &Path, args: &BenchArgs) -> Result<Box<dyn YcsbStore>, Failure> {
     if store == "bloomkv" {
         let options = bloomkv_options(args)?;
-        let db = Db::open(dir, options.clone())?;
-        // The options as the store took them (with the filter policy it writes with), leaked
-        // once per run: the report needs the text until the process ends.
-        let options = options.filter_policy(db.stats().filter_policy);
-        let described: &'static str = Box::leak(format!("{options:?}").into_boxed_str());
-        return Ok(Box::new(Bloomkv(db, described)));
+        let (db, described) = open_bloomkv(dir, options)?;
+        // Leaked once per run: the report needs the text until the process ends.
+        return Ok(Box::new(Bloomkv(db, Box::leak(described.into_boxed_str()))));
     }
     open_peer(store, dir)
 }
