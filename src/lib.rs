@@ -15,7 +15,6 @@
 //! or from the file the table cache keeps open) -> block. The [`filter`] module is a
 //! standalone Bloom filter library and knows nothing of tables.
 
-mod allocator;
 pub mod cache;
 pub mod check;
 mod compaction;
@@ -56,6 +55,7 @@ pub use db::{
 pub use error::{Error, Result};
 pub use iter::DbIterator;
 pub use keyspace::{KeyspaceOptions, DEFAULT_KEYSPACE};
+pub use memory::{MemoryRole, RoleMemory};
 pub use options::{Options, WalRecoveryMode, WriteOptions};
 pub use prefix::{ExtractPrefix, PrefixExtractor};
 pub use repair::{repair, salvage::SalvagedTable, RepairReport};

@@ -231,26 +231,16 @@ pub struct Stats {
     /// Refits installed since the store opened: new plans for the filter memory made from the
     /// lookups counted (`Options::filter_memory_follows_lookups`).
     pub filter_refits: u64,
-    /// Bytes of memory the block cache has given the filters since the store opened (net of
-    /// what it took back), as the lookups showed which saves more reads
-    /// (`Options::memory_follows_reads`); `filter_memory_limit` and the block cache's capacity
-    /// are the sizes after the moves.
-    pub memory_moved_to_filters: u64,
-    /// Bytes of the index cache's capacity lent to the filters now: what the live tables'
-    /// index partitions leave spare of it, with an eighth of them to grow in, while the
-    /// filters' limit binds (`Options::memory_follows_reads`); taken back as the indexes
-    /// grow. `index_cache`'s capacity is the size after the loan.
-    pub index_cache_lent_to_filters: u64,
-    /// Bytes of the frozen memtables' room (half of `Options::memtable_size` times
-    /// `max_immutable_memtables`) lent to the filters now: lent once writes have rested for
-    /// a while with no flush or compaction due, taken back when the next memtable is frozen
-    /// (`Options::memory_follows_reads`).
-    pub write_buffers_lent_to_filters: u64,
+    /// The store's memory by role (memtables, block cache, index partitions, filters), as the
+    /// governor holds it: what the options gave each, the floor it never gives below, its
+    /// target now after the moves the lookups called for (`Options::memory_follows_reads`),
+    /// and what it holds (`docs/design.md`, "Memory").
+    pub memory: Vec<crate::memory::RoleMemory>,
     /// The limit `filter_memory_bytes` stays within (unless prefix filters alone exceed it):
     /// `Options::filter_memory_limit`, or the
-    /// one the store made from `Options::filter_memory_share` when it opened, with what moved
-    /// from the block cache and what the index cache and the write buffers lend added;
-    /// `None` when the filters are uncapped.
+    /// one the store made from `Options::filter_memory_share` when it opened, as the governor
+    /// moved memory to and from it (the filters' `target` in `memory`); `None` when the
+    /// filters are uncapped.
     pub filter_memory_limit: Option<u64>,
     /// Bytes of table indexes held in memory for the tables' lives: whole index blocks, and
     /// the top levels of two-level indexes (whose partitions are in `index_cache`).

@@ -2263,8 +2263,25 @@ fn stats_shows_the_bits_tables_have_and_what_each_count_covers() {
     let headings: Vec<&str> = text.lines().filter(|l| l.ends_with(':')).collect();
     assert_eq!(
         headings,
-        ["over the store's life:", "since this open:", "now:"]
+        [
+            "over the store's life:",
+            "since this open:",
+            "now:",
+            "memory by role, bytes:"
+        ]
     );
+    // One row per role, each with its use and target.
+    let memory = text.split("memory by role, bytes:").nth(1).unwrap();
+    for role in ["memtables", "block cache", "index partitions", "filters"] {
+        let row = (memory.lines())
+            .find(|l| l.trim_start().starts_with(role))
+            .unwrap_or_else(|| panic!("no row for {role} in\n{memory}"));
+        assert!(row.contains(" of a target of "), "{row}");
+    }
+    let roles = stats["memory"].as_array().unwrap();
+    assert_eq!(roles.len(), 4, "{roles:?}");
+    assert_eq!(roles[0]["role"], "memtables");
+    assert!(roles[0]["given_bytes"].as_u64().unwrap() > 0, "{roles:?}");
     let life = text.split("over the store's life:").nth(1).unwrap();
     let life = life.split("since this open:").next().unwrap();
     assert!(

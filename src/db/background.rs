@@ -9,9 +9,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{lock, BackgroundState, Counters, Inner, Job, ShapeState, StepFailure};
-use crate::allocator;
 use crate::error::{Error, Result};
 use crate::manifest::{ManifestWriter, RecordedPolicy, VersionEdit};
+use crate::memory::allocator;
 use crate::sstable::Table;
 
 /// The first pause before a failed job is retried; it doubles with each failure in a row.

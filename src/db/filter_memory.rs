@@ -74,7 +74,7 @@ impl Inner {
         (trees.iter().zip(applied))
             .map(|(tree, version)| {
                 let mut options = tree.options().clone();
-                let limit = self.memory_split.filter_limit();
+                let limit = self.governor.filter_limit();
                 options.filter_memory_limit = limit_share(limit, entries(&version), total);
                 Arc::new(fit_filters(version, &options))
             })
@@ -224,22 +224,15 @@ impl Inner {
         }
     }
 
-    /// Has the next idle compaction turn refit the filters, whatever the lookups since the
-    /// last refit: the limit shrank, and filters above it are folded on that turn. The
-    /// caller wakes the background threads.
-    pub(super) fn request_filter_refit(&self) {
-        self.filter_refit_requested.store(true, Atomic::Relaxed);
-    }
-
-    /// Whether a refit is due: a refit was requested (`request_filter_refit`), or enough
-    /// lookups came since the filters were last spent by them to spend them again.
+    /// Whether a refit is due: enough lookups came since the filters were last spent by them
+    /// to spend them again (and the governor to look again).
     pub(super) fn filter_refit_due(&self) -> bool {
         if !self.table_env.count_lookups {
             return false;
         }
         let lookups = self.table_env.counters.table_lookups.load(Atomic::Relaxed);
         let last = self.filters_refit_at.load(Atomic::Relaxed);
-        self.filter_refit_requested.load(Atomic::Relaxed) || crossed_refit_mark(last, lookups)
+        crossed_refit_mark(last, lookups)
     }
 
     /// Claims a due refit's turn (`filter_refit_due`): the others see it taken.
@@ -248,10 +241,6 @@ impl Inner {
             return false;
         }
         let lookups = self.table_env.counters.table_lookups.load(Atomic::Relaxed);
-        if self.filter_refit_requested.swap(false, Atomic::Relaxed) {
-            self.filters_refit_at.store(lookups, Atomic::Relaxed);
-            return true;
-        }
         let last = self.filters_refit_at.load(Atomic::Relaxed);
         crossed_refit_mark(last, lookups)
             && (self.filters_refit_at)

@@ -149,7 +149,7 @@ impl Inner {
     /// keyspaces by their entries (all of it, for a store of one keyspace).
     pub(super) fn tree_options(&self, tree: &Tree, version: &Version) -> Options {
         let mut options = tree.options().clone();
-        let Some(limit) = self.memory_split.filter_limit() else {
+        let Some(limit) = self.governor.filter_limit() else {
             return options;
         };
         let state = self.read_state();

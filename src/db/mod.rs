@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 
-use crate::allocator;
 use crate::cursor::Cursor;
 use crate::entry::check_key_len;
 use crate::error::{Error, Result};
@@ -20,6 +19,7 @@ use crate::filename;
 use crate::fs::{FileLock, SharedFs};
 use crate::iter::DbIterator;
 use crate::keyspace::{KeyspaceOptions, DEFAULT_ID};
+use crate::memory::allocator;
 use crate::options::{Options, WriteOptions};
 use crate::sstable::TableEnv;
 use crate::stats::Stats;
@@ -35,7 +35,7 @@ mod keyspace_handle;
 mod keyspaces;
 mod level0_at_rest;
 mod lookup_shape;
-mod memory_split;
+mod memory;
 mod multi_get;
 mod read;
 mod recovery;
@@ -44,7 +44,6 @@ mod state;
 mod table_writer;
 mod transaction;
 mod write;
-mod write_buffer_loan;
 mod write_group;
 mod write_rate;
 mod write_rest;
@@ -145,13 +144,11 @@ pub(crate) struct Inner {
     snapshots: Mutex<snapshot::SnapshotList>,
     /// How long `multi_get`'s block reads take lately.
     batch_block_reads: multi_get::BlockReadTimes,
-    /// The filter memory limit now, moved to and from the block cache (`memory_split`).
-    memory_split: memory_split::MemorySplit,
+    /// The memory each role may hold now, and the filters' limit among them (`memory`).
+    governor: crate::memory::Governor,
     /// `ReadCounters::table_lookups` when the filter memory was last spent by the lookups
     /// counted (`filter_memory`).
     filters_refit_at: std::sync::atomic::AtomicU64,
-    /// Set when the filter limit shrank and the next idle turn is to fold filters to it.
-    filter_refit_requested: std::sync::atomic::AtomicBool,
     /// When level 0 is compacted below its trigger because writes rest; `None` when never
     /// (`Options::compact_level0_at_rest`).
     level0_at_rest: Option<level0_at_rest::Level0AtRest>,

@@ -299,10 +299,8 @@ impl Inner {
                 .counters
                 .filter_refits
                 .load(Ordering::Relaxed),
-            filter_memory_limit: self.memory_split.filter_limit(),
-            memory_moved_to_filters: self.memory_split.moved_to_filters(),
-            index_cache_lent_to_filters: self.memory_split.lent_by_index_cache(),
-            write_buffers_lent_to_filters: self.memory_split.lent_by_write_buffers(),
+            filter_memory_limit: self.governor.filter_limit(),
+            memory: self.memory_roles(),
             filter_policy: self.options.policy(),
             index_memory_bytes,
             keyspaces,

@@ -438,12 +438,11 @@ impl Parts {
             snapshots: Mutex::new(Default::default()),
             batch_block_reads: Default::default(),
             filters_refit_at: Default::default(),
-            filter_refit_requested: Default::default(),
             // A read-only store runs no compactions, and counts nothing for them.
             level0_at_rest: (self.options.compact_level0_at_rest)
                 .filter(|_| may_write)
                 .map(|rest| super::level0_at_rest::Level0AtRest::new(rest, Instant::now())),
-            memory_split: super::memory_split::MemorySplit::new(
+            governor: super::memory::governor(
                 &self.options,
                 (self.table_env.block_cache.as_ref())
                     .filter(|_| self.options.block_cache.is_none())

@@ -423,11 +423,6 @@ impl Inner {
                 })
             })
         });
-        // The frozen memtable takes its room back from the filters, which a refit folds to
-        // the smaller limit at once rather than at the flush's new version.
-        if self.memory_split.memtable_frozen() {
-            self.request_filter_refit();
-        }
         self.background_cv.notify_all();
     }
 

@@ -1,10 +1,9 @@
 //! How long writes have rested: the time since a memtable was last frozen, and how long a
 //! rest must be before something is spent on it.
 //!
-//! Two things bet that writes have stopped for a while: the write buffers' loan to the
-//! filters (`write_buffer_loan`), and the compaction of level 0 below its trigger
-//! (`level0_at_rest`). Each bet costs reads or writes that only a rest which goes on pays
-//! back, so writes that pause briefly and often must not have them spent at every pause.
+//! The compaction of level 0 below its trigger (`level0_at_rest`) bets that writes have
+//! stopped for a while. The bet costs writes that only a rest which goes on pays back, so
+//! writes that pause briefly and often must not have it spent at every pause.
 //! The rest waited for starts at a first rest the store's options give, and doubles each time
 //! a memtable is frozen less than `PAYBACK` times that rest after a bet was placed (up to
 //! `LONGEST_REST`); a bet that stood longer brings it back down to the first rest. Writes
@@ -64,12 +63,6 @@ impl Rest {
         self.bet_since = self.bet_since.or(Some(now));
     }
 
-    /// What was spent was taken back before any memtable froze: the next freeze judges no
-    /// bet.
-    pub(super) fn withdraw_bet(&mut self) {
-        self.bet_since = None;
-    }
-
     /// The rest the next bet waits for.
     #[cfg(test)]
     pub(super) fn needed(&self) -> Duration {
@@ -99,11 +92,6 @@ mod tests {
         assert!(rest.rested(start + secs(50)));
         // A freeze with no bet standing leaves the rest as it is.
         rest.memtable_frozen(start + secs(60));
-        assert_eq!(rest.needed(), secs(20));
-        // A bet withdrawn before the freeze is not judged.
-        rest.bet(start + secs(80));
-        rest.withdraw_bet();
-        rest.memtable_frozen(start + secs(81));
         assert_eq!(rest.needed(), secs(20));
         // Paid: stood 160 s, 8 times the 20 s waited for.
         rest.bet(start + secs(101));

@@ -21,7 +21,7 @@
 //! next row up, so the budget is spent to the bit, step by step where it gains most.
 
 use super::error::{FilterError, Result};
-use super::params::{FilterParams, MAX_BITS_PER_KEY};
+use super::params::{ideal_bits_per_key, FilterParams, MAX_BITS_PER_KEY};
 
 /// The most bits per key the allocation gives a group: 20 bits (14 hashes) already make a
 /// false positive rarer than 1 in 10,000, and each further bit costs every probe of the
@@ -354,7 +354,6 @@ pub fn memory_bits(groups: &[FilterGroup], params: &[Option<FilterParams>]) -> u
 /// the bits an ideal filter needs for those rates, `keys * ln(1/rate) / ln(2)^2`, sum to
 /// `budget`. `c` is found by bisection on its logarithm.
 fn monkey_rates(groups: &[FilterGroup], budget: f64) -> Vec<f64> {
-    let ln2_squared = std::f64::consts::LN_2 * std::f64::consts::LN_2;
     let rates = |ln_c: f64| -> Vec<f64> {
         groups
             .iter()
@@ -375,7 +374,7 @@ fn monkey_rates(groups: &[FilterGroup], budget: f64) -> Vec<f64> {
             .iter()
             .zip(rates)
             .filter(|(g, _)| g.keys > 0)
-            .map(|(g, r)| g.keys as f64 * (1.0 / r).ln() / ln2_squared)
+            .map(|(g, r)| g.keys as f64 * ideal_bits_per_key(*r))
             .sum()
     };
     let (mut low, mut high) = (-200.0_f64, 50.0_f64);

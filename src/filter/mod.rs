@@ -57,4 +57,7 @@ pub use error::{FilterError, Result};
 pub(crate) use hash::splitmix64;
 pub use hash::KeyHash;
 pub(crate) use params::textbook_rate;
-pub use params::{FilterParams, MAX_BITS_PER_KEY, MAX_HASHES};
+pub use params::{
+    false_positive_factor, false_positives_saved_per_byte, ideal_bits_per_key, FilterParams,
+    MAX_BITS_PER_KEY, MAX_HASHES,
+};

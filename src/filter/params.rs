@@ -100,6 +100,35 @@ pub(crate) fn textbook_rate(bits_per_key: f64, hashes: u32) -> f64 {
     (1.0 - (-(hashes as f64) / bits_per_key).exp()).powi(hashes as i32)
 }
 
+/// How fast a Bloom filter's false-positive rate falls per bit per key at its best hash
+/// count: about `e^(-b ln²2)` at `b` bits per key.
+const RATE_FALL_PER_BIT: f64 = std::f64::consts::LN_2 * std::f64::consts::LN_2;
+
+/// What filter memory is worth: how much `bytes` more (negative: fewer) of filters spread
+/// over `keys` keys multiply their false positives by, near the best hash count. The one
+/// rule the store's memory governor and the budget's spreading both price filter bits by.
+pub fn false_positive_factor(bytes: f64, keys: f64) -> f64 {
+    if keys <= 0.0 {
+        return 1.0;
+    }
+    (-RATE_FALL_PER_BIT * 8.0 * bytes / keys).exp()
+}
+
+/// False positives per lookup one byte more of filters over `keys` keys saves, for filters
+/// that now let `false_positives` through per lookup: the slope of
+/// [`false_positive_factor`] at zero.
+pub fn false_positives_saved_per_byte(false_positives: f64, keys: f64) -> f64 {
+    if keys <= 0.0 {
+        return 0.0;
+    }
+    false_positives * RATE_FALL_PER_BIT * 8.0 / keys
+}
+
+/// Bits per key an ideal Bloom filter (best hash count, fractional bits) needs for `rate`.
+pub fn ideal_bits_per_key(rate: f64) -> f64 {
+    (1.0 / rate).ln() / RATE_FALL_PER_BIT
+}
+
 /// The rate of row `b`, hash count `k`: ClickHouse's figure where its table has one, the
 /// textbook estimate elsewhere.
 fn row_rate(bits_per_key: u32, hashes: u32) -> f64 {

@@ -37,13 +37,6 @@ impl Options {
         self
     }
 
-    /// Lends the filters the frozen memtables' room once writes rested this long (`None`:
-    /// never; default 10 seconds; see the field).
-    pub fn write_buffer_loan_rest(mut self, rest: Option<Duration>) -> Self {
-        self.write_buffer_loan_rest = rest;
-        self
-    }
-
     /// Spends a filter memory limit where lookups go (`true`, the default) or where keys are
     /// (see the field).
     pub fn filter_memory_follows_lookups(mut self, follows: bool) -> Self {

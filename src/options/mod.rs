@@ -110,34 +110,15 @@ pub struct Options {
     /// reads per byte. Default `true`: which use of memory saves more reads depends on the
     /// lookups, so it is measured rather than fixed.
     ///
-    /// Under uniform lookups over a store far larger than the cache, the cache gives the filters
-    /// up to seven eighths of itself; under a skew that the cache serves, it keeps its memory or
-    /// takes it back. Which saves more is judged over the recent lookups, a lookup's weight
-    /// halving every 2^20 lookups: a store serving a thousand lookups a second follows a change of
-    /// load over tens of minutes, one serving hundreds of thousands within seconds. The filters
-    /// never drop below `filter_memory_limit`, and the two never hold more than the limit and
-    /// `block_cache_size` together; the moves need a block cache of the store's own. With it, the
-    /// index cache also lends the filters what the live tables' index partitions leave spare of
-    /// it (an eighth of them kept for growth), and takes it back as they grow. Both need a filter
-    /// memory limit and `filter_memory_follows_lookups` (`docs/design.md`, "Filter memory"). And
-    /// while writes rest, the frozen memtables' room lends the filters its memory
-    /// (`write_buffer_loan_rest`).
+    /// One governor then moves memory between the block cache (a cache of the store's own), the
+    /// index cache and the filters, toward whichever saves more reads per byte over the recent
+    /// lookups: under uniform lookups over a store far larger than the cache, the cache gives
+    /// the filters up to seven eighths of itself; under a skew the cache serves, it keeps its
+    /// memory or takes it back; the index cache lends what its partitions leave spare. The
+    /// filters never drop below `filter_memory_limit`; the memtables' room is never lent.
+    /// Needs a filter memory limit and `filter_memory_follows_lookups`. `Stats::memory` shows
+    /// each role's target (`docs/design.md`, "Memory").
     pub memory_follows_reads: bool,
-    /// With `memory_follows_reads`: how long after the last memtable was frozen, with no flush or
-    /// compaction due, the filters are lent half the room of the frozen memtables. Default 10
-    /// seconds: that room is used only while writes come faster than flushes, so once writes rest
-    /// it would sit idle. `None` lends nothing (`docs/design.md`, "Filter memory").
-    ///
-    /// The room is `memtable_size` times `max_immutable_memtables` (64 MiB by default, so 32 MiB
-    /// is lent). The loan is never more than all of it but one memtable's, so nothing with one
-    /// frozen memtable, and only as far as the process's anonymous memory stays within three
-    /// quarters of the memory available (`crate::memory::available`; Linux only, elsewhere nothing
-    /// is lent). The next memtable frozen takes it back at once, and the next idle background turn
-    /// folds the filters to the smaller limit (the flush's new version is fitted to it too). Each
-    /// loan taken back before it lasted eight times the rest it waited for doubles the next rest
-    /// (up to 30 minutes, or this rest if longer), so that writes pausing often do not have
-    /// filters read back and folded at every pause; a loan that lasted brings it back to this.
-    pub write_buffer_loan_rest: Option<Duration>,
     /// Bytes of index partitions the store keeps in memory, in a cache of their own. Default
     /// `None`: `index_memory_share` of the memory the process may use, made a size when the store
     /// opens, so that it follows the machine or container the store runs in (`Stats::index_cache`
@@ -366,7 +347,6 @@ impl Default for Options {
             filter_memory_share: Some(0.25),
             filter_memory_follows_lookups: true,
             memory_follows_reads: true,
-            write_buffer_loan_rest: Some(Duration::from_secs(10)),
             index_cache_size: None,
             index_memory_share: 0.125,
             index_partition_size: 4096,
@@ -415,7 +395,6 @@ impl std::fmt::Debug for Options {
                 &self.filter_memory_follows_lookups,
             )
             .field("memory_follows_reads", &self.memory_follows_reads)
-            .field("write_buffer_loan_rest", &self.write_buffer_loan_rest)
             .field("index_cache_size", &self.index_cache_size)
             .field("index_memory_share", &self.index_memory_share)
             .field("index_partition_size", &self.index_partition_size)

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::path::Path;
 
-use bloomkv::{Db, FilterResidency, Options, Stats};
+use bloomkv::{Db, FilterResidency, MemoryRole, Options, Stats};
 
 const KEYS: u64 = 20_000;
 
@@ -651,6 +651,24 @@ fn all_absent_lookups(db: &Db, rounds: u64) {
     }
 }
 
+/// Bytes a role's target is below what it was given: what it gave the filters.
+fn given_away(stats: &Stats, role: MemoryRole) -> u64 {
+    let row = stats
+        .memory
+        .iter()
+        .find(|r| r.role == role)
+        .expect("a row per role");
+    row.given - row.target
+}
+
+fn moved_from_cache(stats: &Stats) -> u64 {
+    given_away(stats, MemoryRole::BlockCache)
+}
+
+fn lent_by_index_cache(stats: &Stats) -> u64 {
+    given_away(stats, MemoryRole::IndexPartitions)
+}
+
 #[test]
 fn uniform_absent_lookups_move_a_cache_that_serves_little_to_the_filters() {
     let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
@@ -658,9 +676,7 @@ fn uniform_absent_lookups_move_a_cache_that_serves_little_to_the_filters() {
     let cache = 8 * 1024;
     let dir = tempfile::tempdir().unwrap();
     let options = |moves: bool| {
-        let mut options = (options().filter_memory_limit(limit))
-            .memory_follows_reads(moves)
-            .write_buffer_loan_rest(None);
+        let mut options = (options().filter_memory_limit(limit)).memory_follows_reads(moves);
         options.block_cache_size = cache;
         options
     };
@@ -668,7 +684,7 @@ fn uniform_absent_lookups_move_a_cache_that_serves_little_to_the_filters() {
     // as the first refit of a store that moves memory would move some while they are counted.
     let (db, _, _) = build_limited(dir.path(), options(false));
     let (reads_before, hits_before) = absent_reads_and_hits(&db);
-    assert_eq!(db.stats().memory_moved_to_filters, 0);
+    assert_eq!(moved_from_cache(&db.stats()), 0);
     db.close().unwrap();
     let db = Db::open(dir.path(), options(true)).unwrap();
     assert_eq!(db.stats().block_cache.capacity, cache);
@@ -680,8 +696,8 @@ fn uniform_absent_lookups_move_a_cache_that_serves_little_to_the_filters() {
         all_absent_lookups(&db, 1);
     }
     let stats = db.stats();
-    assert!(stats.memory_moved_to_filters > 0, "{stats:?}");
-    let moved = stats.memory_moved_to_filters;
+    assert!(moved_from_cache(&stats) > 0, "{stats:?}");
+    let moved = moved_from_cache(&stats);
     // What the cache gave, the filters got: together they hold what they were given.
     assert_eq!(stats.block_cache.capacity, cache - moved);
     assert_eq!(stats.filter_memory_limit, Some(limit + moved));
@@ -713,7 +729,6 @@ fn an_index_cache_lends_the_filters_what_its_partitions_leave_spare() {
     let dir = tempfile::tempdir().unwrap();
     let mut options = (options().filter_memory_limit(limit))
         .memory_follows_reads(true)
-        .write_buffer_loan_rest(None)
         .index_cache_size(index_cache);
     // Two-level indexes, whose partitions take a sliver of the index cache; no block cache,
     // so that nothing moves but the loan.
@@ -725,17 +740,17 @@ fn an_index_cache_lends_the_filters_what_its_partitions_leave_spare() {
     assert!(stats.index_cache.blocks > 0, "{stats:?}");
     let (reads_before, _) = absent_reads(&db);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while db.stats().index_cache_lent_to_filters == 0 && std::time::Instant::now() < deadline {
+    while lent_by_index_cache(&db.stats()) == 0 && std::time::Instant::now() < deadline {
         all_absent_lookups(&db, 1);
     }
     db.wait_for_background_work().unwrap();
     let stats = db.stats();
-    let lent = stats.index_cache_lent_to_filters;
+    let lent = lent_by_index_cache(&stats);
     assert!(lent > 0, "{stats:?}");
     // What the index cache lent, the filters got, and nothing moved from the block cache.
     assert_eq!(stats.index_cache.capacity, index_cache - lent);
     assert_eq!(stats.filter_memory_limit, Some(limit + lent));
-    assert_eq!(stats.memory_moved_to_filters, 0);
+    assert_eq!(moved_from_cache(&stats), 0);
     assert!(stats.filter_memory_bytes > limit, "{stats:?}");
     assert!(stats.filter_memory_bytes <= limit + lent, "{stats:?}");
     // The partitions still fit, with room to grow.
@@ -754,98 +769,13 @@ fn an_index_cache_lends_the_filters_what_its_partitions_leave_spare() {
     assert_eq!(db.stats().index_block_reads, index_reads);
 }
 
-/// Linux only: the loan is bounded by the process's anonymous memory, read from `/proc`.
-#[cfg(target_os = "linux")]
-#[test]
-fn resting_writes_lend_the_filters_the_frozen_memtables_room_until_a_memtable_freezes() {
-    let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
-    let limit = unlimited / 3;
-    let dir = tempfile::tempdir().unwrap();
-    // Long enough that, once the loan is taken back (the next rest twice this), no lookup's
-    // turn lends it again before the test has seen the filters fold.
-    let rest = std::time::Duration::from_secs(1);
-    let mut options = (options().filter_memory_limit(limit))
-        .memory_follows_reads(true)
-        .write_buffer_loan_rest(Some(rest))
-        .index_cache_size(0);
-    // No block cache and no index cache: nothing moves or is lent but half the write
-    // buffers' room of two memtables of 16 KiB.
-    options.block_cache_size = 0;
-    let room = (options.memtable_size * options.max_immutable_memtables) as u64 / 2;
-    let (db, _, _) = build_limited(dir.path(), options);
-    let stats = db.stats();
-    assert_eq!(stats.write_buffers_lent_to_filters, 0);
-    assert_eq!(stats.filter_memory_limit, Some(limit));
-    let (reads_before, _) = absent_reads(&db);
-    // Lookups bring the background turns that lend, once writes have rested.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while db.stats().filter_memory_bytes <= limit && std::time::Instant::now() < deadline {
-        all_absent_lookups(&db, 1);
-    }
-    let stats = db.stats();
-    let lent = stats.write_buffers_lent_to_filters;
-    // All of the room, or what whole filters can still use.
-    assert!(lent > 0 && lent <= room, "{stats:?}");
-    assert_eq!(stats.filter_memory_limit, Some(limit + lent));
-    assert_eq!(stats.memory_moved_to_filters, 0);
-    assert!(stats.filter_memory_bytes > limit, "{stats:?}");
-    assert!(stats.filter_memory_bytes <= limit + lent, "{stats:?}");
-    let (reads_after, _) = absent_reads(&db);
-    assert!(
-        reads_after < reads_before,
-        "{reads_after} blocks read after, {reads_before} before"
-    );
-    // A write that freezes a memtable takes the room back at once, and the filters fold
-    // back within the limit without waiting for lookups.
-    db.put(common::key(2 * KEYS + 2), common::value(0, 1))
-        .unwrap();
-    db.flush().unwrap();
-    let stats = db.stats();
-    assert_eq!(stats.write_buffers_lent_to_filters, 0, "{stats:?}");
-    assert_eq!(stats.filter_memory_limit, Some(limit));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while db.stats().filter_memory_bytes > limit && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let stats = db.stats();
-    assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
-    common::assert_even_keys_read_back(&db, KEYS, |_| true);
-    assert_eq!(
-        db.get(common::key(2 * KEYS + 2)).unwrap(),
-        Some(common::value(0, 1))
-    );
-}
-
-#[test]
-fn a_store_given_no_rest_for_loans_lends_its_write_buffers_nothing() {
-    let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
-    let limit = unlimited / 3;
-    let dir = tempfile::tempdir().unwrap();
-    let mut options = (options().filter_memory_limit(limit))
-        .memory_follows_reads(true)
-        .write_buffer_loan_rest(None)
-        .index_cache_size(0);
-    options.block_cache_size = 0;
-    let (db, _, _) = build_limited(dir.path(), options);
-    for _ in 0..5 {
-        all_absent_lookups(&db, 1);
-    }
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let stats = db.stats();
-    assert_eq!(stats.write_buffers_lent_to_filters, 0, "{stats:?}");
-    assert_eq!(stats.filter_memory_limit, Some(limit));
-    assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
-}
-
 #[test]
 fn a_cache_that_serves_the_lookups_keeps_its_memory() {
     let unlimited = build_unlimited(tempfile::tempdir().unwrap().path());
     let limit = unlimited / 8;
     let dir = tempfile::tempdir().unwrap();
     // The default cache (32 MiB) holds the whole store: present gets of a few keys hit it.
-    let options = (options().filter_memory_limit(limit))
-        .memory_follows_reads(true)
-        .write_buffer_loan_rest(None);
+    let options = (options().filter_memory_limit(limit)).memory_follows_reads(true);
     let (db, _, _) = build_limited(dir.path(), options);
     for _ in 0..400 {
         for i in 0..100 {
@@ -855,7 +785,7 @@ fn a_cache_that_serves_the_lookups_keeps_its_memory() {
     // Whatever the background made of those 40,000 lookups, no memory left the cache.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let stats = db.stats();
-    assert_eq!(stats.memory_moved_to_filters, 0, "{stats:?}");
+    assert_eq!(moved_from_cache(&stats), 0, "{stats:?}");
     assert_eq!(stats.block_cache.capacity, 32 << 20);
     assert_eq!(stats.filter_memory_limit, Some(limit));
 }

@@ -15,7 +15,7 @@ mod open;
 mod output;
 mod read;
 mod sst;
-mod stats;
+pub(crate) mod stats;
 mod write;
 
 use open::store_dir;

@@ -207,13 +207,8 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         (
             "index cache bytes",
             format!(
-                "{} of {}{}",
-                stats.index_cache.bytes,
-                stats.index_cache.capacity,
-                match stats.index_cache_lent_to_filters {
-                    0 => String::new(),
-                    lent => format!(" ({lent} lent to the filters)"),
-                }
+                "{} of {}",
+                stats.index_cache.bytes, stats.index_cache.capacity
             ),
         ),
         (
@@ -236,10 +231,20 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
                 .unwrap_or_else(|| "none".into()),
         ),
     ];
+    let memory: Vec<(&str, String)> = (stats.memory.iter())
+        .map(|r| {
+            let text = format!(
+                "{} of a target of {} (given {}, floor {})",
+                r.used, r.target, r.given, r.floor
+            );
+            (r.role.name(), text)
+        })
+        .collect();
     for (heading, counters) in [
         ("over the store's life:", &life[..]),
         ("since this open:", &this_open[..]),
         ("now:", &now[..]),
+        ("memory by role, bytes:", &memory[..]),
     ] {
         let _ = writeln!(out, "{heading}");
         for (name, value) in counters {
@@ -247,6 +252,18 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         }
     }
     out
+}
+
+/// The store's memory by role, as the governor holds it: one object per role.
+pub(crate) fn memory_json(stats: &Stats) -> serde_json::Value {
+    (stats.memory.iter())
+        .map(|r| {
+            json!({
+                "role": r.role.name(), "given_bytes": r.given, "floor_bytes": r.floor,
+                "target_bytes": r.target, "used_bytes": r.used,
+            })
+        })
+        .collect()
 }
 
 fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
@@ -320,9 +337,7 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         "filter_policy": policy_text(&stats.filter_policy),
         "filter_memory_bytes": stats.filter_memory_bytes,
         "filter_memory_limit_bytes": stats.filter_memory_limit,
-        "memory_moved_to_filters_bytes": stats.memory_moved_to_filters,
-        "index_cache_lent_to_filters_bytes": stats.index_cache_lent_to_filters,
-        "write_buffers_lent_to_filters_bytes": stats.write_buffers_lent_to_filters,
+        "memory": memory_json(stats),
         "tables_filter_shrunk": tables_filter_shrunk(stats),
         "scan_block_reads": stats.scan_block_reads,
         "prefix_extractor": stats.prefix_extractor,
@@ -433,16 +448,8 @@ fn filter_memory_text(stats: &Stats) -> String {
     match stats.filter_memory_limit {
         None => format!("{} (no limit)", stats.filter_memory_bytes),
         Some(limit) => format!(
-            "{} of a limit of {limit}{}{} ({} tables' filters shrunk to fit){}",
+            "{} of a limit of {limit} ({} tables' filters shrunk to fit){}",
             stats.filter_memory_bytes,
-            match stats.memory_moved_to_filters {
-                0 => String::new(),
-                moved => format!(", {moved} of it moved from the block cache"),
-            },
-            match stats.write_buffers_lent_to_filters {
-                0 => String::new(),
-                lent => format!(", {lent} lent by the write buffers while writes rest"),
-            },
             tables_filter_shrunk(stats),
             match partition_counts(stats) {
                 c if c.tables == 0 => String::new(),

@@ -1,10 +1,10 @@
 //! How much memory this process may use: the smallest limit of the memory cgroups it is in
 //! (v2 `memory.max`, v1 `memory.limit_in_bytes`, from its own cgroup up to the top of the
 //! hierarchy as mounted where it runs), or else the machine's memory. A limit set above what
-//! a container mounts (a pod's, seen from inside a cgroup namespace) is not visible here. Defaults that must scale with the memory a store
-//! really has, such as the cap on filter memory (`Options::filter_memory_share`), read it
-//! with [`available`]: in a container of 256 MiB on a machine of 64 GiB, the machine's
-//! figure would be the wrong one.
+//! a container mounts (a pod's, seen from inside a cgroup namespace) is not visible here.
+//! Defaults that must scale with the memory a store really has, such as the cap on filter
+//! memory (`Options::filter_memory_share`), read it with [`available`]: in a container of
+//! 256 MiB on a machine of 64 GiB, the machine's figure would be the wrong one.
 //!
 //! Linux only; elsewhere [`available`] is `None`.
 
@@ -20,21 +20,6 @@ pub fn available() -> Option<u64> {
         (Some(c), Some(m)) => Some(c.min(m)),
         (c, m) => c.or(m),
     }
-}
-
-/// Bytes of anonymous memory this process holds resident (`RssAnon` of
-/// `/proc/self/status`): its heap and stacks, which a memory cgroup cannot reclaim as it
-/// reclaims the page cache. `None` where it cannot be read.
-pub fn anonymous_resident() -> Option<u64> {
-    let status = fs::read_to_string("/proc/self/status").ok()?;
-    parse_rss_anon(&status)
-}
-
-/// The `RssAnon` line of a `/proc/<pid>/status` text, in bytes.
-fn parse_rss_anon(status: &str) -> Option<u64> {
-    let line = status.lines().find_map(|l| l.strip_prefix("RssAnon:"))?;
-    let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
-    kib.checked_mul(1024)
 }
 
 /// The smallest memory limit of the cgroups this process is in, v2 and v1.
@@ -303,17 +288,6 @@ mod tests {
 28 24 0:25 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
 ";
     const V2_CGROUP: &str = "0::/user.slice/user-1000.slice/session-2.scope\n";
-
-    #[test]
-    fn reads_the_anonymous_resident_memory_from_a_status_text() {
-        let status =
-            "Name:\tkvtool\nVmRSS:\t  260864 kB\nRssAnon:\t  255644 kB\nRssFile:\t    5220 kB\n";
-        assert_eq!(parse_rss_anon(status), Some(255_644 * 1024));
-        assert_eq!(parse_rss_anon("Name:\tx\n"), None);
-        assert_eq!(parse_rss_anon("RssAnon:\tmany kB\n"), None);
-        #[cfg(target_os = "linux")]
-        assert!(anonymous_resident().is_some_and(|b| b > 0));
-    }
 
     #[test]
     fn parses_mountinfo() {
