@@ -24,12 +24,12 @@ pub mod entry;
 pub mod error;
 pub mod filename;
 pub mod filter;
+mod filter_plan;
 pub mod fs;
 #[cfg(test)]
 mod import_cycles;
 mod iter;
 pub mod keyspace;
-pub mod lookup_counts;
 pub mod manifest;
 pub mod memory;
 mod memtable;
@@ -53,6 +53,9 @@ pub use db::{
     Transaction, TransactionRange,
 };
 pub use error::{Error, Result};
+/// The `LOOKUPS` file's codec, for tests and tools that read the file itself.
+#[doc(hidden)]
+pub use filter_plan::saved as lookup_counts;
 pub use iter::DbIterator;
 pub use keyspace::{KeyspaceOptions, DEFAULT_KEYSPACE};
 pub use memory::{MemoryRole, RoleMemory};

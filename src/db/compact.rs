@@ -7,11 +7,11 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
 
-use super::lookup_shape::Span;
 use super::table_writer::{Cuts, NewTables};
 use super::{lock, Counters, Inner, Job, Tree};
 use crate::compaction::{self, Compaction, Part};
 use crate::error::Result;
+use crate::filter_plan::Span;
 use crate::keyspace::KeyspaceId;
 use crate::manifest::{TableMeta, VersionEdit};
 use crate::sstable::Table;

@@ -1,36 +1,22 @@
-//! Keeps the filters a version holds within `Options::filter_memory_limit`, and spends that
-//! memory where lookups go.
-//!
-//! Tables are written within the limit's share of bits per key (`TableWriter::filters_for`;
-//! while the limit binds, four times that share's bits, to leave room here), but a store
-//! outgrows the filters it wrote when it was smaller, and may be opened with a smaller limit
-//! than it was written under. When the filters held exceed the limit, filters are shrunk in
-//! memory, one step at a time, where a step costs lookups least: each step halves one unit
-//! of a table's filter (the whole filter, or one partition of a partitioned one;
-//! `BloomFilter::fold`, down to an eighth) or drops it, whichever costs less per byte, and
-//! its cost is the false positives it adds per byte it frees, weighted by the share of
-//! lookups that reach the unit (Monkey's rule, with each table's probes as the budget counts
-//! them, or as counted: [`lookup_shares`]). The files keep their whole
-//! filters: a table compaction rewrites is written anew, at open each filter is read once
-//! its share is known ([`load_filters`]), and as lookups move, filters are read back from
-//! their files ([`Inner::refit_filters`]).
+//! The store's side of the filter plan (`crate::filter_plan`): every new version is fitted
+//! to the filters' limit as it is installed, and every few thousand lookups a background turn
+//! plans the filters again by the lookups counted, reads back from the files the filters that
+//! grow, and installs the new readers in steps. The lookup counts are saved to `LOOKUPS` with
+//! each installed plan and at close.
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
-
+use std::collections::HashMap;
 use std::sync::atomic::Ordering as Atomic;
 use std::sync::Arc;
 
-use super::inherited_lookups::inherit_lookup_counts;
 use super::keyspaces::limit_share;
-use super::lookup_shape::table_shares;
 use super::{lock, Inner, ShapeState, Tree};
-use crate::error::{Error, Result};
-use crate::filter::{blocked_rate, textbook_rate, BLOCK_BITS};
+use crate::error::Result;
+use crate::filter_plan::{
+    fit_filters, inherit_lookup_counts, refit_plan, saved, Change, TableLookups,
+};
 use crate::keyspace::KeyspaceId;
 use crate::manifest::VersionEdit;
-use crate::options::Options;
-use crate::sstable::{FilterResidency, Table, FILTER_FOLD_LIMIT};
+use crate::sstable::Table;
 use crate::version::Version;
 
 impl Inner {
@@ -61,7 +47,10 @@ impl Inner {
     ) -> Vec<Arc<Version>> {
         let applied: Vec<Version> = (trees.iter())
             .map(|tree| {
-                inherit_lookup_counts(&tree.version, edit, opened);
+                inherit_lookup_counts(&tree.version, edit, opened, &self.count_spans);
+                for &number in opened.keys() {
+                    self.count_spans.opened(number);
+                }
                 tree.version.apply(tree.id(), edit, opened)
             })
             .collect();
@@ -76,7 +65,7 @@ impl Inner {
                 let mut options = tree.options().clone();
                 let limit = self.governor.filter_limit();
                 options.filter_memory_limit = limit_share(limit, entries(&version), total);
-                Arc::new(fit_filters(version, &options))
+                Arc::new(fit_filters(version, &options, &self.count_spans))
             })
             .collect()
     }
@@ -102,6 +91,11 @@ impl Inner {
             })
             .map(|(id, version, options)| (id, version, options.filter_memory_limit))
             .collect();
+        // Tables compacted away since the last turn have no span to keep.
+        let live: std::collections::HashSet<u64> = (versions.iter())
+            .flat_map(|(_, version, _)| version.tables().map(|t| t.meta.number))
+            .collect();
+        self.count_spans.retain(|number| live.contains(&number));
         let mut refitted = false;
         for (id, version, limit) in versions {
             if let Some(limit) = limit {
@@ -118,42 +112,27 @@ impl Inner {
 
     /// `refit_filters` for one keyspace's tree, its version being `version`.
     fn refit_tree_filters(&self, id: KeyspaceId, version: Arc<Version>, limit: u64) -> bool {
-        let limit = beside_prefix_filters(&version, limit);
-        let shares = lookup_shares(&version, true);
-        let now = plan_cost(&version, &shares, |t| t.table.filter_units_residency());
-        let plan = fit_plan(&version, limit, &shares, Start::Whole);
-        let planned = plan_cost(&version, &shares, |t| match plan.get(&t.meta.number) {
-            Some((_, r)) => r.clone(),
-            None => t.table.filter_units_residency(),
-        });
-        // A plan within a twentieth of what is held is not worth the reads; but filters held
-        // above a limit that shrank (memory moved back to a cache) are folded to it whatever
-        // the plan costs.
-        let held: u64 = (version.tables())
-            .map(|t| t.table.filter_memory_bytes() as u64)
-            .sum();
-        if planned >= now * REFIT_GAIN && held <= limit {
+        let Some(changes) = refit_plan(&version, limit, &self.count_spans) else {
             return false;
-        }
+        };
         // The new filters are made beside the old ones, which the readers of the old version
         // hold until they let go: so the plan is installed in steps of about a sixteenth of
-        // the limit in new filters (`REFIT_STEP_DIVISOR`), the shrinks first, so that every
-        // step installed holds no more than the limit. A grown limit can read tens of MiB of
-        // filters back; memory never holds all of them beside the old ones.
-        let mut changes: Vec<(i64, u64, u64, Table, Vec<FilterResidency>)> = (plan.into_iter())
-            .map(|(number, (table, residency))| {
-                let planned = planned_bytes(&table, &residency);
-                let growth = planned as i64 - held_bytes(&table) as i64;
-                (growth, number, planned, table, residency)
-            })
-            .collect();
-        changes.sort_by_key(|(growth, number, ..)| (*growth, *number));
+        // the limit in new filters (`REFIT_STEP_DIVISOR`), the shrinks first (as the plan
+        // comes), so that every step installed holds no more than the limit. A grown limit
+        // can read tens of MiB of filters back; memory never holds all of them beside the old
+        // ones.
         let mut version = version;
         let mut installed = false;
         let mut step = HashMap::new();
         let mut step_bytes = 0;
         let last = changes.len().saturating_sub(1);
-        for (i, (_, number, planned, table, residency)) in changes.into_iter().enumerate() {
+        for (i, change) in changes.into_iter().enumerate() {
+            let Change {
+                number,
+                planned,
+                table,
+                residency,
+            } = change;
             match table.refit_filters(&residency) {
                 Ok(reader) => {
                     step_bytes += planned;
@@ -200,7 +179,7 @@ impl Inner {
         }
         if first {
             for t in version.tables() {
-                t.table.age_lookup_counts();
+                self.count_spans.age(t.meta.number, &t.table);
             }
         }
         let refitted = Arc::new(version.with_readers(replaced));
@@ -266,433 +245,30 @@ fn crossed_refit_mark(last: u64, now: u64) -> bool {
 /// a 108 MB limit (100M keys in 256 MiB).
 const REFIT_STEP_DIVISOR: u64 = 16;
 
-/// A plan must cut the false positives per lookup below this share of what the filters held
-/// give before filters are read back for it.
-const REFIT_GAIN: f64 = 0.95;
-
-/// How many lookups a table's share as the tree's shape predicts it (lookups drawn like the
-/// stored keys) counts for beside those counted since the table was opened: a new table
-/// starts at the predicted share and moves to the counted one as lookups come.
-pub(super) const PREDICTED_SHARE_WEIGHT: f64 = 2000.0;
-
-/// Each filter unit's share of the lookups (a whole filter is one unit, a partitioned one
-/// a unit per partition), by table in the order of `version.tables()`.
-///
-/// A table's share is as the tree's shape predicts it or (`follows_lookups`) as counted since
-/// the table was opened, the prediction counting for `PREDICTED_SHARE_WEIGHT` lookups. A
-/// lookup counts for a table when it asked the table's filter for a key the table does not
-/// hold (`Table::count_found`): only those can cost a false positive. A lookup that
-/// finds its key in a table met a filter that could only let it through, and bits spent
-/// there would save it nothing: under gets of present keys, most of them found in the
-/// bottom level, counting those put memory into the bottom level's filters that the upper
-/// levels' filters, which every such get asks and must turn away, needed. (The prediction
-/// still counts every lookup whose key falls in the table's range; it weighs only until
-/// lookups are counted.)
-///
-/// The table's share is then split over its partitions: by their keys, and as counted, each
-/// partition's keys counting for `PARTITION_PRIOR_LOOKUPS` lookups beside those it was asked.
-/// A store of 100M keys has some fifteen thousand partitions: a few thousand lookups leave
-/// most of them with none or one, and a plan that took those counts at their word would
-/// chase noise, reading partitions back and folding others at every refit. Spread this way,
-/// a partition's share leaves its keys' only when lookups really crowd into it.
-fn lookup_shares(version: &Version, follows_lookups: bool) -> Vec<Vec<f64>> {
-    let predicted = table_shares(version.tables().map(|t| &t.meta));
-    (version.tables().zip(predicted))
-        .map(|(t, predicted)| {
-            let table = &t.table;
-            let units = table.filter_units();
-            let keys: Vec<f64> = (0..units)
-                .map(|u| table.filter_unit_shape(u).map_or(0.0, |(_, k)| k as f64))
-                .collect();
-            let all_keys: f64 = keys.iter().sum();
-            let key_share = |u: usize| match all_keys > 0.0 {
-                true => keys[u] / all_keys,
-                false => 1.0 / units as f64,
-            };
-            if !follows_lookups {
-                return (0..units).map(|u| predicted * key_share(u)).collect();
-            }
-            let asked: Vec<f64> = (0..units)
-                .map(|u| table.lookups_counted(u).0 as f64)
-                .collect();
-            let table_asked: f64 = asked.iter().sum();
-            let lookups = table.lookups_counted_span() as f64;
-            let share = (table_asked + PREDICTED_SHARE_WEIGHT * predicted)
-                / (lookups + PREDICTED_SHARE_WEIGHT);
-            let prior = PARTITION_PRIOR_LOOKUPS * units as f64;
-            (0..units)
-                .map(|u| share * (asked[u] + prior * key_share(u)) / (table_asked + prior))
-                .collect()
-        })
-        .collect()
-}
-
-/// How many lookups a partition's keys count for, beside those it was asked, when a table's
-/// share of lookups is split over its partitions (see [`lookup_shares`]).
-const PARTITION_PRIOR_LOOKUPS: f64 = 16.0;
-
-/// False positives per lookup of `version`'s filters, each table's units kept as
-/// `residency` says.
-fn plan_cost(
-    version: &Version,
-    shares: &[Vec<f64>],
-    residency: impl Fn(&crate::version::TableHandle) -> Vec<FilterResidency>,
-) -> f64 {
-    let mut cost = 0.0;
-    for (t, shares) in version.tables().zip(shares) {
-        for ((u, share), kept) in shares.iter().enumerate().zip(residency(t)) {
-            if let Some(shape) = Shape::of_written(&t.table, u) {
-                cost += share * kept.fold_factor().map_or(1.0, |f| shape.rate(f));
-            }
+impl Inner {
+    /// Saves every live table's lookup counts to `LOOKUPS`, for the next open; nothing where
+    /// the store does not count lookups, or is read-only (it has no manifest to write).
+    pub(super) fn save_lookup_counts(&self) -> Result<()> {
+        let read_only = lock(&self.shape).manifest.is_none();
+        if !self.table_env.count_lookups || read_only {
+            return Ok(());
         }
+        let state = self.read_state();
+        let tables: Vec<(u64, TableLookups)> = (state.trees.iter())
+            .flat_map(|tree| tree.version.tables())
+            .filter_map(|t| {
+                let (span, counts) = self.count_spans.counts(t.meta.number, &t.table);
+                let entries = t.meta.entries;
+                let lookups = TableLookups {
+                    entries,
+                    span,
+                    counts,
+                };
+                (span > 0).then_some((t.meta.number, lookups))
+            })
+            .collect();
+        // The versions are let go before the file is written and synced.
+        drop(state);
+        saved::save(self.fs.as_ref(), &self.dir, &tables)
     }
-    cost
-}
-
-/// What `limit` leaves for the filters over whole keys once `version`'s prefix filters, held
-/// whole for their tables' lives, are paid for.
-fn beside_prefix_filters(version: &Version, limit: u64) -> u64 {
-    let prefix_bytes: u64 = (version.tables())
-        .map(|t| t.table.prefix_filter_memory_bytes() as u64)
-        .sum();
-    limit.saturating_sub(prefix_bytes)
-}
-
-/// `version`, with filters folded or dropped until all of them fit the limit (as it is when
-/// they fit, or without a limit), and the filters of readers opened without them (a flush's
-/// or compaction's new tables, under a limit) read and kept as the plan says. A filter that
-/// cannot be read (or should a planned fold fail all the same) is dropped, which frees more
-/// than planned: the lookup or check that reads the table reports what is wrong with it.
-pub(super) fn fit_filters(version: Version, options: &Options) -> Version {
-    let dropped = |table: &Table, _| table.with_filter(FilterResidency::Dropped);
-    apply_plan(version, options, dropped).expect("any filter can be dropped")
-}
-
-/// `version`, whose readers were opened without their filters
-/// ([`Table::open_deferring_filter`]), with each filter read and kept as the plan for the
-/// limit says: read one at a time and folded at once, so that the whole filters are never
-/// all in memory together. A filter that cannot be read fails it.
-pub(super) fn load_filters(version: Version, options: &Options) -> Result<Version> {
-    apply_plan(version, options, |_, e| Err(e))
-}
-
-/// `version` with each filter kept as the plan for the store's limit says, and each reader
-/// opened without its filter given it; `failed` answers for a reader whose filter could not
-/// be read or folded.
-fn apply_plan(
-    version: Version,
-    options: &Options,
-    failed: impl Fn(&Table, Error) -> Result<Table>,
-) -> Result<Version> {
-    let mut plan = match options.filter_memory_limit {
-        Some(limit) => {
-            let shares = lookup_shares(&version, options.filter_memory_follows_lookups);
-            let limit = beside_prefix_filters(&version, limit);
-            fit_plan(&version, limit, &shares, Start::AsHeld)
-        }
-        None => HashMap::new(),
-    };
-    let mut replaced = HashMap::new();
-    for t in version.tables() {
-        let residency = match plan.remove(&t.meta.number) {
-            Some((_, residency)) => residency,
-            None if t.table.filter_is_deferred() => {
-                vec![FilterResidency::Whole; t.table.filter_units()]
-            }
-            None => continue,
-        };
-        let reader = match t.table.load_filters(&residency) {
-            Ok(reader) => reader,
-            Err(e) => failed(&t.table, e)?,
-        };
-        replaced.insert(t.meta.number, reader);
-    }
-    Ok(version.with_readers(&replaced))
-}
-
-/// Bytes the table's filter units take held as `residency` says (the top level of a
-/// partitioned filter not counted: it stays whatever becomes of the units).
-fn planned_bytes(table: &Table, residency: &[FilterResidency]) -> u64 {
-    (residency.iter().enumerate())
-        .filter_map(|(unit, r)| {
-            let shape = Shape::of_written(table, unit)?;
-            match r {
-                FilterResidency::Whole => Some(shape.bytes(1)),
-                FilterResidency::Folded(f) => Some(shape.bytes(*f)),
-                FilterResidency::Dropped | FilterResidency::NoFilter => None,
-            }
-        })
-        .sum()
-}
-
-/// Bytes the table's filter units take as held now.
-fn held_bytes(table: &Table) -> u64 {
-    (table.filter_memory_bytes() - table.filter_top_bytes()) as u64
-}
-
-/// One unit of a table's filter (the whole filter, or a partition) as written, known
-/// without reading it.
-#[derive(Clone, Copy)]
-struct Shape {
-    words: u64,
-    keys: u64,
-    hashes: u32,
-    /// In the cache-local layout: its rate is the blocked layout's, and it folds by blocks.
-    blocked: bool,
-}
-
-impl Shape {
-    /// The shape of unit `unit` of the table's filter as written, held or not.
-    fn of_written(table: &Table, unit: usize) -> Option<Shape> {
-        let (words, keys) = table.filter_unit_shape(unit)?;
-        Some(Shape {
-            words,
-            keys,
-            hashes: table.filter_params()?.hashes(),
-            blocked: table.filter_is_blocked(),
-        })
-    }
-
-    /// Bytes of the filter folded by `factor`.
-    fn bytes(&self, factor: u32) -> u64 {
-        self.words * 8 / u64::from(factor)
-    }
-
-    /// The rate of the filter folded by `factor` (that of the whole one for 1), by its
-    /// layout's rule: the textbook rate, or the blocked layout's. A fold keeps the hash count.
-    fn rate(&self, factor: u32) -> f64 {
-        if self.keys == 0 {
-            return 0.0;
-        }
-        let bits_per_key = (self.words * 64) as f64 / f64::from(factor) / self.keys as f64;
-        match self.blocked {
-            true => blocked_rate(bits_per_key, self.hashes),
-            false => textbook_rate(bits_per_key, self.hashes),
-        }
-    }
-
-    /// Whether the filter folds by `factor` into whole words (whole 512-bit blocks for the
-    /// cache-local layout).
-    fn folds_by(&self, factor: u32) -> bool {
-        let unit = match self.blocked {
-            true => BLOCK_BITS / 64,
-            false => 1,
-        };
-        factor <= FILTER_FOLD_LIMIT && self.words.is_multiple_of(unit * u64::from(factor))
-    }
-}
-
-/// One unit of a table's filter as the plan goes.
-#[derive(Clone, Copy)]
-struct Shrinking<'v> {
-    table: &'v Table,
-    unit: usize,
-    shape: Shape,
-    /// The fold from the filter as written (1: whole); `None` once dropped.
-    factor: Option<u32>,
-    bytes: u64,
-    rate: f64,
-    /// The share of lookups that reach the table.
-    share: f64,
-}
-
-impl<'v> Shrinking<'v> {
-    /// The unit as the reader holds it, or will once loaded (whole); or (`Start::Whole`)
-    /// whole, as written, whatever is held. `None` for a unit not held (dropped) when the
-    /// plan starts from what is held.
-    fn start(
-        table: &'v Table,
-        unit: usize,
-        held: FilterResidency,
-        share: f64,
-        from: Start,
-    ) -> Option<Shrinking<'v>> {
-        let shape = Shape::of_written(table, unit)?;
-        let factor = match from {
-            // A deferred filter will be read whole.
-            Start::AsHeld => held.fold_factor()?,
-            Start::Whole => 1,
-        };
-        Some(Shrinking {
-            table,
-            unit,
-            shape,
-            factor: Some(factor),
-            bytes: shape.bytes(factor),
-            rate: shape.rate(factor),
-            share,
-        })
-    }
-
-    /// The next step: the filter halved once more (while `FILTER_FOLD_LIMIT` and its size
-    /// allow) or dropped, whichever adds fewer false positives per byte freed. A fold keeps
-    /// the hash count of the whole filter, so the last folds buy little: dropping a filter
-    /// folded to a quarter may cost less per byte than folding it to an eighth.
-    fn next(&self) -> Shrinking<'v> {
-        let dropped = self.dropped();
-        match self.halved() {
-            Some(halved) if self.cost_of(&halved) <= self.cost_of(&dropped) => halved,
-            _ => dropped,
-        }
-    }
-
-    fn dropped(&self) -> Shrinking<'v> {
-        Shrinking {
-            factor: None,
-            bytes: 0,
-            rate: 1.0,
-            ..*self
-        }
-    }
-
-    /// The filter folded once more, if it can be. A reader's folded filter folds further by
-    /// what is left of the factor, which divides its words whenever the factor divides the
-    /// whole filter's.
-    fn halved(&self) -> Option<Shrinking<'v>> {
-        let f = self.factor? * 2;
-        self.shape.folds_by(f).then(|| Shrinking {
-            factor: Some(f),
-            bytes: self.shape.bytes(f),
-            rate: self.shape.rate(f),
-            ..*self
-        })
-    }
-
-    /// False positives per lookup the step to `next` adds, per byte it frees.
-    fn cost_of(&self, next: &Shrinking) -> f64 {
-        let freed = self.bytes.saturating_sub(next.bytes).max(1) as f64;
-        self.total_cost_of(next) / freed
-    }
-
-    /// False positives per lookup the step to `next` adds.
-    fn total_cost_of(&self, next: &Shrinking) -> f64 {
-        self.share * (next.rate - self.rate).max(0.0)
-    }
-
-    fn residency(&self) -> FilterResidency {
-        match self.factor {
-            None => FilterResidency::Dropped,
-            Some(1) => FilterResidency::Whole,
-            Some(f) => FilterResidency::Folded(f),
-        }
-    }
-}
-
-/// A step the plan may take: unit `at`'s next fold (or drop), at `cost` false positives per
-/// lookup added per byte freed.
-struct Step {
-    cost: f64,
-    at: usize,
-}
-
-impl PartialEq for Step {
-    fn eq(&self, other: &Step) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Step {}
-impl PartialOrd for Step {
-    fn partial_cmp(&self, other: &Step) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Step {
-    /// The heap's top is the cheapest step (ties: the later unit, so the order is total).
-    fn cmp(&self, other: &Step) -> Ordering {
-        (other.cost.total_cmp(&self.cost)).then(self.at.cmp(&other.at))
-    }
-}
-
-/// Where a plan starts from: the filters as held (it can only shrink them), or every filter
-/// whole (it may grow back some held folded or dropped, which are then read from the file).
-#[derive(Clone, Copy, PartialEq)]
-enum Start {
-    AsHeld,
-    Whole,
-}
-
-/// For each table whose filter is to be kept otherwise than it is held for all of them to
-/// fit `limit` bytes, by file number: the reader and how to keep each unit of its filter.
-/// `shares` are the units' shares of lookups, by table in the order of `version.tables()`.
-/// Empty when they fit.
-fn fit_plan(
-    version: &Version,
-    limit: u64,
-    shares: &[Vec<f64>],
-    from: Start,
-) -> HashMap<u64, (Table, Vec<FilterResidency>)> {
-    let mut tables: Vec<(u64, Shrinking)> = Vec::new();
-    for (t, shares) in version.tables().zip(shares) {
-        let residency = t.table.filter_units_residency();
-        for (unit, (&share, &held)) in shares.iter().zip(&residency).enumerate() {
-            if let Some(s) = Shrinking::start(&t.table, unit, held, share, from) {
-                tables.push((t.meta.number, s));
-            }
-        }
-    }
-    // Partitioned filters' top levels stay whatever the plan does with the partitions.
-    let tops: u64 = (version.tables())
-        .map(|t| t.table.filter_top_bytes() as u64)
-        .sum();
-    let limit = limit.saturating_sub(tops);
-    let mut held: u64 = tables.iter().map(|(_, t)| t.bytes).sum();
-    if held <= limit && from == Start::AsHeld {
-        return HashMap::new();
-    }
-    let step = |at: usize, t: &Shrinking| Step {
-        cost: t.cost_of(&t.next()),
-        at,
-    };
-    let mut steps: BinaryHeap<Step> = tables
-        .iter()
-        .enumerate()
-        .map(|(at, (_, t))| step(at, t))
-        .collect();
-    while held > limit {
-        let Some(Step { at, .. }) = steps.pop() else {
-            break;
-        };
-        let excess = held - limit;
-        let t = &tables[at].1;
-        let mut next = (at, t.next());
-        if t.bytes - next.1.bytes >= excess {
-            // The last step: the cheapest per byte may free far more than is left to free,
-            // and a step that frees just enough may cost fewer false positives in all.
-            let ending = tables.iter().enumerate().flat_map(|(i, (_, t))| {
-                let steps = [t.halved(), (t.factor.is_some()).then(|| t.dropped())];
-                steps.into_iter().flatten().map(move |s| (i, s))
-            });
-            let cost = |(i, s): &(usize, Shrinking)| tables[*i].1.total_cost_of(s);
-            if let Some(best) = ending
-                .filter(|(i, s)| tables[*i].1.bytes - s.bytes >= excess)
-                .min_by(|a, b| cost(a).total_cmp(&cost(b)))
-            {
-                if cost(&best) < cost(&next) {
-                    steps.push(step(at, t));
-                    next = best;
-                }
-            }
-        }
-        let (at, next) = next;
-        let t = &mut tables[at].1;
-        held -= t.bytes - next.bytes;
-        (t.factor, t.bytes, t.rate) = (next.factor, next.bytes, next.rate);
-        if t.factor.is_some() {
-            steps.push(step(at, t));
-        }
-    }
-    // Units of one table are consecutive: each table's residency is taken once.
-    let mut plan: HashMap<u64, (Table, Vec<FilterResidency>)> = HashMap::new();
-    let mut held: (Option<u64>, Vec<FilterResidency>) = (None, Vec::new());
-    for (number, t) in tables {
-        if held.0 != Some(number) {
-            held = (Some(number), t.table.filter_units_residency());
-        }
-        if t.residency() == held.1[t.unit] {
-            continue;
-        }
-        let (_, kept) = (plan.entry(number)).or_insert_with(|| (t.table.clone(), held.1.clone()));
-        kept[t.unit] = t.residency();
-    }
-    plan
 }

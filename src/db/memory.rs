@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::Inner;
+use super::{Inner, ReadState};
 use crate::memory::{Counted, Given, Governor, MemoryRole, Reading, RoleMemory};
 use crate::options::Options;
 
@@ -77,25 +77,20 @@ impl Inner {
         (self.table_env.block_cache.as_deref()).filter(|_| self.options.block_cache.is_none())
     }
 
-    /// Every role's memory as `Stats::memory` reports it.
-    pub(super) fn memory_roles(&self) -> Vec<RoleMemory> {
-        let state = self.read_state();
+    /// Every role's memory as `Stats::memory` reports it, from `state`, whose filters take
+    /// `filter_bytes` (prefix filters included).
+    pub(super) fn memory_roles(&self, state: &ReadState, filter_bytes: u64) -> Vec<RoleMemory> {
         let memtables: u64 = (state.trees.iter())
             .flat_map(|t| std::iter::once(&t.mem).chain(&t.immutable))
             .map(|m| m.approximate_bytes() as u64)
             .sum();
-        let filters: u64 = (state.trees.iter())
-            .flat_map(|t| t.version.tables())
-            .map(|t| t.table.filter_memory_bytes() as u64)
-            .sum();
-        drop(state);
         self.governor.roles(|role| match role {
             MemoryRole::Memtables => memtables,
             MemoryRole::BlockCache => self.own_block_cache().map_or(0, |c| c.stats().bytes),
             MemoryRole::IndexPartitions => {
                 (self.table_env.index_cache.as_ref()).map_or(0, |c| c.stats().bytes)
             }
-            MemoryRole::Filters => filters,
+            MemoryRole::Filters => filter_bytes,
         })
     }
 }

@@ -30,11 +30,9 @@ mod checkpoint;
 mod compact;
 mod filter_memory;
 mod flush;
-mod inherited_lookups;
 mod keyspace_handle;
 mod keyspaces;
 mod level0_at_rest;
-mod lookup_shape;
 mod memory;
 mod multi_get;
 mod read;
@@ -146,6 +144,8 @@ pub(crate) struct Inner {
     batch_block_reads: multi_get::BlockReadTimes,
     /// The memory each role may hold now, and the filters' limit among them (`memory`).
     governor: crate::memory::Governor,
+    /// The span of lookups each table's lookup counts were counted over.
+    count_spans: crate::filter_plan::CountSpans,
     /// `ReadCounters::table_lookups` when the filter memory was last spent by the lookups
     /// counted (`filter_memory`).
     filters_refit_at: std::sync::atomic::AtomicU64,

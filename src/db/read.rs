@@ -4,12 +4,12 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::lookup_shape::table_shares;
 use super::{lock, Inner, ReadState, Tree};
 use crate::cursor::Cursor;
 use crate::entry::{check_key_len, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::filter::KeyHash;
+use crate::filter_plan::table_shares;
 use crate::iter::{prefix_end, DbIterator, Sources};
 use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
@@ -233,6 +233,7 @@ impl Inner {
         let state = self.read_state();
         let trees: Vec<TreeStats> = state.trees.iter().map(|t| self.tree_stats(t)).collect();
         let filter_memory_bytes = trees.iter().map(|t| t.filter_memory_bytes).sum();
+        let memory = self.memory_roles(&state, filter_memory_bytes);
         let prefix_filter_memory_bytes = trees.iter().map(|t| t.prefix_memory_bytes).sum();
         let tables_prefix_filter_ignored = (trees.iter())
             .flat_map(|t| &t.levels)
@@ -300,7 +301,7 @@ impl Inner {
                 .filter_refits
                 .load(Ordering::Relaxed),
             filter_memory_limit: self.governor.filter_limit(),
-            memory: self.memory_roles(),
+            memory,
             filter_policy: self.options.policy(),
             index_memory_bytes,
             keyspaces,
@@ -390,7 +391,8 @@ impl Inner {
                 summary.tables_prefix_filter_ignored +=
                     usize::from(handle.table.prefix_filter_ignored());
                 index_memory_bytes += handle.table.index_memory_bytes() as u64;
-                let (lookup_span, unit_lookups) = handle.table.lookup_counts();
+                let (lookup_span, unit_lookups) =
+                    (self.count_spans).counts(handle.meta.number, &handle.table);
                 let lookups_counted = unit_lookups.iter().sum();
                 tables.push(TableStats {
                     level,

@@ -7,8 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Instant;
 
-use super::filter_memory::load_filters;
-use super::inherited_lookups::restore_lookup_counts;
 use super::table_writer::{Cuts, TableWriter};
 use super::{
     write_group, write_rate, BackgroundState, Counters, DropCause, DroppedWal, Inner, ReadState,
@@ -18,11 +16,13 @@ use crate::cache::TableCache;
 use crate::entry::{Entry, SeqNo, MAX_SEQ};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
+use crate::filter_plan::{
+    self, load_filters, restore_lookup_counts, saved, CountSpans, TableLookups,
+};
 use crate::fs::descriptors::{self, DescriptorRoom};
 use crate::fs::{FileLock, FileSystem, SharedFs};
 use crate::iter::NewestVersions;
 use crate::keyspace::{KeyspaceDef, KeyspaceId};
-use crate::lookup_counts::{self, TableLookups};
 use crate::manifest::{
     self, KeyspaceRecord, ManifestWriter, RecordedPolicy, TableMeta, VersionEdit, WriteTotals,
 };
@@ -102,7 +102,7 @@ fn read_on_disk(dir: &Path, fs: &SharedFs, options: &Options, env: &TableEnv) ->
         }
         let path = dir.join(filename::table_file_name(meta.number));
         // Under a filter memory limit each filter is read once the store knows how much of
-        // it to keep (`filter_memory::load_filters`).
+        // it to keep (`filter_plan::load_filters`).
         let table = match options.filter_memory_limit {
             Some(_) => Table::open_deferring_filter(&path, env)?,
             None => Table::open_in(&path, env)?,
@@ -184,11 +184,11 @@ pub(super) fn recover(
             keyspace: def.id,
             env: &table_env,
             next_file_number: &file_numbers,
-            shape: super::lookup_shape::filter_groups(
+            shape: filter_plan::filter_groups(
                 options.num_levels,
                 (metas.iter())
                     .filter(|m| m.keyspace == def.id)
-                    .map(super::lookup_shape::Span::from),
+                    .map(filter_plan::Span::from),
             ),
             job_in_shape: false,
         };
@@ -227,24 +227,21 @@ pub(super) fn recover(
         dropped_keyspaces: Vec::new(),
     };
     let (saved_lookups, refused) = saved_lookup_counts(&fs, &dir, &table_env);
-    let mut restored = 0;
+    let count_spans = CountSpans::new(Arc::clone(&table_env.counters));
+    let mut counts = SavedCounts {
+        saved: &saved_lookups,
+        spans: &count_spans,
+        restored: 0,
+    };
     let trees = defs
         .into_iter()
         .map(|def| {
             let mem = def.new_memtable(new_log);
-            tree_of(
-                def,
-                mem,
-                &snapshot,
-                &opened,
-                &options,
-                &saved_lookups,
-                &mut restored,
-            )
+            tree_of(def, mem, &snapshot, &opened, &options, &mut counts)
         })
         .collect::<Result<Vec<_>>>()?;
     let mut replayed = replayed;
-    replayed.report.tables_lookup_counts_restored = restored;
+    replayed.report.tables_lookup_counts_restored = counts.restored;
     replayed.report.lookup_counts_refused = refused;
     let manifest = ManifestWriter::create(fs.as_ref(), &dir, manifest_number, &snapshot)?;
 
@@ -256,6 +253,7 @@ pub(super) fn recover(
         fs,
         options,
         table_env,
+        count_spans,
         trees,
         next_keyspace,
         last_seq,
@@ -278,6 +276,14 @@ fn keyspace_defs(options: &Options, records: &[KeyspaceRecord]) -> Vec<Arc<Keysp
         .collect()
 }
 
+/// The lookup counts saved when the store last closed, as its trees take them over: the
+/// spans they start, and how many tables took theirs.
+struct SavedCounts<'a> {
+    saved: &'a HashMap<u64, TableLookups>,
+    spans: &'a CountSpans,
+    restored: usize,
+}
+
 /// Keyspace `def`'s tree: `mem`, over its tables of `snapshot` (whose readers are `opened`),
 /// with their filters read as its share of the filter memory limit allows.
 fn tree_of(
@@ -286,12 +292,14 @@ fn tree_of(
     snapshot: &VersionEdit,
     opened: &HashMap<u64, Table>,
     store: &Options,
-    saved_lookups: &HashMap<u64, TableLookups>,
-    restored: &mut usize,
+    counts: &mut SavedCounts,
 ) -> Result<Arc<Tree>> {
     let version = Version::empty(store.num_levels).apply(def.id, snapshot, opened);
     // Before the plan: it spends the filter memory by these counts.
-    *restored += restore_lookup_counts(&version, saved_lookups);
+    counts.restored += restore_lookup_counts(&version, counts.saved, counts.spans);
+    for t in version.tables() {
+        counts.spans.opened(t.meta.number);
+    }
     let entries = |keyspace: Option<KeyspaceId>| -> u64 {
         (snapshot.added.iter())
             .filter(|t| keyspace.is_none_or(|k| t.keyspace == k))
@@ -304,7 +312,7 @@ fn tree_of(
         entries(Some(def.id)),
         entries(None),
     );
-    let version = load_filters(version, &options)?;
+    let version = load_filters(version, &options, counts.spans)?;
     Ok(Arc::new(Tree::new(def, mem, Arc::new(version))))
 }
 
@@ -319,7 +327,7 @@ fn saved_lookup_counts(
     if !env.count_lookups {
         return (HashMap::new(), None);
     }
-    match lookup_counts::load(fs.as_ref(), dir) {
+    match saved::load(fs.as_ref(), dir) {
         Ok(saved) => (saved.unwrap_or_default(), None),
         Err(e) => (HashMap::new(), Some(e.to_string())),
     }
@@ -360,31 +368,29 @@ pub(super) fn open_read_only(
     };
     let mut replayed = on_disk.replayed.mems;
     let (saved_lookups, refused) = saved_lookup_counts(&fs, &dir, &table_env);
-    let mut restored = 0;
+    let count_spans = CountSpans::new(Arc::clone(&table_env.counters));
+    let mut counts = SavedCounts {
+        saved: &saved_lookups,
+        spans: &count_spans,
+        restored: 0,
+    };
     let trees = keyspace_defs(&options, &on_disk.keyspaces)
         .into_iter()
         .map(|def| {
             let mem = (replayed.remove(&def.id)).unwrap_or_else(|| def.new_memtable(0));
             let opened = &on_disk.opened;
-            tree_of(
-                def,
-                mem,
-                &snapshot,
-                opened,
-                &options,
-                &saved_lookups,
-                &mut restored,
-            )
+            tree_of(def, mem, &snapshot, opened, &options, &mut counts)
         })
         .collect::<Result<Vec<_>>>()?;
     let mut recovery = on_disk.replayed.report;
-    recovery.tables_lookup_counts_restored = restored;
+    recovery.tables_lookup_counts_restored = counts.restored;
     recovery.lookup_counts_refused = refused;
     let parts = Parts {
         dir,
         fs,
         options,
         table_env,
+        count_spans,
         trees,
         next_keyspace: on_disk.next_keyspace,
         last_seq: on_disk.last_seq,
@@ -401,6 +407,7 @@ struct Parts {
     fs: SharedFs,
     options: Options,
     table_env: TableEnv,
+    count_spans: CountSpans,
     trees: Vec<Arc<Tree>>,
     next_keyspace: KeyspaceId,
     last_seq: SeqNo,
@@ -452,6 +459,7 @@ impl Parts {
             next_file_number: AtomicU64::new(self.next_file),
             background: Mutex::new(BackgroundState::default()),
             background_cv: Condvar::new(),
+            count_spans: self.count_spans,
             table_env: self.table_env,
             counters: Counters::starting_from(self.options.num_levels, &self.write_totals),
             recovery: self.recovery,

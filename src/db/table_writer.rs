@@ -5,13 +5,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::lookup_shape::{filter_groups, Span};
 use crate::error::Result;
 use crate::filename;
 use crate::filter::{
     allocate_blended, allocate_for_false_positives, FilterGroup, FilterParams, GroupFilters,
     MAX_BITS_PER_KEY,
 };
+use crate::filter_plan::{filter_groups, Span};
 use crate::keyspace::KeyspaceId;
 use crate::manifest::TableMeta;
 use crate::options::Options;
@@ -312,7 +312,7 @@ impl<'a> TableWriter<'a> {
         let props = builder.finish()?;
         let path = self.dir.join(filename::table_file_name(number));
         // A widened filter is read once the new version's plan says how to keep it
-        // (`filter_memory::fit_filters`): read whole here, the filters of all of a
+        // (`filter_plan::fit_filters`): read whole here, the filters of all of a
         // compaction's outputs would be in memory together, at `FILTER_HEADROOM` times what
         // the limit pays for. Others are read here, outside the shape lock.
         let open = match filters.widens() {

@@ -2,7 +2,7 @@
 //! blocks, each checked, kept in memory for the table's life.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use super::filter::prefix::TablePrefixFilter;
@@ -257,8 +257,6 @@ impl Table {
                 obsolete: AtomicBool::new(false),
                 first_unit_lookups: AtomicU64::new(0),
                 lookups: (1..counted_units).map(|_| AtomicU64::new(0)).collect(),
-                counted_since: AtomicU64::new(env.counters.table_lookups.load(Ordering::Relaxed)),
-                inherited_span: AtomicU64::new(0),
             }),
             units,
             deferred,

@@ -132,13 +132,6 @@ pub(crate) struct TableInner {
     pub(super) first_unit_lookups: AtomicU64,
     /// The same for each further partition of a partitioned filter (unit `u` at `u - 1`).
     pub(super) lookups: Box<[AtomicU64]>,
-    /// `ReadCounters::table_lookups` when the counting began: when the table was opened,
-    /// moved later as the counts age (`age_lookup_counts`).
-    pub(super) counted_since: AtomicU64,
-    /// Lookups counted before `counted_since` whose counts the table took over (from a
-    /// compaction's inputs, or saved by the store before it was last closed): part of the
-    /// span its counts were counted over (`inherit_lookup_counts`).
-    pub(super) inherited_span: AtomicU64,
 }
 
 impl Drop for TableInner {

@@ -1,6 +1,6 @@
 //! A table's filter as a reader holds it: its units (the whole filter, or each partition of a
 //! partitioned one, `partitions.rs`), each kept whole, folded or dropped as the store's
-//! filter memory plan says (`db/filter_memory.rs`); the probes lookups make; the lookups each
+//! filter memory plan says (`crate::filter_plan`); the probes lookups make; the lookups each
 //! unit counts; and reading units from the file, all at once or one at a time.
 
 use std::path::Path;

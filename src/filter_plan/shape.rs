@@ -20,11 +20,11 @@ use crate::manifest::TableMeta;
 
 /// A key range, and how many keys it holds: a table, or the output of a job to come.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Span<'a> {
-    pub(super) smallest: &'a [u8],
-    pub(super) largest: &'a [u8],
-    pub(super) entries: u64,
-    pub(super) level: usize,
+pub(crate) struct Span<'a> {
+    pub(crate) smallest: &'a [u8],
+    pub(crate) largest: &'a [u8],
+    pub(crate) entries: u64,
+    pub(crate) level: usize,
 }
 
 impl<'a> From<&'a TableMeta> for Span<'a> {
@@ -43,7 +43,7 @@ impl<'a> From<&'a TableMeta> for Span<'a> {
 /// sum of each table's share at level 0 (its tables overlap, each is a run of its own). An
 /// empty level counts one probe, as a table written there will be probed by every lookup at
 /// first.
-pub(super) fn filter_groups<'a>(
+pub(crate) fn filter_groups<'a>(
     num_levels: usize,
     spans: impl IntoIterator<Item = Span<'a>>,
 ) -> Vec<FilterGroup> {
@@ -68,7 +68,7 @@ pub(super) fn filter_groups<'a>(
 
 /// Each table's share of the lookups (drawn like the stored keys) whose key falls in its
 /// range, in the order given.
-pub(super) fn table_shares<'a>(tables: impl Iterator<Item = &'a TableMeta> + Clone) -> Vec<f64> {
+pub(crate) fn table_shares<'a>(tables: impl Iterator<Item = &'a TableMeta> + Clone) -> Vec<f64> {
     let levels = by_level(tables.clone().map(Span::from));
     let stored = StoredKeys::of(&levels);
     tables.map(|t| stored.share(&[Span::from(t)])).collect()

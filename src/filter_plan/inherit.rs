@@ -1,8 +1,7 @@
 //! Lookup counts a table takes over: a compaction's outputs from its inputs, and a reopened
-//! store's tables from the counts saved when it was last closed (`LOOKUPS`,
-//! `crate::lookup_counts`).
+//! store's tables from the counts saved when it was last closed (`LOOKUPS`, `saved`).
 //!
-//! Where the store spends filter memory by the lookups it counts (`filter_memory.rs`), a table
+//! Where the store spends filter memory by the lookups it counts (`fit`), a table
 //! starts with no count of its own and is planned by its predicted share until lookups have
 //! reached it. A compaction replaces busy tables with new ones over the same keys: without
 //! their inputs' counts, the outputs of a busy key range would be planned as if nobody asked
@@ -21,48 +20,20 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::filter_memory::PREDICTED_SHARE_WEIGHT;
-use super::Inner;
-use crate::error::Result;
-use crate::lookup_counts::{self, TableLookups};
+use super::counts::CountSpans;
+use super::fit::PREDICTED_SHARE_WEIGHT;
+use super::saved::TableLookups;
 use crate::manifest::VersionEdit;
 use crate::sstable::Table;
 use crate::version::{TableHandle, Version};
 
-impl Inner {
-    /// Saves every live table's lookup counts to `LOOKUPS`, for the next open; nothing where
-    /// the store does not count lookups, or is read-only (it has no manifest to write).
-    pub(super) fn save_lookup_counts(&self) -> Result<()> {
-        let read_only = super::lock(&self.shape).manifest.is_none();
-        if !self.table_env.count_lookups || read_only {
-            return Ok(());
-        }
-        let state = self.read_state();
-        let tables: Vec<(u64, TableLookups)> = (state.trees.iter())
-            .flat_map(|tree| tree.version.tables())
-            .filter_map(|t| {
-                let (span, counts) = t.table.lookup_counts();
-                let entries = t.meta.entries;
-                let lookups = TableLookups {
-                    entries,
-                    span,
-                    counts,
-                };
-                (span > 0).then_some((t.meta.number, lookups))
-            })
-            .collect();
-        // The versions are let go before the file is written and synced.
-        drop(state);
-        lookup_counts::save(self.fs.as_ref(), &self.dir, &tables)
-    }
-}
-
 /// Gives each table of `version` the counts `saved` holds for it (by number), where the record
 /// is of that table (its entries and its filter's units match); returns how many tables took
 /// theirs.
-pub(super) fn restore_lookup_counts(
+pub(crate) fn restore_lookup_counts(
     version: &Version,
     saved: &HashMap<u64, TableLookups>,
+    spans: &CountSpans,
 ) -> usize {
     let mut restored = 0;
     for t in version.tables() {
@@ -73,7 +44,7 @@ pub(super) fn restore_lookup_counts(
         // counted (a number reused after a repair went back to an older manifest).
         let same = lookups.entries == t.meta.entries;
         if same && lookups.counts.len() == t.table.filter_units() {
-            t.table.inherit_lookup_counts(lookups.span, &lookups.counts);
+            spans.inherit(t.meta.number, &t.table, lookups.span, &lookups.counts);
             restored += 1;
         }
     }
@@ -83,10 +54,11 @@ pub(super) fn restore_lookup_counts(
 /// Gives each table `edit` adds (opened in `opened`) the lookups that the tables it removes
 /// from `old` counted over its keys. A table the edit moves (removed and added under one
 /// number) keeps its own counts.
-pub(super) fn inherit_lookup_counts(
+pub(crate) fn inherit_lookup_counts(
     old: &Version,
     edit: &VersionEdit,
     opened: &HashMap<u64, Table>,
+    spans: &CountSpans,
 ) {
     if edit.removed.is_empty() {
         return;
@@ -112,7 +84,7 @@ pub(super) fn inherit_lookup_counts(
             })
         })
         .collect();
-    let outputs = with_input_shares(outputs, &inputs);
+    let outputs = with_input_shares(outputs, &inputs, spans);
     for output in outputs {
         let units = output.table.filter_units();
         let counts: Vec<u64> = (0..units)
@@ -123,7 +95,7 @@ pub(super) fn inherit_lookup_counts(
             })
             .collect();
         if counts.iter().any(|&c| c > 0) {
-            output.table.inherit_lookup_counts(output.span, &counts);
+            spans.inherit(output.meta.number, output.table, output.span, &counts);
         }
     }
 }
@@ -161,15 +133,19 @@ impl Group {
 /// the input unit's; added up within a [`Group`]. A share is damped as the plan damps a
 /// table's own (`PREDICTED_SHARE_WEIGHT` lookups beside its span), so that a young input's
 /// few lookups do not stand for the longest span an input counted in.
-fn with_input_shares<'a>(mut outputs: Vec<Output<'a>>, inputs: &[&TableHandle]) -> Vec<Output<'a>> {
+fn with_input_shares<'a>(
+    mut outputs: Vec<Output<'a>>,
+    inputs: &[&TableHandle],
+    spans: &CountSpans,
+) -> Vec<Output<'a>> {
     for input in inputs {
         let table = &input.table;
-        let span = table.lookups_counted_span();
+        let span = spans.span(input.meta.number);
         if span == 0 {
             continue;
         }
         for unit in 0..table.filter_units() {
-            let (asked, _) = table.lookups_counted(unit);
+            let asked = table.unit_lookups(unit);
             if asked == 0 {
                 continue;
             }
