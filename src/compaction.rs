@@ -238,7 +238,7 @@ impl LevelTargets {
         let level_bytes: Vec<u64> = (0..version.num_levels())
             .map(|l| version.level_bytes(l))
             .collect();
-        match options.dynamic_level_sizes {
+        match options.tuning.dynamic_level_sizes {
             true => Self::from_largest_level(&level_bytes, options),
             false => Self::from_level1(level_bytes.len(), options),
         }
@@ -252,8 +252,8 @@ impl LevelTargets {
                 0 => u64::MAX,
                 l if l == last => u64::MAX,
                 l => {
-                    let growth = options.level_size_ratio.saturating_pow(l as u32 - 1);
-                    options.level1_size.saturating_mul(growth)
+                    let growth = options.tuning.level_size_ratio.saturating_pow(l as u32 - 1);
+                    options.tuning.level1_size.saturating_mul(growth)
                 }
             })
             .collect();
@@ -270,7 +270,7 @@ impl LevelTargets {
     /// then find first.
     fn from_largest_level(level_bytes: &[u64], options: &Options) -> LevelTargets {
         let last = level_bytes.len() - 1;
-        let ratio = options.level_size_ratio;
+        let ratio = options.tuning.level_size_ratio;
         let mut share = vec![0u64; last + 1];
         share[last] = level_bytes[1..].iter().copied().max().unwrap_or(0);
         for level in (1..last).rev() {
@@ -278,14 +278,14 @@ impl LevelTargets {
         }
         let fits_base = (1..=last)
             .rev()
-            .find(|&l| share[l] <= options.level1_size)
+            .find(|&l| share[l] <= options.tuning.level1_size)
             .unwrap_or(1);
         let first_with_data = (1..=last).find(|&l| level_bytes[l] > 0).unwrap_or(last);
         let base_level = fits_base.min(first_with_data);
         let bytes = (0..=last)
             .map(|level| match level {
                 l if l < base_level || l == last => u64::MAX,
-                l => share[l].max(options.level1_size),
+                l => share[l].max(options.tuning.level1_size),
             })
             .collect();
         LevelTargets { base_level, bytes }
@@ -301,7 +301,7 @@ impl LevelTargets {
         let last = version.num_levels() - 1;
         (0..last)
             .map(|level| match level {
-                0 => version.level(0).len() as f64 / options.l0_compaction_trigger as f64,
+                0 => version.level(0).len() as f64 / options.tuning.l0_compaction_trigger as f64,
                 l if self.bytes[l] == u64::MAX => 0.0,
                 l => version.level_bytes(l) as f64 / self.bytes[l] as f64,
             })
@@ -459,7 +459,7 @@ pub fn full(version: &Version, options: &Options) -> Option<Compaction> {
         .unwrap_or(1);
     let total: u64 = (0..=last).map(|l| version.level_bytes(l)).sum();
     let targets = LevelTargets::from_level1(version.num_levels(), options);
-    let output_level = match options.dynamic_level_sizes {
+    let output_level = match options.tuning.dynamic_level_sizes {
         true => last,
         false => (deepest..=last)
             .find(|&l| total < targets.bytes(l))

@@ -59,7 +59,7 @@ pub use filter_plan::saved as lookup_counts;
 pub use iter::DbIterator;
 pub use keyspace::{KeyspaceOptions, DEFAULT_KEYSPACE};
 pub use memory::{MemoryRole, RoleMemory};
-pub use options::{Options, WalRecoveryMode, WriteOptions};
+pub use options::{Options, Tuning, WalRecoveryMode, WriteOptions};
 pub use prefix::{ExtractPrefix, PrefixExtractor};
 pub use repair::{repair, salvage::SalvagedTable, RepairReport};
 pub use sstable::{BlockCache, Compression, FilterPolicy, FilterResidency};

@@ -98,7 +98,7 @@ impl Inner {
 
     /// A compaction thread.
     pub(super) fn compaction_loop(&self) {
-        run_below_foreground(self.options.compaction_nice);
+        run_below_foreground(self.options.tuning.compaction_nice);
         // The count of ended jobs when this thread began a turn in which it found nothing it
         // could take: until another job ends, nothing has freed a table for it.
         let mut found_nothing_at = None;
@@ -346,6 +346,7 @@ impl Inner {
         };
         let limit = self
             .options
+            .tuning
             .max_manifest_size
             .max(2 * manifest.snapshot_len());
         if manifest.len() > limit {

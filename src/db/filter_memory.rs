@@ -51,6 +51,11 @@ impl Inner {
                 for &number in opened.keys() {
                     self.count_spans.opened(number);
                 }
+                // A table moved to another level keeps its number, and its span.
+                let moved = |n: u64| edit.added.iter().any(|a| a.number == n);
+                for &(_, number) in edit.removed.iter().filter(|(_, n)| !moved(*n)) {
+                    self.count_spans.forget(number);
+                }
                 tree.version.apply(tree.id(), edit, opened)
             })
             .collect();
@@ -64,7 +69,7 @@ impl Inner {
             .map(|(tree, version)| {
                 let mut options = tree.options().clone();
                 let limit = self.governor.filter_limit();
-                options.filter_memory_limit = limit_share(limit, entries(&version), total);
+                options.tuning.filter_memory_limit = limit_share(limit, entries(&version), total);
                 Arc::new(fit_filters(version, &options, &self.count_spans))
             })
             .collect()
@@ -89,13 +94,19 @@ impl Inner {
                     self.tree_options(t, &t.version),
                 )
             })
-            .map(|(id, version, options)| (id, version, options.filter_memory_limit))
+            .map(|(id, version, options)| (id, version, options.tuning.filter_memory_limit))
             .collect();
-        // Tables compacted away since the last turn have no span to keep.
-        let live: std::collections::HashSet<u64> = (versions.iter())
-            .flat_map(|(_, version, _)| version.tables().map(|t| t.meta.number))
-            .collect();
-        self.count_spans.retain(|number| live.contains(&number));
+        // Tables of keyspaces dropped since the last turn have no span to keep. Under the
+        // shape lock, which every change of version holds from the spans it starts to the
+        // version it installs: no new table's span is taken for a dead one's.
+        {
+            let _shape = lock(&self.shape);
+            let state = self.read_state();
+            let live: std::collections::HashSet<u64> = (state.trees.iter())
+                .flat_map(|t| t.version.tables().map(|t| t.meta.number))
+                .collect();
+            self.count_spans.retain(|number| live.contains(&number));
+        }
         let mut refitted = false;
         for (id, version, limit) in versions {
             if let Some(limit) = limit {

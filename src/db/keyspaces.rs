@@ -74,7 +74,7 @@ impl Inner {
                 None => trees.push(Arc::new(Tree::new(
                     Arc::clone(&def),
                     def.new_memtable(log_number),
-                    Arc::new(Version::empty(self.options.num_levels)),
+                    Arc::new(Version::empty(self.options.tuning.num_levels)),
                 ))),
             }
             ReadState { trees }
@@ -154,7 +154,7 @@ impl Inner {
         };
         let state = self.read_state();
         if state.trees.len() < 2 {
-            options.filter_memory_limit = Some(limit);
+            options.tuning.filter_memory_limit = Some(limit);
             return options;
         }
         let entries = |v: &Version| v.tables().map(|t| t.meta.entries).sum::<u64>();
@@ -163,7 +163,7 @@ impl Inner {
             .filter(|t| t.id() != tree.id())
             .map(|t| entries(&t.version))
             .sum();
-        options.filter_memory_limit = limit_share(Some(limit), own, own + others);
+        options.tuning.filter_memory_limit = limit_share(Some(limit), own, own + others);
         options
     }
 }

@@ -102,13 +102,13 @@ pub(super) fn governor(
     own_block_cache: Option<u64>,
     index_cache: Option<u64>,
 ) -> Governor {
-    let memtables =
-        (options.memtable_size as u64).saturating_mul(1 + options.max_immutable_memtables as u64);
+    let memtables = (options.memtable_size as u64)
+        .saturating_mul(1 + options.tuning.max_immutable_memtables as u64);
     Governor::new(Given {
         memtables,
         block_cache: own_block_cache,
         index_cache,
-        filters: options.filter_memory_limit,
-        follows_reads: options.memory_follows_reads && options.filter_memory_follows_lookups,
+        filters: options.tuning.filter_memory_limit,
+        follows_reads: options.memory_follows_reads && options.tuning.filter_memory_follows_lookups,
     })
 }

@@ -90,20 +90,20 @@ fn read_on_disk(dir: &Path, fs: &SharedFs, options: &Options, env: &TableEnv) ->
 
     let mut opened = HashMap::new();
     for meta in &metas {
-        if meta.level as usize >= options.num_levels {
+        if meta.level as usize >= options.tuning.num_levels {
             return Err(Error::corruption(
                 &dir.join(filename::table_file_name(meta.number)),
                 None,
                 format!(
                     "manifest places the table at level {} of {}",
-                    meta.level, options.num_levels
+                    meta.level, options.tuning.num_levels
                 ),
             ));
         }
         let path = dir.join(filename::table_file_name(meta.number));
         // Under a filter memory limit each filter is read once the store knows how much of
         // it to keep (`filter_plan::load_filters`).
-        let table = match options.filter_memory_limit {
+        let table = match options.tuning.filter_memory_limit {
             Some(_) => Table::open_deferring_filter(&path, env)?,
             None => Table::open_in(&path, env)?,
         };
@@ -185,7 +185,7 @@ pub(super) fn recover(
             env: &table_env,
             next_file_number: &file_numbers,
             shape: filter_plan::filter_groups(
-                options.num_levels,
+                options.tuning.num_levels,
                 (metas.iter())
                     .filter(|m| m.keyspace == def.id)
                     .map(filter_plan::Span::from),
@@ -294,7 +294,7 @@ fn tree_of(
     store: &Options,
     counts: &mut SavedCounts,
 ) -> Result<Arc<Tree>> {
-    let version = Version::empty(store.num_levels).apply(def.id, snapshot, opened);
+    let version = Version::empty(store.tuning.num_levels).apply(def.id, snapshot, opened);
     // Before the plan: it spends the filter memory by these counts.
     counts.restored += restore_lookup_counts(&version, counts.saved, counts.spans);
     for t in version.tables() {
@@ -307,8 +307,8 @@ fn tree_of(
             .sum()
     };
     let mut options = def.options.clone();
-    options.filter_memory_limit = super::keyspaces::limit_share(
-        store.filter_memory_limit,
+    options.tuning.filter_memory_limit = super::keyspaces::limit_share(
+        store.tuning.filter_memory_limit,
         entries(Some(def.id)),
         entries(None),
     );
@@ -427,8 +427,8 @@ impl Parts {
         let may_write = manifest.is_some();
         Inner {
             read_state: RwLock::new(Arc::new(ReadState { trees: self.trees })),
-            write_queue: write_group::WriteQueue::new(self.options.group_commit_wait),
-            write_rate: write_rate::WriteRate::new(self.options.delayed_write_rate),
+            write_queue: write_group::WriteQueue::new(self.options.tuning.group_commit_wait),
+            write_rate: write_rate::WriteRate::new(self.options.tuning.delayed_write_rate),
             writer: Mutex::new(WriterState {
                 wal,
                 unsynced_logs: Vec::new(),
@@ -446,7 +446,7 @@ impl Parts {
             batch_block_reads: Default::default(),
             filters_refit_at: Default::default(),
             // A read-only store runs no compactions, and counts nothing for them.
-            level0_at_rest: (self.options.compact_level0_at_rest)
+            level0_at_rest: (self.options.tuning.compact_level0_at_rest)
                 .filter(|_| may_write)
                 .map(|rest| super::level0_at_rest::Level0AtRest::new(rest, Instant::now())),
             governor: super::memory::governor(
@@ -461,7 +461,7 @@ impl Parts {
             background_cv: Condvar::new(),
             count_spans: self.count_spans,
             table_env: self.table_env,
-            counters: Counters::starting_from(self.options.num_levels, &self.write_totals),
+            counters: Counters::starting_from(self.options.tuning.num_levels, &self.write_totals),
             recovery: self.recovery,
             dir: self.dir,
             fs: self.fs,
@@ -490,7 +490,7 @@ pub(super) fn table_env(fs: &SharedFs, options: &Options) -> TableEnv {
     room.set_make_room(Box::new(move || {
         cache.upgrade().is_some_and(|cache| cache.make_room())
     }));
-    let index_cache = (options.index_cache_size)
+    let index_cache = (options.tuning.index_cache_size)
         .filter(|&bytes| bytes > 0)
         .map(|bytes| Arc::new(IndexCache::for_index(bytes)));
     TableEnv {
@@ -500,8 +500,8 @@ pub(super) fn table_env(fs: &SharedFs, options: &Options) -> TableEnv {
         index_cache,
         table_cache,
         store_open: Arc::new(std::sync::atomic::AtomicBool::new(true)),
-        count_lookups: options.filter_memory_follows_lookups
-            && options.filter_memory_limit.is_some(),
+        count_lookups: options.tuning.filter_memory_follows_lookups
+            && options.tuning.filter_memory_limit.is_some(),
         prefix_extractor: options.prefix_extractor.clone(),
     }
 }

@@ -76,14 +76,14 @@ impl super::Inner {
 /// a pass over the tables' key ranges).
 fn shape_of<'t>(options: &Options, spans: impl Iterator<Item = Span<'t>>) -> Vec<FilterGroup> {
     if options.policy().is_budget() {
-        return filter_groups(options.num_levels, spans);
+        return filter_groups(options.tuning.num_levels, spans);
     }
     let mut groups = vec![
         FilterGroup {
             keys: 0,
             probes: 1.0
         };
-        options.num_levels
+        options.tuning.num_levels
     ];
     for span in spans {
         if let Some(group) = groups.get_mut(span.level) {
@@ -140,7 +140,7 @@ impl<'a> TableWriter<'a> {
     pub(super) fn filters_for(&self, level: u32, new_keys: u64) -> LevelFilters {
         let mut groups = self.shape.clone();
         groups.resize(
-            self.options.num_levels,
+            self.options.tuning.num_levels,
             FilterGroup {
                 keys: 0,
                 probes: 1.0,
@@ -155,11 +155,11 @@ impl<'a> TableWriter<'a> {
             groups[at].keys += new_keys;
         }
         let at_bottom = at > 0 && groups[at + 1..].iter().all(|g| g.keys == 0);
-        if self.options.no_filters_at_bottom && at_bottom {
+        if self.options.tuning.no_filters_at_bottom && at_bottom {
             return LevelFilters::Policy(FilterPolicy::Disabled);
         }
-        as_compaction_keeps_up(&mut groups[0], self.options.l0_compaction_trigger);
-        let limit = bits_per_key_within_limit(&groups, self.options.filter_memory_limit);
+        as_compaction_keeps_up(&mut groups[0], self.options.tuning.l0_compaction_trigger);
+        let limit = bits_per_key_within_limit(&groups, self.options.tuning.filter_memory_limit);
         // The budget was checked when the store was opened.
         let (allocated, limit_binds) = match self.options.policy() {
             FilterPolicy::BitsPerKeyBudget(bits) => match limit {
@@ -190,7 +190,7 @@ impl<'a> TableWriter<'a> {
         };
         // Written wider than the limit's share, a filter leaves the memory plan room to keep
         // it whole where lookups go and fold it where they do not (`filter_memory`).
-        let widen = match limit_binds && self.options.filter_memory_follows_lookups {
+        let widen = match limit_binds && self.options.tuning.filter_memory_follows_lookups {
             true => FILTER_HEADROOM,
             false => 1,
         };
@@ -274,15 +274,15 @@ impl<'a> TableWriter<'a> {
             block_size: self.options.block_size,
             filter_policy: filters.for_table(number),
             compression: self.options.compression,
-            index_partition_size: self.options.index_partition_size,
+            index_partition_size: self.options.tuning.index_partition_size,
             // Partitions let the limit keep a busy key range's filter whole; without a
             // binding limit every filter is held whole, and a search of a top level would
             // only cost lookups.
             filter_partition_size: match filters.widens() {
-                true => self.options.filter_partition_size,
+                true => self.options.tuning.filter_partition_size,
                 false => 0,
             },
-            cache_local_filter: self.options.cache_local_filters,
+            cache_local_filter: self.options.tuning.cache_local_filters,
             filter_fold_target: match filters.widens() {
                 true => FILTER_HEADROOM,
                 false => 1,

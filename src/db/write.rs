@@ -283,7 +283,7 @@ impl Inner {
     /// 0 is back under the trigger, or the store is closing: each flush or compaction that
     /// ends wakes it to look.
     fn pay_delayed_rate(&self, bytes: u64) -> bool {
-        let trigger = self.options.l0_slowdown_trigger;
+        let trigger = self.options.tuning.l0_slowdown_trigger;
         let level0 = self.read_state().most_level0_tables();
         let wait = self.write_rate.delay(bytes, level0, level0 >= trigger);
         if wait.is_zero() {
@@ -311,8 +311,9 @@ impl Inner {
         let (mut counted_flush, mut counted_level0) = (false, false);
         loop {
             let state = self.read_state();
-            let level0_full = state.most_level0_tables() >= self.options.l0_stop_trigger;
-            let too_many_frozen = state.frozen_logs().len() >= self.options.max_immutable_memtables;
+            let level0_full = state.most_level0_tables() >= self.options.tuning.l0_stop_trigger;
+            let too_many_frozen =
+                state.frozen_logs().len() >= self.options.tuning.max_immutable_memtables;
             if !too_many_frozen && !level0_full {
                 return Ok(());
             }

@@ -97,6 +97,11 @@ impl CountSpans {
         }
     }
 
+    /// Forgets table `number`: it left the store.
+    pub(crate) fn forget(&self, number: u64) {
+        self.spans().remove(&number);
+    }
+
     /// Forgets every table but those `live` keeps.
     pub(crate) fn retain(&self, live: impl Fn(u64) -> bool) {
         self.spans().retain(|&number, _| live(number));

@@ -188,9 +188,9 @@ fn apply_plan(
     spans: &CountSpans,
     failed: impl Fn(&Table, Error) -> Result<Table>,
 ) -> Result<Version> {
-    let mut plan = match options.filter_memory_limit {
+    let mut plan = match options.tuning.filter_memory_limit {
         Some(limit) => {
-            let counted = Some(spans).filter(|_| options.filter_memory_follows_lookups);
+            let counted = Some(spans).filter(|_| options.tuning.filter_memory_follows_lookups);
             let shares = lookup_shares(&version, counted);
             let limit = beside_prefix_filters(&version, limit);
             fit_plan(&version, limit, &shares, Start::AsHeld)

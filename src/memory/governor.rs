@@ -102,8 +102,8 @@ const MOVE_FACTOR: f64 = 2.0;
 /// opened.
 const MOST_HIT_RATE_TO_GIVE: f64 = 0.05;
 
-/// A step is this share of the smaller first target of the two roles; the block cache keeps
-/// this share of its own. The index cache keeps this share of its partitions free, and takes
+/// A step is this share of the smaller first target of the two roles a move is between; the
+/// block cache keeps this share of its own. The index cache keeps this share of its partitions free, and takes
 /// its loan back once half of that room is used.
 const STEP_DIVISOR: u64 = 8;
 
@@ -342,15 +342,19 @@ impl Governor {
             return None;
         }
         let room = value.spare(giver).min(value.room(taker));
-        // A role that needs memory back takes what it needs at once; other moves go by steps
-        // of an eighth of what the giver was given, and one of less than half a step is not
-        // worth the refit's reads.
-        let step = (self.given[giver.at()] / STEP_DIVISOR).max(1);
-        let bytes = match taking.is_finite() {
+        // Memory its role cannot use, and memory a role needs back, move at once. A move
+        // judged on what both sides' bytes save goes by steps of an eighth of the smaller
+        // first target of the two, so that each step is judged on counts it moved. A move of
+        // less than half a step is not worth the refit's reads, unless it gives the taker all
+        // it can take (a cache taking back the last of what it gave).
+        let step = (self.given[giver.at()].min(self.given[taker.at()]) / STEP_DIVISOR).max(1);
+        let judged = taking.is_finite() && keeping > 0.0;
+        let bytes = match judged {
             true => room.min(step),
             false => room,
         };
-        if bytes < step / 2 && taking.is_finite() {
+        let fills_taker = bytes == value.room(taker);
+        if bytes < step / 2 && taking.is_finite() && !fills_taker {
             return None;
         }
         Some(Move {
@@ -437,7 +441,9 @@ impl Value<'_> {
     /// Bytes the role can give: what its target holds above its floor, and for the index
     /// cache above its partitions' needs.
     fn spare(&self, role: MemoryRole) -> u64 {
-        let above_floor = self.target(role) - self.governor.floors[role.at()];
+        let above_floor = self
+            .target(role)
+            .saturating_sub(self.governor.floors[role.at()]);
         match role {
             MemoryRole::Memtables => 0,
             MemoryRole::IndexPartitions => match self.index_needs() {

@@ -11,27 +11,36 @@ use crate::prefix::PrefixExtractor;
 use crate::sstable::{BlockCache, Compression, FilterPolicy};
 
 impl Options {
-    /// Caps the memory of all the store's filters together (default: a share; see the field).
+    /// Plans the store's memory for `bytes` (default: the memory the process may use; see the
+    /// field).
+    pub fn memory_limit(mut self, bytes: u64) -> Self {
+        self.memory_limit = Some(bytes);
+        self
+    }
+
+    /// Caps the memory of all the store's filters together (default: a share of
+    /// `memory_limit`; see `Tuning::filter_memory_limit`).
     pub fn filter_memory_limit(mut self, bytes: u64) -> Self {
-        self.filter_memory_limit = Some(bytes);
+        self.tuning.filter_memory_limit = Some(bytes);
         self
     }
 
     /// Caps the store's filters at this share of the memory the process may use, when no
     /// `filter_memory_limit` is given (default 0.25; see the field).
     pub fn filter_memory_share(mut self, share: f64) -> Self {
-        self.filter_memory_share = Some(share);
+        self.tuning.filter_memory_share = Some(share);
         self
     }
 
     /// Leaves the store's filters uncapped: every table keeps the filter the policy gives it.
     pub fn no_filter_memory_limit(mut self) -> Self {
-        self.filter_memory_limit = None;
-        self.filter_memory_share = None;
+        self.tuning.filter_memory_limit = None;
+        self.tuning.filter_memory_share = None;
         self
     }
 
-    /// Moves memory between the block cache and the filters as the lookups show (default `true`).
+    /// Moves memory between the block cache, the index cache and the filters as the lookups show
+    /// (default `true`).
     pub fn memory_follows_reads(mut self, follows: bool) -> Self {
         self.memory_follows_reads = follows;
         self
@@ -40,33 +49,33 @@ impl Options {
     /// Spends a filter memory limit where lookups go (`true`, the default) or where keys are
     /// (see the field).
     pub fn filter_memory_follows_lookups(mut self, follows: bool) -> Self {
-        self.filter_memory_follows_lookups = follows;
+        self.tuning.filter_memory_follows_lookups = follows;
         self
     }
 
     /// Keeps at most `bytes` of index partitions in memory (default: a share; see the field).
     pub fn index_cache_size(mut self, bytes: u64) -> Self {
-        self.index_cache_size = Some(bytes);
+        self.tuning.index_cache_size = Some(bytes);
         self
     }
 
     /// Keeps index partitions within this share of the memory the process may use, when no
     /// `index_cache_size` is given (default 0.125; see the field).
     pub fn index_memory_share(mut self, share: f64) -> Self {
-        self.index_memory_share = share;
+        self.tuning.index_memory_share = share;
         self
     }
 
     /// Sets the bytes of index per index partition (default 4 KiB; 0: one index block).
     pub fn index_partition_size(mut self, bytes: usize) -> Self {
-        self.index_partition_size = bytes;
+        self.tuning.index_partition_size = bytes;
         self
     }
 
     /// Sets the bytes of filter per filter partition, for tables written while a filter
     /// memory limit binds; 0 (the default) writes every filter whole.
     pub fn filter_partition_size(mut self, bytes: usize) -> Self {
-        self.filter_partition_size = bytes;
+        self.tuning.filter_partition_size = bytes;
         self
     }
 
@@ -78,7 +87,7 @@ impl Options {
 
     /// Sets whether filters are written in the cache-local layout (default `false`).
     pub fn cache_local_filters(mut self, on: bool) -> Self {
-        self.cache_local_filters = on;
+        self.tuning.cache_local_filters = on;
         self
     }
 
@@ -97,7 +106,7 @@ impl Options {
 
     /// Sets whether tables at the bottom of the tree are written without a filter (default false).
     pub fn no_filters_at_bottom(mut self, skip: bool) -> Self {
-        self.no_filters_at_bottom = skip;
+        self.tuning.no_filters_at_bottom = skip;
         self
     }
 
@@ -115,13 +124,13 @@ impl Options {
 
     /// Sets the target size of level 1 in bytes (default 128 MiB).
     pub fn level1_size(mut self, bytes: u64) -> Self {
-        self.level1_size = bytes;
+        self.tuning.level1_size = bytes;
         self
     }
 
     /// Sets how many frozen memtables may wait for their flush before writers stall (default 2).
     pub fn max_immutable_memtables(mut self, count: usize) -> Self {
-        self.max_immutable_memtables = count;
+        self.tuning.max_immutable_memtables = count;
         self
     }
 
@@ -133,45 +142,45 @@ impl Options {
 
     /// Sets the number of levels (2 to 32; default 7).
     pub fn num_levels(mut self, levels: usize) -> Self {
-        self.num_levels = levels;
+        self.tuning.num_levels = levels;
         self
     }
 
     /// Sets the size ratio between adjacent levels (default 10).
     pub fn level_size_ratio(mut self, ratio: u64) -> Self {
-        self.level_size_ratio = ratio;
+        self.tuning.level_size_ratio = ratio;
         self
     }
 
     /// Sets whether level targets are derived from the largest level up (default true).
     pub fn dynamic_level_sizes(mut self, dynamic: bool) -> Self {
-        self.dynamic_level_sizes = dynamic;
+        self.tuning.dynamic_level_sizes = dynamic;
         self
     }
 
     /// Sets the level-0 table count that triggers compaction (default 4).
     pub fn l0_compaction_trigger(mut self, tables: usize) -> Self {
-        self.l0_compaction_trigger = tables;
+        self.tuning.l0_compaction_trigger = tables;
         self
     }
 
     /// Compacts level 0 below its trigger once writes rested this long and lookups ask its
     /// tables (`None`: never; default 10 seconds; see the field).
     pub fn compact_level0_at_rest(mut self, rest: Option<Duration>) -> Self {
-        self.compact_level0_at_rest = rest;
+        self.tuning.compact_level0_at_rest = rest;
         self
     }
 
     /// Sets the level-0 table counts at which writes slow down and stop (defaults 20 and 36).
     pub fn l0_write_triggers(mut self, slowdown: usize, stop: usize) -> Self {
-        self.l0_slowdown_trigger = slowdown;
-        self.l0_stop_trigger = stop;
+        self.tuning.l0_slowdown_trigger = slowdown;
+        self.tuning.l0_stop_trigger = stop;
         self
     }
 
     /// Sets the bytes per second writes may go while level 0 is behind (default 16 MiB/s).
     pub fn delayed_write_rate(mut self, bytes_per_second: u64) -> Self {
-        self.delayed_write_rate = bytes_per_second;
+        self.tuning.delayed_write_rate = bytes_per_second;
         self
     }
 
@@ -183,7 +192,7 @@ impl Options {
 
     /// Sets how long a synced group's leader waits for the last group's writers (default 100 µs).
     pub fn group_commit_wait(mut self, wait: Duration) -> Self {
-        self.group_commit_wait = wait;
+        self.tuning.group_commit_wait = wait;
         self
     }
 
@@ -227,7 +236,7 @@ impl Options {
     /// Sets how much lower compaction threads run than the others (a `nice` increment, 0-19;
     /// default 10).
     pub fn compaction_nice(mut self, nice: u8) -> Self {
-        self.compaction_nice = nice;
+        self.tuning.compaction_nice = nice;
         self
     }
 
@@ -240,7 +249,7 @@ impl Options {
 
     /// Sets the size at which the manifest is rewritten as one snapshot (default 4 MiB).
     pub fn max_manifest_size(mut self, bytes: u64) -> Self {
-        self.max_manifest_size = bytes;
+        self.tuning.max_manifest_size = bytes;
         self
     }
 

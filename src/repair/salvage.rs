@@ -125,7 +125,7 @@ fn salvage_one(
             block_size: options.block_size,
             filter_policy: policy_like(table.inner.properties.filter),
             compression: options.compression,
-            index_partition_size: options.index_partition_size,
+            index_partition_size: options.tuning.index_partition_size,
             ..TableOptions::default()
         };
         let mut builder = TableBuilder::new(Arc::clone(fs), &path, builder_options, meta.entries)?;

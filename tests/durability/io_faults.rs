@@ -271,7 +271,7 @@ fn a_fault_at_every_point_of_a_mixed_workload() {
 fn resume_after_a_full_disk_leaves_no_stale_failure() {
     let fs = FaultFs::new();
     let mut opts = options(&fs);
-    opts.max_immutable_memtables = 1;
+    opts.tuning.max_immutable_memtables = 1;
     let db = Db::open(DIR, opts).unwrap();
     fill(&db, 0, 200);
     fs.set_space_left(Some(0));

@@ -357,7 +357,7 @@ fn a_durable_write_makes_the_logs_of_frozen_memtables_durable_too() {
         let dir = "/frozen";
         let mut options = options(&fs, profile(CrashMode::DropUnsynced));
         options.memtable_size = 16 * 1024;
-        options.max_immutable_memtables = 8;
+        options.tuning.max_immutable_memtables = 8;
         let db = Db::open(dir, options.clone()).unwrap();
         fs.set_table_appends_fail(true);
         let value = vec![b'v'; 100];

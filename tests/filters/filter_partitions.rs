@@ -328,7 +328,8 @@ fn a_store_under_a_binding_limit_partitions_its_filters_and_keeps_every_key() {
 fn by_default_filters_are_written_whole_even_under_a_binding_limit() {
     let limit = unlimited_filter_bytes() / 3;
     let dir = tempfile::tempdir().unwrap();
-    let options = store_options().filter_partition_size(Options::default().filter_partition_size);
+    let options =
+        store_options().filter_partition_size(Options::default().tuning.filter_partition_size);
     let db = Db::open(dir.path(), options.filter_memory_limit(limit)).unwrap();
     common::put_even(&db, 0, KEYS);
     let stats = settle(&db);

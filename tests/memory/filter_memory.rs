@@ -732,7 +732,7 @@ fn an_index_cache_lends_the_filters_what_its_partitions_leave_spare() {
         .index_cache_size(index_cache);
     // Two-level indexes, whose partitions take a sliver of the index cache; no block cache,
     // so that nothing moves but the loan.
-    options.index_partition_size = 16;
+    options.tuning.index_partition_size = 16;
     options.block_cache_size = 0;
     let (db, _, _) = build_limited(dir.path(), options);
     let stats = db.stats();

@@ -65,7 +65,7 @@ fn options(cache: u64, index_cache: u64) -> Options {
         .index_cache_size(index_cache)
         .compact_level0_at_rest(None);
     options.block_cache_size = cache;
-    options.index_partition_size = 64;
+    options.tuning.index_partition_size = 64;
     options
 }
 

@@ -435,7 +435,7 @@ fn a_dropped_keyspaces_unsynced_log_does_not_break_a_later_synced_write() {
     let dir = "/dropped";
     let mut options = common::small_tree_options().file_system(std::sync::Arc::new(fs.clone()));
     options.memtable_size = 16 * 1024;
-    options.max_immutable_memtables = 8;
+    options.tuning.max_immutable_memtables = 8;
     let db = Db::open(dir, options.clone()).unwrap();
     // Flushes fail, so the frozen memtables stay: logs that hold only the keyspace's writes.
     fs.set_table_appends_fail(true);

@@ -403,8 +403,8 @@ fn every_sized_option_has_a_builder() {
     assert_eq!(
         (
             options.block_size,
-            options.num_levels,
-            options.max_immutable_memtables
+            options.tuning.num_levels,
+            options.tuning.max_immutable_memtables
         ),
         (8 * 1024, 5, 3)
     );

@@ -408,7 +408,7 @@ fn moves_against_a_model(dynamic_level_sizes: bool) {
         let mut options = common::small_tree_options()
             .level_size_ratio(2)
             .dynamic_level_sizes(dynamic_level_sizes);
-        options.num_levels = LEVELS;
+        options.tuning.num_levels = LEVELS;
         options
     };
     let db = Db::open(dir.path(), options()).unwrap();
@@ -562,8 +562,8 @@ fn held_options(fs: &FaultFs) -> Options {
         .l0_compaction_trigger(2)
         .compaction_threads(1)
         .file_system(Arc::new(fs.clone()));
-    options.l0_slowdown_trigger = 64;
-    options.l0_stop_trigger = 64;
+    options.tuning.l0_slowdown_trigger = 64;
+    options.tuning.l0_stop_trigger = 64;
     options
 }
 
@@ -722,7 +722,7 @@ fn writers_slow_down_while_level_0_is_behind_and_never_stop() {
 #[test]
 fn by_default_writes_slow_down_from_twenty_level_0_tables() {
     let fs = FaultFs::new();
-    let slowdown = Options::default().l0_slowdown_trigger;
+    let slowdown = Options::default().tuning.l0_slowdown_trigger;
     assert_eq!(slowdown, 20);
     let options = held_options(&fs).l0_write_triggers(slowdown, 64);
     let db = Db::open(DIR, options).unwrap();

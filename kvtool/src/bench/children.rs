@@ -305,11 +305,12 @@ mod tests {
         assert!(
             bloomkv_options(&bench_args(&in_child))
                 .unwrap()
+                .tuning
                 .cache_local_filters
         );
         let rocksdb = child_args(&args, "rocksdb", Path::new("out.json"));
         assert!(!rocksdb.iter().any(|a| a == "--cache-local-filters"));
         let plain = bloomkv_options(&bench_args(&["--stores", "bloomkv"])).unwrap();
-        assert!(!plain.cache_local_filters);
+        assert!(!plain.tuning.cache_local_filters);
     }
 }

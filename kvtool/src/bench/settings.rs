@@ -25,7 +25,7 @@ use crate::{progress, Failure};
 /// by side.
 pub fn run(args: &BenchArgs, dir: Option<&Path>) -> Result<(), Failure> {
     let settings = parse_settings(&args.settings)?;
-    let trigger = Options::default().l0_compaction_trigger as u64;
+    let trigger = Options::default().tuning.l0_compaction_trigger as u64;
     if args.level0_tables >= trigger {
         return Err(Failure::from(format!(
             "--level0-tables {} would start a compaction: at most {}",

@@ -7,16 +7,20 @@ const CACHE: usize = 1;
 const INDEX: usize = 2;
 const FILTERS: usize = 3;
 
-/// A governor of 96 MiB of memtables, a 32 MiB block cache and a 64 MiB filter limit, with
-/// an index cache of `index` bytes, following reads.
-fn governor(index: Option<u64>) -> Governor {
-    Governor::new(Given {
+/// 96 MiB of memtables, a 32 MiB block cache and a 64 MiB filter limit, with an index cache
+/// of `index` bytes, following reads.
+fn given(index: Option<u64>) -> Given {
+    Given {
         memtables: 96 * MIB,
         block_cache: Some(32 * MIB),
         index_cache: index,
         filters: Some(64 * MIB),
         follows_reads: true,
-    })
+    }
+}
+
+fn governor(index: Option<u64>) -> Governor {
+    Governor::new(given(index))
 }
 
 /// `g` with the block cache's and the filters' targets at `cache` and `filters` (the index
@@ -73,10 +77,19 @@ fn a_cache_that_serves_the_lookups_keeps_its_memory_and_gets_it_back() {
     let seen = reading(100_000_000, 10_000, 6_000, 100, 0.6);
     // Nothing below the given limit for the cache to take back.
     assert_eq!(governor(None).rebalance(&seen, |_| ()), None);
-    // A step is an eighth of what the giver was given: 8 MiB of the filters' 64.
+    // A step is an eighth of the smaller first target of the two: 4 MiB of the cache's 32.
     let g = at(governor(None), 20 * MIB, 76 * MIB);
     let after = g.rebalance(&seen, |_| ()).expect("a move back");
-    assert_eq!((after[CACHE], after[FILTERS]), (28 * MIB, 68 * MIB));
+    assert_eq!((after[CACHE], after[FILTERS]), (24 * MIB, 72 * MIB));
+    // Filters given far more than the cache (a quarter of 2 GiB beside 32 MiB) step by the
+    // cache's eighth too, and the cache takes back the last of what it gave, however little.
+    let g = Governor::new(Given {
+        filters: Some(512 * MIB),
+        ..given(None)
+    });
+    let g = at(g, 31 * MIB, 513 * MIB);
+    let after = g.rebalance(&seen, |_| ()).expect("the last MiB back");
+    assert_eq!((after[CACHE], after[FILTERS]), (32 * MIB, 512 * MIB));
 }
 
 #[test]
@@ -175,8 +188,8 @@ fn phases_of_present_and_absent_keys_move_memory_one_way_not_back_and_forth() {
 
 #[test]
 fn a_move_rescales_the_window_so_memory_does_not_overshoot() {
-    // 1% of lookups served by the cache, 2% meeting a false positive: three steps of 4 MiB
-    // (an eighth of the cache's 32 MiB) take the false positives to 0.4%, where the
+    // 1% of lookups served by the cache, 2% meeting a false positive: five steps of 2.5 MiB
+    // (an eighth of the filters' 20 MiB) take the false positives to 0.4%, where the
     // filters no longer save twice what the cache does per byte, and nothing moves after,
     // however long the load goes on. (Counted at the old targets, the window would go on
     // asking for more.)
@@ -184,7 +197,7 @@ fn a_move_rescales_the_window_so_memory_does_not_overshoot() {
         hits: 0.01,
         false_positives: 0.02,
     }];
-    assert_eq!(moves(&steady, 400), vec![4 * MIB as i64; 3]);
+    assert_eq!(moves(&steady, 400), vec![(2 * MIB + MIB / 2) as i64; 5]);
 }
 
 #[test]
@@ -219,7 +232,7 @@ fn a_lasting_change_of_load_moves_memory_back_within_a_few_million_lookups() {
         assert!(lookups < 4_000_000, "no move after {lookups} lookups");
     };
     assert!(lookups > 0, "moved on one window");
-    assert_eq!(after[CACHE], 28 * MIB);
+    assert_eq!(after[CACHE], 24 * MIB);
 }
 
 #[test]
@@ -229,15 +242,11 @@ fn the_index_cache_lends_what_its_partitions_leave_and_takes_it_back_as_they_gro
     let mut seen = reading(100_000_000, 10_000, 6_000, 1_100, 0.6);
     // Nothing is lent before a partition has been read to size them by.
     assert_eq!(g.rebalance(&seen, |_| ()), None);
-    // 8 MiB of partitions keep 9 MiB: the other 23 MiB go in steps of 4 MiB, one a reading.
+    // 8 MiB of partitions keep 9 MiB: the other 23 MiB save nothing where they are, and go
+    // at once.
     seen.index_partitions = Some(8 * MIB);
     seen.counted.lookups += 10_000;
-    assert_eq!(g.rebalance(&seen, |_| ()).map(|t| t[INDEX]), Some(28 * MIB));
-    for _ in 0..5 {
-        seen.counted.lookups += 10_000;
-        g.rebalance(&seen, |_| ());
-    }
-    assert_eq!(targets(&g)[INDEX], 9 * MIB);
+    assert_eq!(g.rebalance(&seen, |_| ()).map(|t| t[INDEX]), Some(9 * MIB));
     assert_eq!(g.filter_limit(), Some(64 * MIB + 23 * MIB));
     // No more than whole filters would hold.
     let small = governor(Some(32 * MIB));
