@@ -112,15 +112,15 @@ pub fn rocksdb_shape_options() -> rocksdb::Options {
     let ours = bloomkv::Options::default();
     let mut options = rocksdb_options();
     options.set_write_buffer_size(ours.memtable_size);
-    options.set_max_write_buffer_number(ours.max_immutable_memtables as i32 + 1);
-    options.set_max_bytes_for_level_base(ours.level1_size);
-    options.set_max_bytes_for_level_multiplier(ours.level_size_ratio as f64);
+    options.set_max_write_buffer_number(ours.tuning.max_immutable_memtables as i32 + 1);
+    options.set_max_bytes_for_level_base(ours.tuning.level1_size);
+    options.set_max_bytes_for_level_multiplier(ours.tuning.level_size_ratio as f64);
     options.set_target_file_size_base(ours.table_size);
-    options.set_level_zero_file_num_compaction_trigger(ours.l0_compaction_trigger as i32);
-    options.set_level_zero_slowdown_writes_trigger(ours.l0_slowdown_trigger as i32);
-    options.set_level_zero_stop_writes_trigger(ours.l0_stop_trigger as i32);
-    options.set_num_levels(ours.num_levels as i32);
-    options.set_level_compaction_dynamic_level_bytes(ours.dynamic_level_sizes);
+    options.set_level_zero_file_num_compaction_trigger(ours.tuning.l0_compaction_trigger as i32);
+    options.set_level_zero_slowdown_writes_trigger(ours.tuning.l0_slowdown_trigger as i32);
+    options.set_level_zero_stop_writes_trigger(ours.tuning.l0_stop_trigger as i32);
+    options.set_num_levels(ours.tuning.num_levels as i32);
+    options.set_level_compaction_dynamic_level_bytes(ours.tuning.dynamic_level_sizes);
     options
 }
 
@@ -138,15 +138,15 @@ fn shape_configuration() -> String {
          {} MiB, max_bytes_for_level_multiplier {}, target_file_size_base {} MiB, level-0 \
          triggers {} / {} / {}, num_levels {}, level_compaction_dynamic_level_bytes {}",
         ours.memtable_size >> 20,
-        ours.max_immutable_memtables + 1,
-        ours.level1_size >> 20,
-        ours.level_size_ratio,
+        ours.tuning.max_immutable_memtables + 1,
+        ours.tuning.level1_size >> 20,
+        ours.tuning.level_size_ratio,
         ours.table_size >> 20,
-        ours.l0_compaction_trigger,
-        ours.l0_slowdown_trigger,
-        ours.l0_stop_trigger,
-        ours.num_levels,
-        ours.dynamic_level_sizes
+        ours.tuning.l0_compaction_trigger,
+        ours.tuning.l0_slowdown_trigger,
+        ours.tuning.l0_stop_trigger,
+        ours.tuning.num_levels,
+        ours.tuning.dynamic_level_sizes
     )
 }
 
