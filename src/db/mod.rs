@@ -37,6 +37,7 @@ mod memory;
 mod multi_get;
 mod read;
 mod recovery;
+mod replay;
 mod snapshot;
 mod state;
 mod table_writer;
