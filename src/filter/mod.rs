@@ -8,6 +8,8 @@
 //! - [`BlockedBloomFilter`] keeps all of a key's probes in one 64-byte block (one cache miss
 //!   a probe), with parameters from its own rule ([`BlockedParams`], [`blocked_rate`]).
 //! - [`CountingBloomFilter`] supports removal with saturating 4-bit counters.
+//! - [`RibbonFilter`] is built once from all its keys and takes about 26% fewer bits than a
+//!   Bloom filter for the same rate (any rate from `2^-32` up to 1).
 //! - [`allocate`] spreads one memory budget over groups of filters (the levels of an LSM tree)
 //!   for the fewest false positives in all, by Monkey's rule; [`allocate_blended`] spends it
 //!   to the bit, with a share of one group's filters a row up.
@@ -41,6 +43,7 @@ mod error;
 mod hash;
 mod huge_pages;
 mod params;
+mod ribbon;
 
 pub use blocked::{
     blocked_rate, BlockedBloomFilter, BlockedParams, BLOCK_BITS, MAX_BLOCKED_HASHES,
@@ -61,3 +64,4 @@ pub use params::{
     false_positive_factor, false_positives_saved_per_byte, ideal_bits_per_key, FilterParams,
     MAX_BITS_PER_KEY, MAX_HASHES,
 };
+pub use ribbon::RibbonFilter;
