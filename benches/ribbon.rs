@@ -71,20 +71,31 @@ fn benches(c: &mut Criterion) {
     group.finish();
     let b = bloom(&present, target);
     let r = RibbonFilter::from_hashes(&present, target).expect("a rate");
-    for (name, keys) in [("probe 1% present", &present), ("probe 1% absent", &absent)] {
-        let mut group = c.benchmark_group(name);
+    probes(c, "probe 1%", "1M", [&present, &absent], &b, &r);
+}
+
+/// Times probes of `b` and of `r` by the present keys, then the absent ones, cycling through
+/// each set (whose length is a power of two).
+fn probes(
+    c: &mut Criterion,
+    name: &str,
+    size: &str,
+    [present, absent]: [&[u64]; 2],
+    b: &BloomFilter,
+    r: &RibbonFilter,
+) {
+    for (keys, which) in [(present, "present"), (absent, "absent")] {
+        let mut group = c.benchmark_group(format!("{name} {which}"));
         let mut i = 0usize;
-        group.bench_function(BenchmarkId::new("bloom", "1M"), |bench| {
-            bench.iter(|| {
-                i = (i + 1) & (KEYS - 1);
-                b.contains_hash(&KeyHash::from_u64(black_box(keys[i])))
-            })
+        let mut next = move || {
+            i = (i + 1) & (keys.len() - 1);
+            KeyHash::from_u64(black_box(keys[i]))
+        };
+        group.bench_function(BenchmarkId::new("bloom", size), |bench| {
+            bench.iter(|| b.contains_hash(&next()))
         });
-        group.bench_function(BenchmarkId::new("ribbon", "1M"), |bench| {
-            bench.iter(|| {
-                i = (i + 1) & (KEYS - 1);
-                r.contains_hash(&KeyHash::from_u64(black_box(keys[i])))
-            })
+        group.bench_function(BenchmarkId::new("ribbon", size), |bench| {
+            bench.iter(|| r.contains_hash(&next()))
         });
         group.finish();
     }
@@ -104,26 +115,7 @@ fn cold(c: &mut Criterion) {
     let absent: Vec<u64> = (0..COLD_KEYS).map(|_| rng.next_u64()).collect();
     let b = bloom(&present, 0.01);
     let r = RibbonFilter::from_hashes(&present, 0.01).expect("a rate");
-    for (name, keys) in [
-        ("cold probe 1% present", &present),
-        ("cold probe 1% absent", &absent),
-    ] {
-        let mut group = c.benchmark_group(name);
-        let mut i = 0usize;
-        group.bench_function(BenchmarkId::new("bloom", "64M"), |bench| {
-            bench.iter(|| {
-                i = (i + 1) & (COLD_KEYS - 1);
-                b.contains_hash(&KeyHash::from_u64(black_box(keys[i])))
-            })
-        });
-        group.bench_function(BenchmarkId::new("ribbon", "64M"), |bench| {
-            bench.iter(|| {
-                i = (i + 1) & (COLD_KEYS - 1);
-                r.contains_hash(&KeyHash::from_u64(black_box(keys[i])))
-            })
-        });
-        group.finish();
-    }
+    probes(c, "cold probe 1%", "64M", [&present, &absent], &b, &r);
 }
 
 fn config() -> Criterion {

@@ -48,17 +48,11 @@ impl Inner {
         let applied: Vec<Version> = (trees.iter())
             .map(|tree| {
                 inherit_lookup_counts(&tree.version, edit, opened, &self.count_spans);
-                for &number in opened.keys() {
-                    self.count_spans.opened(number);
-                }
-                // A table moved to another level keeps its number, and its span.
-                let moved = |n: u64| edit.added.iter().any(|a| a.number == n);
-                for &(_, number) in edit.removed.iter().filter(|(_, n)| !moved(*n)) {
-                    self.count_spans.forget(number);
-                }
                 tree.version.apply(tree.id(), edit, opened)
             })
             .collect();
+        // After every tree took its inputs' counts: the spans of the tables they leave go.
+        self.count_spans.edited(edit, opened.keys().copied());
         let entries = |v: &Version| v.tables().map(|t| t.meta.entries).sum::<u64>();
         let unchanged: u64 = (self.read_state().trees.iter())
             .filter(|t| !trees.iter().any(|changed| changed.id() == t.id()))
@@ -96,17 +90,6 @@ impl Inner {
             })
             .map(|(id, version, options)| (id, version, options.tuning.filter_memory_limit))
             .collect();
-        // Tables of keyspaces dropped since the last turn have no span to keep. Under the
-        // shape lock, which every change of version holds from the spans it starts to the
-        // version it installs: no new table's span is taken for a dead one's.
-        {
-            let _shape = lock(&self.shape);
-            let state = self.read_state();
-            let live: std::collections::HashSet<u64> = (state.trees.iter())
-                .flat_map(|t| t.version.tables().map(|t| t.meta.number))
-                .collect();
-            self.count_spans.retain(|number| live.contains(&number));
-        }
         let mut refitted = false;
         for (id, version, limit) in versions {
             if let Some(limit) = limit {

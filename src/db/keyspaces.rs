@@ -137,6 +137,7 @@ impl Inner {
         self.replace_read_state(without_tree);
         for table in tree.version.tables() {
             table.table.mark_obsolete();
+            self.count_spans.forget(table.meta.number);
         }
         self.rotate_manifest_if_long(&mut shape);
         drop(shape);

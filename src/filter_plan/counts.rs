@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use crate::manifest::VersionEdit;
 use crate::metrics::ReadCounters;
 use crate::sstable::Table;
 
@@ -102,8 +103,15 @@ impl CountSpans {
         self.spans().remove(&number);
     }
 
-    /// Forgets every table but those `live` keeps.
-    pub(crate) fn retain(&self, live: impl Fn(u64) -> bool) {
-        self.spans().retain(|&number, _| live(number));
+    /// A version change: the tables `opened` begin counting, and those `edit` removes are
+    /// forgotten, but for a table it moves to another level, which keeps its number and span.
+    pub(crate) fn edited(&self, edit: &VersionEdit, opened: impl Iterator<Item = u64>) {
+        for number in opened {
+            self.opened(number);
+        }
+        let moved = |n: u64| edit.added.iter().any(|a| a.number == n);
+        for &(_, number) in edit.removed.iter().filter(|(_, n)| !moved(*n)) {
+            self.forget(number);
+        }
     }
 }
