@@ -5,6 +5,7 @@
 //! faults (failed writes and syncs, a full disk, loss of everything not yet synced).
 
 pub(crate) mod descriptors;
+mod lock;
 mod mem;
 mod mmap;
 mod os;

@@ -136,12 +136,6 @@ fn advise_random(file: &File) {
     let _ = file;
 }
 
-struct OsFileLock {
-    _file: File,
-}
-
-impl FileLock for OsFileLock {}
-
 impl FileSystem for OsFileSystem {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let file = File::create(path).map_err(|e| io_err("creating", path, e))?;
@@ -263,37 +257,10 @@ impl FileSystem for OsFileSystem {
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .map_err(|e| io_err("opening lock file", path, e))?;
-        // flock-style locks conflict between two opens even within one process, which is
-        // what makes a second `Db::open` of the same directory fail here too.
-        match file.try_lock() {
-            Ok(()) => Ok(Box::new(OsFileLock { _file: file })),
-            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
-                path: path.to_path_buf(),
-            }),
-            Err(std::fs::TryLockError::Error(e)) => Err(io_err("locking", path, e)),
-        }
+        super::lock::exclusive(path)
     }
 
     fn lock_shared(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>> {
-        // Opened for reading only: a shared flock needs no write access, so this works on
-        // read-only media.
-        let file = match File::open(path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err("opening lock file", path, e)),
-        };
-        match file.try_lock_shared() {
-            Ok(()) => Ok(Some(Box::new(OsFileLock { _file: file }))),
-            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
-                path: path.to_path_buf(),
-            }),
-            Err(std::fs::TryLockError::Error(e)) => Err(io_err("locking", path, e)),
-        }
+        super::lock::shared(path)
     }
 }
