@@ -62,7 +62,7 @@ pub use memory::{MemoryRole, RoleMemory};
 pub use options::{Options, Tuning, WalRecoveryMode, WriteOptions};
 pub use prefix::{ExtractPrefix, PrefixExtractor};
 pub use repair::{repair, salvage::SalvagedTable, RepairReport};
-pub use sstable::{BlockCache, Compression, FilterPolicy, FilterResidency};
+pub use sstable::{BlockCache, Compression, FilterKind, FilterPolicy, FilterResidency};
 pub use stats::{KeyspaceStats, LevelStats, Stats, TableStats};
 pub use value::Value;
 pub use write_batch::WriteBatch;

@@ -2,7 +2,7 @@
 //! of the tree.
 
 use crate::cache::{BlockCacheStats, TableCacheStats};
-use crate::sstable::FilterResidency;
+use crate::sstable::{FilterKind, FilterResidency};
 
 /// One table as `Stats` reports it.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,8 +31,9 @@ pub struct TableStats {
     /// For a partitioned filter, how each partition is kept, in key order; empty for a whole
     /// filter.
     pub filter_partitions: Vec<FilterResidency>,
-    /// Whether the table's filter is in the cache-local layout (`Options::cache_local_filters`).
-    pub cache_local_filter: bool,
+    /// The kind of the table's filter (`Options::cache_local_filters`,
+    /// `Options::ribbon_filters_from_level`); `None` without one.
+    pub filter_kind: Option<FilterKind>,
     /// Bytes of the table's prefix filter (0 without one), held whole.
     pub prefix_filter_bytes: u64,
     /// The prefix filter's predicted false-positive rate, when the store trusts it.

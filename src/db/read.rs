@@ -14,7 +14,7 @@ use crate::iter::{prefix_end, DbIterator, Sources};
 use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
 use crate::prefix::shared_prefix;
-use crate::sstable::{FilterProbe, FilterResidency};
+use crate::sstable::{FilterKind, FilterProbe, FilterResidency};
 use crate::stats::{KeyspaceStats, LevelStats, Stats, TableStats};
 use crate::value::{Newest, Value};
 use crate::version::{PrefixScope, TableHandle};
@@ -382,7 +382,8 @@ impl Inner {
                     residency,
                     FilterResidency::Folded(_) | FilterResidency::Dropped
                 ));
-                let blocked = handle.table.filter_is_blocked();
+                let kind = handle.table.filter_kind();
+                let blocked = kind == Some(FilterKind::CacheLocalBloom);
                 summary.tables_off_target += usize::from(!target.includes(params, blocked));
                 let filter_bytes = handle.table.filter_memory_bytes() as u64;
                 let prefix_filter_bytes = handle.table.prefix_filter_memory_bytes() as u64;
@@ -411,7 +412,7 @@ impl Inner {
                         true => handle.table.filter_units_residency(),
                         false => Vec::new(),
                     },
-                    cache_local_filter: handle.table.filter_is_blocked(),
+                    filter_kind: kind,
                     prefix_filter_bytes,
                     prefix_filter_predicted_rate: handle.table.prefix_filter_predicted_rate(),
                     lookups_counted,

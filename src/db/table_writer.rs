@@ -250,7 +250,7 @@ impl<'a> TableWriter<'a> {
                 Some(open) => open,
                 None => {
                     cuts.started_table(entry.key);
-                    current.insert(self.start_table(&filters, expected_keys)?)
+                    current.insert(self.start_table(&filters, level, expected_keys)?)
                 }
             };
             builder.add_raw(entry.key, entry.seq, entry.kind, entry.value)?;
@@ -266,6 +266,7 @@ impl<'a> TableWriter<'a> {
     fn start_table(
         &self,
         filters: &LevelFilters,
+        level: u32,
         expected_keys: u64,
     ) -> Result<(u64, TableBuilder)> {
         let number = self.next_file_number.fetch_add(1, Ordering::SeqCst);
@@ -283,6 +284,7 @@ impl<'a> TableWriter<'a> {
                 false => 0,
             },
             cache_local_filter: self.options.tuning.cache_local_filters,
+            ribbon_filter: level > 0 && level >= self.options.tuning.ribbon_filters_from_level,
             filter_fold_target: match filters.widens() {
                 true => FILTER_HEADROOM,
                 false => 1,

@@ -64,4 +64,4 @@ pub use params::{
     false_positive_factor, false_positives_saved_per_byte, ideal_bits_per_key, FilterParams,
     MAX_BITS_PER_KEY, MAX_HASHES,
 };
-pub use ribbon::RibbonFilter;
+pub use ribbon::{ribbon_bits_per_key, ribbon_rate_for_bits_per_key, RibbonFilter};

@@ -150,6 +150,16 @@ impl RibbonFilter {
         self.key_count
     }
 
+    /// Starts loading the words a probe of `hash` reads first towards the CPU cache, ahead
+    /// of [`contains_hash`](Self::contains_hash).
+    #[inline]
+    pub fn prefetch(&self, hash: &KeyHash) {
+        let (start, _) = row_of(hash.as_u64(), self.blocks);
+        if let Some(word) = self.words.get(self.block_offset(start / WIDTH)) {
+            super::bloom::prefetch_read(word);
+        }
+    }
+
     /// Bytes of the solution in memory.
     pub fn memory_bytes(&self) -> usize {
         self.words.len() * 8
@@ -200,43 +210,111 @@ impl RibbonFilter {
     /// Reads [`to_bytes`](Self::to_bytes)' form; truncated, damaged or inconsistent bytes are
     /// [`FilterError::Corrupt`], never a panic.
     pub fn from_bytes(bytes: &[u8]) -> Result<RibbonFilter> {
-        let corrupt = |why: &str| Err(FilterError::Corrupt(format!("ribbon filter: {why}")));
         if bytes.len() < HEADER_LEN + CHECKSUM_LEN {
-            return corrupt("shorter than its header");
+            return Err(corrupt("shorter than its header"));
         }
         let body_end = bytes.len() - CHECKSUM_LEN;
         if crc32fast::hash(&bytes[..body_end]) != LittleEndian::read_u32(&bytes[body_end..]) {
-            return corrupt("checksum mismatch");
+            return Err(corrupt("checksum mismatch"));
+        }
+        let header = Header::decode(bytes, bytes.len() as u64)?;
+        let mut solution = vec![0u64; (body_end - HEADER_LEN) / 8];
+        LittleEndian::read_u64_into(&bytes[HEADER_LEN..body_end], &mut solution);
+        Ok(RibbonFilter {
+            blocks: header.blocks,
+            lower_columns: header.lower_columns,
+            upper_start: header.upper_start,
+            key_count: header.key_count,
+            words: solution,
+        })
+    }
+
+    /// Whether `head`, the first bytes of a serialized filter, begins a Ribbon filter's form.
+    pub fn is_serialized(head: &[u8]) -> bool {
+        head.starts_with(MAGIC)
+    }
+
+    /// The 64-bit words and the predicted rate of the Ribbon filter whose serialized form is
+    /// `len` bytes long and begins with `head` (its first 40 bytes at least), known without
+    /// reading the rest; the checksum is checked when the whole form is read.
+    pub fn shape_in_serialized(head: &[u8], len: u64) -> Result<(u64, f64)> {
+        let header = Header::decode(head, len)?;
+        let filter = RibbonFilter {
+            blocks: header.blocks,
+            lower_columns: header.lower_columns,
+            upper_start: header.upper_start,
+            key_count: header.key_count,
+            words: Vec::new(),
+        };
+        Ok((header.words, filter.predicted_false_positive_rate()))
+    }
+}
+
+fn corrupt(why: &str) -> FilterError {
+    FilterError::Corrupt(format!("ribbon filter: {why}"))
+}
+
+/// The serialized form's header, checked against the form's length.
+struct Header {
+    lower_columns: u32,
+    blocks: u64,
+    upper_start: u64,
+    key_count: u64,
+    words: u64,
+}
+
+impl Header {
+    fn decode(bytes: &[u8], len: u64) -> Result<Header> {
+        if bytes.len() < HEADER_LEN || len < (HEADER_LEN + CHECKSUM_LEN) as u64 {
+            return Err(corrupt("shorter than its header"));
         }
         if &bytes[0..4] != MAGIC || LittleEndian::read_u16(&bytes[4..6]) != FORMAT_VERSION {
-            return corrupt("unknown magic or version");
+            return Err(corrupt("unknown magic or version"));
         }
         if LittleEndian::read_u16(&bytes[6..8]) != 0 || LittleEndian::read_u32(&bytes[12..16]) != 0
         {
-            return corrupt("reserved fields set");
+            return Err(corrupt("reserved fields set"));
         }
         let lower_columns = LittleEndian::read_u32(&bytes[8..12]);
         let blocks = LittleEndian::read_u64(&bytes[16..24]);
         let upper_start = LittleEndian::read_u64(&bytes[24..32]);
         let key_count = LittleEndian::read_u64(&bytes[32..40]);
         if blocks < 2 || upper_start > blocks || lower_columns >= MAX_COLUMNS {
-            return corrupt("block or column counts out of range");
+            return Err(corrupt("block or column counts out of range"));
         }
         let words = (blocks.checked_mul(u64::from(lower_columns)))
             .and_then(|w| w.checked_add(blocks - upper_start));
-        if words.and_then(|w| w.checked_mul(8)) != Some((body_end - HEADER_LEN) as u64) {
-            return corrupt("length does not match its blocks and columns");
+        let body = len - (HEADER_LEN + CHECKSUM_LEN) as u64;
+        match words {
+            Some(words) if words.checked_mul(8) == Some(body) => Ok(Header {
+                lower_columns,
+                blocks,
+                upper_start,
+                key_count,
+                words,
+            }),
+            _ => Err(corrupt("length does not match its blocks and columns")),
         }
-        let mut solution = vec![0u64; (body_end - HEADER_LEN) / 8];
-        LittleEndian::read_u64_into(&bytes[HEADER_LEN..body_end], &mut solution);
-        Ok(RibbonFilter {
-            blocks,
-            lower_columns,
-            upper_start,
-            key_count,
-            words: solution,
-        })
     }
+}
+
+/// The rate a Ribbon filter reaches at `bits_per_key` bits per key: the inverse of the bits
+/// [`RibbonFilter::from_hashes`] spends for a rate ([`ribbon_bits_per_key`]), for spending a
+/// given memory on the lowest rate it buys. `None` below the bits of a rate of 1/2.
+pub fn ribbon_rate_for_bits_per_key(bits_per_key: f64) -> Option<f64> {
+    (1..MAX_COLUMNS).find_map(|lower| {
+        let columns = bits_per_key / (1.0 + slack(lower));
+        let upper = columns - f64::from(lower);
+        ((0.0..1.0).contains(&upper) || (lower == MAX_COLUMNS - 1 && upper >= 0.0))
+            .then(|| 0.5f64.powi(lower as i32) * (1.0 - upper.min(1.0) / 2.0))
+    })
+}
+
+/// Bits per key a Ribbon filter of many keys spends for `rate` (before its slots are rounded
+/// up to whole blocks); `None` for a rate [`RibbonFilter::from_hashes`] refuses.
+pub fn ribbon_bits_per_key(rate: f64) -> Option<f64> {
+    let (lower, upper) = columns_for(rate).ok()?;
+    Some((1.0 + slack(lower)) * (f64::from(lower) + upper))
 }
 
 /// The result bits `r` for `target`, and the share of blocks that hold `r + 1`: blocks of
@@ -408,6 +486,21 @@ mod tests {
         // 6 and 7 result bits mixed for 1% (6.72), and 10% spare slots: a Bloom filter
         // takes 10.
         assert!(bits > 7.3 && bits < 7.45, "{bits}");
+    }
+
+    #[test]
+    fn the_rate_for_bits_per_key_is_the_inverse_of_the_bits_for_a_rate() {
+        for bits in [1.2, 3.0, 5.5, 7.39, 10.0, 14.0, 20.0] {
+            let rate = ribbon_rate_for_bits_per_key(bits).unwrap();
+            let back = ribbon_bits_per_key(rate).unwrap();
+            assert!((back - bits).abs() < 1e-9, "{bits}: {rate} back to {back}");
+            let filter = RibbonFilter::from_hashes(&keys(0, 100_000), rate).unwrap();
+            assert!((filter.bits_per_key() / bits - 1.0).abs() < 0.01, "{bits}");
+        }
+        assert!(ribbon_rate_for_bits_per_key(1.0).is_none());
+        let ten = ribbon_rate_for_bits_per_key(10.0).unwrap();
+        // A Bloom filter's 10 bits per key give 1%; a Ribbon filter's about a fifth of it.
+        assert!(ten > 0.0015 && ten < 0.0025, "{ten}");
     }
 
     #[test]

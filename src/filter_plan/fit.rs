@@ -18,7 +18,7 @@ use super::shape::table_shares;
 use crate::error::{Error, Result};
 use crate::filter::{blocked_rate, textbook_rate, BLOCK_BITS};
 use crate::options::Options;
-use crate::sstable::{FilterResidency, Table, FILTER_FOLD_LIMIT};
+use crate::sstable::{FilterKind, FilterResidency, Table, FILTER_FOLD_LIMIT};
 use crate::version::Version;
 
 /// A plan must cut the false positives per lookup below this share of what the filters held
@@ -242,8 +242,11 @@ struct Shape {
     words: u64,
     keys: u64,
     hashes: u32,
-    /// In the cache-local layout: its rate is the blocked layout's, and it folds by blocks.
-    blocked: bool,
+    /// Its kind: a cache-local filter's rate is the blocked layout's, and it folds by
+    /// blocks; a Ribbon filter's rate is its own, and it does not fold.
+    kind: FilterKind,
+    /// The rate of a Ribbon filter, from its header.
+    ribbon_rate: f64,
 }
 
 impl Shape {
@@ -254,7 +257,8 @@ impl Shape {
             words,
             keys,
             hashes: table.filter_params()?.hashes(),
-            blocked: table.filter_is_blocked(),
+            kind: table.filter_kind()?,
+            ribbon_rate: table.predicted_filter_rate().unwrap_or(1.0),
         })
     }
 
@@ -270,18 +274,20 @@ impl Shape {
             return 0.0;
         }
         let bits_per_key = (self.words * 64) as f64 / f64::from(factor) / self.keys as f64;
-        match self.blocked {
-            true => blocked_rate(bits_per_key, self.hashes),
-            false => textbook_rate(bits_per_key, self.hashes),
+        match self.kind {
+            FilterKind::CacheLocalBloom => blocked_rate(bits_per_key, self.hashes),
+            FilterKind::Ribbon => self.ribbon_rate,
+            _ => textbook_rate(bits_per_key, self.hashes),
         }
     }
 
     /// Whether the filter folds by `factor` into whole words (whole 512-bit blocks for the
     /// cache-local layout).
     fn folds_by(&self, factor: u32) -> bool {
-        let unit = match self.blocked {
-            true => BLOCK_BITS / 64,
-            false => 1,
+        let unit = match self.kind {
+            FilterKind::CacheLocalBloom => BLOCK_BITS / 64,
+            FilterKind::Ribbon => return factor == 1,
+            _ => 1,
         };
         factor <= FILTER_FOLD_LIMIT && self.words.is_multiple_of(unit * u64::from(factor))
     }

@@ -91,6 +91,13 @@ impl Options {
         self
     }
 
+    /// Sets the first level whose tables get Ribbon filters (default 1; `u32::MAX`: never;
+    /// level 0 never does).
+    pub fn ribbon_filters_from_level(mut self, level: u32) -> Self {
+        self.tuning.ribbon_filters_from_level = level;
+        self
+    }
+
     /// Sets whether prefix-filtered tables keep a filter over whole keys too (default `true`).
     pub fn whole_key_filtering(mut self, on: bool) -> Self {
         self.whole_key_filtering = on;

@@ -96,6 +96,14 @@ pub struct Tuning {
     /// layout"). Its rate at the same memory is a little higher (0.97% against 0.82% at 10 bits
     /// per key). Tables of both layouts mix in a store; compaction writes the store's.
     pub cache_local_filters: bool,
+    /// Tables written to this level or below get a Ribbon filter (`docs/filter.md`, "Ribbon
+    /// filters"), in the memory the filter policy gives a Bloom filter at the lower rate it
+    /// buys there: 0.2% where a Bloom filter's 10 bits per key give 1%. Above it, and always
+    /// at level 0, where flushes write and tables live shortest, filters stay Bloom filters,
+    /// whose build takes about a third of a Ribbon filter's time and which fold when filter
+    /// memory is short (a Ribbon filter is held whole or not at all). Default 1: every level
+    /// a compaction writes. `u32::MAX`: never. Tables of every kind mix in a store.
+    pub ribbon_filters_from_level: u32,
     /// Frozen memtables waiting for flush before writers stall. At least 1. Default 2: a burst of
     /// writes goes on through a slow flush, and memory stays planned at three memtables (the
     /// active one and two frozen).
@@ -197,6 +205,7 @@ impl Default for Tuning {
             index_partition_size: 4096,
             filter_partition_size: 0,
             cache_local_filters: false,
+            ribbon_filters_from_level: 1,
             max_immutable_memtables: 2,
             level1_size: 128 << 20,
             level_size_ratio: 10,

@@ -10,6 +10,7 @@ use super::block_builder::BlockBuilder;
 use super::compression::{self, Compression, CompressionProbe};
 use super::filter::block as filter_block;
 use super::filter::partitions as filter_partitions;
+use super::filter::unit::FilterKind;
 use super::format::{
     block_trailer, BlockHandle, BlockKind, Footer, FOOTER_LEN, PREFIX_FILTER_VERSION,
     SINGLE_INDEX_VERSION, TRAILER_LEN, TWO_LEVEL_INDEX_VERSION,
@@ -178,7 +179,7 @@ impl TableBuilder {
                 filter: None,
                 filter_size_bytes: 0,
                 filter_partitions: 0,
-                filter_cache_local: false,
+                filter_kind: None,
                 data_size: 0,
                 data_blocks: 0,
                 index_size: 0,
@@ -481,9 +482,20 @@ impl TableBuilder {
         if ends.len() > 1 {
             self.props.filter_partitions = ends.len() as u64;
         }
+        let fold_target = self.options.filter_fold_target;
+        let ribbon = (ends.len() <= 1 && self.options.ribbon_filter)
+            .then(|| filter_block::build_ribbon(params, &self.key_hashes, fold_target))
+            .flatten();
+        self.props.filter_kind = Some(match (&ribbon, ends.len()) {
+            (Some(_), _) => FilterKind::Ribbon,
+            (None, 0 | 1) if self.options.cache_local_filter => FilterKind::CacheLocalBloom,
+            _ => FilterKind::Bloom,
+        });
+        if let Some(filter) = ribbon {
+            return Some(filter.to_bytes());
+        }
         Some(match ends.len() {
             0 | 1 if self.options.cache_local_filter => {
-                let fold_target = self.options.filter_fold_target;
                 let filter = filter_block::build_blocked(params, &self.key_hashes, fold_target);
                 self.blocked_params = Some(filter.params());
                 filter.to_bytes()
@@ -572,7 +584,6 @@ impl TableBuilder {
         props.index_size = index_size;
         props.format_version = version;
         props.file_size = self.offset;
-        props.filter_cache_local = self.blocked_params.is_some();
         Ok(props)
     }
 

@@ -39,7 +39,7 @@ pub use filter::block::FOLD_LIMIT as FILTER_FOLD_LIMIT;
 pub use filter::prefix::PrefixAnswer;
 pub(crate) use filter::table_filter::FilterProbe;
 pub use filter::table_filter::FilterResidency;
-pub use filter::unit::UnitFilter;
+pub use filter::unit::{FilterKind, UnitFilter};
 pub(crate) use format::BlockHandle;
 pub use format::{FOOTER_LEN, FORMAT_VERSION, MAGIC, TRAILER_LEN};
 pub(crate) use index::block_index::BlockIndex;

@@ -9,6 +9,7 @@ use super::filter::prefix::TablePrefixFilter;
 use super::filter::table_filter::{
     filter_agrees, layout_agrees, read_filter_block, read_filter_layout, HeldUnit,
 };
+use super::filter::unit::FilterKind;
 use super::format::{
     BlockKind, Footer, Malformed, FOOTER_LEN, PREFIX_FILTER_VERSION, TWO_LEVEL_INDEX_VERSION,
 };
@@ -206,12 +207,17 @@ impl Table {
         }
         if let Some(layout) = &mut filter_layout {
             layout.set_whole_keys(properties.distinct_keys);
-            properties.filter_cache_local = layout.is_blocked();
-            // The properties' rate is the standard rule's: a cache-local filter has its own.
-            if let (true, Some((bits, hashes, rate))) =
-                (layout.is_blocked(), &mut properties.filter)
-            {
-                *rate = crate::filter::blocked_rate(f64::from(*bits), *hashes);
+            properties.filter_kind = Some(layout.kind());
+            // The properties' rate is the standard rule's: a cache-local filter has its own,
+            // and a Ribbon filter's header says its own.
+            if let Some((bits, hashes, rate)) = &mut properties.filter {
+                match (layout.kind(), layout.ribbon_rate()) {
+                    (FilterKind::CacheLocalBloom, _) => {
+                        *rate = crate::filter::blocked_rate(f64::from(*bits), *hashes)
+                    }
+                    (FilterKind::Ribbon, Some(ribbon)) => *rate = ribbon,
+                    _ => {}
+                }
             }
             if layout.is_partitioned() {
                 properties.filter_partitions = layout.len() as u64;

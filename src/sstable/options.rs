@@ -108,6 +108,11 @@ pub struct TableOptions {
     /// block, with the bits per key the policy gives and the hashes that give the lowest
     /// rate at them (`docs/filter.md`, "Cache-local layout"). Partitions stay standard.
     pub cache_local_filter: bool,
+    /// Writes a whole filter as a Ribbon filter (`docs/filter.md`, "Ribbon filters"), in the
+    /// memory the policy gives a Bloom filter (divided by `filter_fold_target`) at the lower
+    /// rate it buys; tables of fewer than 128 keys keep a Bloom filter. Partitions stay
+    /// Bloom filters. Before `cache_local_filter`.
+    pub ribbon_filter: bool,
     /// The factor a store means to fold the filter by in memory (1: none), when it writes it
     /// wider than its share to leave room to fold (`docs/design.md`, "Filter memory"): a
     /// cache-local filter takes the hashes best at its bits per key divided by this, so that
@@ -125,6 +130,7 @@ impl Default for TableOptions {
             index_partition_size: 4096,
             filter_partition_size: 0,
             cache_local_filter: false,
+            ribbon_filter: false,
             filter_fold_target: 1,
         }
     }

@@ -8,6 +8,7 @@ use super::format::{put_varint, BlockHandle, Decoder, Malformed, PREFIX_FILTER_V
 use crate::entry::SeqNo;
 use crate::filter::FilterParams;
 use crate::prefix::MAX_NAME_LEN;
+use crate::sstable::filter::unit::FilterKind;
 
 /// Where a table's prefix filter is and what it holds (format version 5, `docs/format.md`,
 /// "Prefix filter block").
@@ -54,9 +55,10 @@ pub struct TableProperties {
     /// Partitions of a partitioned filter (`docs/format.md`, "Partitioned filter"); 0 for a
     /// whole filter or none. Like the sizes, known from the file, not stored here.
     pub filter_partitions: u64,
-    /// Whether the filter is whole and in the cache-local layout (its header says so); like
-    /// the sizes, known from the file, not stored here.
-    pub filter_cache_local: bool,
+    /// The kind of the filter (a whole one's header says which; partitions are Bloom
+    /// filters); `None` without a filter. Like the sizes, known from the file, not stored
+    /// here.
+    pub filter_kind: Option<FilterKind>,
     /// Bytes of all data blocks, trailers included.
     pub data_size: u64,
     /// Number of data blocks.
@@ -186,7 +188,7 @@ impl TableProperties {
             filter,
             filter_size_bytes: 0,
             filter_partitions: 0,
-            filter_cache_local: false,
+            filter_kind: None,
             data_size,
             data_blocks,
             index_size: 0,
@@ -251,7 +253,7 @@ mod tests {
             )),
             filter_size_bytes: 0,
             filter_partitions: 0,
-            filter_cache_local: false,
+            filter_kind: None,
             data_size: 1100,
             data_blocks: 1,
             index_size: 0,

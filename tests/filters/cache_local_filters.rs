@@ -5,7 +5,7 @@
 use crate::common;
 
 use bloomkv::filter::{blocked_rate, BlockedParams};
-use bloomkv::{Db, FilterPolicy, FilterResidency, Options, Stats};
+use bloomkv::{Db, FilterKind, FilterPolicy, FilterResidency, Options, Stats};
 
 /// Tables of a few thousand keys: filters large enough to fold (at least 32,768 bits).
 fn options(cache_local: bool) -> Options {
@@ -14,6 +14,8 @@ fn options(cache_local: bool) -> Options {
         .table_size(512 << 10)
         .level1_size(1 << 20)
         .cache_local_filters(cache_local)
+        // These tests weigh the two Bloom layouts against each other.
+        .ribbon_filters_from_level(u32::MAX)
 }
 
 fn put_even(db: &Db, from: u64, to: u64) {
@@ -43,7 +45,9 @@ fn absent_gets(db: &Db, from: u64, to: u64) -> (u64, u64, f64) {
 }
 
 fn blocked_tables(stats: &Stats) -> usize {
-    stats.tables.iter().filter(|t| t.cache_local_filter).count()
+    (stats.tables.iter())
+        .filter(|t| t.filter_kind == Some(FilterKind::CacheLocalBloom))
+        .count()
 }
 
 #[test]
@@ -120,11 +124,15 @@ fn cache_local_filters_fold_under_a_memory_limit_and_lose_no_key() {
         whole / 3
     );
     let folded = (stats.tables.iter())
-        .filter(|t| t.cache_local_filter)
+        .filter(|t| t.filter_kind == Some(FilterKind::CacheLocalBloom))
         .filter(|t| matches!(t.filter_residency, FilterResidency::Folded(_)))
         .count();
     assert!(folded > 0, "some cache-local filter folded");
-    for t in stats.tables.iter().filter(|t| t.cache_local_filter) {
+    for t in stats
+        .tables
+        .iter()
+        .filter(|t| t.filter_kind == Some(FilterKind::CacheLocalBloom))
+    {
         if let FilterResidency::Folded(f) = t.filter_residency {
             let rate = t.resident_false_positive_rate.unwrap();
             let expected = blocked_rate(10.0 / f64::from(f), 6);
@@ -182,6 +190,7 @@ fn filters_written_wide_for_a_binding_limit_take_the_hashes_of_their_share() {
         .table_size(512 << 10)
         .level1_size(1 << 20)
         .cache_local_filters(true)
+        .ribbon_filters_from_level(u32::MAX)
         .filter_memory_limit(whole / 3);
     let db = Db::open(dir.path(), budget).unwrap();
     put_even(&db, 0, 20_000);
@@ -198,7 +207,7 @@ fn filters_written_wide_for_a_binding_limit_take_the_hashes_of_their_share() {
             Some(share.hashes()),
             "{bits} bits per key, written 4x wide"
         );
-        assert!(t.cache_local_filter);
+        assert_eq!(t.filter_kind, Some(FilterKind::CacheLocalBloom));
     }
     common::assert_even_keys_read_back(&db, 20_000, |_| true);
 }

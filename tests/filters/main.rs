@@ -12,3 +12,4 @@ mod filter_fpr;
 mod filter_params;
 mod filter_partitions;
 mod prefix_filters;
+mod ribbon_filters;

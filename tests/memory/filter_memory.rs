@@ -5,7 +5,7 @@ use crate::common;
 
 use std::path::Path;
 
-use bloomkv::{Db, FilterResidency, MemoryRole, Options, Stats};
+use bloomkv::{Db, FilterKind, FilterResidency, MemoryRole, Options, Stats};
 
 const KEYS: u64 = 20_000;
 
@@ -20,6 +20,9 @@ fn options() -> Options {
         .memtable_size(12_800)
         .memory_follows_reads(false)
         .compact_level0_at_rest(None)
+        // These tests follow Bloom filters as the plan folds them; a Ribbon filter does not
+        // fold (`ribbon_filters_are_held_whole_or_dropped_within_the_limit`).
+        .ribbon_filters_from_level(u32::MAX)
 }
 
 /// Looks up every absent (odd) key, scattered over the keys as [`all_absent_lookups`] does:
@@ -85,6 +88,56 @@ fn assert_shrunk_sizes(stats: &Stats, whole: &Stats) {
         };
         assert_eq!(t.filter_bytes, expected, "{t:?}");
     }
+}
+
+#[test]
+fn ribbon_filters_are_held_whole_or_dropped_within_the_limit() {
+    // Tables of a few hundred keys (fewer than 128 keep a Bloom filter), written in scattered
+    // order: ascending keys would move down from level 0, never rewritten.
+    let ribbon = || {
+        (options().ribbon_filters_from_level(1))
+            .memtable_size(64 << 10)
+            .table_size(32 << 10)
+    };
+    let build = |dir: &Path, options: Options| {
+        let db = Db::open(dir, options).unwrap();
+        for i in 0..KEYS {
+            let at = scattered(i);
+            db.put(common::key(2 * at), common::value(at, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_background_work().unwrap();
+        db
+    };
+    let unlimited = build(tempfile::tempdir().unwrap().path(), ribbon()).stats();
+    let ribbons = (unlimited.tables.iter())
+        .filter(|t| t.filter_kind == Some(FilterKind::Ribbon))
+        .count();
+    assert!(
+        ribbons > unlimited.tables.len() / 2,
+        "{ribbons} of {}",
+        unlimited.tables.len()
+    );
+    let limit = unlimited.filter_memory_bytes / 2;
+    let dir = tempfile::tempdir().unwrap();
+    let db = build(dir.path(), ribbon().filter_memory_limit(limit));
+    let stats = db.stats();
+    assert!(stats.filter_memory_bytes <= limit, "{stats:?}");
+    let kept: Vec<_> = (stats.tables.iter())
+        .filter(|t| t.filter_kind == Some(FilterKind::Ribbon))
+        .map(|t| t.filter_residency)
+        .collect();
+    assert!(
+        (kept.iter()).all(|r| matches!(r, FilterResidency::Whole | FilterResidency::Dropped)),
+        "{kept:?}"
+    );
+    assert!(kept.contains(&FilterResidency::Whole), "{kept:?}");
+    common::assert_even_keys_read_back(&db, KEYS, |_| true);
+    let (reads, predicted) = absent_reads(&db);
+    assert!(
+        reads as f64 <= predicted * 1.5 + 50.0,
+        "{reads} against {predicted}"
+    );
 }
 
 #[test]

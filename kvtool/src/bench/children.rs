@@ -127,6 +127,9 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
         if args.cache_local_filters {
             v.push("--cache-local-filters".into());
         }
+        if let Some(level) = args.ribbon_filters_from_level {
+            v.extend(["--ribbon-filters-from-level".into(), level.to_string()]);
+        }
         if let Some(filter) = &args.filter {
             v.extend([
                 "--stores".into(),
@@ -233,6 +236,9 @@ pub fn bloomkv_options(args: &BenchArgs) -> Result<Options, Failure> {
     if args.cache_local_filters {
         options = options.cache_local_filters(true);
     }
+    if let Some(level) = args.ribbon_filters_from_level {
+        options = options.ribbon_filters_from_level(level);
+    }
     if let Some(setting) = &args.filter {
         match parse_settings(setting)?.as_slice() {
             [(_, policy)] => options = options.filter_policy(*policy),
@@ -312,5 +318,16 @@ mod tests {
         assert!(!rocksdb.iter().any(|a| a == "--cache-local-filters"));
         let plain = bloomkv_options(&bench_args(&["--stores", "bloomkv"])).unwrap();
         assert!(!plain.tuning.cache_local_filters);
+    }
+
+    #[test]
+    fn the_ribbon_level_reaches_the_bloomkv_child_and_its_options() {
+        let args = bench_args(&["--stores", "bloomkv", "--ribbon-filters-from-level", "3"]);
+        let child = child_args(&args, "bloomkv", Path::new("out.json"));
+        let in_child: Vec<&str> = child.iter().map(String::as_str).collect();
+        let options = bloomkv_options(&bench_args(&in_child)).unwrap();
+        assert_eq!(options.tuning.ribbon_filters_from_level, 3);
+        let plain = bloomkv_options(&bench_args(&["--stores", "bloomkv"])).unwrap();
+        assert_eq!(plain.tuning.ribbon_filters_from_level, 1);
     }
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bloomkv::fs::OsFileSystem;
+use bloomkv::FilterKind;
 use serde_json::json;
 
 use super::output::emit;
@@ -34,10 +35,13 @@ pub(super) fn sst(file: &Path, hex: bool, as_json: bool) -> Result<(), Failure> 
         }
     }
     let props = bloomkv::sstable::verify_table(Arc::new(OsFileSystem), file)?;
+    let kind = props.filter_kind.map_or("bloom", FilterKind::name);
+    // Bits of filter per distinct key as written: the header and checksum are a few bytes.
+    let held_bits = props.filter_size_bytes as f64 * 8.0 / props.distinct_keys.max(1) as f64;
     if as_json {
         let filter = props.filter.map(|(bits, hashes, fpr)| {
-            json!({"bits_per_key": bits, "hashes": hashes, "predicted_false_positive_rate": fpr,
-                   "cache_local": props.filter_cache_local})
+            json!({"kind": kind, "bits_per_key": bits, "hashes": hashes,
+                   "predicted_false_positive_rate": fpr, "written_bits_per_key": held_bits})
         });
         let doc = json!({
             "file": file.display().to_string(),
@@ -63,13 +67,15 @@ pub(super) fn sst(file: &Path, hex: bool, as_json: bool) -> Result<(), Failure> 
                 0 => String::new(),
                 n => format!(", in {n} partitions"),
             };
-            let layout = match props.filter_cache_local {
-                true => " (cache-local)",
-                false => "",
-            };
-            format!(
-                "bloom{layout}, {bits} bits per key, {hashes} hashes, predicted fpr {fpr:.6}{parts}"
-            )
+            match props.filter_kind {
+                Some(FilterKind::Ribbon) => format!(
+                    "{kind}, {held_bits:.2} bits per key (a {bits}-bit Bloom filter's memory), \
+                     predicted fpr {fpr:.6}"
+                ),
+                _ => format!(
+                    "{kind}, {bits} bits per key, {hashes} hashes, predicted fpr {fpr:.6}{parts}"
+                ),
+            }
         }
         None => "none".to_string(),
     };

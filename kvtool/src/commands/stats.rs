@@ -2,7 +2,7 @@
 //! the levels and of the filter partitions is in `src/store_json.rs`, since the bench harness
 //! reports them too.
 
-use bloomkv::{FilterPolicy, Stats};
+use bloomkv::{FilterKind, FilterPolicy, Stats};
 use serde_json::json;
 
 use super::open::{keyspace, open_read_only, store_dir};
@@ -278,7 +278,7 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
                 "largest_key": codec::format(&t.largest_key, hex),
                 "bits_per_key": t.bits_per_key, "hashes": t.hashes,
                 "predicted_false_positive_rate": t.predicted_false_positive_rate,
-                "filter_bytes": t.filter_bytes, "cache_local_filter": t.cache_local_filter,
+                "filter_bytes": t.filter_bytes, "filter_kind": t.filter_kind.map(FilterKind::name),
                 "prefix_filter_bytes": t.prefix_filter_bytes,
             })
         })

@@ -7,7 +7,8 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::filter::{
-    BlockedBloomFilter, BlockedParams, BloomFilter, FilterParams, KeyHash, BLOCK_BITS,
+    ribbon_rate_for_bits_per_key, BlockedBloomFilter, BlockedParams, BloomFilter, FilterParams,
+    KeyHash, RibbonFilter, BLOCK_BITS,
 };
 use crate::sstable::filter::unit::UnitFilter;
 use crate::sstable::format::BlockHandle;
@@ -59,6 +60,28 @@ pub fn build_blocked(
         filter.insert_hash(h);
     }
     filter
+}
+
+/// Tables of fewer distinct keys than this get a Bloom filter where a Ribbon filter is asked
+/// for: a Ribbon filter spans at least two blocks of 64 slots, more than they need.
+pub const MIN_RIBBON_KEYS: usize = 128;
+
+/// A Ribbon filter over `hashes` that spends the memory `params` gives a Bloom filter,
+/// divided by `fold_target` (a Ribbon filter does not fold, so it is written at the memory
+/// the store means to hold), at the lowest rate those bits buy; `None` for a table of fewer
+/// than [`MIN_RIBBON_KEYS`] keys, or bits that buy no rate below 1/2.
+pub fn build_ribbon(
+    params: FilterParams,
+    hashes: &[KeyHash],
+    fold_target: u32,
+) -> Option<RibbonFilter> {
+    if hashes.len() < MIN_RIBBON_KEYS {
+        return None;
+    }
+    let bits = f64::from(params.bits_per_key()) / f64::from(fold_target.max(1));
+    let rate = ribbon_rate_for_bits_per_key(bits)?;
+    let hashes: Vec<u64> = hashes.iter().map(KeyHash::as_u64).collect();
+    RibbonFilter::from_hashes(&hashes, rate).ok()
 }
 
 /// Cache-local filters of at least this many bits are rounded up to a multiple of

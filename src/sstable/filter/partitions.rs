@@ -14,8 +14,9 @@
 use byteorder::{ByteOrder, LittleEndian};
 
 use crate::entry::key_prefix;
-use crate::filter::{BloomFilter, FilterParams, KeyHash};
+use crate::filter::{BloomFilter, FilterParams, KeyHash, RibbonFilter};
 use crate::sstable::filter::block::FOLD_LIMIT;
+use crate::sstable::filter::unit::FilterKind;
 use crate::sstable::format::{put_varint, BlockHandle, Decoder, Malformed};
 
 /// The first four bytes of a partitioned filter block; a whole filter's are "BKBF".
@@ -58,16 +59,35 @@ pub struct FilterLayout {
     key_ends: Vec<u32>,
     /// The keys of every unit together.
     total_keys: u64,
-    /// A whole filter in the cache-local layout (partitions are always standard).
-    blocked: bool,
+    /// The kind of a whole filter (partitions are always standard Bloom filters).
+    kind: FilterKind,
+    /// A whole Ribbon filter's predicted rate, from its header.
+    ribbon_rate: Option<f64>,
 }
 
 impl FilterLayout {
-    /// A whole filter: one unit, the block at `handle`, of the table's keys
-    /// ([`set_whole_keys`](Self::set_whole_keys) gives them).
-    pub fn whole(handle: BlockHandle) -> Option<FilterLayout> {
-        let words = BloomFilter::words_in_serialized(handle.size)?;
-        Some(FilterLayout {
+    /// A whole filter: one unit, the block at `handle`, whose contents begin with `head` (at
+    /// least a Ribbon filter's 40-byte header, when the block is shorter all of it), of the
+    /// table's keys ([`set_whole_keys`](Self::set_whole_keys) gives them). The header names
+    /// its kind.
+    pub fn whole(handle: BlockHandle, head: &[u8]) -> Result<FilterLayout, String> {
+        let (words, kind, ribbon_rate) = match RibbonFilter::is_serialized(head) {
+            true => {
+                let (words, rate) = RibbonFilter::shape_in_serialized(head, handle.size)
+                    .map_err(|e| e.to_string())?;
+                (words, FilterKind::Ribbon, Some(rate))
+            }
+            false => {
+                let words =
+                    BloomFilter::words_in_serialized(handle.size).ok_or("bad size".to_string())?;
+                let kind = match BloomFilter::serialized_is_blocked(head) {
+                    Some(true) => FilterKind::CacheLocalBloom,
+                    _ => FilterKind::Bloom,
+                };
+                (words, kind, None)
+            }
+        };
+        Ok(FilterLayout {
             units: vec![FilterUnit {
                 offset: handle.offset,
                 words,
@@ -77,18 +97,19 @@ impl FilterLayout {
             keys: Vec::new(),
             key_ends: Vec::new(),
             total_keys: 0,
-            blocked: false,
+            kind,
+            ribbon_rate,
         })
     }
 
-    /// A whole filter whose header names the cache-local layout (`blocked`), or not.
-    pub fn set_blocked(&mut self, blocked: bool) {
-        self.blocked = blocked && !self.is_partitioned();
+    /// The kind of the filter's units.
+    pub fn kind(&self) -> FilterKind {
+        self.kind
     }
 
-    /// Whether the filter is a whole one in the cache-local layout.
-    pub fn is_blocked(&self) -> bool {
-        self.blocked
+    /// A whole Ribbon filter's predicted rate, known from its header.
+    pub fn ribbon_rate(&self) -> Option<f64> {
+        self.ribbon_rate
     }
 
     /// A whole filter holds each of the table's `keys` distinct keys.
@@ -214,7 +235,8 @@ impl FilterLayout {
             keys: Vec::new(),
             key_ends: Vec::with_capacity(count),
             total_keys: 0,
-            blocked: false,
+            kind: FilterKind::Bloom,
+            ribbon_rate: None,
         };
         let contents_end = handle.offset.saturating_add(handle.size);
         let mut at = handle.offset.saturating_add(top_len as u64);

@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::filter::{BloomFilter, FilterParams, KeyHash};
+use crate::filter::{FilterParams, KeyHash};
 use crate::fs::RandomAccessFile;
 use crate::metrics::ReadCountersSnapshot;
 use crate::sstable::filter::block as filter_block;
 use crate::sstable::filter::partitions::{FilterLayout, FilterUnit};
 use crate::sstable::filter::prefix::PrefixAnswer;
-use crate::sstable::filter::unit::{Prefetched, UnitFilter};
+use crate::sstable::filter::unit::{FilterKind, Prefetched, UnitFilter};
 use crate::sstable::format::{BlockHandle, BlockKind};
 use crate::sstable::properties::TableProperties;
 use crate::sstable::table::{read_block, Table};
@@ -349,10 +349,10 @@ impl Table {
         self.inner.filter_params
     }
 
-    /// Whether the table's filter is whole and in the cache-local layout
-    /// (`Options::cache_local_filters`).
-    pub fn filter_is_blocked(&self) -> bool {
-        (self.inner.filter_layout.as_ref()).is_some_and(|l| l.is_blocked())
+    /// The kind of the table's filter (a partitioned one's partitions are Bloom filters);
+    /// `None` without a filter over whole keys.
+    pub fn filter_kind(&self) -> Option<FilterKind> {
+        (self.inner.filter_layout.as_ref()).map(|l| l.kind())
     }
 
     /// The rate the table's filter as written is predicted to have, by its layout's rule:
@@ -435,9 +435,8 @@ pub(in crate::sstable) fn read_filter_block(
     file.wont_need(handle.offset, handle.size_with_trailer());
     if FilterLayout::top_len(&contents).is_none() {
         let filter = filter_block::decode(path, handle, &contents)?;
-        let mut layout = FilterLayout::whole(handle)
-            .ok_or_else(|| filter_corrupt(path, handle.offset, "bad size".to_string()))?;
-        layout.set_blocked(filter.is_blocked());
+        let layout = FilterLayout::whole(handle, &contents)
+            .map_err(|reason| filter_corrupt(path, handle.offset, reason))?;
         return Ok((layout, vec![filter]));
     }
     let layout = FilterLayout::decode_top(&contents, handle)
@@ -461,14 +460,13 @@ pub(in crate::sstable) fn read_filter_layout(
     handle: BlockHandle,
 ) -> Result<FilterLayout> {
     let bad = |reason: String| filter_corrupt(path, handle.offset, reason);
-    let head_len = handle.size.min(16) as usize;
+    // Enough for a partitioned filter's header and any whole filter's.
+    let head_len = handle.size.min(40) as usize;
     let head = file.read_at(handle.offset, head_len)?;
     let Some(top_len) = FilterLayout::top_len(&head) else {
         // The whole filter's keys are the table's (`FilterLayout::set_whole_keys`); they are
-        // checked once the filter is read. Its header names its layout.
-        let mut layout = FilterLayout::whole(handle).ok_or_else(|| bad("bad size".to_string()))?;
-        layout.set_blocked(BloomFilter::serialized_is_blocked(&head).unwrap_or(false));
-        return Ok(layout);
+        // checked once the filter is read. Its header names its kind.
+        return FilterLayout::whole(handle, &head).map_err(bad);
     };
     if top_len as u64 > handle.size {
         return Err(bad(format!(
@@ -494,18 +492,18 @@ pub(super) fn read_partition(
     standard_partition(UnitFilter::from_bytes(&bytes), path, unit.offset)
 }
 
-/// A partition decoded at `offset`: always in the standard layout (partitions are written so,
-/// and the memory plan folds them by words).
+/// A partition decoded at `offset`: always a standard Bloom filter (partitions are written
+/// so, and the memory plan folds them by words).
 fn standard_partition(
     decoded: std::result::Result<UnitFilter, crate::filter::FilterError>,
     path: &Path,
     offset: u64,
 ) -> Result<UnitFilter> {
     match decoded {
-        Ok(filter) if filter.is_blocked() => Err(filter_corrupt(
+        Ok(filter) if filter.kind() != FilterKind::Bloom => Err(filter_corrupt(
             path,
             offset,
-            "a partition in the cache-local layout".to_string(),
+            format!("a partition of kind {}", filter.kind().name()),
         )),
         Ok(filter) => Ok(filter),
         Err(e) => Err(filter_corrupt(path, offset, e.to_string())),
@@ -520,16 +518,17 @@ fn filter_corrupt(path: &Path, offset: u64, reason: String) -> Error {
     )
 }
 
-/// Whether a filter is the one the table's properties describe: parameters and key count.
+/// Whether a filter is the one the table's properties describe: key count and, for a Bloom
+/// filter, parameters (a Ribbon filter's properties name the Bloom parameters its policy
+/// gave, whose memory it spends at its own rate).
 pub(in crate::sstable) fn filter_agrees(
     filter: &UnitFilter,
     params: Option<FilterParams>,
     keys: u64,
 ) -> bool {
     params.is_some_and(|p| {
-        filter.bits_per_key() == p.bits_per_key()
-            && filter.hashes() == p.hashes()
-            && filter.len() == keys
+        filter.len() == keys
+            && (filter.bloom_params()).is_none_or(|b| b == (p.bits_per_key(), p.hashes()))
     })
 }
 

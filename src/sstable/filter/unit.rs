@@ -1,18 +1,47 @@
-//! One unit of a table's filter (the whole filter, or a partition) as a reader holds it: the
-//! standard layout, or the cache-local one that keeps all of a key's probes in one 64-byte
-//! block (`Options::cache_local_filters`; `docs/filter.md`, "Cache-local layout"). The
-//! serialized header names which (hash algorithm 3 for the cache-local one), so tables of
-//! both kinds mix in one store.
+//! One unit of a table's filter (the whole filter, or a partition) as a reader holds it, of
+//! one of three kinds: a Bloom filter in the standard layout; one in the cache-local layout
+//! that keeps all of a key's probes in one 64-byte block (`Options::cache_local_filters`;
+//! `docs/filter.md`, "Cache-local layout"); or a Ribbon filter, for long-lived tables
+//! (`Options::ribbon_filters_from_level`). The serialized form names which (its magic, and a
+//! Bloom filter's hash algorithm: 3 for the cache-local layout), so tables of every kind mix
+//! in one store.
 
-use crate::filter::{BlockedBloomFilter, BloomFilter, FilterError, FirstBits, KeyHash};
+use crate::filter::{
+    BlockedBloomFilter, BloomFilter, FilterError, FirstBits, KeyHash, RibbonFilter,
+};
 
-/// A unit's filter, in one of the two layouts.
+/// The kind of a table's filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FilterKind {
+    /// A Bloom filter whose probes fall anywhere in its bits.
+    Bloom,
+    /// A Bloom filter whose probes of a key all fall in one 512-bit block.
+    CacheLocalBloom,
+    /// A Ribbon filter: the same rate as a Bloom filter in about 26% fewer bits.
+    Ribbon,
+}
+
+impl FilterKind {
+    /// The kind's name as `kvtool stats` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FilterKind::Bloom => "bloom",
+            FilterKind::CacheLocalBloom => "cache-local-bloom",
+            FilterKind::Ribbon => "ribbon",
+        }
+    }
+}
+
+/// A unit's filter, of one of three kinds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnitFilter {
     /// The standard layout: a key's probes anywhere in the bit array.
     Standard(BloomFilter),
     /// The cache-local layout: a key's probes all in one 512-bit block.
     Blocked(BlockedBloomFilter),
+    /// A Ribbon filter; it does not fold.
+    Ribbon(RibbonFilter),
 }
 
 /// The bits a probe of one key tests first, fetched towards the CPU cache ahead of the test
@@ -21,13 +50,16 @@ pub enum UnitFilter {
 pub(crate) enum Prefetched {
     /// A standard filter's first two bits.
     First(FirstBits),
-    /// A cache-local filter's block: every bit the probe tests is in it.
+    /// A cache-local filter's block, or the first words of a Ribbon filter's row.
     Block,
 }
 
 impl UnitFilter {
-    /// Decodes a serialized filter of either layout.
+    /// Decodes a serialized filter of any kind.
     pub fn from_bytes(bytes: &[u8]) -> Result<UnitFilter, FilterError> {
+        if RibbonFilter::is_serialized(bytes) {
+            return RibbonFilter::from_bytes(bytes).map(UnitFilter::Ribbon);
+        }
         match BloomFilter::serialized_is_blocked(bytes) {
             Some(true) => BlockedBloomFilter::from_bytes(bytes).map(UnitFilter::Blocked),
             _ => BloomFilter::from_bytes(bytes).map(UnitFilter::Standard),
@@ -39,6 +71,7 @@ impl UnitFilter {
         match self {
             UnitFilter::Standard(f) => f.to_bytes(),
             UnitFilter::Blocked(f) => f.to_bytes(),
+            UnitFilter::Ribbon(f) => f.to_bytes(),
         }
     }
 
@@ -53,6 +86,7 @@ impl UnitFilter {
         match self {
             UnitFilter::Standard(f) => f.contains_hash(hash),
             UnitFilter::Blocked(f) => f.contains_hash(hash),
+            UnitFilter::Ribbon(f) => f.contains_hash(hash),
         }
     }
 
@@ -62,6 +96,10 @@ impl UnitFilter {
         match self {
             UnitFilter::Standard(f) => Prefetched::First(f.prefetch_first_bits(hash)),
             UnitFilter::Blocked(f) => {
+                f.prefetch(hash);
+                Prefetched::Block
+            }
+            UnitFilter::Ribbon(f) => {
                 f.prefetch(hash);
                 Prefetched::Block
             }
@@ -81,11 +119,16 @@ impl UnitFilter {
     }
 
     /// The filter folded to `1 / factor` of its bits (see [`BloomFilter::fold`] and
-    /// [`BlockedBloomFilter::fold`]).
+    /// [`BlockedBloomFilter::fold`]); a Ribbon filter folds by 1 only.
     pub fn fold(&self, factor: u32) -> Result<UnitFilter, FilterError> {
         match self {
             UnitFilter::Standard(f) => f.fold(factor).map(UnitFilter::Standard),
             UnitFilter::Blocked(f) => f.fold(factor).map(UnitFilter::Blocked),
+            UnitFilter::Ribbon(_) if factor == 1 => Ok(self.clone()),
+            UnitFilter::Ribbon(f) => Err(FilterError::CannotFold {
+                bits: f.memory_bytes() as u64 * 8,
+                factor,
+            }),
         }
     }
 
@@ -94,23 +137,23 @@ impl UnitFilter {
         match self {
             UnitFilter::Standard(f) => f.memory_bytes(),
             UnitFilter::Blocked(f) => f.memory_bytes(),
+            UnitFilter::Ribbon(f) => f.memory_bytes(),
         }
     }
 
-    /// The bits per key it was sized with (divided by its fold, when folded).
-    pub fn bits_per_key(&self) -> u32 {
+    /// A Bloom filter's bits per key and hashes (its bits per key divided by its fold, when
+    /// folded); `None` for a Ribbon filter.
+    pub fn bloom_params(&self) -> Option<(u32, u32)> {
         match self {
-            UnitFilter::Standard(f) => f.bits_per_key(),
-            UnitFilter::Blocked(f) => f.bits_per_key(),
+            UnitFilter::Standard(f) => Some((f.bits_per_key(), f.hashes())),
+            UnitFilter::Blocked(f) => Some((f.bits_per_key(), f.hashes())),
+            UnitFilter::Ribbon(_) => None,
         }
     }
 
-    /// Probes a key sets and tests.
-    pub fn hashes(&self) -> u32 {
-        match self {
-            UnitFilter::Standard(f) => f.hashes(),
-            UnitFilter::Blocked(f) => f.hashes(),
-        }
+    /// Bits held per key inserted.
+    pub fn held_bits_per_key(&self) -> f64 {
+        (self.memory_bytes() * 8) as f64 / self.len().max(1) as f64
     }
 
     /// Keys inserted.
@@ -118,6 +161,7 @@ impl UnitFilter {
         match self {
             UnitFilter::Standard(f) => f.len(),
             UnitFilter::Blocked(f) => f.len(),
+            UnitFilter::Ribbon(f) => f.key_count(),
         }
     }
 
@@ -131,29 +175,35 @@ impl UnitFilter {
         match self {
             UnitFilter::Standard(f) => f.expected_false_positive_rate(),
             UnitFilter::Blocked(f) => f.expected_false_positive_rate(),
+            UnitFilter::Ribbon(f) => f.predicted_false_positive_rate(),
         }
     }
 
     /// The rate its layout's rule predicts for its parameters filled to capacity: the
     /// ClickHouse-based rule for a standard filter, [`crate::filter::blocked_rate`] for a
-    /// cache-local one.
+    /// cache-local one, its columns' for a Ribbon filter.
     pub fn predicted_false_positive_rate(&self) -> f64 {
         match self {
             UnitFilter::Standard(f) => f.params().predicted_false_positive_rate(),
             UnitFilter::Blocked(f) => f.params().predicted_false_positive_rate(),
+            UnitFilter::Ribbon(f) => f.predicted_false_positive_rate(),
         }
     }
 
-    /// Whether the filter is in the cache-local layout.
-    pub fn is_blocked(&self) -> bool {
-        matches!(self, UnitFilter::Blocked(_))
+    /// The filter's kind.
+    pub fn kind(&self) -> FilterKind {
+        match self {
+            UnitFilter::Standard(_) => FilterKind::Bloom,
+            UnitFilter::Blocked(_) => FilterKind::CacheLocalBloom,
+            UnitFilter::Ribbon(_) => FilterKind::Ribbon,
+        }
     }
 
     /// The standard filter, when it is one.
     pub fn as_standard(&self) -> Option<&BloomFilter> {
         match self {
             UnitFilter::Standard(f) => Some(f),
-            UnitFilter::Blocked(_) => None,
+            UnitFilter::Blocked(_) | UnitFilter::Ribbon(_) => None,
         }
     }
 }
