@@ -1,24 +1,53 @@
-//! The Ribbon filter beside the Bloom filter, at the same false-positive targets: build time
-//! per key (from hashes, as a table writer holds them) and probe time of a present and an
-//! absent key, for 1M keys of 16 bytes, and probes of filters of 64M keys that miss the
-//! CPU's caches. The bits per key and the measured rates each takes are printed before the
-//! timings, as they are not times.
+//! The Ribbon filter beside the Bloom filter, the cache-local Bloom filter and binary fuse
+//! filters (`xorf`, which reach fixed rates only: 8-bit fingerprints give 1/256, 16-bit
+//! 1/65,536). First printed, as they are not times: bits per key, predicted and measured
+//! rates at 1%, 0.1% and 0.01%, and the peak memory a build takes beyond the filter it
+//! returns (counted by a global allocator that tracks its high-water mark). Then timed: the
+//! build per key (from hashes, as a table writer holds them) and probes of a present and an
+//! absent key, for 1M keys of 16 bytes, and probes of filters of 64M keys that miss the CPU's
+//! caches (under `cargo bench` only).
 //!
 //! Run: `cargo bench --bench ribbon`
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bloomkv::filter::{BloomFilter, KeyHash, RibbonFilter};
+use bloomkv::filter::{BlockedBloomFilter, BloomFilter, KeyHash, RibbonFilter};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
+use xorf::{BinaryFuse16, BinaryFuse8, Filter};
+
+/// The system allocator, keeping the bytes allocated now and their high-water mark.
+struct Counting;
+
+static NOW: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call goes to the system allocator unchanged; the counters only observe.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let now = NOW.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK.fetch_max(now, Ordering::Relaxed);
+        System.alloc(layout)
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        NOW.fetch_sub(layout.size(), Ordering::Relaxed);
+        System.dealloc(ptr, layout)
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
 
 const KEYS: usize = 1 << 20;
 
-fn hashes(seed: u64) -> Vec<u64> {
+fn hashes(seed: u64, count: usize) -> Vec<u64> {
     let mut rng = SmallRng::seed_from_u64(seed);
-    (0..KEYS)
+    (0..count)
         .map(|_| {
             let mut k = [0u8; 16];
             rng.fill_bytes(&mut k);
@@ -27,76 +56,155 @@ fn hashes(seed: u64) -> Vec<u64> {
         .collect()
 }
 
-fn bloom(hashes: &[u64], target: f64) -> BloomFilter {
-    let mut filter = BloomFilter::with_capacity(hashes.len() as u64, target).expect("a rate");
-    for &h in hashes {
-        filter.insert_hash(&KeyHash::from_u64(h));
-    }
-    filter
+/// One filter of any of the kinds compared.
+enum Kind {
+    Bloom(BloomFilter),
+    CacheLocal(BlockedBloomFilter),
+    Ribbon(RibbonFilter),
+    Fuse8(BinaryFuse8),
+    Fuse16(BinaryFuse16),
 }
 
-fn rate(contains: impl Fn(&KeyHash) -> bool, absent: &[u64]) -> f64 {
-    let found = absent
-        .iter()
-        .filter(|&&h| contains(&KeyHash::from_u64(h)))
-        .count();
-    found as f64 / absent.len() as f64
+/// The kinds, by name; the binary fuse filters ignore the target.
+const NAMES: [&str; 5] = ["bloom", "cache-local", "ribbon", "fuse8", "fuse16"];
+
+impl Kind {
+    fn build(name: &str, hashes: &[u64], target: f64) -> Kind {
+        let keys = hashes.len() as u64;
+        match name {
+            "bloom" => {
+                let mut f = BloomFilter::with_capacity(keys, target).expect("a rate");
+                hashes
+                    .iter()
+                    .for_each(|&h| f.insert_hash(&KeyHash::from_u64(h)));
+                Kind::Bloom(f)
+            }
+            "cache-local" => {
+                let mut f = BlockedBloomFilter::with_capacity(keys, target).expect("a rate");
+                hashes
+                    .iter()
+                    .for_each(|&h| f.insert_hash(&KeyHash::from_u64(h)));
+                Kind::CacheLocal(f)
+            }
+            "ribbon" => Kind::Ribbon(RibbonFilter::from_hashes(hashes, target).expect("a rate")),
+            "fuse8" => Kind::Fuse8(BinaryFuse8::try_from(hashes).expect("distinct keys")),
+            _ => Kind::Fuse16(BinaryFuse16::try_from(hashes).expect("distinct keys")),
+        }
+    }
+
+    #[inline]
+    fn contains(&self, hash: u64) -> bool {
+        match self {
+            Kind::Bloom(f) => f.contains_hash(&KeyHash::from_u64(hash)),
+            Kind::CacheLocal(f) => f.contains_hash(&KeyHash::from_u64(hash)),
+            Kind::Ribbon(f) => f.contains_hash(&KeyHash::from_u64(hash)),
+            Kind::Fuse8(f) => f.contains(&hash),
+            Kind::Fuse16(f) => f.contains(&hash),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Kind::Bloom(f) => f.memory_bytes(),
+            Kind::CacheLocal(f) => f.memory_bytes(),
+            Kind::Ribbon(f) => f.memory_bytes(),
+            Kind::Fuse8(f) => f.fingerprints.len(),
+            Kind::Fuse16(f) => f.fingerprints.len() * 2,
+        }
+    }
+
+    fn predicted(&self) -> f64 {
+        match self {
+            Kind::Bloom(f) => f.params().predicted_false_positive_rate(),
+            Kind::CacheLocal(f) => f.params().predicted_false_positive_rate(),
+            Kind::Ribbon(f) => f.predicted_false_positive_rate(),
+            Kind::Fuse8(_) => 1.0 / 256.0,
+            Kind::Fuse16(_) => 1.0 / 65_536.0,
+        }
+    }
+}
+
+/// Builds `name` over `hashes`; returns it and the bytes the build held beyond what it
+/// returned, at its peak.
+fn build_measured(name: &str, hashes: &[u64], target: f64) -> (Kind, usize) {
+    let before = NOW.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let filter = Kind::build(name, hashes, target);
+    let kept = NOW.load(Ordering::Relaxed).saturating_sub(before);
+    let peak = PEAK.load(Ordering::Relaxed).saturating_sub(before);
+    (filter, peak.saturating_sub(kept))
+}
+
+fn rate(filter: &Kind, absent: &[u64]) -> f64 {
+    absent.iter().filter(|&&h| filter.contains(h)).count() as f64 / absent.len() as f64
+}
+
+/// Bits per key, rates and temporary memory of every kind at three targets: a line each.
+fn report(present: &[u64], absent: &[u64]) {
+    println!("kind         target   bits/key  predicted   measured  measured/predicted  temporary bytes/key");
+    for target in [0.01, 0.001, 0.0001] {
+        for name in NAMES {
+            if name.starts_with("fuse") && target != 0.01 {
+                continue;
+            }
+            let (filter, temporary) = build_measured(name, present, target);
+            let predicted = filter.predicted();
+            let measured = rate(&filter, absent);
+            println!(
+                "{name:<12} {:>6}  {:>9.2}  {predicted:>9.6}  {measured:>9.6}  {:>18.3}  {:>19.1}",
+                if name.starts_with("fuse") {
+                    "-".to_string()
+                } else {
+                    target.to_string()
+                },
+                filter.bytes() as f64 * 8.0 / present.len() as f64,
+                measured / predicted,
+                temporary as f64 / present.len() as f64,
+            );
+        }
+    }
 }
 
 fn benches(c: &mut Criterion) {
-    let present = hashes(1);
-    let absent = hashes(2);
-    for target in [0.01, 0.001, 0.0001] {
-        let b = bloom(&present, target);
-        let r = RibbonFilter::from_hashes(&present, target).expect("a rate");
-        println!(
-            "target {target}: bloom {:.2} bits/key, measured {:.5}; ribbon {:.2} bits/key, \
-             measured {:.5}",
-            b.memory_bytes() as f64 * 8.0 / KEYS as f64,
-            rate(|h| b.contains_hash(h), &absent),
-            r.bits_per_key(),
-            rate(|h| r.contains_hash(h), &absent),
-        );
-    }
+    let present = hashes(1, KEYS);
+    let absent = hashes(2, KEYS);
+    report(&present, &absent);
     let target = 0.01;
     let mut group = c.benchmark_group("build 1% (per key)");
     group.throughput(Throughput::Elements(KEYS as u64));
     group.sample_size(10);
-    group.bench_function(BenchmarkId::new("bloom", "1M"), |bench| {
-        bench.iter(|| bloom(black_box(&present), target))
-    });
-    group.bench_function(BenchmarkId::new("ribbon", "1M"), |bench| {
-        bench.iter(|| RibbonFilter::from_hashes(black_box(&present), target))
-    });
+    for name in NAMES {
+        group.bench_function(BenchmarkId::new(name, "1M"), |bench| {
+            bench.iter(|| Kind::build(name, black_box(&present), target))
+        });
+    }
     group.finish();
-    let b = bloom(&present, target);
-    let r = RibbonFilter::from_hashes(&present, target).expect("a rate");
-    probes(c, "probe 1%", "1M", [&present, &absent], &b, &r);
+    let filters: Vec<(&str, Kind)> = (NAMES.iter())
+        .map(|&name| (name, Kind::build(name, &present, target)))
+        .collect();
+    probes(c, "probe 1%", "1M", [&present, &absent], &filters);
 }
 
-/// Times probes of `b` and of `r` by the present keys, then the absent ones, cycling through
-/// each set (whose length is a power of two).
+/// Times probes of each of `filters` by the present keys, then the absent ones, cycling
+/// through each set (whose length is a power of two).
 fn probes(
     c: &mut Criterion,
     name: &str,
     size: &str,
     [present, absent]: [&[u64]; 2],
-    b: &BloomFilter,
-    r: &RibbonFilter,
+    filters: &[(&str, Kind)],
 ) {
     for (keys, which) in [(present, "present"), (absent, "absent")] {
         let mut group = c.benchmark_group(format!("{name} {which}"));
-        let mut i = 0usize;
-        let mut next = move || {
-            i = (i + 1) & (keys.len() - 1);
-            KeyHash::from_u64(black_box(keys[i]))
-        };
-        group.bench_function(BenchmarkId::new("bloom", size), |bench| {
-            bench.iter(|| b.contains_hash(&next()))
-        });
-        group.bench_function(BenchmarkId::new("ribbon", size), |bench| {
-            bench.iter(|| r.contains_hash(&next()))
-        });
+        for (kind, filter) in filters {
+            let mut i = 0usize;
+            group.bench_function(BenchmarkId::new(*kind, size), |bench| {
+                bench.iter(|| {
+                    i = (i + 1) & (keys.len() - 1);
+                    filter.contains(black_box(keys[i]))
+                })
+            });
+        }
         group.finish();
     }
 }
@@ -113,9 +221,11 @@ fn cold(c: &mut Criterion) {
     let mut rng = SmallRng::seed_from_u64(3);
     let present: Vec<u64> = (0..COLD_KEYS).map(|_| rng.next_u64()).collect();
     let absent: Vec<u64> = (0..COLD_KEYS).map(|_| rng.next_u64()).collect();
-    let b = bloom(&present, 0.01);
-    let r = RibbonFilter::from_hashes(&present, 0.01).expect("a rate");
-    probes(c, "cold probe 1%", "64M", [&present, &absent], &b, &r);
+    let filters: Vec<(&str, Kind)> = (NAMES.iter())
+        .filter(|&&name| name != "fuse16")
+        .map(|&name| (name, Kind::build(name, &present, 0.01)))
+        .collect();
+    probes(c, "cold probe 1%", "64M", [&present, &absent], &filters);
 }
 
 fn config() -> Criterion {

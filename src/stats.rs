@@ -88,6 +88,14 @@ pub struct LevelStats {
     /// (folded ones at their smaller size, dropped ones at 1), weighted by the lookups that
     /// reach each table; `None` when none of them was written with a filter.
     pub predicted_false_positive_rate: Option<f64>,
+    /// The kind of most of the filter memory the level's tables hold (`None` when none has a
+    /// filter): Bloom filters at level 0, Ribbon filters from
+    /// `Tuning::ribbon_filters_from_level` down, but for tables moved down unrewritten.
+    pub filter_kind: Option<FilterKind>,
+    /// Bits of filter held in memory per entry of the level's tables that have a filter:
+    /// what the level's filters cost as they are held (folded or dropped ones at their
+    /// smaller size).
+    pub filter_bits_per_key: Option<f64>,
     /// Scans over one prefix (`Options::prefix_extractor`), since open: the tables of this
     /// level whose prefix filter they asked; of them, those the filter ruled out (the scan
     /// passed them by), and those it let through that held no key of the scan's prefix (see

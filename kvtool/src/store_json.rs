@@ -24,6 +24,8 @@ pub fn levels_json(stats: &Stats) -> Vec<serde_json::Value> {
                 "filter_true_positives": l.filter_true_positives,
                 "measured_false_positive_rate": l.measured_false_positive_rate(),
                 "predicted_false_positive_rate": l.predicted_false_positive_rate,
+                "filter_kind": l.filter_kind.map(bloomkv::FilterKind::name),
+                "filter_bits_per_key": l.filter_bits_per_key,
                 "prefix_filter_probes": l.prefix_filter_probes,
                 "prefix_filter_negatives": l.prefix_filter_negatives,
                 "prefix_filter_false_positives": l.prefix_filter_false_positives,

@@ -367,6 +367,9 @@ impl Inner {
                 ..LevelStats::default()
             };
             let mut filtered = Vec::new();
+            // Filter bytes held by kind, and the entries of the tables with a filter.
+            let mut held_by_kind: Vec<(FilterKind, u64)> = Vec::new();
+            let mut filtered_entries = 0;
             for handle in version.level(level) {
                 let share = shares.next().unwrap_or(0.0);
                 summary.tables += 1;
@@ -386,6 +389,13 @@ impl Inner {
                 let blocked = kind == Some(FilterKind::CacheLocalBloom);
                 summary.tables_off_target += usize::from(!target.includes(params, blocked));
                 let filter_bytes = handle.table.filter_memory_bytes() as u64;
+                if let Some(kind) = kind {
+                    filtered_entries += handle.meta.entries;
+                    match held_by_kind.iter_mut().find(|(k, _)| *k == kind) {
+                        Some((_, bytes)) => *bytes += filter_bytes,
+                        None => held_by_kind.push((kind, filter_bytes)),
+                    }
+                }
                 let prefix_filter_bytes = handle.table.prefix_filter_memory_bytes() as u64;
                 filter_memory_bytes += filter_bytes + prefix_filter_bytes;
                 prefix_memory_bytes += prefix_filter_bytes;
@@ -420,6 +430,12 @@ impl Inner {
                 });
             }
             summary.predicted_false_positive_rate = level_rate(&filtered);
+            summary.filter_kind = (held_by_kind.iter())
+                .max_by_key(|(_, bytes)| *bytes)
+                .map(|(kind, _)| *kind);
+            let held_bytes: u64 = held_by_kind.iter().map(|(_, bytes)| bytes).sum();
+            summary.filter_bits_per_key =
+                (filtered_entries > 0).then(|| held_bytes as f64 * 8.0 / filtered_entries as f64);
             levels.push(summary);
         }
         TreeStats {

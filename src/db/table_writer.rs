@@ -81,7 +81,8 @@ fn shape_of<'t>(options: &Options, spans: impl Iterator<Item = Span<'t>>) -> Vec
     let mut groups = vec![
         FilterGroup {
             keys: 0,
-            probes: 1.0
+            probes: 1.0,
+            ribbon: false
         };
         options.tuning.num_levels
     ];
@@ -144,8 +145,14 @@ impl<'a> TableWriter<'a> {
             FilterGroup {
                 keys: 0,
                 probes: 1.0,
+                ribbon: false,
             },
         );
+        // The levels whose new tables get Ribbon filters spend their bits at Ribbon rates.
+        let ribbon_from = self.options.tuning.ribbon_filters_from_level.max(1) as usize;
+        for (l, group) in groups.iter_mut().enumerate() {
+            group.ribbon = l >= ribbon_from;
+        }
         let at = level as usize;
         if !self.job_in_shape {
             // A new level-0 table is one more run, probed by every lookup.
@@ -172,8 +179,11 @@ impl<'a> TableWriter<'a> {
                         (allocate_blended(&groups, most), true)
                     }
                     (allocated, _) => (
-                        allocated
-                            .map(|(_, params)| params.into_iter().map(GroupFilters::of).collect()),
+                        allocated.map(|(_, params)| {
+                            (groups.iter().zip(params))
+                                .map(|(g, p)| GroupFilters::of_group(g, p))
+                                .collect()
+                        }),
                         false,
                     ),
                 }
@@ -528,13 +538,15 @@ mod tests {
         let mut groups = vec![
             FilterGroup {
                 keys: 0,
-                probes: 1.0
+                probes: 1.0,
+                ribbon: false
             };
             7
         ];
         groups[0] = FilterGroup {
             keys: level0_tables * 250_000,
             probes: level0_tables as f64,
+            ribbon: false,
         };
         groups[4].keys = 8_000_000;
         groups[5].keys = 30_000_000;
@@ -566,6 +578,7 @@ mod tests {
         groups[4] = FilterGroup {
             keys: 1_000_000,
             probes: 0.1,
+            ribbon: false,
         };
         groups[5].keys = 10_000_000;
         groups[6].keys = 89_000_000;

@@ -19,9 +19,15 @@
 //!
 //! [`allocate_blended`] drops the whole-row limit: a share of one group's filters may get the
 //! next row up, so the budget is spent to the bit, step by step where it gains most.
+//!
+//! A group of Ribbon filters ([`FilterGroup::ribbon`]) spends a row's bits at the rate they
+//! buy a Ribbon filter ([`ribbon_rate_for_bits_per_key`]): each bit halves its rate about twice
+//! as often as a Bloom filter's, so the same budget buys such a group a lower rate, and the
+//! rule gives a Bloom group beside it a higher rate than keys per probe alone would.
 
 use super::error::{FilterError, Result};
 use super::params::{ideal_bits_per_key, FilterParams, MAX_BITS_PER_KEY};
+use super::ribbon::{ribbon_bits_per_key, ribbon_rate_for_bits_per_key};
 
 /// The most bits per key the allocation gives a group: 20 bits (14 hashes) already make a
 /// false positive rarer than 1 in 10,000, and each further bit costs every probe of the
@@ -39,6 +45,55 @@ pub struct FilterGroup {
     /// tables of disjoint key ranges (one may hold the key; less when their ranges cover only
     /// part of the keys looked up), up to the table count where every table may (level 0).
     pub probes: f64,
+    /// Whether the group's filters are Ribbon filters, which spend a row's bits at a lower
+    /// rate than Bloom filters do.
+    pub ribbon: bool,
+}
+
+impl FilterGroup {
+    /// A group of Bloom filters.
+    pub fn bloom(keys: u64, probes: f64) -> FilterGroup {
+        FilterGroup {
+            keys,
+            probes,
+            ribbon: false,
+        }
+    }
+
+    /// The rate of the group's filters at row `bits` (bits per key; 0: no filter).
+    fn rate_of_row(&self, bits: u32) -> f64 {
+        match self.ribbon {
+            true => ribbon_rate_of_row(bits),
+            false => rate_of_row(bits),
+        }
+    }
+
+    /// Bits per key the group's filters need for `rate`, ideally (0 for a rate of 1).
+    fn ideal_bits(&self, rate: f64) -> f64 {
+        match (self.ribbon, rate >= 1.0) {
+            (_, true) => 0.0,
+            (true, false) => ribbon_bits_per_key(rate).unwrap_or(f64::from(MAX_BITS_PER_KEY)),
+            (false, false) => ideal_bits_per_key(rate),
+        }
+    }
+
+    /// The row for `rate`: the fewest whole bits per key that meet it.
+    fn row_for_rate(&self, rate: f64) -> u32 {
+        match (self.ribbon, rate >= 1.0) {
+            (_, true) => 0,
+            (true, false) => (self.ideal_bits(rate).ceil() as u32).max(2),
+            (false, false) => row_for_rate(rate),
+        }
+    }
+
+    /// Bits per key that divide the rate by `e`: how dear a lower rate is in the group.
+    fn bits_per_nat(&self) -> f64 {
+        match self.ribbon {
+            // 1.1 slots a result bit, a result bit halving the rate.
+            true => 1.1 / std::f64::consts::LN_2,
+            false => 1.0 / (std::f64::consts::LN_2 * std::f64::consts::LN_2),
+        }
+    }
 }
 
 /// Parameters for each group within an average of `bits_per_key` bits over all keys: `None`
@@ -63,11 +118,11 @@ pub fn allocate_blended(groups: &[FilterGroup], bits_per_key: f64) -> Result<Vec
     let budget = budget_bits(groups, bits_per_key)?;
     let best_whole = whole_row_choices(groups, budget)
         .into_iter()
-        .map(|rows| blend(&rows, None))
+        .map(|rows| blend(groups, &rows, None))
         .min_by(|a, b| expected_of_blend(groups, a).total_cmp(&expected_of_blend(groups, b)))
         .expect("the greedy choice is always there");
     let (rows, share) = steepest_steps(groups, budget);
-    let stepped = blend(&rows, share);
+    let stepped = blend(groups, &rows, share);
     Ok(
         match expected_of_blend(groups, &stepped) <= expected_of_blend(groups, &best_whole) {
             true => stepped,
@@ -110,6 +165,8 @@ pub struct GroupFilters {
     lower: Option<FilterParams>,
     upper: Option<FilterParams>,
     upper_share: f64,
+    /// Of Ribbon filters: their rates are those their bits buy a Ribbon filter.
+    ribbon: bool,
 }
 
 impl GroupFilters {
@@ -119,11 +176,20 @@ impl GroupFilters {
             lower: params,
             upper: params,
             upper_share: 0.0,
+            ribbon: false,
         }
     }
 
-    fn whole(row: u32) -> GroupFilters {
-        Self::of(params_of_row(row))
+    /// The same parameters for every filter of `group`, of its kind.
+    pub fn of_group(group: &FilterGroup, params: Option<FilterParams>) -> GroupFilters {
+        GroupFilters {
+            ribbon: group.ribbon,
+            ..GroupFilters::of(params)
+        }
+    }
+
+    fn whole(group: &FilterGroup, row: u32) -> GroupFilters {
+        Self::of_group(group, params_of_row(row))
     }
 
     /// Parameters for most filters of the group (`None`: no filter).
@@ -163,7 +229,12 @@ impl GroupFilters {
 
     /// The predicted false-positive rate of a probe of the group, on average.
     pub fn predicted_false_positive_rate(&self) -> f64 {
-        self.mix(rate_of)
+        let group = FilterGroup {
+            keys: 0,
+            probes: 0.0,
+            ribbon: self.ribbon,
+        };
+        self.mix(|p| group.rate_of_params(p))
     }
 
     fn mix(&self, value: impl Fn(Option<FilterParams>) -> f64) -> f64 {
@@ -191,7 +262,7 @@ fn whole_row_choices(groups: &[FilterGroup], budget: u64) -> Vec<Vec<u32>> {
         .map(|(rate, group)| match group.keys {
             0 => MAX_ALLOCATED_BITS_PER_KEY,
             _ if group.probes <= 0.0 => 0,
-            _ => row_for_rate(rate).min(MAX_ALLOCATED_BITS_PER_KEY),
+            _ => group.row_for_rate(rate).min(MAX_ALLOCATED_BITS_PER_KEY),
         })
         .collect();
     step_down_until_within(groups, &mut rows, budget);
@@ -201,8 +272,10 @@ fn whole_row_choices(groups: &[FilterGroup], budget: u64) -> Vec<Vec<u32>> {
     choices
 }
 
-fn blend(rows: &[u32], share: Option<(usize, f64)>) -> Vec<GroupFilters> {
-    let mut groups: Vec<GroupFilters> = rows.iter().map(|&r| GroupFilters::whole(r)).collect();
+fn blend(of: &[FilterGroup], rows: &[u32], share: Option<(usize, f64)>) -> Vec<GroupFilters> {
+    let mut groups: Vec<GroupFilters> = (of.iter().zip(rows))
+        .map(|(g, &r)| GroupFilters::whole(g, r))
+        .collect();
     if let Some((i, upper_share)) = share {
         let upper = higher_row(rows[i]).expect("a share is of a step that exists");
         groups[i].upper = params_of_row(upper);
@@ -300,7 +373,8 @@ fn lagrangian_rows(groups: &[FilterGroup], budget: u64) -> Vec<u32> {
         groups
             .iter()
             .map(|g| {
-                let cost = |b: u32| g.probes * rate_of_row(b) + price * (g.keys * b as u64) as f64;
+                let cost =
+                    |b: u32| g.probes * g.rate_of_row(b) + price * (g.keys * b as u64) as f64;
                 *ladder
                     .iter()
                     .min_by(|&&a, &&b| cost(a).total_cmp(&cost(b)))
@@ -328,7 +402,7 @@ fn expected_of_rows(groups: &[FilterGroup], rows: &[u32]) -> f64 {
     groups
         .iter()
         .zip(rows)
-        .map(|(g, &b)| g.probes * rate_of_row(b))
+        .map(|(g, &b)| g.probes * g.rate_of_row(b))
         .sum()
 }
 
@@ -337,7 +411,7 @@ pub fn expected_false_positives(groups: &[FilterGroup], params: &[Option<FilterP
     groups
         .iter()
         .zip(params)
-        .map(|(g, p)| g.probes * rate_of(*p))
+        .map(|(g, p)| g.probes * g.rate_of_params(*p))
         .sum()
 }
 
@@ -350,9 +424,11 @@ pub fn memory_bits(groups: &[FilterGroup], params: &[Option<FilterParams>]) -> u
         .sum()
 }
 
-/// Monkey's continuous answer: rate_i = c * keys_i / probes_i (at most 1), with `c` such that
-/// the bits an ideal filter needs for those rates, `keys * ln(1/rate) / ln(2)^2`, sum to
-/// `budget`. `c` is found by bisection on its logarithm.
+/// Monkey's continuous answer: rate_i = c * keys_i * d_i / probes_i (at most 1), with `c` such
+/// that the bits an ideal filter needs for those rates, `keys * ln(1/rate) * d_i`, sum to
+/// `budget`; `d_i` is the bits per key that divide group i's rate by `e` (`1 / ln(2)^2` for a
+/// Bloom filter, `1.1 / ln(2)` for a Ribbon filter), which makes each group's last bit save as
+/// many false positives as any other's. `c` is found by bisection on its logarithm.
 fn monkey_rates(groups: &[FilterGroup], budget: f64) -> Vec<f64> {
     let rates = |ln_c: f64| -> Vec<f64> {
         groups
@@ -364,7 +440,7 @@ fn monkey_rates(groups: &[FilterGroup], budget: f64) -> Vec<f64> {
                 } else if g.keys == 0 {
                     0.0
                 } else {
-                    (ln_c.exp() * g.keys as f64 / g.probes).min(1.0)
+                    (ln_c.exp() * g.keys as f64 * g.bits_per_nat() / g.probes).min(1.0)
                 }
             })
             .collect()
@@ -374,7 +450,7 @@ fn monkey_rates(groups: &[FilterGroup], budget: f64) -> Vec<f64> {
             .iter()
             .zip(rates)
             .filter(|(g, _)| g.keys > 0)
-            .map(|(g, r)| g.keys as f64 * ideal_bits_per_key(*r))
+            .map(|(g, r)| g.keys as f64 * g.ideal_bits(*r))
             .sum()
     };
     let (mut low, mut high) = (-200.0_f64, 50.0_f64);
@@ -422,6 +498,24 @@ fn rate_of_row(bits: u32) -> f64 {
         .unwrap_or_else(|| rate_of(params_of_row(bits)))
 }
 
+/// [`rate_of_row`] for a Ribbon filter spending row `bits`' bits: the rate they buy it.
+fn ribbon_rate_of_row(bits: u32) -> f64 {
+    match bits {
+        0 => 1.0,
+        b => ribbon_rate_for_bits_per_key(f64::from(b)).unwrap_or(1.0),
+    }
+}
+
+impl FilterGroup {
+    /// The rate of the group's filters at `params` (`None`: no filter).
+    fn rate_of_params(&self, params: Option<FilterParams>) -> f64 {
+        match (self.ribbon, params) {
+            (true, Some(p)) => ribbon_rate_of_row(p.bits_per_key()),
+            _ => rate_of(params),
+        }
+    }
+}
+
 fn lower_row(bits: u32) -> Option<u32> {
     match bits {
         0 => None,
@@ -440,7 +534,7 @@ fn higher_row(bits: u32) -> Option<u32> {
 
 /// Expected false positives added, and bits freed, by moving group `g` from row `from` to `to`.
 fn step(group: &FilterGroup, from: u32, to: u32) -> (f64, u64) {
-    let added = group.probes * (rate_of_row(to) - rate_of_row(from));
+    let added = group.probes * (group.rate_of_row(to) - group.rate_of_row(from));
     let freed = group.keys * from.abs_diff(to) as u64;
     (added, freed)
 }
@@ -508,6 +602,7 @@ mod tests {
             .map(|up| FilterGroup {
                 keys: last_keys / ratio.pow(up),
                 probes: 1.0,
+                ribbon: false,
             })
             .collect()
     }
@@ -530,6 +625,48 @@ mod tests {
         assert!(ours < 0.016, "{ours}");
         assert!(theirs / ours > 2.5, "{theirs} / {ours}");
         eprintln!("sum of rates: {ours:.4} budgeted, {theirs:.4} uniform");
+    }
+
+    #[test]
+    fn ribbon_groups_buy_lower_rates_with_the_same_bits() {
+        let bloom = leveled(4, 10, 10_000_000);
+        let ribbon: Vec<FilterGroup> = (bloom.iter())
+            .map(|g| FilterGroup { ribbon: true, ..*g })
+            .collect();
+        let spent = |groups: &[FilterGroup], a: &[GroupFilters]| -> f64 {
+            (groups.iter().zip(a))
+                .map(|(g, f)| g.keys as f64 * f.bits_per_key())
+                .sum()
+        };
+        let false_positives = |groups: &[FilterGroup], a: &[GroupFilters]| -> f64 {
+            (groups.iter().zip(a))
+                .map(|(g, f)| g.probes * f.predicted_false_positive_rate())
+                .sum()
+        };
+        let budget = 10.0 * bloom.iter().map(|g| g.keys).sum::<u64>() as f64;
+        let with_bloom = allocate_blended(&bloom, 10.0).unwrap();
+        let with_ribbon = allocate_blended(&ribbon, 10.0).unwrap();
+        let used = spent(&ribbon, &with_ribbon);
+        assert!(
+            used <= budget * 1.000001,
+            "{used} of {budget}: {with_ribbon:?}"
+        );
+        assert!(spent(&ribbon, &with_ribbon) > 0.99 * budget);
+        let (b, r) = (
+            false_positives(&bloom, &with_bloom),
+            false_positives(&ribbon, &with_ribbon),
+        );
+        // A Ribbon filter's 10 bits per key give about a fifth of a Bloom filter's rate.
+        assert!(r * 3.0 < b, "ribbon {r} against bloom {b}");
+        // A Bloom level 0 beside Ribbon levels: its rate rises against keys per probe alone.
+        let mut mixed = ribbon.clone();
+        mixed[0].ribbon = false;
+        let rates = monkey_rates(&mixed, budget);
+        let alone = monkey_rates(&ribbon, budget);
+        assert!(
+            rates[0] / rates[1] > 1.2 * alone[0] / alone[1],
+            "{rates:?} {alone:?}"
+        );
     }
 
     #[test]
@@ -562,19 +699,23 @@ mod tests {
                 FilterGroup {
                     keys: 40_000,
                     probes: 8.0,
+                    ribbon: false,
                 },
                 FilterGroup {
                     keys: 1_000_000,
                     probes: 1.0,
+                    ribbon: false,
                 },
                 FilterGroup {
                     keys: 9_000_000,
                     probes: 1.0,
+                    ribbon: false,
                 },
             ],
             vec![FilterGroup {
                 keys: 12_345,
                 probes: 1.0,
+                ribbon: false,
             }],
         ];
         for groups in &shapes {
@@ -604,16 +745,19 @@ mod tests {
         with_others.push(FilterGroup {
             keys: 0,
             probes: 1.0,
+            ribbon: false,
         });
         with_others.push(FilterGroup {
             keys: 0,
             probes: 1.0,
+            ribbon: false,
         });
         with_others.insert(
             0,
             FilterGroup {
                 keys: 0,
                 probes: 3.0,
+                ribbon: false,
             },
         );
         let params = allocate(&with_others, 10.0).unwrap();
@@ -622,10 +766,12 @@ mod tests {
             FilterGroup {
                 keys: 5,
                 probes: 0.0,
+                ribbon: false,
             },
             FilterGroup {
                 keys: 1_000,
                 probes: 1.0,
+                ribbon: false,
             },
         ];
         let params = allocate(&never_probed, 10.0).unwrap();
@@ -649,6 +795,7 @@ mod tests {
                 .map(|&k| FilterGroup {
                     keys: k,
                     probes: 1.0,
+                    ribbon: false,
                 })
                 .collect();
             for bits in [1.0, 2.4, 5.0, 9.6, 14.0] {
@@ -679,10 +826,12 @@ mod tests {
             FilterGroup {
                 keys: 1_000_000,
                 probes: 8.0,
+                ribbon: false,
             },
             FilterGroup {
                 keys: 1_000_000,
                 probes: 1.0,
+                ribbon: false,
             },
         ];
         let params = allocate(&groups, 8.0).unwrap();
@@ -727,7 +876,11 @@ mod tests {
     fn hundred_million() -> Vec<FilterGroup> {
         [(1_000_000, 0.1), (10_000_000, 0.9), (89_000_000, 1.0)]
             .iter()
-            .map(|&(keys, probes)| FilterGroup { keys, probes })
+            .map(|&(keys, probes)| FilterGroup {
+                keys,
+                probes,
+                ribbon: false,
+            })
             .collect()
     }
 
@@ -805,6 +958,7 @@ mod tests {
         let empty = [FilterGroup {
             keys: 0,
             probes: 1.0,
+            ribbon: false,
         }];
         let params = allocate(&empty, 10.0).unwrap();
         assert_eq!(

@@ -99,6 +99,21 @@ impl RibbonFilter {
     /// `target` false-positive rate, which may lie anywhere strictly between 0 and 1; rates
     /// below `2^-32` are refused.
     pub fn from_hashes(hashes: &[u64], target: f64) -> Result<RibbonFilter> {
+        RibbonFilter::from_hash_iter(hashes.iter().copied(), target)
+    }
+
+    /// [`from_hashes`](Self::from_hashes) for keys hashed with [`KeyHash::of`], as a table
+    /// writer keeps them.
+    pub fn from_key_hashes(hashes: &[KeyHash], target: f64) -> Result<RibbonFilter> {
+        RibbonFilter::from_hash_iter(hashes.iter().map(KeyHash::as_u64), target)
+    }
+
+    /// The filter of the hashes `hashes` yields (read twice, so never collected apart from
+    /// their sorting).
+    fn from_hash_iter(
+        hashes: impl ExactSizeIterator<Item = u64> + Clone,
+        target: f64,
+    ) -> Result<RibbonFilter> {
         let (lower_columns, upper_share) = columns_for(target)?;
         let key_count = hashes.len() as u64;
         let slots = (key_count as f64 * (1.0 + slack(lower_columns))).ceil() as u64;
@@ -337,18 +352,18 @@ fn columns_for(target: f64) -> Result<(u32, f64)> {
 /// `hashes` in about the order of their start slots, which grow with the hash: a counting
 /// sort by the top `ORDER_BITS` bits. Banded in that order, the slots a row meets lie near
 /// the last row's, in cache, where banding in the keys' order met a cache miss a key.
-fn by_start(hashes: &[u64]) -> Vec<u64> {
+fn by_start(hashes: impl ExactSizeIterator<Item = u64> + Clone) -> Vec<u64> {
     const ORDER_BITS: u32 = 12;
     let bucket = |h: u64| (h >> (64 - ORDER_BITS)) as usize;
     let mut starts = vec![0usize; (1 << ORDER_BITS) + 1];
-    for &h in hashes {
+    for h in hashes.clone() {
         starts[bucket(h) + 1] += 1;
     }
     for i in 1..starts.len() {
         starts[i] += starts[i - 1];
     }
     let mut sorted = vec![0u64; hashes.len()];
-    for &h in hashes {
+    for h in hashes {
         let at = &mut starts[bucket(h)];
         sorted[*at] = h;
         *at += 1;
@@ -358,27 +373,56 @@ fn by_start(hashes: &[u64]) -> Vec<u64> {
 
 /// Bands every key's row into `blocks * 64` slots: each slot keeps at most one row, whose
 /// lowest set bit is the slot's own. Returns each slot's row (0: free).
+///
+/// A row's elimination is a chain of dependent steps (load the pivot, XOR, shift, load the
+/// next), so [`STREAMS`] rows from as many stretches of the sorted hashes are eliminated
+/// together, a step of each in turn, for the processor to overlap their loads. Any order of
+/// insertion bands a valid system; this one is as deterministic as the hashes.
 fn band(hashes: &[u64], blocks: u64) -> Vec<u64> {
+    /// A row being eliminated: its next hash, the end of its stretch, its slot and row.
+    #[derive(Clone, Copy)]
+    struct Stream {
+        next: usize,
+        end: usize,
+        slot: u64,
+        row: u64,
+    }
+    const STREAMS: usize = 4;
     let mut pivots = vec![0u64; (blocks * WIDTH) as usize];
-    for &hash in hashes {
-        let (mut slot, mut row) = row_of(hash, blocks);
-        loop {
-            let pivot = &mut pivots[slot as usize];
+    let per = hashes.len().div_ceil(STREAMS);
+    let mut streams: [Stream; STREAMS] = std::array::from_fn(|i| Stream {
+        next: (i * per).min(hashes.len()),
+        end: ((i + 1) * per).min(hashes.len()),
+        slot: 0,
+        row: 0,
+    });
+    loop {
+        let mut active = false;
+        for s in &mut streams {
+            if s.row == 0 {
+                if s.next == s.end {
+                    continue;
+                }
+                (s.slot, s.row) = row_of(hashes[s.next], blocks);
+                s.next += 1;
+            }
+            active = true;
+            let pivot = &mut pivots[s.slot as usize];
             if *pivot == 0 {
-                *pivot = row;
-                break;
+                *pivot = s.row;
+                s.row = 0;
+                continue;
             }
-            row ^= *pivot;
-            if row == 0 {
-                // Dependent on rows already banded: any solution of theirs satisfies it.
-                break;
-            }
-            let skip = row.trailing_zeros();
-            slot += u64::from(skip);
-            row >>= skip;
+            // Zero: dependent on rows already banded, which any solution of theirs satisfies.
+            s.row ^= *pivot;
+            let skip = s.row.trailing_zeros() % 64;
+            s.slot += u64::from(skip);
+            s.row >>= skip;
+        }
+        if !active {
+            return pivots;
         }
     }
-    pivots
 }
 
 /// Solves the banded rows from the last slot back, one bit of every column at a time, free
@@ -452,6 +496,23 @@ mod tests {
     }
 
     #[test]
+    fn every_key_count_and_rate_round_trips_with_every_key_found() {
+        let counts = (0..=130).chain([255, 256, 257, 1000, 4095, 65_537, 2_000_000]);
+        for n in counts {
+            for target in [0.4, 0.01, 0.0007, 1e-6] {
+                let hashes = keys(n << 24, n);
+                let filter = RibbonFilter::from_hashes(&hashes, target).unwrap();
+                let again = RibbonFilter::from_bytes(&filter.to_bytes()).unwrap();
+                assert_eq!(again, filter, "{n} keys at {target}");
+                let missed = (hashes.iter())
+                    .filter(|&&h| !again.contains_hash(&KeyHash::from_u64(h)))
+                    .count();
+                assert_eq!(missed, 0, "{n} keys at {target}");
+            }
+        }
+    }
+
+    #[test]
     fn the_measured_rate_is_near_the_target_at_rates_between_powers_of_two() {
         for target in [0.01, 0.005, 0.001, 0.03] {
             let filter = RibbonFilter::from_hashes(&keys(0, 200_000), target).unwrap();
@@ -471,7 +532,7 @@ mod tests {
     #[test]
     fn keys_are_banded_in_the_order_of_their_starts() {
         let hashes = keys(0, 10_000);
-        let sorted = by_start(&hashes);
+        let sorted = by_start(hashes.iter().copied());
         assert!(sorted.windows(2).all(|w| w[0] >> 52 <= w[1] >> 52));
         let (mut given, mut banded) = (hashes.clone(), sorted);
         given.sort_unstable();

@@ -62,6 +62,7 @@ pub(crate) fn filter_groups<'a>(
                 (0, false) => spans.iter().map(|s| stored.share(&[*s])).sum(),
                 (_, false) => stored.share(spans),
             },
+            ribbon: false,
         })
         .collect()
 }

@@ -199,3 +199,35 @@ fn a_store_mixing_filter_kinds_answers_as_a_model_across_reopens() {
     assert_agrees(&db, &model, KEYS);
     assert!(db.check().is_clean());
 }
+
+#[test]
+fn levels_report_their_filters_kind_bits_and_rates() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = (common::small_tree_options())
+        .filter_policy(FilterPolicy::FalsePositiveRate(0.01))
+        .table_size(64 << 10)
+        .no_filter_memory_limit();
+    let db = Db::open(dir.path(), options).unwrap();
+    // Scattered keys: ascending ones would move down from level 0 unrewritten.
+    for i in 0..20_000u64 {
+        let at = i * 7919 % 20_000;
+        db.put(common::key(2 * at), common::value(at, 0)).unwrap();
+    }
+    db.compact().unwrap();
+    for i in 0..20_000u64 {
+        assert_eq!(db.get(common::key(2 * i + 1)).unwrap(), None);
+    }
+    let stats = db.stats();
+    let deepest = stats.levels.iter().rposition(|l| l.tables > 0).unwrap();
+    assert!(deepest > 0);
+    let level = &stats.levels[deepest];
+    assert_eq!(level.filter_kind, Some(FilterKind::Ribbon), "{level:?}");
+    let bits = level.filter_bits_per_key.unwrap();
+    assert!((9.5..10.5).contains(&bits), "{bits}");
+    let predicted = level.predicted_false_positive_rate.unwrap();
+    let expected = ribbon_rate_for_bits_per_key(10.0).unwrap();
+    assert!((predicted / expected - 1.0).abs() < 0.05, "{predicted}");
+    // 20,000 absent keys against a rate of 0.2%: some tens of false positives.
+    let measured = level.measured_false_positive_rate().unwrap();
+    assert!(measured < 3.0 * predicted, "{measured} against {predicted}");
+}

@@ -157,7 +157,7 @@ pub struct BenchArgs {
     pub cache_local_filters: bool,
     /// With `--stores`: bloomkv's `Options::ribbon_filters_from_level` (default: the store's,
     /// 1; `4294967295` writes Bloom filters everywhere), for runs beside each other.
-    #[arg(long)]
+    #[arg(long = "ribbon-from-level", value_name = "LEVEL")]
     pub ribbon_filters_from_level: Option<u32>,
     /// With `--stores`: bloomkv's `Options::index_cache_size`, the memory its index partitions
     /// may take (`4MiB`, ...; default: the store's, an eighth of the memory the process may

@@ -128,7 +128,7 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
             v.push("--cache-local-filters".into());
         }
         if let Some(level) = args.ribbon_filters_from_level {
-            v.extend(["--ribbon-filters-from-level".into(), level.to_string()]);
+            v.extend(["--ribbon-from-level".into(), level.to_string()]);
         }
         if let Some(filter) = &args.filter {
             v.extend([
@@ -322,7 +322,7 @@ mod tests {
 
     #[test]
     fn the_ribbon_level_reaches_the_bloomkv_child_and_its_options() {
-        let args = bench_args(&["--stores", "bloomkv", "--ribbon-filters-from-level", "3"]);
+        let args = bench_args(&["--stores", "bloomkv", "--ribbon-from-level", "3"]);
         let child = child_args(&args, "bloomkv", Path::new("out.json"));
         let in_child: Vec<&str> = child.iter().map(String::as_str).collect();
         let options = bloomkv_options(&bench_args(&in_child)).unwrap();

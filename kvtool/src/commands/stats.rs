@@ -46,24 +46,31 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
     }
     let mut out = String::new();
     let total_entries: u64 = stats.levels.iter().map(|l| l.entries).sum();
-    // Bits per key as the level's tables have them (a range when they differ): the target of
-    // a policy would be that of the options this command opened with, not the store's.
+    // The filters as the level's tables hold them: their kind, bits per key held, and the
+    // rates predicted and measured since open. The policy's bits per key are per table below.
     let _ = writeln!(
         out,
-        "level  tables  entries     bytes     written        read  moved in  filter bits/key"
+        "level  tables  entries     bytes     written        read  moved in  filter  \
+         bits/key  predicted fpr  measured fpr"
     );
+    let rate = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.6}"));
     for (i, l) in stats.levels.iter().enumerate() {
         if l.tables > 0 || l.bytes_written > 0 || l.bytes_moved > 0 {
             let _ = writeln!(
                 out,
-                "L{i:<5} {:>6}  {:>7}  {:>8}  {:>10}  {:>10}  {:>8}  {:>15}",
+                "L{:<5} {:>6}  {:>7}  {:>8}  {:>10}  {:>10}  {:>8}  {:>6}  {:>8}  {:>13}  {:>12}",
+                i,
                 l.tables,
                 l.entries,
                 l.bytes,
                 l.bytes_written,
                 l.bytes_read,
                 l.bytes_moved,
-                level_bits_per_key(stats, i),
+                l.filter_kind.map_or("none", FilterKind::name),
+                l.filter_bits_per_key
+                    .map_or("-".to_string(), |b| format!("{b:.2}")),
+                rate(l.predicted_false_positive_rate),
+                rate(l.measured_false_positive_rate()),
             );
         }
     }
@@ -376,27 +383,6 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
         },
         "last_sequence": stats.last_sequence,
     })
-}
-
-/// The bits per key of level `level`'s tables: one number, a range when they differ, `none`
-/// when no table has a filter.
-fn level_bits_per_key(stats: &Stats, level: usize) -> String {
-    let bits: Vec<Option<u32>> = stats
-        .tables
-        .iter()
-        .filter(|t| t.level == level)
-        .map(|t| t.bits_per_key)
-        .collect();
-    let with = bits.iter().flatten();
-    let (low, high) = (with.clone().min(), with.max());
-    let unfiltered = bits.iter().any(Option::is_none);
-    match (low, high, unfiltered) {
-        (None, _, _) => "none".to_string(),
-        (Some(l), Some(h), false) if l == h => l.to_string(),
-        (Some(l), Some(h), false) => format!("{l}-{h}"),
-        (Some(l), Some(h), true) => format!("none, {l}-{h}"),
-        _ => "-".to_string(),
-    }
 }
 
 /// The extractor, the prefix filters' memory, and the tables whose prefix filters the store

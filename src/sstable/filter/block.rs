@@ -80,8 +80,7 @@ pub fn build_ribbon(
     }
     let bits = f64::from(params.bits_per_key()) / f64::from(fold_target.max(1));
     let rate = ribbon_rate_for_bits_per_key(bits)?;
-    let hashes: Vec<u64> = hashes.iter().map(KeyHash::as_u64).collect();
-    RibbonFilter::from_hashes(&hashes, rate).ok()
+    RibbonFilter::from_key_hashes(hashes, rate).ok()
 }
 
 /// Cache-local filters of at least this many bits are rounded up to a multiple of

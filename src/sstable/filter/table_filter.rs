@@ -26,7 +26,7 @@ pub enum FilterResidency {
     NoFilter,
     /// The whole filter, as written.
     Whole,
-    /// Folded to `1 / factor` of its bits ([`BloomFilter::fold`]): every key it holds still
+    /// Folded to `1 / factor` of its bits ([`BloomFilter::fold`](crate::filter::BloomFilter::fold)): every key it holds still
     /// passes, at the rate of a filter with `1 / factor` the bits per key.
     Folded(u32),
     /// None kept: every lookup within the table's key range reads a data block.
