@@ -188,8 +188,20 @@ impl RibbonFilter {
     /// The rate the filter's columns give other keys, `2^-r` per block averaged over the
     /// starts (the spare slots keep the measured rate within a few percent of it).
     pub fn predicted_false_positive_rate(&self) -> f64 {
-        let upper = (self.blocks - self.upper_start) as f64 / self.blocks as f64;
-        let lower = 0.5f64.powi(self.lower_columns as i32);
+        RibbonFilter::rate_of_shape(self.lower_columns, self.upper_start, self.blocks)
+    }
+
+    /// Its result bits `r` of the first blocks, and the first block with `r + 1`.
+    pub fn shape(&self) -> (u32, u64) {
+        (self.lower_columns, self.upper_start)
+    }
+
+    /// The rate [`predicted_false_positive_rate`](Self::predicted_false_positive_rate)
+    /// gives a filter of `blocks` blocks, `r` result bits up to block `upper_start` and
+    /// `r + 1` from there.
+    pub fn rate_of_shape(r: u32, upper_start: u64, blocks: u64) -> f64 {
+        let upper = blocks.saturating_sub(upper_start) as f64 / blocks.max(1) as f64;
+        let lower = 0.5f64.powi(r as i32);
         lower * (1.0 - upper) + lower / 2.0 * upper
     }
 

@@ -16,7 +16,7 @@ use std::collections::{BinaryHeap, HashMap};
 use super::counts::CountSpans;
 use super::shape::table_shares;
 use crate::error::{Error, Result};
-use crate::filter::{blocked_rate, textbook_rate, BLOCK_BITS};
+use crate::filter::{blocked_rate, ribbon_rate_for_bits_per_key, textbook_rate, BLOCK_BITS};
 use crate::options::Options;
 use crate::sstable::{FilterKind, FilterResidency, Table, FILTER_FOLD_LIMIT};
 use crate::version::Version;
@@ -245,8 +245,6 @@ struct Shape {
     /// Its kind: a cache-local filter's rate is the blocked layout's, and it folds by
     /// blocks; a Ribbon filter's rate is its own, and it does not fold.
     kind: FilterKind,
-    /// The rate of a Ribbon filter, from its header.
-    ribbon_rate: f64,
 }
 
 impl Shape {
@@ -258,7 +256,6 @@ impl Shape {
             keys,
             hashes: table.filter_params()?.hashes(),
             kind: table.filter_kind()?,
-            ribbon_rate: table.predicted_filter_rate().unwrap_or(1.0),
         })
     }
 
@@ -276,7 +273,8 @@ impl Shape {
         let bits_per_key = (self.words * 64) as f64 / f64::from(factor) / self.keys as f64;
         match self.kind {
             FilterKind::CacheLocalBloom => blocked_rate(bits_per_key, self.hashes),
-            FilterKind::Ribbon => self.ribbon_rate,
+            // Its bits per key, as the table writer spent them (held whole only).
+            FilterKind::Ribbon => ribbon_rate_for_bits_per_key(bits_per_key).unwrap_or(1.0),
             _ => textbook_rate(bits_per_key, self.hashes),
         }
     }

@@ -483,26 +483,39 @@ impl TableBuilder {
             self.props.filter_partitions = ends.len() as u64;
         }
         let fold_target = self.options.filter_fold_target;
-        let ribbon = (ends.len() <= 1 && self.options.ribbon_filter)
+        let (contents, kind) = match ends.len() {
+            0 | 1 => self.whole_filter(params, fold_target),
+            _ => {
+                let ribbon = self.options.ribbon_filter.then_some(fold_target);
+                let (contents, is_ribbon) =
+                    filter_partitions::encode(params, &self.key_hashes, &last_keys, &ends, ribbon);
+                let kind = match is_ribbon {
+                    true => FilterKind::Ribbon,
+                    false => FilterKind::Bloom,
+                };
+                (contents, kind)
+            }
+        };
+        self.props.filter_kind = Some(kind);
+        Some(contents)
+    }
+
+    /// The table's filter as one unit, of the kind its options ask for: a Ribbon filter
+    /// (unless the table is too small for one), a cache-local or a standard Bloom filter.
+    fn whole_filter(&mut self, params: FilterParams, fold_target: u32) -> (Vec<u8>, FilterKind) {
+        let ribbon = (self.options.ribbon_filter)
             .then(|| filter_block::build_ribbon(params, &self.key_hashes, fold_target))
             .flatten();
-        self.props.filter_kind = Some(match (&ribbon, ends.len()) {
-            (Some(_), _) => FilterKind::Ribbon,
-            (None, 0 | 1) if self.options.cache_local_filter => FilterKind::CacheLocalBloom,
-            _ => FilterKind::Bloom,
-        });
         if let Some(filter) = ribbon {
-            return Some(filter.to_bytes());
+            return (filter.to_bytes(), FilterKind::Ribbon);
         }
-        Some(match ends.len() {
-            0 | 1 if self.options.cache_local_filter => {
-                let filter = filter_block::build_blocked(params, &self.key_hashes, fold_target);
-                self.blocked_params = Some(filter.params());
-                filter.to_bytes()
-            }
-            0 | 1 => filter_block::build(params, &self.key_hashes).to_bytes(),
-            _ => filter_partitions::encode(params, &self.key_hashes, &last_keys, &ends),
-        })
+        if self.options.cache_local_filter {
+            let filter = filter_block::build_blocked(params, &self.key_hashes, fold_target);
+            self.blocked_params = Some(filter.params());
+            return (filter.to_bytes(), FilterKind::CacheLocalBloom);
+        }
+        let filter = filter_block::build(params, &self.key_hashes);
+        (filter.to_bytes(), FilterKind::Bloom)
     }
 
     /// Completes the table: the last data block, the filter, properties and index blocks

@@ -110,8 +110,9 @@ pub struct TableOptions {
     pub cache_local_filter: bool,
     /// Writes a whole filter as a Ribbon filter (`docs/filter.md`, "Ribbon filters"), in the
     /// memory the policy gives a Bloom filter (divided by `filter_fold_target`) at the lower
-    /// rate it buys; tables of fewer than 128 keys keep a Bloom filter. Partitions stay
-    /// Bloom filters. Before `cache_local_filter`.
+    /// rate it buys; tables of fewer than 128 keys keep a Bloom filter. A partitioned filter's
+    /// partitions are all Ribbon filters when each holds at least 128 keys. Before
+    /// `cache_local_filter`.
     pub ribbon_filter: bool,
     /// The factor a store means to fold the filter by in memory (1: none), when it writes it
     /// wider than its share to leave room to fold (`docs/design.md`, "Filter memory"): a

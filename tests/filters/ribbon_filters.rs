@@ -231,3 +231,59 @@ fn levels_report_their_filters_kind_bits_and_rates() {
     let measured = level.measured_false_positive_rate().unwrap();
     assert!(measured < 3.0 * predicted, "{measured} against {predicted}");
 }
+
+#[test]
+fn partitions_of_a_ribbon_table_are_ribbon_filters_when_each_is_large_enough() {
+    let dir = tempfile::tempdir().unwrap();
+    // 10 bits per key in partitions of 512 bytes: runs of 409 keys.
+    let options = TableOptions {
+        filter_partition_size: 512,
+        ..ribbon_table_options()
+    };
+    let path = dir.path().join("t.sst");
+    let entries = entries(10_000);
+    common::build_table(&path, options, &entries);
+    let table = common::open_table(&path);
+    assert!(table.is_partitioned());
+    assert!(table.filter_units() > 20, "{}", table.filter_units());
+    assert_eq!(table.filter_kind(), Some(FilterKind::Ribbon));
+    for e in &entries {
+        let found = table.get_at(&e.key, 1, &KeyHash::of(&e.key)).unwrap();
+        assert_eq!(found.unwrap().value, e.value);
+    }
+    let predicted = table.predicted_filter_rate().unwrap();
+    let expected = ribbon_rate_for_bits_per_key(10.0).unwrap();
+    assert!((predicted / expected - 1.0).abs() < 0.1, "{predicted}");
+    // Absent keys within the table's range (past its last key no partition is asked).
+    let within: Vec<Vec<u8>> = (0..10_000u64)
+        .flat_map(|i| {
+            (0..40).map(move |j| [common::key(2 * i), format!("~{j}").into_bytes()].concat())
+        })
+        .collect();
+    let passed = (within.iter())
+        .filter(|k| table.may_contain(k, &KeyHash::of(k)))
+        .count();
+    let measured = passed as f64 / within.len() as f64;
+    assert!(
+        (measured / predicted - 1.0).abs() < 0.25,
+        "measured {measured}, predicted {predicted}"
+    );
+    bloomkv::sstable::verify_table(common::os_fs(), &path).unwrap();
+
+    // Runs of 51 keys (64-byte partitions) are too small for Ribbon filters: all Bloom.
+    let small = TableOptions {
+        filter_partition_size: 64,
+        ..ribbon_table_options()
+    };
+    let path = dir.path().join("small.sst");
+    common::build_table(&path, small, &entries);
+    let table = common::open_table(&path);
+    assert!(table.is_partitioned());
+    assert_eq!(table.filter_kind(), Some(FilterKind::Bloom));
+    for e in entries.iter().step_by(7) {
+        assert!(table
+            .get_at(&e.key, 1, &KeyHash::of(&e.key))
+            .unwrap()
+            .is_some());
+    }
+}

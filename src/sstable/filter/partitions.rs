@@ -1,6 +1,7 @@
 //! A table's filter as units the store's filter memory can keep apart: one unit for a whole
-//! filter, or (a partitioned filter block) one Bloom filter per run of consecutive user keys,
-//! under a top level that names each partition's last key, size and key count.
+//! filter, or (a partitioned filter block) one filter per run of consecutive user keys, all
+//! Bloom filters or all Ribbon filters, under a top level that names the partitions' kind and
+//! each partition's last key, size and key count.
 //!
 //! Under a filter memory limit the store folds or drops filters where lookups go least
 //! (`docs/design.md`, "Filter memory"). A whole filter is one unit: a table with one busy key
@@ -25,8 +26,12 @@ const VERSION: u16 = 1;
 /// Magic, version, reserved, partition count, top-level length.
 const HEADER_LEN: usize = 16;
 const CHECKSUM_LEN: usize = 4;
-/// A serialized filter's header and checksum around its words (`filter/codec.rs`).
+/// A serialized Bloom filter's header and checksum around its words (`filter/codec.rs`).
 const SERIALIZED_OVERHEAD: u64 = 36;
+/// A serialized Ribbon filter's (`filter/ribbon.rs`).
+const RIBBON_SERIALIZED_OVERHEAD: u64 = 44;
+/// The top level's code for partitions that are Ribbon filters (0: Bloom filters).
+const RIBBON_PARTITIONS: u16 = 1;
 /// At most this many partitions: a top level of more is damage, not a table.
 const MAX_PARTITIONS: usize = 1 << 24;
 
@@ -37,12 +42,27 @@ pub struct FilterUnit {
     pub offset: u64,
     pub words: u64,
     pub keys: u64,
+    /// For a Ribbon filter, not a Bloom filter: its result bits `r`, and the first of its
+    /// blocks with `r + 1` (which with its words give its rate).
+    pub ribbon: Option<(u32, u64)>,
 }
 
 impl FilterUnit {
     /// Bytes of its serialized form.
     pub fn serialized_len(&self) -> u64 {
-        SERIALIZED_OVERHEAD + self.words * 8
+        let overhead = match self.ribbon {
+            Some(_) => RIBBON_SERIALIZED_OVERHEAD,
+            None => SERIALIZED_OVERHEAD,
+        };
+        overhead + self.words * 8
+    }
+
+    /// A Ribbon unit's predicted rate; `None` for a Bloom unit.
+    pub fn ribbon_rate(&self) -> Option<f64> {
+        let (r, upper_start) = self.ribbon?;
+        // words = blocks * r + (blocks - upper_start)
+        let blocks = (self.words + upper_start) / (u64::from(r) + 1);
+        Some(RibbonFilter::rate_of_shape(r, upper_start, blocks))
     }
 }
 
@@ -59,9 +79,10 @@ pub struct FilterLayout {
     key_ends: Vec<u32>,
     /// The keys of every unit together.
     total_keys: u64,
-    /// The kind of a whole filter (partitions are always standard Bloom filters).
+    /// The kind of the filter's units.
     kind: FilterKind,
-    /// A whole Ribbon filter's predicted rate, from its header.
+    /// A Ribbon filter's predicted rate: a whole one's from its header, partitions' from
+    /// their bits per key, weighed by their keys.
     ribbon_rate: Option<f64>,
 }
 
@@ -92,6 +113,8 @@ impl FilterLayout {
                 offset: handle.offset,
                 words,
                 keys: 0,
+                // A whole filter's rate is read from its header.
+                ribbon: (kind == FilterKind::Ribbon).then_some((0, 0)),
             }],
             prefixes: Vec::new(),
             keys: Vec::new(),
@@ -204,9 +227,11 @@ impl FilterLayout {
         if version != VERSION {
             return Err(Malformed::new(4, format!("unknown version {version}")));
         }
-        if LittleEndian::read_u16(&contents[6..8]) != 0 {
-            return Err(Malformed::new(6, "reserved bytes are not zero"));
-        }
+        let ribbon = match LittleEndian::read_u16(&contents[6..8]) {
+            0 => false,
+            RIBBON_PARTITIONS => true,
+            other => return Err(Malformed::new(6, format!("unknown partition kind {other}"))),
+        };
         let top_len = LittleEndian::read_u32(&contents[12..16]) as usize;
         if top_len < HEADER_LEN + CHECKSUM_LEN || top_len > contents.len() {
             return Err(Malformed::new(
@@ -235,7 +260,10 @@ impl FilterLayout {
             keys: Vec::new(),
             key_ends: Vec::with_capacity(count),
             total_keys: 0,
-            kind: FilterKind::Bloom,
+            kind: match ribbon {
+                true => FilterKind::Ribbon,
+                false => FilterKind::Bloom,
+            },
             ribbon_rate: None,
         };
         let contents_end = handle.offset.saturating_add(handle.size);
@@ -252,13 +280,18 @@ impl FilterLayout {
             }
             let words = d.varint("partition words")?;
             let keys = d.varint("partition keys")?;
+            let columns = match ribbon {
+                true => Some(ribbon_columns(&mut d, words)?),
+                false => None,
+            };
             let unit = FilterUnit {
                 offset: at,
                 words,
                 keys,
+                ribbon: columns,
             };
             let end = (words.checked_mul(8))
-                .and_then(|b| b.checked_add(SERIALIZED_OVERHEAD))
+                .and_then(|b| b.checked_add(unit.serialized_len() - words * 8))
                 .and_then(|len| at.checked_add(len))
                 .filter(|&end| words > 0 && end <= contents_end);
             let (Some(end), Some(total)) = (end, layout.total_keys.checked_add(keys)) else {
@@ -288,7 +321,37 @@ impl FilterLayout {
                 format!("partitions end at {at}, the filter block's contents at {contents_end}"),
             ));
         }
+        if ribbon {
+            let weighed: f64 = (layout.units.iter())
+                .map(|u| u.keys as f64 * u.ribbon_rate().unwrap_or(1.0))
+                .sum();
+            layout.ribbon_rate = Some(weighed / layout.total_keys.max(1) as f64);
+        }
         Ok(layout)
+    }
+}
+
+/// A Ribbon partition entry's result bits `r` and first block with `r + 1`, checked against
+/// its `words`: they must make whole blocks of at least two.
+fn ribbon_columns(d: &mut Decoder<'_>, words: u64) -> Result<(u32, u64), Malformed> {
+    let r = d.varint("partition result bits")?;
+    let upper_start = d.varint("partition's first block with one more result bit")?;
+    let per_block = r + 1;
+    let fits = (1..32).contains(&r)
+        && (words.checked_add(upper_start)).is_some_and(|w| {
+            w % per_block == 0 && {
+                let blocks = w / per_block;
+                blocks >= 2 && upper_start <= blocks
+            }
+        });
+    match fits {
+        true => Ok((r as u32, upper_start)),
+        false => Err(Malformed::new(
+            d.pos(),
+            format!(
+                "a Ribbon partition of {words} words, {r} result bits from block {upper_start}"
+            ),
+        )),
     }
 }
 
@@ -301,46 +364,87 @@ pub fn keys_per_partition(partition_size: usize, bits_per_key: u32) -> Option<u6
     Some((partition_size as u64 * 8 / u64::from(bits_per_key.max(1))).max(64))
 }
 
+/// One partition as [`encode`] writes it: its top-level entry's fields and its bytes.
+struct Encoded {
+    words: u64,
+    keys: u64,
+    ribbon: Option<(u32, u64)>,
+    bytes: Vec<u8>,
+}
+
 /// A partitioned filter block's contents: the top level, then each partition's filter over
 /// its run of `hashes`; `last_keys[i]` is partition `i`'s last user key and `ends[i]` where
-/// its run of hashes ends.
+/// its run of hashes ends. With `ribbon` (the bits per key a partition of Ribbon filters
+/// spends: `params`' divided by the fold the store means to keep Bloom filters at), every
+/// partition is a Ribbon filter when every run has at least `MIN_RIBBON_KEYS` keys, else
+/// every partition is a Bloom filter. Returns the contents and whether they are Ribbon
+/// filters.
 pub fn encode(
     params: FilterParams,
     hashes: &[KeyHash],
     last_keys: &[Vec<u8>],
     ends: &[usize],
-) -> Vec<u8> {
-    let filters: Vec<BloomFilter> = (0..ends.len())
-        .map(|i| {
-            let start = if i == 0 { 0 } else { ends[i - 1] };
-            let run = &hashes[start..ends[i]];
-            // Every partition folds by up to `FOLD_LIMIT`, whatever its size: the memory
-            // plan folds partitions one by one.
-            let mut filter = BloomFilter::new_foldable(params, run.len() as u64, FOLD_LIMIT);
-            for h in run {
-                filter.insert_hash(h);
-            }
-            filter
-        })
+    ribbon: Option<u32>,
+) -> (Vec<u8>, bool) {
+    let runs: Vec<&[KeyHash]> = (0..ends.len())
+        .map(|i| &hashes[if i == 0 { 0 } else { ends[i - 1] }..ends[i]])
         .collect();
+    let ribbons: Option<Vec<RibbonFilter>> = ribbon.and_then(|fold_target| {
+        (runs.iter())
+            .map(|run| crate::sstable::filter::block::build_ribbon(params, run, fold_target))
+            .collect()
+    });
+    let filters: Vec<Encoded> = match &ribbons {
+        Some(ribbons) => (ribbons.iter())
+            .map(|f| Encoded {
+                words: f.memory_bytes() as u64 / 8,
+                keys: f.key_count(),
+                ribbon: Some(f.shape()),
+                bytes: f.to_bytes(),
+            })
+            .collect(),
+        None => (runs.iter())
+            .map(|run| {
+                // Every partition folds by up to `FOLD_LIMIT`, whatever its size: the memory
+                // plan folds partitions one by one.
+                let mut filter = BloomFilter::new_foldable(params, run.len() as u64, FOLD_LIMIT);
+                for h in *run {
+                    filter.insert_hash(h);
+                }
+                Encoded {
+                    words: filter.bit_count() / 64,
+                    keys: filter.len(),
+                    ribbon: None,
+                    bytes: filter.to_bytes(),
+                }
+            })
+            .collect(),
+    };
     let mut out = vec![0u8; HEADER_LEN];
     out[..4].copy_from_slice(PARTITIONED_MAGIC);
     LittleEndian::write_u16(&mut out[4..6], VERSION);
+    if ribbons.is_some() {
+        LittleEndian::write_u16(&mut out[6..8], RIBBON_PARTITIONS);
+    }
     LittleEndian::write_u32(&mut out[8..12], filters.len() as u32);
     for (key, f) in last_keys.iter().zip(&filters) {
         put_varint(&mut out, key.len() as u64);
         out.extend_from_slice(key);
-        put_varint(&mut out, f.bit_count() / 64);
-        put_varint(&mut out, f.len());
+        put_varint(&mut out, f.words);
+        put_varint(&mut out, f.keys);
+        if let Some((r, upper_start)) = f.ribbon {
+            put_varint(&mut out, u64::from(r));
+            put_varint(&mut out, upper_start);
+        }
     }
     let top_len = out.len() + CHECKSUM_LEN;
     LittleEndian::write_u32(&mut out[12..16], top_len as u32);
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     for f in &filters {
-        out.extend_from_slice(&f.to_bytes());
+        out.extend_from_slice(&f.bytes);
     }
-    out
+    (out, ribbons.is_some())
 }
 
 #[cfg(test)]
@@ -354,7 +458,7 @@ mod tests {
         let ends: Vec<usize> = (1..=keys.len() / 2).map(|i| i * 2).collect();
         let last: Vec<Vec<u8>> = ends.iter().map(|&e| keys[e - 1].to_vec()).collect();
         let params = FilterParams::new(10, 7).unwrap();
-        let contents = encode(params, &hashes, &last, &ends);
+        let (contents, _) = encode(params, &hashes, &last, &ends, None);
         let handle = BlockHandle {
             offset: 1000,
             size: contents.len() as u64,
@@ -391,6 +495,48 @@ mod tests {
             layout.unit(1).offset,
             layout.unit(0).offset + layout.unit(0).serialized_len()
         );
+    }
+
+    #[test]
+    fn ribbon_partitions_name_their_kind_and_shape_and_refuse_damage() {
+        let keys: Vec<Vec<u8>> = (0..800u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        let hashes: Vec<KeyHash> = keys.iter().map(|k| KeyHash::of(k)).collect();
+        let ends = [200, 400, 600, 800];
+        let last: Vec<Vec<u8>> = ends.iter().map(|&e| keys[e - 1].clone()).collect();
+        let params = FilterParams::new(10, 7).unwrap();
+        let (contents, ribbon) = encode(params, &hashes, &last, &ends, Some(1));
+        assert!(ribbon);
+        let handle = BlockHandle {
+            offset: 0,
+            size: contents.len() as u64,
+        };
+        let layout = FilterLayout::decode_top(&contents, handle).unwrap();
+        assert_eq!(layout.kind(), FilterKind::Ribbon);
+        let top = FilterLayout::top_len(&contents).unwrap() as u64;
+        let mut at = top;
+        for u in layout.units() {
+            assert_eq!(u.offset, at);
+            let bytes = &contents[at as usize..(at + u.serialized_len()) as usize];
+            let filter = RibbonFilter::from_bytes(bytes).unwrap();
+            assert_eq!(Some(filter.shape()), u.ribbon);
+            assert_eq!(
+                u.ribbon_rate(),
+                Some(filter.predicted_false_positive_rate())
+            );
+            at += u.serialized_len();
+        }
+        assert_eq!(at, contents.len() as u64);
+        for byte in 0..top as usize {
+            let mut bad = contents.clone();
+            bad[byte] ^= 0x21;
+            assert!(
+                FilterLayout::decode_top(&bad, handle).is_err(),
+                "byte {byte}"
+            );
+        }
+        // Runs too small for Ribbon filters make Bloom partitions, all of them.
+        let (_, ribbon) = encode(params, &hashes, &last[..1], &[100], Some(1));
+        assert!(!ribbon);
     }
 
     #[test]

@@ -445,7 +445,7 @@ pub(in crate::sstable) fn read_filter_block(
         .map(|u| {
             let start = (u.offset - handle.offset) as usize;
             let bytes = &contents[start..start + u.serialized_len() as usize];
-            standard_partition(UnitFilter::from_bytes(bytes), path, u.offset)
+            partition_of_its_kind(UnitFilter::from_bytes(bytes), *u, path)
         })
         .collect::<Result<_>>()?;
     Ok((layout, filters))
@@ -489,21 +489,39 @@ pub(super) fn read_partition(
         .map_err(|_| filter_corrupt(path, unit.offset, "partition too large".to_string()))?;
     let bytes = file.read_at(unit.offset, len)?;
     file.wont_need(unit.offset, unit.serialized_len());
-    standard_partition(UnitFilter::from_bytes(&bytes), path, unit.offset)
+    partition_of_its_kind(UnitFilter::from_bytes(&bytes), unit, path)
 }
 
-/// A partition decoded at `offset`: always a standard Bloom filter (partitions are written
-/// so, and the memory plan folds them by words).
-fn standard_partition(
+/// Partition `unit` decoded: a standard Bloom filter (never cache-local: the memory plan folds
+/// partitions by words), or a Ribbon filter where the top level says its partitions are.
+fn partition_of_its_kind(
     decoded: std::result::Result<UnitFilter, crate::filter::FilterError>,
+    unit: FilterUnit,
     path: &Path,
-    offset: u64,
 ) -> Result<UnitFilter> {
+    let offset = unit.offset;
+    let expected = match unit.ribbon {
+        Some(_) => FilterKind::Ribbon,
+        None => FilterKind::Bloom,
+    };
     match decoded {
-        Ok(filter) if filter.kind() != FilterKind::Bloom => Err(filter_corrupt(
+        Ok(filter) if filter.kind() != expected => Err(filter_corrupt(
             path,
             offset,
-            format!("a partition of kind {}", filter.kind().name()),
+            format!(
+                "a partition of kind {} where the top level says {}",
+                filter.kind().name(),
+                expected.name()
+            ),
+        )),
+        Ok(UnitFilter::Ribbon(f)) if Some(f.shape()) != unit.ribbon => Err(filter_corrupt(
+            path,
+            offset,
+            format!(
+                "a Ribbon partition of columns {:?} where the top level says {:?}",
+                f.shape(),
+                unit.ribbon
+            ),
         )),
         Ok(filter) => Ok(filter),
         Err(e) => Err(filter_corrupt(path, offset, e.to_string())),
