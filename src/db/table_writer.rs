@@ -167,16 +167,18 @@ impl<'a> TableWriter<'a> {
         }
         as_compaction_keeps_up(&mut groups[0], self.options.tuning.l0_compaction_trigger);
         let limit = bits_per_key_within_limit(&groups, self.options.tuning.filter_memory_limit);
+        let policy = self.options.policy();
+        // The allocation, and whether the limit binds; `None` for a fixed rate within it.
         // The budget was checked when the store was opened.
-        let (allocated, limit_binds) = match self.options.policy() {
-            FilterPolicy::BitsPerKeyBudget(bits) => match limit {
-                Some(most) if most < bits => (allocate_blended(&groups, most), true),
-                _ => (allocate_blended(&groups, bits), false),
-            },
+        let allocate = |groups: &[FilterGroup]| match policy {
+            FilterPolicy::BitsPerKeyBudget(bits) => Some(match limit {
+                Some(most) if most < bits => (allocate_blended(groups, most), true),
+                _ => (allocate_blended(groups, bits), false),
+            }),
             FilterPolicy::WastedReadsTarget(reads) => {
-                match (allocate_for_false_positives(&groups, reads), limit) {
+                Some(match (allocate_for_false_positives(groups, reads), limit) {
                     (Ok((bits, _)), Some(most)) if bits > most => {
-                        (allocate_blended(&groups, most), true)
+                        (allocate_blended(groups, most), true)
                     }
                     (allocated, _) => (
                         allocated.map(|(_, params)| {
@@ -186,17 +188,20 @@ impl<'a> TableWriter<'a> {
                         }),
                         false,
                     ),
-                }
+                })
             }
             other => {
                 let asked = other.params().ok().flatten().map(|p| p.bits_per_key());
                 match (asked, limit) {
                     (Some(bits), Some(most)) if f64::from(bits) > most => {
-                        (allocate_blended(&groups, most), true)
+                        Some((allocate_blended(groups, most), true))
                     }
-                    _ => return LevelFilters::Policy(other),
+                    _ => None,
                 }
             }
+        };
+        let Some((mut allocated, limit_binds)) = allocate(&groups) else {
+            return LevelFilters::Policy(policy);
         };
         // Written wider than the limit's share, a filter leaves the memory plan room to keep
         // it whole where lookups go and fold it where they do not (`filter_memory`).
@@ -204,6 +209,14 @@ impl<'a> TableWriter<'a> {
             true => FILTER_HEADROOM,
             false => 1,
         };
+        // A Ribbon filter does not fold: where the plan folds the filters, new tables get
+        // Bloom filters (`start_table`), and the budget prices them so.
+        if widen > 1 && groups.iter().any(|g| g.ribbon) {
+            groups.iter_mut().for_each(|g| g.ribbon = false);
+            if let Some((again, _)) = allocate(&groups) {
+                allocated = again;
+            }
+        }
         match allocated {
             Ok(groups) => LevelFilters::Budget {
                 group: groups[at],
@@ -294,7 +307,10 @@ impl<'a> TableWriter<'a> {
                 false => 0,
             },
             cache_local_filter: self.options.tuning.cache_local_filters,
-            ribbon_filter: level > 0 && level >= self.options.tuning.ribbon_filters_from_level,
+            // Not where the memory plan folds filters, which a Ribbon filter cannot.
+            ribbon_filter: level > 0
+                && level >= self.options.tuning.ribbon_filters_from_level
+                && !filters.widens(),
             filter_fold_target: match filters.widens() {
                 true => FILTER_HEADROOM,
                 false => 1,

@@ -245,7 +245,9 @@ impl RibbonFilter {
             return Err(corrupt("checksum mismatch"));
         }
         let header = Header::decode(bytes, bytes.len() as u64)?;
-        let mut solution = vec![0u64; (body_end - HEADER_LEN) / 8];
+        // On huge pages where it spans them, as a Bloom filter's bits are: a probe of a
+        // large filter would otherwise miss the translation cache as well as the data cache.
+        let mut solution = super::huge_pages::filled((body_end - HEADER_LEN) / 8, 0u64);
         LittleEndian::read_u64_into(&bytes[HEADER_LEN..body_end], &mut solution);
         Ok(RibbonFilter {
             blocks: header.blocks,
@@ -261,19 +263,12 @@ impl RibbonFilter {
         head.starts_with(MAGIC)
     }
 
-    /// The 64-bit words and the predicted rate of the Ribbon filter whose serialized form is
-    /// `len` bytes long and begins with `head` (its first 40 bytes at least), known without
-    /// reading the rest; the checksum is checked when the whole form is read.
-    pub fn shape_in_serialized(head: &[u8], len: u64) -> Result<(u64, f64)> {
+    /// The 64-bit words and the [`shape`](Self::shape) of the Ribbon filter whose serialized
+    /// form is `len` bytes long and begins with `head` (its first 40 bytes at least), known
+    /// without reading the rest; the checksum is checked when the whole form is read.
+    pub fn shape_in_serialized(head: &[u8], len: u64) -> Result<(u64, (u32, u64))> {
         let header = Header::decode(head, len)?;
-        let filter = RibbonFilter {
-            blocks: header.blocks,
-            lower_columns: header.lower_columns,
-            upper_start: header.upper_start,
-            key_count: header.key_count,
-            words: Vec::new(),
-        };
-        Ok((header.words, filter.predicted_false_positive_rate()))
+        Ok((header.words, (header.lower_columns, header.upper_start)))
     }
 }
 
@@ -306,7 +301,9 @@ impl Header {
         let blocks = LittleEndian::read_u64(&bytes[16..24]);
         let upper_start = LittleEndian::read_u64(&bytes[24..32]);
         let key_count = LittleEndian::read_u64(&bytes[32..40]);
-        if blocks < 2 || upper_start > blocks || lower_columns >= MAX_COLUMNS {
+        // Slots number below 2^64 (a filter of no columns has no words to bound them).
+        let blocks_fit = (2..=u64::MAX / WIDTH).contains(&blocks) && upper_start <= blocks;
+        if !blocks_fit || lower_columns >= MAX_COLUMNS {
             return Err(corrupt("block or column counts out of range"));
         }
         let words = (blocks.checked_mul(u64::from(lower_columns)))
@@ -328,13 +325,19 @@ impl Header {
 /// The rate a Ribbon filter reaches at `bits_per_key` bits per key: the inverse of the bits
 /// [`RibbonFilter::from_hashes`] spends for a rate ([`ribbon_bits_per_key`]), for spending a
 /// given memory on the lowest rate it buys. `None` below the bits of a rate of 1/2.
+///
+/// The spare slots grow with the result bits, so some bits per key lie between what `r` bits
+/// at most and `r + 1` at least take: those buy `2^-(r+1)`, the rate of `r + 1` bits.
 pub fn ribbon_rate_for_bits_per_key(bits_per_key: f64) -> Option<f64> {
-    (1..MAX_COLUMNS).find_map(|lower| {
-        let columns = bits_per_key / (1.0 + slack(lower));
-        let upper = columns - f64::from(lower);
-        ((0.0..1.0).contains(&upper) || (lower == MAX_COLUMNS - 1 && upper >= 0.0))
-            .then(|| 0.5f64.powi(lower as i32) * (1.0 - upper.min(1.0) / 2.0))
-    })
+    let mut rate = None;
+    for lower in 1..MAX_COLUMNS {
+        let upper = bits_per_key / (1.0 + slack(lower)) - f64::from(lower);
+        if upper < 0.0 {
+            break;
+        }
+        rate = Some(0.5f64.powi(lower as i32) * (1.0 - upper.min(1.0) / 2.0));
+    }
+    rate
 }
 
 /// Bits per key a Ribbon filter of many keys spends for `rate` (before its slots are rounded
@@ -445,7 +448,7 @@ fn solve(pivots: &[u64], blocks: u64, lower_columns: u32, upper_start: u64, seed
     let mut after = vec![0u64; columns];
     let mut random = splitmix64(seed ^ 0x5851_f42d_4c95_7f2d);
     let words_len = blocks * u64::from(lower_columns) + (blocks - upper_start);
-    let mut words = vec![0u64; words_len as usize];
+    let mut words = super::huge_pages::filled(words_len as usize, 0u64);
     for block in (0..blocks).rev() {
         let block_columns = lower_columns as usize + usize::from(block >= upper_start);
         let offset =
@@ -571,6 +574,17 @@ mod tests {
             assert!((filter.bits_per_key() / bits - 1.0).abs() < 0.01, "{bits}");
         }
         assert!(ribbon_rate_for_bits_per_key(1.0).is_none());
+        // Between what 8 result bits at most and 9 at least take, and the like: the rate of
+        // the larger count, and never a rate that rises with the bits.
+        let mut last = 1.0;
+        for tenth in 11..400 {
+            let rate = ribbon_rate_for_bits_per_key(f64::from(tenth) / 10.0).unwrap();
+            assert!(rate <= last, "{tenth}: {rate} after {last}");
+            last = rate;
+        }
+        for bits in [8.82, 9.96, 22.0] {
+            assert!(ribbon_rate_for_bits_per_key(bits).is_some(), "{bits}");
+        }
         let ten = ribbon_rate_for_bits_per_key(10.0).unwrap();
         // A Bloom filter's 10 bits per key give 1%; a Ribbon filter's about a fifth of it.
         assert!(ten > 0.0015 && ten < 0.0025, "{ten}");

@@ -16,7 +16,7 @@ use std::collections::{BinaryHeap, HashMap};
 use super::counts::CountSpans;
 use super::shape::table_shares;
 use crate::error::{Error, Result};
-use crate::filter::{blocked_rate, ribbon_rate_for_bits_per_key, textbook_rate, BLOCK_BITS};
+use crate::filter::{blocked_rate, textbook_rate, BLOCK_BITS};
 use crate::options::Options;
 use crate::sstable::{FilterKind, FilterResidency, Table, FILTER_FOLD_LIMIT};
 use crate::version::Version;
@@ -245,6 +245,8 @@ struct Shape {
     /// Its kind: a cache-local filter's rate is the blocked layout's, and it folds by
     /// blocks; a Ribbon filter's rate is its own, and it does not fold.
     kind: FilterKind,
+    /// A Ribbon unit's predicted rate, as its header or its top-level entry gives it.
+    ribbon_rate: Option<f64>,
 }
 
 impl Shape {
@@ -256,6 +258,7 @@ impl Shape {
             keys,
             hashes: table.filter_params()?.hashes(),
             kind: table.filter_kind()?,
+            ribbon_rate: table.filter_unit_ribbon_rate(unit),
         })
     }
 
@@ -273,8 +276,8 @@ impl Shape {
         let bits_per_key = (self.words * 64) as f64 / f64::from(factor) / self.keys as f64;
         match self.kind {
             FilterKind::CacheLocalBloom => blocked_rate(bits_per_key, self.hashes),
-            // Its bits per key, as the table writer spent them (held whole only).
-            FilterKind::Ribbon => ribbon_rate_for_bits_per_key(bits_per_key).unwrap_or(1.0),
+            // Held whole only.
+            FilterKind::Ribbon => self.ribbon_rate.unwrap_or(1.0),
             _ => textbook_rate(bits_per_key, self.hashes),
         }
     }

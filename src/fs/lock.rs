@@ -6,18 +6,29 @@
 //! could stay locked for that instant, and its reopen fail. Record locks belong to a process
 //! and a fork does not inherit them. They never conflict within one process, though, and
 //! closing any descriptor of the file drops them; so this process's holds are kept in one
-//! table, which refuses a second open here and keeps one descriptor per locked file.
+//! table, by the file's device and inode (whatever path names it), which refuses a second
+//! open here and keeps one descriptor per locked file. Record locks and `flock`s do not see
+//! each other on Linux: a build that took `flock`s and this one do not exclude each other.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::{File, Metadata, OpenOptions};
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use super::FileLock;
 use crate::error::{Error, Result};
 
-/// A lock this process holds, by the lock file's canonical path.
+/// A lock file as the table knows it: its device and inode, whatever path names it (a
+/// symbolic link, a bind mount).
+type FileId = (u64, u64);
+
+fn file_id(meta: &Metadata) -> FileId {
+    (meta.dev(), meta.ino())
+}
+
+/// A lock this process holds.
 struct Held {
     /// The one descriptor the record lock lives on: closing it releases the lock.
     _file: File,
@@ -25,15 +36,15 @@ struct Held {
     readers: Option<usize>,
 }
 
-static HELD: Mutex<Option<HashMap<PathBuf, Held>>> = Mutex::new(None);
+static HELD: Mutex<Option<HashMap<FileId, Held>>> = Mutex::new(None);
 
-fn held() -> MutexGuard<'static, Option<HashMap<PathBuf, Held>>> {
+fn held() -> MutexGuard<'static, Option<HashMap<FileId, Held>>> {
     HELD.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One hold of a lock file; the record lock is released when the last hold is dropped.
 struct Hold {
-    key: PathBuf,
+    id: FileId,
 }
 
 impl FileLock for Hold {}
@@ -42,7 +53,7 @@ impl Drop for Hold {
     fn drop(&mut self) {
         let mut held = held();
         let table = held.get_or_insert_with(HashMap::new);
-        let last = match table.get_mut(&self.key) {
+        let last = match table.get_mut(&self.id) {
             Some(Held {
                 readers: Some(n), ..
             }) if *n > 1 => {
@@ -52,7 +63,7 @@ impl Drop for Hold {
             _ => true,
         };
         if last {
-            table.remove(&self.key);
+            table.remove(&self.id);
         }
     }
 }
@@ -67,40 +78,52 @@ fn locked(path: &Path) -> Error {
     }
 }
 
+/// The lock file's identity, read without opening it (`None` when there is no such file):
+/// a second descriptor of a file this process holds would release its lock once closed.
+fn existing_id(path: &Path) -> Result<Option<FileId>> {
+    match std::fs::metadata(path) {
+        Ok(meta) => Ok(Some(file_id(&meta))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err("reading the metadata of lock file", path, e)),
+    }
+}
+
 /// Takes `path` for a writer: no other holder, in this process or another.
 pub(super) fn exclusive(path: &Path) -> Result<Box<dyn FileLock>> {
-    let key = canonical(path)?;
     let mut held = held();
     let table = held.get_or_insert_with(HashMap::new);
-    // Checked before the file is opened: closing a second descriptor of a file this
-    // process holds would release its lock.
-    if table.contains_key(&key) {
+    if existing_id(path)?.is_some_and(|id| table.contains_key(&id)) {
         return Err(locked(path));
     }
+    // A file made here can hold no lock of this process: every hold is of a file that existed
+    // when it was taken, and the table's lock keeps holds from being taken meanwhile.
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(path)
         .map_err(|e| io_err("opening lock file", path, e))?;
+    let id = file_id(&file.metadata().map_err(|e| io_err("reading", path, e))?);
     record_lock(&file, libc::F_WRLCK, path)?;
     table.insert(
-        key.clone(),
+        id,
         Held {
             _file: file,
             readers: None,
         },
     );
-    Ok(Box::new(Hold { key }))
+    Ok(Box::new(Hold { id }))
 }
 
 /// Takes `path` for a reader: any number of readers, no writer. `None` when there is no
 /// lock file (taking it writes nothing, so this works on read-only media).
 pub(super) fn shared(path: &Path) -> Result<Option<Box<dyn FileLock>>> {
-    let key = canonical(path)?;
     let mut held = held();
     let table = held.get_or_insert_with(HashMap::new);
-    match table.get_mut(&key) {
+    let Some(id) = existing_id(path)? else {
+        return Ok(None);
+    };
+    match table.get_mut(&id) {
         // The process's read lock is on the first reader's descriptor; no second one is
         // opened, since closing it would release the lock.
         Some(Held {
@@ -115,7 +138,7 @@ pub(super) fn shared(path: &Path) -> Result<Option<Box<dyn FileLock>>> {
             };
             record_lock(&file, libc::F_RDLCK, path)?;
             table.insert(
-                key.clone(),
+                id,
                 Held {
                     _file: file,
                     readers: Some(1),
@@ -123,20 +146,7 @@ pub(super) fn shared(path: &Path) -> Result<Option<Box<dyn FileLock>>> {
             );
         }
     }
-    Ok(Some(Box::new(Hold { key })))
-}
-
-/// The key of `path` in the table: its directory resolved, so that two spellings of one
-/// directory meet, and its name; the file itself may not exist yet.
-fn canonical(path: &Path) -> Result<PathBuf> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let dir = dir
-        .canonicalize()
-        .map_err(|e| io_err("resolving the directory of", path, e))?;
-    Ok(dir.join(path.file_name().unwrap_or_default()))
+    Ok(Some(Box::new(Hold { id })))
 }
 
 /// Sets a record lock of `kind` over the whole file without waiting.
@@ -177,6 +187,60 @@ mod tests {
         assert!(matches!(exclusive(&path), Err(Error::Locked { .. })));
         drop(second);
         drop(exclusive(&path).unwrap());
+    }
+
+    /// Whether a forked child process can take a record lock of `kind` on `path`, through a
+    /// descriptor of its own (the child calls nothing but open, fcntl and _exit).
+    fn child_can_lock(path: &Path, kind: libc::c_int) -> bool {
+        let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `flock` is plain data; zero is a valid value of every field.
+        let mut request: libc::flock = unsafe { std::mem::zeroed() };
+        request.l_type = kind as libc::c_short;
+        request.l_whence = libc::SEEK_SET as libc::c_short;
+        // SAFETY: the child only opens, locks and exits, all async-signal-safe.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            unsafe {
+                let fd = libc::open(name.as_ptr(), libc::O_RDWR);
+                let rc = libc::fcntl(fd, libc::F_SETLK, &request);
+                libc::_exit(if fd >= 0 && rc == 0 { 0 } else { 1 });
+            }
+        }
+        assert!(child > 0, "fork failed");
+        let mut status = 0;
+        // SAFETY: `child` is this process's child; `status` outlives the call.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+    }
+
+    #[test]
+    fn another_process_meets_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("LOCK");
+        let writer = exclusive(&path).unwrap();
+        assert!(!child_can_lock(&path, libc::F_RDLCK));
+        assert!(!child_can_lock(&path, libc::F_WRLCK));
+        drop(writer);
+        let reader = shared(&path).unwrap().unwrap();
+        assert!(child_can_lock(&path, libc::F_RDLCK));
+        assert!(!child_can_lock(&path, libc::F_WRLCK));
+        drop(reader);
+        assert!(child_can_lock(&path, libc::F_WRLCK));
+    }
+
+    #[test]
+    fn a_second_path_to_the_same_file_meets_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("LOCK");
+        let alias = dir.path().join("alias");
+        std::os::unix::fs::symlink(dir.path(), &alias).unwrap();
+        let writer = exclusive(&path).unwrap();
+        assert!(matches!(
+            exclusive(&alias.join("LOCK")),
+            Err(Error::Locked { .. })
+        ));
+        drop(writer);
+        drop(exclusive(&alias.join("LOCK")).unwrap());
     }
 
     #[test]

@@ -98,10 +98,11 @@ pub struct Tuning {
     pub cache_local_filters: bool,
     /// Tables written to this level or below get a Ribbon filter (`docs/filter.md`, "Ribbon
     /// filters"), in the memory the filter policy gives a Bloom filter at the lower rate it
-    /// buys there: 0.2% where a Bloom filter's 10 bits per key give 1%. Above it, and always
+    /// buys there: 0.19% where a Bloom filter's 10 bits per key give 1%. Above it, and always
     /// at level 0, where flushes write and tables live shortest, filters stay Bloom filters,
-    /// whose build takes about a third of a Ribbon filter's time and which fold when filter
-    /// memory is short (a Ribbon filter is held whole or not at all). Default 1: every level
+    /// whose build takes less than half a Ribbon filter's time. So do tables written while the
+    /// filter memory limit binds and is spent where lookups go: those are written wide to be
+    /// folded, and a Ribbon filter does not fold (it is held whole or not at all). Default 1: every level
     /// a compaction writes. `u32::MAX`: never. Tables of every kind mix in a store.
     pub ribbon_filters_from_level: u32,
     /// Frozen memtables waiting for flush before writers stall. At least 1. Default 2: a burst of

@@ -55,8 +55,8 @@ pub struct TableProperties {
     /// Partitions of a partitioned filter (`docs/format.md`, "Partitioned filter"); 0 for a
     /// whole filter or none. Like the sizes, known from the file, not stored here.
     pub filter_partitions: u64,
-    /// The kind of the filter (a whole one's header says which; partitions are Bloom
-    /// filters); `None` without a filter. Like the sizes, known from the file, not stored
+    /// The kind of the filter (a whole one's header says which, a partitioned one's top
+    /// level); `None` without a filter. Like the sizes, known from the file, not stored
     /// here.
     pub filter_kind: Option<FilterKind>,
     /// Bytes of all data blocks, trailers included.

@@ -89,8 +89,9 @@ fn a_tiny_table_keeps_a_bloom_filter() {
 
 /// Changes byte `at` of the file's block that starts at `block` (`len` bytes of contents),
 /// and writes the block trailer's checksum again, so that only the filter's own checks can
-/// find the change.
-fn damage_under_a_valid_trailer(path: &Path, block: u64, len: u64, at: u64) {
+/// find the change; with `resign`, the filter's own checksum (its last four bytes) too, so
+/// that only its header's checks can.
+fn damage_under_a_valid_trailer(path: &Path, block: u64, len: u64, at: u64, resign: bool) {
     let mut file = std::fs::read(path).unwrap();
     let (block, len) = (block as usize, len as usize);
     let type_byte = file[block + len];
@@ -103,6 +104,10 @@ fn damage_under_a_valid_trailer(path: &Path, block: u64, len: u64, at: u64) {
     };
     assert_eq!(crc(&file), stored, "the trailer is as documented");
     file[block + at as usize] ^= 0x04;
+    if resign {
+        let own = crc32fast::hash(&file[block..block + len - 4]);
+        file[block + len - 4..block + len].copy_from_slice(&own.to_le_bytes());
+    }
     let again = crc(&file);
     file[block + len + 1..block + len + 5].copy_from_slice(&again.to_le_bytes());
     std::fs::write(path, file).unwrap();
@@ -116,15 +121,21 @@ fn a_damaged_ribbon_filter_is_corruption_naming_file_and_offset() {
     let props = common::open_table(&path).properties().clone();
     // The filter block follows the data blocks.
     let (filter_at, filter_len) = (props.data_size, props.filter_size_bytes - 5);
-    // A header field (the result bits), then a word of the solution.
-    for at in [8, 100] {
+    // A header field (the result bits, its checksum made good: the header's own checks
+    // find it), then a word of the solution (the filter's checksum finds it).
+    for (at, resign) in [(8, true), (16, true), (100, false)] {
         let damaged = dir.path().join(format!("damaged-{at}.sst"));
         std::fs::copy(&path, &damaged).unwrap();
-        damage_under_a_valid_trailer(&damaged, filter_at, filter_len, at);
+        damage_under_a_valid_trailer(&damaged, filter_at, filter_len, at, resign);
         match Table::open(common::os_fs(), &damaged, Arc::new(ReadCounters::new())) {
-            Err(Error::Corruption { file, offset, .. }) => {
+            Err(Error::Corruption {
+                file,
+                offset,
+                reason,
+            }) => {
                 assert_eq!(file, damaged);
                 assert_eq!(offset, Some(filter_at));
+                assert_eq!(reason.contains("checksum"), !resign, "byte {at}: {reason}");
             }
             other => panic!("byte {at}: {other:?}"),
         }

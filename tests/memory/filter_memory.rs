@@ -93,11 +93,13 @@ fn assert_shrunk_sizes(stats: &Stats, whole: &Stats) {
 #[test]
 fn ribbon_filters_are_held_whole_or_dropped_within_the_limit() {
     // Tables of a few hundred keys (fewer than 128 keep a Bloom filter), written in scattered
-    // order: ascending keys would move down from level 0, never rewritten.
+    // order: ascending keys would move down from level 0, never rewritten. The limit spent by
+    // keys: spent by lookups, filters are written wide to be folded, and so are Bloom filters.
     let ribbon = || {
         (options().ribbon_filters_from_level(1))
             .memtable_size(64 << 10)
             .table_size(32 << 10)
+            .filter_memory_follows_lookups(false)
     };
     let build = |dir: &Path, options: Options| {
         let db = Db::open(dir, options).unwrap();
@@ -138,6 +140,20 @@ fn ribbon_filters_are_held_whole_or_dropped_within_the_limit() {
         reads as f64 <= predicted * 1.5 + 50.0,
         "{reads} against {predicted}"
     );
+
+    // Spent where lookups go, the limit folds filters: tables written while it binds get
+    // Bloom filters, which fold.
+    let dir = tempfile::tempdir().unwrap();
+    let following = (ribbon().filter_memory_follows_lookups(true)).filter_memory_limit(limit);
+    let stats = build(dir.path(), following).stats();
+    let ribbons_there = (stats.tables.iter())
+        .filter(|t| t.filter_kind == Some(FilterKind::Ribbon))
+        .count();
+    assert!(
+        ribbons_there < ribbons / 2,
+        "{ribbons_there} against {ribbons}"
+    );
+    assert!(stats.filter_memory_bytes <= limit);
 }
 
 #[test]

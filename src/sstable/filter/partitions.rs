@@ -92,11 +92,11 @@ impl FilterLayout {
     /// table's keys ([`set_whole_keys`](Self::set_whole_keys) gives them). The header names
     /// its kind.
     pub fn whole(handle: BlockHandle, head: &[u8]) -> Result<FilterLayout, String> {
-        let (words, kind, ribbon_rate) = match RibbonFilter::is_serialized(head) {
+        let (words, kind, shape) = match RibbonFilter::is_serialized(head) {
             true => {
-                let (words, rate) = RibbonFilter::shape_in_serialized(head, handle.size)
+                let (words, shape) = RibbonFilter::shape_in_serialized(head, handle.size)
                     .map_err(|e| e.to_string())?;
-                (words, FilterKind::Ribbon, Some(rate))
+                (words, FilterKind::Ribbon, Some(shape))
             }
             false => {
                 let words =
@@ -108,20 +108,20 @@ impl FilterLayout {
                 (words, kind, None)
             }
         };
+        let unit = FilterUnit {
+            offset: handle.offset,
+            words,
+            keys: 0,
+            ribbon: shape,
+        };
         Ok(FilterLayout {
-            units: vec![FilterUnit {
-                offset: handle.offset,
-                words,
-                keys: 0,
-                // A whole filter's rate is read from its header.
-                ribbon: (kind == FilterKind::Ribbon).then_some((0, 0)),
-            }],
+            units: vec![unit],
             prefixes: Vec::new(),
             keys: Vec::new(),
             key_ends: Vec::new(),
             total_keys: 0,
             kind,
-            ribbon_rate,
+            ribbon_rate: unit.ribbon_rate(),
         })
     }
 
@@ -290,8 +290,12 @@ impl FilterLayout {
                 keys,
                 ribbon: columns,
             };
+            let overhead = match unit.ribbon {
+                Some(_) => RIBBON_SERIALIZED_OVERHEAD,
+                None => SERIALIZED_OVERHEAD,
+            };
             let end = (words.checked_mul(8))
-                .and_then(|b| b.checked_add(unit.serialized_len() - words * 8))
+                .and_then(|b| b.checked_add(overhead))
                 .and_then(|len| at.checked_add(len))
                 .filter(|&end| words > 0 && end <= contents_end);
             let (Some(end), Some(total)) = (end, layout.total_keys.checked_add(keys)) else {
@@ -337,6 +341,7 @@ fn ribbon_columns(d: &mut Decoder<'_>, words: u64) -> Result<(u32, u64), Malform
     let r = d.varint("partition result bits")?;
     let upper_start = d.varint("partition's first block with one more result bit")?;
     let per_block = r + 1;
+    // At least one result bit: a table's Ribbon filter is built for a rate below 1/2.
     let fits = (1..32).contains(&r)
         && (words.checked_add(upper_start)).is_some_and(|w| {
             w % per_block == 0 && {
@@ -533,6 +538,18 @@ mod tests {
                 FilterLayout::decode_top(&bad, handle).is_err(),
                 "byte {byte}"
             );
+        }
+        // An entry whose result bits disagree with its words, its checksum made good: the
+        // range checks find it.
+        let varint_len = |v: u64| (64 - v.leading_zeros()).div_ceil(7).max(1) as usize;
+        let first = layout.unit(0);
+        let r_at = HEADER_LEN + 1 + 4 + varint_len(first.words) + varint_len(first.keys);
+        for r in [0u8, 40, first.ribbon.unwrap().0 as u8 + 1] {
+            let mut bad = contents.clone();
+            bad[r_at] = r;
+            let crc = crc32fast::hash(&bad[..top as usize - CHECKSUM_LEN]);
+            bad[top as usize - CHECKSUM_LEN..top as usize].copy_from_slice(&crc.to_le_bytes());
+            assert!(FilterLayout::decode_top(&bad, handle).is_err(), "r {r}");
         }
         // Runs too small for Ribbon filters make Bloom partitions, all of them.
         let (_, ribbon) = encode(params, &hashes, &last[..1], &[100], Some(1));

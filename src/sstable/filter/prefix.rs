@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::filter::KeyHash;
 use crate::fs::RandomAccessFile;
 use crate::sstable::filter::block as filter_block;
-use crate::sstable::filter::unit::UnitFilter;
+use crate::sstable::filter::unit::{FilterKind, UnitFilter};
 use crate::sstable::format::BlockKind;
 use crate::sstable::properties::PrefixFilterProperties;
 use crate::sstable::table::read_block;
@@ -45,6 +45,18 @@ impl TablePrefixFilter {
         // Held in memory from here on, as a table's key filter is.
         file.wont_need(handle.offset, handle.size_with_trailer());
         let filter = filter_block::decode(path, handle, &contents)?;
+        // Prefix filters are written as standard Bloom filters only.
+        if filter.kind() != FilterKind::Bloom {
+            return Err(Error::corruption(
+                path,
+                Some(handle.offset),
+                format!(
+                    "prefix filter block at offset {}: a filter of kind {}",
+                    handle.offset,
+                    filter.kind().name()
+                ),
+            ));
+        }
         if filter.len() != props.prefixes {
             return Err(Error::corruption(
                 path,

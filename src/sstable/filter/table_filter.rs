@@ -257,6 +257,16 @@ impl Table {
         Some((u.words, u.keys))
     }
 
+    /// Unit `unit`'s predicted rate when it is a Ribbon filter, known without reading it.
+    pub(crate) fn filter_unit_ribbon_rate(&self, unit: usize) -> Option<f64> {
+        self.inner
+            .filter_layout
+            .as_ref()?
+            .units()
+            .get(unit)?
+            .ribbon_rate()
+    }
+
     /// Whether the table was opened without reading its filter, which
     /// [`load_filters`](Self::load_filters) reads.
     pub(crate) fn filter_is_deferred(&self) -> bool {
@@ -324,8 +334,9 @@ impl Table {
         }
     }
 
-    /// The Bloom filter lookups probe (folded where [`filter_residency`](Self::filter_residency)
-    /// says so), when there is one and it is whole, not partitioned.
+    /// The filter lookups probe (a Bloom filter folded where
+    /// [`filter_residency`](Self::filter_residency) says so), when there is one and it is
+    /// whole, not partitioned.
     pub fn filter(&self) -> Option<&UnitFilter> {
         match &*self.units {
             [one] if !self.is_partitioned() => one.filter.as_deref(),
@@ -349,8 +360,8 @@ impl Table {
         self.inner.filter_params
     }
 
-    /// The kind of the table's filter (a partitioned one's partitions are Bloom filters);
-    /// `None` without a filter over whole keys.
+    /// The kind of the table's filter (of every partition of a partitioned one); `None`
+    /// without a filter over whole keys.
     pub fn filter_kind(&self) -> Option<FilterKind> {
         (self.inner.filter_layout.as_ref()).map(|l| l.kind())
     }
