@@ -50,11 +50,15 @@ pub struct FilterUnit {
 impl FilterUnit {
     /// Bytes of its serialized form.
     pub fn serialized_len(&self) -> u64 {
-        let overhead = match self.ribbon {
+        self.overhead() + self.words * 8
+    }
+
+    /// Bytes of its serialized form's header and checksum around its words.
+    fn overhead(&self) -> u64 {
+        match self.ribbon {
             Some(_) => RIBBON_SERIALIZED_OVERHEAD,
             None => SERIALIZED_OVERHEAD,
-        };
-        overhead + self.words * 8
+        }
     }
 
     /// A Ribbon unit's predicted rate; `None` for a Bloom unit.
@@ -81,9 +85,6 @@ pub struct FilterLayout {
     total_keys: u64,
     /// The kind of the filter's units.
     kind: FilterKind,
-    /// A Ribbon filter's predicted rate: a whole one's from its header, partitions' from
-    /// their bits per key, weighed by their keys.
-    ribbon_rate: Option<f64>,
 }
 
 impl FilterLayout {
@@ -121,7 +122,6 @@ impl FilterLayout {
             key_ends: Vec::new(),
             total_keys: 0,
             kind,
-            ribbon_rate: unit.ribbon_rate(),
         })
     }
 
@@ -130,9 +130,18 @@ impl FilterLayout {
         self.kind
     }
 
-    /// A whole Ribbon filter's predicted rate, known from its header.
+    /// A Ribbon filter's predicted rate, known without reading it: a whole one's, or its
+    /// partitions' weighed by their keys. `None` for Bloom filters.
     pub fn ribbon_rate(&self) -> Option<f64> {
-        self.ribbon_rate
+        let rates: Vec<(f64, u64)> = (self.units.iter())
+            .map(|u| Some((u.ribbon_rate()?, u.keys)))
+            .collect::<Option<_>>()?;
+        let keys: u64 = rates.iter().map(|&(_, k)| k).sum();
+        Some(match keys {
+            // A whole filter before its keys are set: its one rate.
+            0 => rates.first()?.0,
+            _ => rates.iter().map(|&(r, k)| r * k as f64).sum::<f64>() / keys as f64,
+        })
     }
 
     /// A whole filter holds each of the table's `keys` distinct keys.
@@ -264,7 +273,6 @@ impl FilterLayout {
                 true => FilterKind::Ribbon,
                 false => FilterKind::Bloom,
             },
-            ribbon_rate: None,
         };
         let contents_end = handle.offset.saturating_add(handle.size);
         let mut at = handle.offset.saturating_add(top_len as u64);
@@ -290,12 +298,8 @@ impl FilterLayout {
                 keys,
                 ribbon: columns,
             };
-            let overhead = match unit.ribbon {
-                Some(_) => RIBBON_SERIALIZED_OVERHEAD,
-                None => SERIALIZED_OVERHEAD,
-            };
             let end = (words.checked_mul(8))
-                .and_then(|b| b.checked_add(overhead))
+                .and_then(|b| b.checked_add(unit.overhead()))
                 .and_then(|len| at.checked_add(len))
                 .filter(|&end| words > 0 && end <= contents_end);
             let (Some(end), Some(total)) = (end, layout.total_keys.checked_add(keys)) else {
@@ -324,12 +328,6 @@ impl FilterLayout {
                 body_end,
                 format!("partitions end at {at}, the filter block's contents at {contents_end}"),
             ));
-        }
-        if ribbon {
-            let weighed: f64 = (layout.units.iter())
-                .map(|u| u.keys as f64 * u.ribbon_rate().unwrap_or(1.0))
-                .sum();
-            layout.ribbon_rate = Some(weighed / layout.total_keys.max(1) as f64);
         }
         Ok(layout)
     }
