@@ -122,7 +122,7 @@ impl RibbonFilter {
         let upper_blocks = (upper_share * blocks as f64).round() as u64;
         let upper_start = blocks - upper_blocks.min(blocks);
         let pivots = band(&by_start(hashes), blocks);
-        let words = solve(&pivots, blocks, lower_columns, upper_start, key_count);
+        let words = solve_fastest(&pivots, blocks, lower_columns, upper_start, key_count);
         Ok(RibbonFilter {
             blocks,
             lower_columns,
@@ -140,24 +140,42 @@ impl RibbonFilter {
     /// [`contains`](Self::contains) for a key hashed once with [`KeyHash::of`].
     #[inline]
     pub fn contains_hash(&self, hash: &KeyHash) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if has_popcnt() {
+            // SAFETY: the processor has the instruction.
+            return unsafe { probe_popcnt(self, hash) };
+        }
+        self.probe(hash)
+    }
+
+    /// [`contains_hash`](Self::contains_hash)'s work, inlined where it is called.
+    #[inline(always)]
+    fn probe(&self, hash: &KeyHash) -> bool {
         let (start, coefficients) = row_of(hash.as_u64(), self.blocks);
         let block = start / WIDTH;
         let shift = (start % WIDTH) as u32;
-        let columns = self.columns(block);
+        let columns = self.columns(block) as usize;
+        // The row's slots from its block's slot `shift` on, then those of the next block
+        // (none when `shift` is 0: the row then lies in one block, which may be the last).
+        let in_block = coefficients << shift;
+        let in_next = coefficients.checked_shr(64 - shift).unwrap_or(0);
         let here = self.block_offset(block);
-        let next = self.block_offset(block + 1);
-        for k in 0..columns as usize {
-            let low = self.words[here + k] >> shift;
-            let high = match shift {
-                0 => 0,
-                // A start past the block's first slot always has a next block.
-                s => self.words[next + k] << (64 - s),
-            };
-            if ((low | high) & coefficients).count_ones() & 1 == 1 {
-                return false;
-            }
+        let next = if shift == 0 {
+            here
+        } else {
+            self.block_offset(block + 1)
+        };
+        let (here, next) = (
+            &self.words[here..here + columns],
+            &self.words[next..next + columns],
+        );
+        // Every column's parity taken, without a branch on each: a key outside the filter
+        // fails a column with odds one half, which no predictor guesses.
+        let mut odd = 0;
+        for (h, n) in here.iter().zip(next) {
+            odd |= ((h & in_block) ^ (n & in_next)).count_ones();
         }
-        true
+        odd & 1 == 0
     }
 
     /// The keys the filter was built from.
@@ -270,6 +288,53 @@ impl RibbonFilter {
         let header = Header::decode(head, len)?;
         Ok((header.words, (header.lower_columns, header.upper_start)))
     }
+}
+
+/// Whether the processor counts bits in one instruction. A probe and a build take one parity
+/// per result bit for each slot they meet, which the portable target computes with a dozen
+/// shifts and masks; the check is a load of a flag the standard library caches.
+#[inline(always)]
+fn has_popcnt() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("popcnt");
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+}
+
+/// [`RibbonFilter::probe`] compiled with the population-count instruction.
+///
+/// # Safety
+/// Only where [`has_popcnt`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+unsafe fn probe_popcnt(filter: &RibbonFilter, hash: &KeyHash) -> bool {
+    filter.probe(hash)
+}
+
+/// [`solve`], compiled with the population-count instruction where the processor has it.
+fn solve_fastest(pivots: &[u64], blocks: u64, columns: u32, upper: u64, seed: u64) -> Vec<u64> {
+    #[cfg(target_arch = "x86_64")]
+    if has_popcnt() {
+        // SAFETY: the processor has the instruction.
+        return unsafe { solve_popcnt(pivots, blocks, columns, upper, seed) };
+    }
+    solve(pivots, blocks, columns, upper, seed)
+}
+
+/// [`solve`] compiled with the population-count instruction.
+///
+/// # Safety
+/// Only where [`has_popcnt`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+unsafe fn solve_popcnt(
+    pivots: &[u64],
+    blocks: u64,
+    columns: u32,
+    upper: u64,
+    seed: u64,
+) -> Vec<u64> {
+    solve(pivots, blocks, columns, upper, seed)
 }
 
 fn corrupt(why: &str) -> FilterError {
@@ -442,34 +507,35 @@ fn band(hashes: &[u64], blocks: u64) -> Vec<u64> {
 
 /// Solves the banded rows from the last slot back, one bit of every column at a time, free
 /// slots taking random bits; lays the solution out interleaved by block.
+#[inline(always)]
 fn solve(pivots: &[u64], blocks: u64, lower_columns: u32, upper_start: u64, seed: u64) -> Vec<u64> {
     let columns = (lower_columns + 1) as usize;
-    // Bit t of `after[k]`: result bit k of the slot t + 1 past the current one.
+    // Bit t of `after[k]`: result bit k of the slot t + 1 past the current one. Once a
+    // block's 64 slots are solved, `after[k]` holds bit k of each, in slot order: the block's
+    // column k as it is laid out.
     let mut after = vec![0u64; columns];
     let mut random = splitmix64(seed ^ 0x5851_f42d_4c95_7f2d);
     let words_len = blocks * u64::from(lower_columns) + (blocks - upper_start);
     let mut words = super::huge_pages::filled(words_len as usize, 0u64);
     for block in (0..blocks).rev() {
+        let from = (block * WIDTH) as usize;
+        for &pivot in pivots[from..from + WIDTH as usize].iter().rev() {
+            // A free slot (no row) takes fresh random bits; one with a row takes what makes
+            // the row's XOR zero. Both without a branch, as the first is a tenth of slots
+            // with no pattern.
+            let free = u64::from(pivot == 0);
+            let fresh = splitmix64(random);
+            random = if pivot == 0 { fresh } else { random };
+            let row = pivot >> 1;
+            for (k, window) in after.iter_mut().enumerate() {
+                let bit = u64::from((row & *window).count_ones()) ^ ((random >> k) & free);
+                *window = (*window << 1) | (bit & 1);
+            }
+        }
         let block_columns = lower_columns as usize + usize::from(block >= upper_start);
         let offset =
             (block * u64::from(lower_columns) + block.saturating_sub(upper_start)) as usize;
-        for t in (0..WIDTH as usize).rev() {
-            let slot = block as usize * WIDTH as usize + t;
-            let row = pivots[slot];
-            if row == 0 {
-                random = splitmix64(random);
-            }
-            for (k, window) in after.iter_mut().enumerate() {
-                let bit = match row {
-                    0 => (random >> k) & 1,
-                    _ => u64::from(((row >> 1) & *window).count_ones() & 1),
-                };
-                *window = (*window << 1) | bit;
-                if k < block_columns {
-                    words[offset + k] |= bit << t;
-                }
-            }
-        }
+        words[offset..offset + block_columns].copy_from_slice(&after[..block_columns]);
     }
     words
 }
