@@ -31,10 +31,12 @@ const WIDTH: u64 = 64;
 
 /// Spare slots per key: `SLACK` up to `SLACK_FROM_COLUMNS` result bits, and
 /// `SLACK_PER_COLUMN` more for each bit past them. A key outside the filter whose row falls in
-/// the span of the keys' rows is found zero whatever the random bits; that share grows with
-/// the keys, falls steeply with the spare slots, and weighs more the lower the rate. Measured at
-/// 1M keys with 10% spare throughout: 1% measured 1.01%, 0.1% 0.107%, 0.01% 0.011%; with 7.5%,
-/// 1% measured 1.13%; with 15%, every rate within 2%.
+/// the span of the keys' rows is found zero whatever the random bits; that share is near zero
+/// past a threshold of spare slots, climbs steeply below it, varies there from one set of keys
+/// to the next, and weighs more the lower the rate. Measured with 10% throughout at 1M keys:
+/// 1% measured 1.01%, 0.1% 0.107%, 0.01% 0.011%; with 7% at `2^-7`, from 1.0x to 1.8x the rate
+/// between 10k and 16M keys; with 15%, every rate within 2%. (Rows of 128 slots need half the
+/// spare slots, but build at twice the time: `docs/filter.md`, "Ribbon filters".)
 const SLACK: f64 = 0.10;
 const SLACK_FROM_COLUMNS: u32 = 7;
 const SLACK_PER_COLUMN: f64 = 0.005;
