@@ -64,6 +64,7 @@ fn writes(c: &mut Criterion) {
             let slot = (i % KEYS) as usize;
             let new = value(i);
             db.compare_and_swap(key(i), last[slot].as_ref().map(|v| &v[..]), Some(&new))
+                .expect("written")
                 .expect("no other writer");
             last[slot] = Some(new);
             i += 1;

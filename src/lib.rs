@@ -49,8 +49,8 @@ mod write_batch;
 pub use cache::{BlockCacheStats, TableCacheStats};
 pub use cursor::Cursor;
 pub use db::{
-    Checkpoint, Db, DropCause, DroppedWal, Keyspace, KeyspaceView, RecoveryReport, Snapshot,
-    Transaction, TransactionRange,
+    Checkpoint, Db, DropCause, DroppedWal, Keyspace, KeyspaceView, Mismatch, RecoveryReport,
+    Snapshot, Transaction, TransactionRange,
 };
 pub use error::{Error, Result};
 /// The `LOOKUPS` file's codec, for tests and tools that read the file itself.

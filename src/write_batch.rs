@@ -102,15 +102,16 @@ impl WriteBatch {
         self.bytes
     }
 
-    /// Each operation's key in the default keyspace, and its value (`None` for a delete), in
-    /// order: what conditions (transactions, compare-and-swap) are checked against.
-    pub(crate) fn ops(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
-        (self.ops.iter())
-            .filter(|op| op.keyspace == DEFAULT_ID)
-            .map(|op| match op.kind {
-                ValueKind::Value => (op.key.as_slice(), Some(op.value.as_slice())),
-                ValueKind::Tombstone => (op.key.as_slice(), None),
-            })
+    /// Each operation's keyspace and key, and its value (`None` for a delete), in order: what
+    /// conditions (transactions, compare-and-swap) are checked against.
+    pub(crate) fn ops(&self) -> impl Iterator<Item = ((KeyspaceId, &[u8]), Option<&[u8]>)> {
+        self.ops.iter().map(|op| {
+            let value = match op.kind {
+                ValueKind::Value => Some(op.value.as_slice()),
+                ValueKind::Tombstone => None,
+            };
+            ((op.keyspace, op.key.as_slice()), value)
+        })
     }
 
     /// Checks every key and value against the store's limits.

@@ -5,7 +5,9 @@
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-use super::{byte_bounds, Db, Inner};
+use super::snapshot::SnapshotHold;
+use super::transaction::Mismatch;
+use super::{byte_bounds, Db};
 use crate::cursor::Cursor;
 use crate::entry::{SeqNo, ValueKind};
 use crate::error::Result;
@@ -19,7 +21,7 @@ impl WriteBatch {
     /// `keyspace` belongs to fails, unless that store has a keyspace of the same number.
     pub fn put_in(
         &mut self,
-        keyspace: &Keyspace<'_>,
+        keyspace: &Keyspace,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
     ) -> &mut Self {
@@ -32,7 +34,7 @@ impl WriteBatch {
     }
 
     /// Deletes `key` from `keyspace`.
-    pub fn delete_in(&mut self, keyspace: &Keyspace<'_>, key: impl AsRef<[u8]>) -> &mut Self {
+    pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> &mut Self {
         self.push(ValueKind::Tombstone, keyspace.id(), key.as_ref(), &[])
     }
 }
@@ -41,21 +43,28 @@ impl WriteBatch {
 /// apart from every other keyspace's. Its reads are those of a [`KeyspaceView`] of the
 /// present, which it dereferences to. Once the keyspace is dropped, every read and write
 /// through it fails with [`Error::NoSuchKeyspace`](crate::Error::NoSuchKeyspace).
-pub struct Keyspace<'db> {
-    db: &'db Db,
-    view: KeyspaceView<'db>,
+///
+/// Cloning it is cheap; it owns a handle of the store, which stays open while it lives, so it
+/// can be kept in a struct or moved into another thread or task.
+#[derive(Clone)]
+pub struct Keyspace {
+    view: KeyspaceView,
 }
 
-impl<'db> Keyspace<'db> {
-    pub(crate) fn new(db: &'db Db, def: Arc<KeyspaceDef>) -> Keyspace<'db> {
+impl Keyspace {
+    pub(crate) fn new(db: &Db, def: Arc<KeyspaceDef>) -> Keyspace {
         Keyspace {
-            db,
             view: KeyspaceView {
-                inner: db.inner(),
+                db: db.clone(),
                 def,
                 at: None,
             },
         }
+    }
+
+    /// The store the keyspace belongs to.
+    fn db(&self) -> &Db {
+        &self.view.db
     }
 
     pub(crate) fn id(&self) -> KeyspaceId {
@@ -66,14 +75,14 @@ impl<'db> Keyspace<'db> {
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.put_in(self, key, value);
-        self.db.write(batch)
+        self.db().write(batch)
     }
 
     /// Deletes `key` from this keyspace (not synced).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.delete_in(self, key);
-        self.db.write(batch)
+        self.db().write(batch)
     }
 
     /// Sets `key` to `value` with `options` (synced when they say so).
@@ -85,19 +94,43 @@ impl<'db> Keyspace<'db> {
     ) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.put_in(self, key, value);
-        self.db.write_opt(batch, options)
+        self.db().write_opt(batch, options)
+    }
+
+    /// Sets `key` to `new` (`None`: deletes it) only if it holds `expected` (`None`: absent):
+    /// [`Db::compare_and_swap`] in this keyspace.
+    pub fn compare_and_swap(
+        &self,
+        key: impl AsRef<[u8]>,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<std::result::Result<(), Mismatch>> {
+        let options = WriteOptions::default();
+        (self.db()).swap(self.id(), key.as_ref(), expected, new, &options)
+    }
+
+    /// [`compare_and_swap`](Self::compare_and_swap) with write options (synced when they say
+    /// so).
+    pub fn compare_and_swap_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+        options: &WriteOptions,
+    ) -> Result<std::result::Result<(), Mismatch>> {
+        (self.db()).swap(self.id(), key.as_ref(), expected, new, options)
     }
 }
 
-impl<'db> std::ops::Deref for Keyspace<'db> {
-    type Target = KeyspaceView<'db>;
+impl std::ops::Deref for Keyspace {
+    type Target = KeyspaceView;
 
-    fn deref(&self) -> &KeyspaceView<'db> {
+    fn deref(&self) -> &KeyspaceView {
         &self.view
     }
 }
 
-impl std::fmt::Debug for Keyspace<'_> {
+impl std::fmt::Debug for Keyspace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Keyspace")
             .field("name", &self.view.def.name)
@@ -106,21 +139,32 @@ impl std::fmt::Debug for Keyspace<'_> {
 }
 
 /// The reads of one keyspace: of the present (a [`Keyspace`] dereferences to one), or of a
-/// snapshot's moment ([`Snapshot::keyspace`](crate::Snapshot::keyspace)).
-pub struct KeyspaceView<'a> {
-    inner: &'a Inner,
+/// snapshot's moment ([`Snapshot::keyspace`](crate::Snapshot::keyspace)). A snapshot's view
+/// holds the snapshot's versions, and the store, as long as it lives.
+#[derive(Clone)]
+pub struct KeyspaceView {
+    db: Db,
     def: Arc<KeyspaceDef>,
-    /// The snapshot's sequence number; `None` reads the present.
-    at: Option<SeqNo>,
+    /// The snapshot read at; `None` reads the present.
+    at: Option<Arc<SnapshotHold>>,
 }
 
-impl<'a> KeyspaceView<'a> {
-    pub(crate) fn at(inner: &'a Inner, def: Arc<KeyspaceDef>, seq: SeqNo) -> KeyspaceView<'a> {
+impl KeyspaceView {
+    pub(crate) fn at(snapshot: &Arc<SnapshotHold>, def: Arc<KeyspaceDef>) -> KeyspaceView {
         KeyspaceView {
-            inner,
+            db: snapshot.db().clone(),
             def,
-            at: Some(seq),
+            at: Some(Arc::clone(snapshot)),
         }
+    }
+
+    /// The sequence number read at; `None`: the present.
+    fn seq(&self) -> Option<SeqNo> {
+        self.at.as_ref().map(|hold| hold.seq())
+    }
+
+    fn inner(&self) -> &super::Inner {
+        &self.db.inner
     }
 
     pub(crate) fn def(&self) -> &Arc<KeyspaceDef> {
@@ -146,45 +190,48 @@ impl<'a> KeyspaceView<'a> {
 
     /// The value of `key`, or `None` when it is absent or deleted.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.inner.get(self.def.id, key.as_ref(), self.at)
+        self.inner().get(self.def.id, key.as_ref(), self.seq())
     }
 
     /// [`get`](Self::get) without a copy (see [`Db::get_pinned`]).
     pub fn get_pinned(&self, key: impl AsRef<[u8]>) -> Result<Option<crate::Value>> {
-        self.inner.get_pinned(self.def.id, key.as_ref(), self.at)
+        self.inner()
+            .get_pinned(self.def.id, key.as_ref(), self.seq())
     }
 
     /// The values of `keys`, in their order, all read at one moment (see [`Db::multi_get`]).
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.inner.multi_get(self.def.id, keys, self.at)
+        self.inner().multi_get(self.def.id, keys, self.seq())
     }
 
     /// Whether `key` holds a value, without copying the value out.
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        self.inner.contains_key(self.def.id, key.as_ref(), self.at)
+        self.inner()
+            .contains_key(self.def.id, key.as_ref(), self.seq())
     }
 
     /// `false` when `key` is surely absent from the keyspace now; `true` when it may be
     /// present (see [`Db::may_contain`]).
     pub fn may_contain(&self, key: impl AsRef<[u8]>) -> bool {
         let key = key.as_ref();
-        crate::entry::check_key_len(key).is_ok() && self.inner.may_contain(self.def.id, key)
+        crate::entry::check_key_len(key).is_ok() && self.inner().may_contain(self.def.id, key)
     }
 
     /// `false` when no key of the keyspace starts with `prefix` now; `true` when one may (see
     /// [`Db::may_contain_prefix`]).
     pub fn may_contain_prefix(&self, prefix: impl AsRef<[u8]>) -> bool {
-        self.inner.may_contain_prefix(self.def.id, prefix.as_ref())
+        self.inner()
+            .may_contain_prefix(self.def.id, prefix.as_ref())
     }
 
     /// Every pair of the keyspace in key order.
     pub fn iter(&self) -> DbIterator {
-        (self.inner).iter(
+        self.inner().iter(
             self.def.id,
             Bound::Unbounded,
             Bound::Unbounded,
             None,
-            self.at,
+            self.seq(),
         )
     }
 
@@ -192,7 +239,7 @@ impl<'a> KeyspaceView<'a> {
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
         let (start, end) = byte_bounds(&range);
         let end = end.map(<[u8]>::to_vec);
-        self.inner.iter(self.def.id, start, end, None, self.at)
+        self.inner().iter(self.def.id, start, end, None, self.seq())
     }
 
     /// Pairs whose key starts with `prefix`, in key order.
@@ -200,26 +247,28 @@ impl<'a> KeyspaceView<'a> {
         let prefix = prefix.as_ref();
         let start = Bound::Included(prefix);
         let prefix = Some(prefix.to_vec());
-        (self.inner).iter(self.def.id, start, Bound::Unbounded, prefix, self.at)
+        self.inner()
+            .iter(self.def.id, start, Bound::Unbounded, prefix, self.seq())
     }
 
     /// A [`Cursor`] over the keyspace's pairs.
     pub fn cursor(&self) -> Cursor {
-        (self.inner).cursor(self.def.id, Bound::Unbounded, Bound::Unbounded, self.at)
+        self.inner()
+            .cursor(self.def.id, Bound::Unbounded, Bound::Unbounded, self.seq())
     }
 
     /// A [`Cursor`] over the keyspace's pairs with keys in `range`.
     pub fn cursor_over<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Cursor {
         let (lower, upper) = byte_bounds(&range);
-        self.inner.cursor(self.def.id, lower, upper, self.at)
+        self.inner().cursor(self.def.id, lower, upper, self.seq())
     }
 }
 
-impl std::fmt::Debug for KeyspaceView<'_> {
+impl std::fmt::Debug for KeyspaceView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeyspaceView")
             .field("name", &self.def.name)
-            .field("at", &self.at)
+            .field("at", &self.seq())
             .finish_non_exhaustive()
     }
 }

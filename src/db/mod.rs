@@ -54,7 +54,7 @@ pub use snapshot::Snapshot;
 use state::{
     BackgroundState, Counters, Job, ReadState, ShapeState, StepFailure, Tree, WriterState,
 };
-pub use transaction::{Transaction, TransactionRange};
+pub use transaction::{Mismatch, Transaction, TransactionRange};
 
 /// What recovery found in the WAL when the store was opened.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -166,13 +166,64 @@ pub(crate) struct Inner {
     _lock: Option<Box<dyn FileLock>>,
 }
 
-/// An open store. `Db` is `Send + Sync`: share it (for example in an `Arc`) between threads;
-/// any number of threads may read while others write.
+/// A handle of an open store. Cloning it is cheap (a reference count) and every clone is the
+/// same store: give one to each thread or task, or keep one in a struct. It is `Send + Sync`
+/// and `'static`, as are the [`Keyspace`], [`Snapshot`] and [`Transaction`] handles it gives,
+/// each of which keeps the store open too; any number of threads may read while others write.
+/// When the last of them is dropped, the store closes (see [`Db::close`]).
+#[derive(Clone)]
 pub struct Db {
     inner: Arc<Inner>,
+    open: Arc<OpenStore>,
+}
+
+/// What every handle of one open store shares, and what closes the store when the last
+/// handle goes: its background threads.
+struct OpenStore {
+    inner: Arc<Inner>,
     /// The flush thread and the compaction threads; none in a read-only store.
-    workers: Vec<JoinHandle<()>>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
     read_only: bool,
+}
+
+impl OpenStore {
+    fn new(inner: &Arc<Inner>, workers: Vec<JoinHandle<()>>, read_only: bool) -> Arc<OpenStore> {
+        Arc::new(OpenStore {
+            inner: Arc::clone(inner),
+            workers: Mutex::new(workers),
+            read_only,
+        })
+    }
+
+    /// Stops the background threads and records what the next open starts from; the WAL
+    /// synced first, so that a power loss after the close keeps every write made before it.
+    fn close(&self) -> Result<()> {
+        let result = self.inner.sync_logs_for_close();
+        let workers = std::mem::take(&mut *lock(&self.workers));
+        if workers.is_empty() {
+            return result;
+        }
+        // From here on, tables that readers still hold keep their obsolete files: the next
+        // open removes them.
+        let inner = &self.inner;
+        inner.table_env.store_open.store(false, Ordering::Release);
+        lock(&inner.background).shutdown = true;
+        inner.background_cv.notify_all();
+        for worker in workers {
+            let _ = worker.join();
+        }
+        // A failure to save the lookup counts costs only the hint: the next open starts from
+        // the prediction, as without them.
+        let _ = inner.save_lookup_counts();
+        result.and(inner.record_write_totals())
+    }
+}
+
+impl Drop for OpenStore {
+    /// Does what [`Db::close`] does, without a way to report a failure.
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
 }
 
 /// The store's directory and how it is open: enough to tell stores apart in a log line or in
@@ -181,7 +232,7 @@ impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db")
             .field("path", &self.path())
-            .field("read_only", &self.read_only)
+            .field("read_only", &self.open.read_only)
             .finish_non_exhaustive()
     }
 }
@@ -210,25 +261,22 @@ impl Db {
             }
             create_store_dir(fs.as_ref(), &dir)?;
         }
-        let lock = fs.lock(&dir.join(filename::LOCK))?;
+        let dir_lock = fs.lock(&dir.join(filename::LOCK))?;
         if options.tune_allocator {
             allocator::hold_thresholds();
         }
-        let inner = Arc::new(recover(dir, fs, options, lock)?);
-        let mut db = Db {
-            inner: Arc::clone(&inner),
-            workers: Vec::new(),
-            read_only: false,
-        };
-        db.workers
-            .push(spawn_worker(&inner, "bloomkv-flush", Inner::flush_loop)?);
+        let inner = Arc::new(recover(dir, fs, options, dir_lock)?);
+        // Made before the threads start, so that a failure to start one stops those started.
+        let open = OpenStore::new(&inner, Vec::new(), false);
+        let flush = spawn_worker(&inner, "bloomkv-flush", Inner::flush_loop)?;
+        lock(&open.workers).push(flush);
         for i in 0..inner.options.compaction_threads {
             let name = format!("bloomkv-compact-{i}");
-            db.workers
-                .push(spawn_worker(&inner, &name, Inner::compaction_loop)?);
+            let compaction = spawn_worker(&inner, &name, Inner::compaction_loop)?;
+            lock(&open.workers).push(compaction);
         }
         inner.background_cv.notify_all();
-        Ok(db)
+        Ok(Db { inner, open })
     }
 
     /// Opens the store in `path` for reading only, writing nothing: no lock file, no WAL, no
@@ -245,17 +293,14 @@ impl Db {
         let dir = path.as_ref().to_path_buf();
         let fs = Arc::clone(&options.file_system);
         let lock = fs.lock_shared(&dir.join(filename::LOCK))?;
-        let inner = recovery::open_read_only(dir, fs, options, lock)?;
-        Ok(Db {
-            inner: Arc::new(inner),
-            workers: Vec::new(),
-            read_only: true,
-        })
+        let inner = Arc::new(recovery::open_read_only(dir, fs, options, lock)?);
+        let open = OpenStore::new(&inner, Vec::new(), true);
+        Ok(Db { inner, open })
     }
 
     /// True for a store opened with [`Db::open_read_only`].
     pub fn is_read_only(&self) -> bool {
-        self.read_only
+        self.open.read_only
     }
 
     /// Brings a store whose WAL could not be written back to accepting writes, and retries a
@@ -363,8 +408,8 @@ impl Db {
 
     /// A consistent view of the store as of now: reads through it see every write made
     /// before and none after, until it is dropped (see [`Snapshot`]).
-    pub fn snapshot(&self) -> Snapshot<'_> {
-        self.inner.take_snapshot()
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::take(self)
     }
 
     /// Every pair in key order, as of now (later writes are not seen).
@@ -428,7 +473,7 @@ impl Db {
     /// assert_eq!(db.get("user:1")?, None); // the default keyspace holds neither
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn keyspace(&self, name: &str, options: KeyspaceOptions) -> Result<Keyspace<'_>> {
+    pub fn keyspace(&self, name: &str, options: KeyspaceOptions) -> Result<Keyspace> {
         crate::keyspace::check_name(name)?;
         if name == crate::keyspace::DEFAULT_KEYSPACE {
             if options != KeyspaceOptions::default() {
@@ -455,7 +500,7 @@ impl Db {
 
     /// The keyspace named `name`, if the store has one, as it is (a read-only store opens
     /// its keyspaces this way).
-    pub fn existing_keyspace(&self, name: &str) -> Option<Keyspace<'_>> {
+    pub fn existing_keyspace(&self, name: &str) -> Option<Keyspace> {
         let state = self.inner.read_state();
         let tree = state.named(name)?;
         Some(Keyspace::new(self, Arc::clone(&tree.keyspace)))
@@ -482,10 +527,6 @@ impl Db {
             ));
         }
         self.inner.drop_keyspace(name)
-    }
-
-    pub(crate) fn inner(&self) -> &Inner {
-        &self.inner
     }
 
     /// Makes every write acknowledged so far durable, by syncing the WAL once (RocksDB's
@@ -567,47 +608,18 @@ impl Db {
 
     /// Syncs the WAL, stops background work, records the write I/O totals in the manifest
     /// and releases the directory. Dropping a `Db` does the same but cannot report an error.
-    pub fn close(mut self) -> Result<()> {
-        let result = self.inner.sync_logs_for_close();
-        self.stop_worker();
-        // A failure to save the lookup counts costs only the hint: the next open starts from
-        // the prediction, as without them.
-        let _ = self.inner.save_lookup_counts();
-        result.and(self.inner.record_write_totals())
+    pub fn close(self) -> Result<()> {
+        match Arc::try_unwrap(self.open) {
+            Ok(open) => open.close(),
+            // Other handles keep the store open: what is written so far is made durable.
+            Err(_) => self.inner.sync_logs_for_close(),
+        }
     }
 
     fn refuse_if_read_only(&self) -> Result<()> {
         match self.is_read_only() {
             true => Err(Error::ReadOnly),
             false => Ok(()),
-        }
-    }
-
-    fn stop_worker(&mut self) {
-        // From here on, tables that readers still hold keep their obsolete files: the next
-        // open removes them.
-        self.inner
-            .table_env
-            .store_open
-            .store(false, Ordering::Release);
-        lock(&self.inner.background).shutdown = true;
-        self.inner.background_cv.notify_all();
-        for worker in self.workers.drain(..) {
-            let _ = worker.join();
-        }
-    }
-}
-
-impl Drop for Db {
-    /// Does what `close` does, without a way to report a failure: the WAL is synced, not
-    /// just handed to the operating system, so that a power loss after the drop keeps every
-    /// write made before it.
-    fn drop(&mut self) {
-        let _ = self.inner.sync_logs_for_close();
-        if !self.workers.is_empty() {
-            self.stop_worker();
-            let _ = self.inner.record_write_totals();
-            let _ = self.inner.save_lookup_counts();
         }
     }
 }

@@ -10,8 +10,9 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use super::{lock, Inner};
+use super::{lock, Db, Inner};
 use super::{Keyspace, KeyspaceView};
 use crate::cursor::Cursor;
 use crate::entry::SeqNo;
@@ -41,13 +42,14 @@ impl SnapshotList {
 }
 
 impl Inner {
-    /// Registers a snapshot at the newest visible write. The number is read under the list's
-    /// lock, which every job takes to read the list: no job can begin between the two.
-    pub(super) fn take_snapshot(&self) -> Snapshot<'_> {
+    /// Registers a snapshot at the newest visible write and returns its number. The number
+    /// is read under the list's lock, which every job takes to read the list: no job can
+    /// begin between the two.
+    fn register_snapshot(&self) -> SeqNo {
         let mut list = lock(&self.snapshots);
         let seq = self.visible_seq.load(Ordering::Acquire);
         *list.held.entry(seq).or_insert(0) += 1;
-        Snapshot { inner: self, seq }
+        seq
     }
 
     /// The live snapshots' numbers, ascending: what a flush or compaction beginning now keeps
@@ -70,13 +72,53 @@ impl Inner {
 /// The store as it was when [`Db::snapshot`](super::Db::snapshot) was called: reads see every
 /// write made before and none made after, whatever is written, flushed or compacted meanwhile.
 /// Versions a snapshot sees are kept on disk while it lives, so hold one only as long as
-/// needed; dropping it releases them. It borrows the store, which cannot close before it.
-pub struct Snapshot<'db> {
-    inner: &'db Inner,
+/// needed; dropping it (and its clones, and the views it gave) releases them. It owns a handle
+/// of the store, which stays open while it lives: keep it in a struct, or move it into
+/// another thread or task.
+#[derive(Clone)]
+pub struct Snapshot {
+    inner: Arc<Inner>,
+    seq: SeqNo,
+    hold: Arc<SnapshotHold>,
+}
+
+/// One registration in the live snapshots, shared by a snapshot's clones and views and
+/// released when the last of them goes; it keeps the store open meanwhile.
+pub(crate) struct SnapshotHold {
+    db: Db,
     seq: SeqNo,
 }
 
-impl Snapshot<'_> {
+impl SnapshotHold {
+    pub(crate) fn db(&self) -> &Db {
+        &self.db
+    }
+
+    pub(crate) fn seq(&self) -> SeqNo {
+        self.seq
+    }
+}
+
+impl Drop for SnapshotHold {
+    fn drop(&mut self) {
+        self.db.inner.release_snapshot(self.seq);
+    }
+}
+
+impl Snapshot {
+    /// A snapshot of `db` at its newest visible write.
+    pub(super) fn take(db: &Db) -> Snapshot {
+        let seq = db.inner.register_snapshot();
+        Snapshot {
+            inner: Arc::clone(&db.inner),
+            seq,
+            hold: Arc::new(SnapshotHold {
+                db: db.clone(),
+                seq,
+            }),
+        }
+    }
+
     /// The sequence number of the last write the snapshot sees.
     pub fn sequence_number(&self) -> u64 {
         self.seq
@@ -84,8 +126,8 @@ impl Snapshot<'_> {
 
     /// The reads of `keyspace` at this snapshot's moment: with the snapshot's other views,
     /// one consistent view across keyspaces.
-    pub fn keyspace(&self, keyspace: &Keyspace<'_>) -> KeyspaceView<'_> {
-        KeyspaceView::at(self.inner, std::sync::Arc::clone(keyspace.def()), self.seq)
+    pub fn keyspace(&self, keyspace: &Keyspace) -> KeyspaceView {
+        KeyspaceView::at(&self.hold, Arc::clone(keyspace.def()))
     }
 
     /// The value of `key` as of the snapshot, or `None` when it was absent or deleted.
@@ -164,13 +206,7 @@ impl Snapshot<'_> {
     }
 }
 
-impl Drop for Snapshot<'_> {
-    fn drop(&mut self) {
-        self.inner.release_snapshot(self.seq);
-    }
-}
-
-impl std::fmt::Debug for Snapshot<'_> {
+impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Snapshot").field("seq", &self.seq).finish()
     }

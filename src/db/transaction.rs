@@ -17,17 +17,19 @@ use std::collections::{btree_map, BTreeMap, BTreeSet};
 use std::ops::{Bound, RangeBounds};
 
 use super::write_group::Condition;
-use super::{byte_bounds, Db, Snapshot};
-use crate::entry::check_entry_len;
-use crate::error::Result;
+use super::{byte_bounds, Db, Keyspace, Snapshot};
+use crate::entry::{check_entry_len, ValueKind};
+use crate::error::{Error, Result};
 use crate::iter::DbIterator;
+use crate::keyspace::{KeyspaceId, DEFAULT_ID};
 use crate::options::WriteOptions;
 use crate::write_batch::WriteBatch;
 
 /// An optimistic transaction: reads see the store as of [`Db::transaction`] and the
 /// transaction's own writes; [`Transaction::commit`] writes all of its writes atomically, or
 /// none of them and `Error::Conflict` when a key it read or wrote changed since it began.
-/// Dropping it without a commit discards its writes.
+/// Dropping it without a commit discards its writes. It may read and write any of the
+/// store's keyspaces (the `_in` methods); its commit writes them all or none.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -45,19 +47,19 @@ use crate::write_batch::WriteBatch;
 /// }
 /// assert_eq!(db.get("counter").unwrap(), Some(2u64.to_le_bytes().to_vec()));
 /// ```
-pub struct Transaction<'db> {
-    db: &'db Db,
-    snapshot: Snapshot<'db>,
-    /// Buffered writes, the newest per key: a value, or `None` for a delete.
-    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+pub struct Transaction {
+    db: Db,
+    snapshot: Snapshot,
+    /// Buffered writes by keyspace, the newest per key: a value, or `None` for a delete.
+    writes: BTreeMap<KeyspaceId, BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
     /// Keys read from the snapshot (not those answered by the transaction's own writes).
-    reads: BTreeSet<Vec<u8>>,
+    reads: BTreeSet<(KeyspaceId, Vec<u8>)>,
 }
 
-impl<'db> Transaction<'db> {
-    pub(super) fn new(db: &'db Db) -> Transaction<'db> {
+impl Transaction {
+    pub(super) fn new(db: &Db) -> Transaction {
         Transaction {
-            db,
+            db: db.clone(),
             snapshot: db.snapshot(),
             writes: BTreeMap::new(),
             reads: BTreeSet::new(),
@@ -67,28 +69,57 @@ impl<'db> Transaction<'db> {
     /// The value of `key`: the transaction's own write of it if it made one, else the value
     /// at its snapshot. The key joins those the commit checks.
     pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        let key = key.as_ref();
-        if let Some(written) = self.writes.get(key) {
-            return Ok(written.clone());
-        }
-        let value = self.snapshot.get(key)?;
-        self.reads.insert(key.to_vec());
-        Ok(value)
+        self.get_at(DEFAULT_ID, key.as_ref())
+    }
+
+    /// [`get`](Self::get) of `key` in `keyspace`.
+    pub fn get_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.get_at(keyspace.id(), key.as_ref())
     }
 
     /// Sets `key` to `value` when the transaction commits.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        let (key, value) = (key.as_ref(), value.as_ref());
-        check_entry_len(key, value)?;
-        self.writes.insert(key.to_vec(), Some(value.to_vec()));
-        Ok(())
+        self.write(DEFAULT_ID, key.as_ref(), Some(value.as_ref()))
+    }
+
+    /// [`put`](Self::put) in `keyspace`.
+    pub fn put_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        self.write(keyspace.id(), key.as_ref(), Some(value.as_ref()))
     }
 
     /// Deletes `key` when the transaction commits.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
-        let key = key.as_ref();
-        check_entry_len(key, &[])?;
-        self.writes.insert(key.to_vec(), None);
+        self.write(DEFAULT_ID, key.as_ref(), None)
+    }
+
+    /// [`delete`](Self::delete) in `keyspace`.
+    pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> Result<()> {
+        self.write(keyspace.id(), key.as_ref(), None)
+    }
+
+    fn get_at(&mut self, keyspace: KeyspaceId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(written) = self.writes.get(&keyspace).and_then(|w| w.get(key)) {
+            return Ok(written.clone());
+        }
+        let seq = Some(self.snapshot.sequence_number());
+        let value = self.db.inner.get(keyspace, key, seq)?;
+        self.reads.insert((keyspace, key.to_vec()));
+        Ok(value)
+    }
+
+    fn write(&mut self, keyspace: KeyspaceId, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        check_entry_len(key, value.unwrap_or_default())?;
+        let writes = self.writes.entry(keyspace).or_default();
+        writes.insert(key.to_vec(), value.map(<[u8]>::to_vec));
         Ok(())
     }
 
@@ -103,15 +134,32 @@ impl<'db> Transaction<'db> {
     /// Keys a range yields do not join those the commit checks (only `get` does): a commit
     /// is not refused because a key was added to a range since the snapshot.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> TransactionRange<'_> {
-        let (start, end) = byte_bounds(&range);
-        let writes = if bounds_are_empty(start, end) {
-            None
-        } else {
-            Some(self.writes.range::<[u8], _>((start, end)))
+        self.range_at(DEFAULT_ID, byte_bounds(&range))
+    }
+
+    /// [`range`](Self::range) in `keyspace`.
+    pub fn range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        keyspace: &Keyspace,
+        range: R,
+    ) -> TransactionRange<'_> {
+        self.range_at(keyspace.id(), byte_bounds(&range))
+    }
+
+    fn range_at(
+        &self,
+        keyspace: KeyspaceId,
+        (start, end): (Bound<&[u8]>, Bound<&[u8]>),
+    ) -> TransactionRange<'_> {
+        let writes = match (self.writes.get(&keyspace), bounds_are_empty(start, end)) {
+            (Some(writes), false) => Some(writes.range::<[u8], _>((start, end))),
+            _ => None,
         };
+        let seq = Some(self.snapshot.sequence_number());
+        let end = end.map(<[u8]>::to_vec);
         TransactionRange {
             writes,
-            stored: self.snapshot.range::<&[u8], _>((start, end)),
+            stored: self.db.inner.iter(keyspace, start, end, None, seq),
             front: Taken::default(),
             back: Taken::default(),
         }
@@ -138,14 +186,18 @@ impl<'db> Transaction<'db> {
             return Ok(());
         }
         let mut batch = WriteBatch::new();
-        for (key, value) in &self.writes {
-            match value {
-                Some(value) => batch.put(key, value),
-                None => batch.delete(key),
-            };
+        for (&keyspace, writes) in &self.writes {
+            for (key, value) in writes {
+                match value {
+                    Some(value) => batch.push(ValueKind::Value, keyspace, key, value),
+                    None => batch.push(ValueKind::Tombstone, keyspace, key, &[]),
+                };
+            }
         }
         let mut keys = self.reads;
-        keys.extend(self.writes.into_keys());
+        for (keyspace, writes) in self.writes {
+            keys.extend(writes.into_keys().map(|key| (keyspace, key)));
+        }
         let condition = Condition::UnchangedSince {
             keys: keys.into_iter().collect(),
             seq: self.snapshot.sequence_number(),
@@ -154,32 +206,92 @@ impl<'db> Transaction<'db> {
     }
 }
 
+/// A compare-and-swap that found the key holding something other than what it expected: it
+/// wrote nothing. Returned as a value ([`Db::compare_and_swap`] gives `Ok(Err(Mismatch))`),
+/// since it is an answer, not a failure: read `current` and try again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Mismatch {
+    /// What the key held when the swap was checked (`None`: nothing).
+    pub current: Option<Vec<u8>>,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.current {
+            Some(value) => write!(f, "the key holds another value ({} bytes)", value.len()),
+            None => write!(f, "the key holds nothing"),
+        }
+    }
+}
+
+impl std::error::Error for Mismatch {}
+
 impl Db {
     /// Starts an optimistic transaction (see [`Transaction`]).
-    pub fn transaction(&self) -> Transaction<'_> {
+    pub fn transaction(&self) -> Transaction {
         Transaction::new(self)
     }
 
     /// Sets `key` to `new` (`None`: deletes it) only if it holds `expected` now (`None`: it is
     /// absent), atomically with respect to every other write; else writes nothing and returns
-    /// `Error::Conflict` with what the key holds.
+    /// `Ok(Err(Mismatch))` with what the key holds. `Err` is kept for failures (a WAL write
+    /// that failed, a key too long). Not synced: see [`Db::compare_and_swap_opt`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// assert!(db.compare_and_swap("leader", None, Some(b"node-1"))?.is_ok());
+    /// let lost = db.compare_and_swap("leader", None, Some(b"node-2"))?.unwrap_err();
+    /// assert_eq!(lost.current.as_deref(), Some(&b"node-1"[..]));
+    /// # Ok::<(), bloomkv::Error>(())
+    /// ```
     pub fn compare_and_swap(
         &self,
         key: impl AsRef<[u8]>,
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
-    ) -> Result<()> {
-        let key = key.as_ref();
+    ) -> Result<std::result::Result<(), Mismatch>> {
+        let options = WriteOptions::default();
+        self.swap(DEFAULT_ID, key.as_ref(), expected, new, &options)
+    }
+
+    /// [`compare_and_swap`](Self::compare_and_swap) with write options
+    /// (`WriteOptions::synced()` for a swap that survives power loss once it returns).
+    pub fn compare_and_swap_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+        options: &WriteOptions,
+    ) -> Result<std::result::Result<(), Mismatch>> {
+        self.swap(DEFAULT_ID, key.as_ref(), expected, new, options)
+    }
+
+    /// A compare-and-swap of `key` in `keyspace`.
+    pub(super) fn swap(
+        &self,
+        keyspace: KeyspaceId,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+        options: &WriteOptions,
+    ) -> Result<std::result::Result<(), Mismatch>> {
         let mut batch = WriteBatch::new();
         match new {
-            Some(value) => batch.put(key, value),
-            None => batch.delete(key),
+            Some(value) => batch.push(ValueKind::Value, keyspace, key, value),
+            None => batch.push(ValueKind::Tombstone, keyspace, key, &[]),
         };
         let condition = Condition::Holds {
+            keyspace,
             key: key.to_vec(),
             expected: expected.map(<[u8]>::to_vec),
         };
-        self.write_if(batch, &WriteOptions::default(), condition)
+        match self.write_if(batch, options, condition) {
+            Ok(()) => Ok(Ok(())),
+            Err(Error::Conflict { current, .. }) => Ok(Err(Mismatch { current })),
+            Err(e) => Err(e),
+        }
     }
 
     /// Writes `batch` if `condition` holds when it is written.

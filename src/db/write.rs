@@ -12,7 +12,7 @@ use super::{lock, BackgroundState, Counters, Inner, Job, ReadState, Tree, Writer
 use crate::entry::next_seqs;
 use crate::error::{Error, Result};
 use crate::filename;
-use crate::keyspace::DEFAULT_ID;
+use crate::keyspace::KeyspaceId;
 use crate::wal::{LogWriter, PreviousLog};
 use crate::write_batch::WriteBatch;
 
@@ -180,7 +180,7 @@ impl Inner {
         if group.members.iter().all(|m| m.condition.is_none()) {
             return;
         }
-        let mut earlier: HashMap<&[u8], Option<&[u8]>> = HashMap::new();
+        let mut earlier: HashMap<(KeyspaceId, &[u8]), Option<&[u8]>> = HashMap::new();
         let refusals: Vec<Option<Error>> = (group.members.iter())
             .map(|member| {
                 if member.refused.is_some() {
@@ -223,7 +223,7 @@ impl Inner {
     fn check_condition(
         &self,
         condition: &Condition,
-        earlier: &HashMap<&[u8], Option<&[u8]>>,
+        earlier: &HashMap<(KeyspaceId, &[u8]), Option<&[u8]>>,
     ) -> Result<()> {
         let conflict = |key: &[u8], current: Option<Vec<u8>>| {
             Err(Error::Conflict {
@@ -232,22 +232,26 @@ impl Inner {
             })
         };
         match condition {
-            Condition::Holds { key, expected } => {
-                let current = match earlier.get(key.as_slice()) {
+            Condition::Holds {
+                keyspace,
+                key,
+                expected,
+            } => {
+                let current = match earlier.get(&(*keyspace, key.as_slice())) {
                     Some(value) => value.map(<[u8]>::to_vec),
-                    None => self.get(DEFAULT_ID, key, None)?,
+                    None => self.get(*keyspace, key, None)?,
                 };
                 if current != *expected {
                     return conflict(key, current);
                 }
             }
             Condition::UnchangedSince { keys, seq } => {
-                for key in keys {
-                    if let Some(value) = earlier.get(key.as_slice()) {
+                for (keyspace, key) in keys {
+                    if let Some(value) = earlier.get(&(*keyspace, key.as_slice())) {
                         return conflict(key, value.map(<[u8]>::to_vec));
                     }
                     if let Some(newer) = self
-                        .newest(DEFAULT_ID, key, None)?
+                        .newest(*keyspace, key, None)?
                         .filter(|newest| newest.seq > *seq)
                     {
                         return conflict(key, newer.value.map(Vec::from));

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use super::lock;
 use crate::entry::SeqNo;
 use crate::error::{Error, Result};
+use crate::keyspace::KeyspaceId;
 use crate::write_batch::WriteBatch;
 
 /// A group holds at most this many bytes of records...
@@ -65,13 +66,18 @@ const WAIT_YIELD_AT_MOST: Duration = Duration::from_micros(20);
 /// What must hold for a batch to be written: the leader checks it under the writer lock, so
 /// nothing changes between the check and the write.
 pub(super) enum Condition {
-    /// `key` holds `expected` (`None`: nothing). A compare-and-swap.
+    /// `key` of `keyspace` holds `expected` (`None`: nothing). A compare-and-swap.
     Holds {
+        keyspace: KeyspaceId,
         key: Vec<u8>,
         expected: Option<Vec<u8>>,
     },
-    /// No version of any of `keys` is newer than `seq`. A transaction's commit.
-    UnchangedSince { keys: Vec<Vec<u8>>, seq: SeqNo },
+    /// No version of any of `keys` (each in its keyspace) is newer than `seq`. A
+    /// transaction's commit.
+    UnchangedSince {
+        keys: Vec<(KeyspaceId, Vec<u8>)>,
+        seq: SeqNo,
+    },
 }
 
 /// A batch waiting to be written.

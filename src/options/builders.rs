@@ -248,7 +248,7 @@ impl Options {
     }
 
     /// Sets whether the store keeps glibc's allocator from holding freed memory
-    /// ([`Options::tune_allocator`]; default true).
+    /// ([`Options::tune_allocator`]; default false).
     pub fn tune_allocator(mut self, tune: bool) -> Self {
         self.tune_allocator = tune;
         self

@@ -127,9 +127,10 @@ pub struct Options {
     /// blocks are freed (and its trim threshold to twice that), and trim its arenas after each
     /// flush and compaction. Both settings are the process's, not the store's; a process that
     /// tunes glibc through `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_` or
-    /// `GLIBC_TUNABLES` keeps its own. Linux with glibc only; elsewhere ignored. Default true:
-    /// otherwise memory the store frees stays resident in the process (`docs/benchmarks.md`,
-    /// "Resident memory and the allocator's thresholds").
+    /// `GLIBC_TUNABLES` keeps its own. Linux with glibc only; elsewhere ignored. Default
+    /// false, since a library should not change its host's allocator unasked; without it,
+    /// memory the store frees may stay resident in the process (`docs/benchmarks.md`,
+    /// "Resident memory and the allocator's thresholds"). `kvtool` turns it on.
     pub tune_allocator: bool,
     /// Create the directory and an empty store when none exists. Default true, so that the first
     /// open makes the store; when false, opening where no store is fails with
@@ -193,7 +194,7 @@ impl Default for Options {
             table_size: 64 << 20,
             block_size: 4096,
             compaction_threads: 2,
-            tune_allocator: true,
+            tune_allocator: false,
             create_if_missing: true,
             wal_recovery_mode: WalRecoveryMode::default(),
             block_cache_size: 32 << 20,

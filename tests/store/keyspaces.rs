@@ -253,7 +253,7 @@ fn bad_keyspace_requests_get_typed_errors() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let invalid =
-        |r: bloomkv::Result<bloomkv::Keyspace<'_>>| matches!(r, Err(Error::InvalidArgument(_)));
+        |r: bloomkv::Result<bloomkv::Keyspace>| matches!(r, Err(Error::InvalidArgument(_)));
     assert!(invalid(db.keyspace("", KeyspaceOptions::new())));
     assert!(invalid(
         db.keyspace(&"n".repeat(256), KeyspaceOptions::new())

@@ -7,6 +7,7 @@ mod checkpoint;
 mod cursor;
 mod db_errors;
 mod db_model;
+mod handles;
 mod keyspaces;
 mod read_api;
 mod transactions;

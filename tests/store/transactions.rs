@@ -6,13 +6,22 @@ use crate::common;
 use std::sync::Arc;
 use std::thread;
 
-use bloomkv::{Db, Error, Options};
+use bloomkv::{
+    Db, Error, Keyspace, KeyspaceOptions, Mismatch, Options, WriteOptions, DEFAULT_KEYSPACE,
+};
 
 const THREADS: u64 = 8;
 const INCREMENTS: u64 = 10_000;
 
 fn counter(value: Option<Vec<u8>>) -> u64 {
     value.map_or(0, |v| u64::from_le_bytes(v.try_into().expect("8 bytes")))
+}
+
+fn assert_mismatch(result: bloomkv::Result<Result<(), Mismatch>>, current: Option<&[u8]>) {
+    match result {
+        Ok(Err(mismatch)) => assert_eq!(mismatch.current.as_deref(), current),
+        other => panic!("expected a mismatch, got {other:?}"),
+    }
 }
 
 fn assert_conflict_on(result: bloomkv::Result<()>, key: &[u8], current: Option<&[u8]>) {
@@ -70,22 +79,34 @@ fn concurrent_transactions_lose_no_increment() {
     }
 }
 
-/// The same with compare-and-swap: read, then swap the value read for one more.
+/// The same with compare-and-swap, on a counter in each of three keyspaces: read, then swap
+/// the value read for one more. Each thread holds its own handles of the keyspaces, moved
+/// into it.
 #[test]
-fn concurrent_compare_and_swap_loses_no_increment() {
+fn concurrent_compare_and_swap_in_three_keyspaces_loses_no_increment() {
+    const SWAPS: u64 = 2_000;
     let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(Db::open(dir.path(), common::small_tree_options()).unwrap());
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    let keyspaces: Vec<Keyspace> = (["default", "a", "b"].iter())
+        .map(|name| match *name {
+            "default" => db
+                .keyspace(DEFAULT_KEYSPACE, KeyspaceOptions::new())
+                .unwrap(),
+            name => db.keyspace(name, KeyspaceOptions::new()).unwrap(),
+        })
+        .collect();
     let workers: Vec<_> = (0..THREADS)
         .map(|_| {
-            let db = Arc::clone(&db);
+            let keyspaces = keyspaces.clone();
             thread::spawn(move || {
-                for _ in 0..INCREMENTS {
-                    let mut seen = db.get("counter").unwrap();
+                for i in 0..SWAPS as usize * keyspaces.len() {
+                    let keyspace = &keyspaces[i % keyspaces.len()];
+                    let mut seen = keyspace.get("counter").unwrap();
                     loop {
                         let next = (counter(seen.clone()) + 1).to_le_bytes();
-                        match db.compare_and_swap("counter", seen.as_deref(), Some(&next)) {
-                            Ok(()) => break,
-                            Err(Error::Conflict { current, .. }) => seen = current,
+                        match keyspace.compare_and_swap("counter", seen.as_deref(), Some(&next)) {
+                            Ok(Ok(())) => break,
+                            Ok(Err(mismatch)) => seen = mismatch.current,
                             Err(e) => panic!("{e}"),
                         }
                     }
@@ -96,7 +117,10 @@ fn concurrent_compare_and_swap_loses_no_increment() {
     for w in workers {
         w.join().unwrap();
     }
-    assert_eq!(counter(db.get("counter").unwrap()), THREADS * INCREMENTS);
+    for keyspace in &keyspaces {
+        let total = counter(keyspace.get("counter").unwrap());
+        assert_eq!(total, THREADS * SWAPS, "{}", keyspace.name());
+    }
 }
 
 #[test]
@@ -192,18 +216,34 @@ fn reads_see_the_transactions_own_writes_and_its_snapshot() {
 fn compare_and_swap_writes_only_over_what_it_expects() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
-    db.compare_and_swap("k", None, Some(b"1")).unwrap();
-    assert_conflict_on(db.compare_and_swap("k", None, Some(b"2")), b"k", Some(b"1"));
-    assert_conflict_on(
-        db.compare_and_swap("k", Some(b"0"), Some(b"2")),
-        b"k",
+    db.compare_and_swap("k", None, Some(b"1")).unwrap().unwrap();
+    assert_mismatch(db.compare_and_swap("k", None, Some(b"2")), Some(b"1"));
+    assert_mismatch(db.compare_and_swap("k", Some(b"0"), Some(b"2")), Some(b"1"));
+    assert_eq!(db.get("k").unwrap(), Some(b"1".to_vec()));
+    db.compare_and_swap("k", Some(b"1"), Some(b"2"))
+        .unwrap()
+        .unwrap();
+    let synced = WriteOptions::synced();
+    (db.compare_and_swap_opt("k", Some(b"2"), None, &synced)
+        .unwrap())
+    .unwrap();
+    assert_eq!(db.get("k").unwrap(), None);
+    assert_mismatch(db.compare_and_swap("k", Some(b"2"), None), None);
+
+    // In a keyspace: its own keys, apart from the default keyspace's.
+    let other = db.keyspace("other", KeyspaceOptions::new()).unwrap();
+    db.put("k", "default's").unwrap();
+    assert_mismatch(other.compare_and_swap("k", Some(b"default's"), None), None);
+    other
+        .compare_and_swap("k", None, Some(b"1"))
+        .unwrap()
+        .unwrap();
+    assert_mismatch(
+        other.compare_and_swap_opt("k", None, None, &synced),
         Some(b"1"),
     );
-    assert_eq!(db.get("k").unwrap(), Some(b"1".to_vec()));
-    db.compare_and_swap("k", Some(b"1"), Some(b"2")).unwrap();
-    db.compare_and_swap("k", Some(b"2"), None).unwrap();
-    assert_eq!(db.get("k").unwrap(), None);
-    assert_conflict_on(db.compare_and_swap("k", Some(b"2"), None), b"k", None);
+    assert_eq!(other.get("k").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(db.get("k").unwrap(), Some(b"default's".to_vec()));
 
     // Bad input is refused before anything is checked or written.
     let long = vec![7u8; 70_000];
@@ -244,11 +284,13 @@ fn refused_writes_stay_out_after_a_reopen() {
     tx.put("refused", "tx").unwrap();
     db.put("a", "2").unwrap();
     assert!(matches!(tx.commit(), Err(Error::Conflict { .. })));
-    assert!(matches!(
+    assert_mismatch(
         db.compare_and_swap("a", Some(b"1"), Some(b"refused")),
-        Err(Error::Conflict { .. })
-    ));
-    db.compare_and_swap("b", None, Some(b"kept")).unwrap();
+        Some(b"2"),
+    );
+    db.compare_and_swap("b", None, Some(b"kept"))
+        .unwrap()
+        .unwrap();
     drop(db); // no flush: the log is all there is
     let db = Db::open(dir.path(), Options::default()).unwrap();
     assert_eq!(db.get("refused").unwrap(), None);
@@ -339,4 +381,62 @@ fn ranges_merge_the_snapshot_with_the_transactions_own_writes() {
     tx.commit().unwrap();
     assert_eq!(db.get("k00002").unwrap(), None);
     assert_eq!(db.get("z").unwrap(), Some(b"mine, last".to_vec()));
+}
+
+/// A transfer between two keyspaces: the commit writes both or neither, and a write to either
+/// keyspace since the transaction began refuses the whole of it.
+#[test]
+fn a_transaction_across_keyspaces_commits_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let (from, to) = (
+        db.keyspace("from", KeyspaceOptions::new()).unwrap(),
+        db.keyspace("to", KeyspaceOptions::new()).unwrap(),
+    );
+    from.put("alice", 10u64.to_le_bytes()).unwrap();
+    to.put("bob", 0u64.to_le_bytes()).unwrap();
+    let transfer = |tx: &mut bloomkv::Transaction| {
+        let a = counter(tx.get_in(&from, "alice").unwrap());
+        let b = counter(tx.get_in(&to, "bob").unwrap());
+        tx.put_in(&from, "alice", (a - 3).to_le_bytes()).unwrap();
+        tx.put_in(&to, "bob", (b + 3).to_le_bytes()).unwrap();
+    };
+
+    let mut tx = db.transaction();
+    transfer(&mut tx);
+    // Read back through the transaction, its own writes over its snapshot, per keyspace.
+    assert_eq!(counter(tx.get_in(&to, "bob").unwrap()), 3);
+    let pairs: Vec<_> = tx
+        .range_in::<&[u8], _>(&to, ..)
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(pairs, vec![(b"bob".to_vec(), 3u64.to_le_bytes().to_vec())]);
+    assert_eq!(
+        tx.get("alice").unwrap(),
+        None,
+        "the default keyspace is apart"
+    );
+    tx.commit_opt(&WriteOptions::synced()).unwrap();
+    assert_eq!(counter(from.get("alice").unwrap()), 7);
+    assert_eq!(counter(to.get("bob").unwrap()), 3);
+
+    // A write to the second keyspace after the transaction read it: nothing is written.
+    let mut tx = db.transaction();
+    transfer(&mut tx);
+    to.put("bob", 100u64.to_le_bytes()).unwrap();
+    assert!(matches!(tx.commit(), Err(Error::Conflict { .. })));
+    assert_eq!(
+        counter(from.get("alice").unwrap()),
+        7,
+        "the first keyspace untouched"
+    );
+    assert_eq!(counter(to.get("bob").unwrap()), 100);
+
+    // A delete in one keyspace with a put in another.
+    let mut tx = db.transaction();
+    tx.delete_in(&from, "alice").unwrap();
+    tx.put_in(&to, "carol", "new").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(from.get("alice").unwrap(), None);
+    assert_eq!(to.get("carol").unwrap(), Some(b"new".to_vec()));
 }

@@ -206,9 +206,10 @@ pub fn open_bloomkv(dir: &Path, options: Options) -> Result<(Db, String), Failur
     Ok((db, described))
 }
 
-/// bloomkv's options in a child: the defaults, with what the command line changed.
+/// bloomkv's options in a child: the defaults, with what the command line changed, and the
+/// allocator tuned (the child is the store's whole process, as a server's would be).
 pub fn bloomkv_options(args: &BenchArgs) -> Result<Options, Failure> {
-    let mut options = Options::default();
+    let mut options = Options::default().tune_allocator(true);
     if let Some(files) = args.max_open_files {
         options = options.max_open_files(files);
     }

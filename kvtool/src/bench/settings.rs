@@ -113,6 +113,7 @@ fn run_setting(
     // The tree stays as loaded while it is read, `--level0-tables` standing for a store under
     // writes: no compaction of level 0 at rest.
     let mut options = Options::default()
+        .tune_allocator(true)
         .no_filter_memory_limit()
         .filter_policy(policy)
         .mmap_reads(workload.mmap_reads)

@@ -53,11 +53,7 @@ fn open(dir: &Path, options: Options, create: bool) -> Result<Db, Failure> {
 
 /// The keyspace `--keyspace` names (the default keyspace without it), made when `create` and
 /// the store has none of that name; else a missing one fails.
-pub(super) fn keyspace<'db>(
-    db: &'db Db,
-    arg: &KeyspaceArg,
-    create: bool,
-) -> Result<Keyspace<'db>, Failure> {
+pub(super) fn keyspace(db: &Db, arg: &KeyspaceArg, create: bool) -> Result<Keyspace, Failure> {
     let name = arg.keyspace.as_deref().unwrap_or(bloomkv::DEFAULT_KEYSPACE);
     if create {
         return Ok(db.keyspace(name, KeyspaceOptions::new())?);
@@ -93,11 +89,14 @@ fn filter_policy(filter: &TableFilter) -> Result<Option<FilterPolicy>, Failure> 
 /// The filter rate of a store kvtool creates when no filter is asked for.
 const NEW_STORE_FILTER_FPR: f64 = 0.01;
 
-/// The options every command starts from: the defaults, with the filters uncapped. A cap
-/// made from kvtool's own memory would say nothing of the process that owns the store, and a
-/// `compact` from a small shell would rewrite every table's filter to fit it, for good.
+/// The options every command starts from: the defaults, with the filters uncapped and the
+/// allocator tuned (kvtool is the whole process). A cap made from kvtool's own memory would
+/// say nothing of the process that owns the store, and a `compact` from a small shell would
+/// rewrite every table's filter to fit it, for good.
 pub(super) fn tool_options() -> Options {
-    Options::default().no_filter_memory_limit()
+    Options::default()
+        .no_filter_memory_limit()
+        .tune_allocator(true)
 }
 
 /// [`tool_options`] with what `--wal-recovery` and `--prefix-extractor` ask for.

@@ -93,7 +93,7 @@ struct ScanRange {
 
 /// Prints the pairs of `range` as `scan` does, or only their keys.
 fn print_range(
-    db: &KeyspaceView<'_>,
+    db: &KeyspaceView,
     hex: bool,
     range: &ScanRange,
     limit: Option<usize>,

@@ -142,7 +142,7 @@ const PROGRESS_MIN_BYTES: u64 = 1 << 20;
 /// stopping at the first with `strict`.
 fn load_input(
     db: &Db,
-    ks: &Keyspace<'_>,
+    ks: &Keyspace,
     hex: bool,
     mut input: Input,
     strict: bool,
