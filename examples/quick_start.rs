@@ -6,7 +6,7 @@ fn main() -> bloomkv::Result<()> {
     db.put(b"apple", b"red")?;
     let mut batch = WriteBatch::new();
     batch.put(b"banana", b"yellow").delete(b"apple");
-    db.write_opt(batch, &WriteOptions { sync: true })?; // atomic; durable when it returns
+    db.write_opt(batch, &WriteOptions::synced())?; // atomic; durable when it returns
     assert_eq!(db.get(b"banana")?.as_deref(), Some(&b"yellow"[..]));
     for pair in db.prefix(b"ban") {
         let (key, value) = pair?;

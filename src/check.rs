@@ -18,6 +18,7 @@ use crate::wal::{self, RecoveryMode};
 
 /// What a check read, and every problem it found.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct CheckReport {
     /// Table files whose every block checksum matched.
     pub tables_ok: usize,

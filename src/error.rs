@@ -14,39 +14,78 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[non_exhaustive]
 pub enum Error {
     /// An operating-system I/O failure, with what was being done when it happened.
-    Io { context: String, source: io::Error },
+    Io {
+        /// What was being done: the call and the file.
+        context: String,
+        /// The operating system's error.
+        source: io::Error,
+    },
     /// A file's bytes are not what bloomkv wrote: bad magic, checksum mismatch, truncation,
     /// a block handle pointing outside the file. Names the file and, where known, the offset.
     Corruption {
+        /// The damaged file.
         file: PathBuf,
+        /// Where in it the damage was found, when known.
         offset: Option<u64>,
+        /// What was wrong.
         reason: String,
     },
     /// Another `Db` (in this process or another) holds the directory's LOCK file.
-    Locked { path: PathBuf },
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
     /// A key longer than the store accepts.
-    KeyTooLarge { len: usize, max: usize },
+    KeyTooLarge {
+        /// The key's length in bytes.
+        len: usize,
+        /// The longest key the store accepts.
+        max: usize,
+    },
     /// A value longer than the store accepts.
-    ValueTooLarge { len: usize, max: usize },
+    ValueTooLarge {
+        /// The value's length in bytes.
+        len: usize,
+        /// The longest value the store accepts.
+        max: usize,
+    },
     /// The directory holds a store's files but no `CURRENT`, the file naming the manifest:
     /// the store lost its pointer. Creating a new store there would discard them, so opening
     /// is refused; `files` names what is there.
-    MissingCurrent { dir: PathBuf, files: Vec<String> },
+    MissingCurrent {
+        /// The store's directory.
+        dir: PathBuf,
+        /// The store's files found in it.
+        files: Vec<String>,
+    },
     /// A caller-supplied argument or option is out of range.
     InvalidArgument(String),
     /// A write to the WAL failed, so the store refuses writes until a new log is started
     /// (by itself, with backoff, or by [`crate::Db::resume`]); reads still work.
-    WritesRefused { reason: String },
+    WritesRefused {
+        /// The WAL write's failure.
+        reason: String,
+    },
     /// A flush or compaction failed. Nothing a reader sees changed; the store retries the
     /// work with backoff and carries on by itself once the cause is gone (a full disk has room
     /// again). Returned by calls that wait for that work, and by writes that would have to
     /// wait for it (memory for writes is full).
-    Background { reason: String },
+    Background {
+        /// The flush's or compaction's failure.
+        reason: String,
+    },
     /// The store was opened read-only ([`crate::Db::open_read_only`]).
     ReadOnly,
     /// A write of `count` entries would number them past the largest sequence number a store
-    /// may use (`max`, [`crate::entry::MAX_SEQ`]); `last` is the store's last one.
-    SequenceExhausted { last: u64, count: u64, max: u64 },
+    /// may use.
+    SequenceExhausted {
+        /// The store's last sequence number.
+        last: u64,
+        /// The entries the write holds.
+        count: u64,
+        /// The largest sequence number a store may use.
+        max: u64,
+    },
     /// A Bloom filter operation failed (bad parameters, shape mismatch, corrupt serialized form).
     Filter(FilterError),
     /// A conditional write was not made: `key` changed since the transaction read it (or was
@@ -54,12 +93,17 @@ pub enum Error {
     /// expected. `current` is what the key held when the condition was checked. Nothing of
     /// the write is in the store; read again and retry.
     Conflict {
+        /// The key that changed.
         key: Vec<u8>,
+        /// What it held when the condition was checked (`None`: nothing).
         current: Option<Vec<u8>>,
     },
     /// The keyspace a read or write names is not in the store: it was dropped (a handle of it
     /// outlived the drop), or a batch made for another store names one this store lacks.
-    NoSuchKeyspace { name: String },
+    NoSuchKeyspace {
+        /// The keyspace's name (or number, for a batch of another store).
+        name: String,
+    },
 }
 
 impl Error {

@@ -10,18 +10,47 @@
 //! # Ok::<(), bloomkv::Error>(())
 //! ```
 //!
+//! # The API
+//!
+//! - **The store**: [`Db`] opens, reads (`get`, `get_pinned`, `multi_get`, `contains_key`,
+//!   `may_contain`), writes (`put`, `delete`, [`WriteBatch`] through `write`), scans
+//!   ([`DbIterator`] from `iter`, `range`, `prefix`; [`Cursor`], which seeks), and flushes,
+//!   compacts, checks, checkpoints ([`Checkpoint`]) and closes. [`Options`] and [`Tuning`]
+//!   configure it, [`WriteOptions`] a write; [`Stats`] reports on it ([`LevelStats`],
+//!   [`TableStats`], [`KeyspaceStats`], [`MemoryRole`] and [`RoleMemory`], the caches').
+//! - **Handles**, each owned and keeping the store open: [`Keyspace`] (a named tree of its own,
+//!   [`KeyspaceOptions`]) and its reads [`KeyspaceView`]; [`Snapshot`]; [`Transaction`] (and
+//!   [`TransactionRange`]), optimistic, across keyspaces; compare-and-swap answers a
+//!   [`Mismatch`].
+//! - **Filters and tables**: [`FilterPolicy`], [`FilterKind`], [`FilterResidency`],
+//!   [`Compression`], [`BlockCache`] (shared between stores), [`PrefixExtractor`]; the
+//!   [`filter`] module, a filter library of its own.
+//! - **Recovery**: [`WalRecoveryMode`], [`RecoveryReport`], [`repair`] ([`RepairReport`],
+//!   [`SalvagedTable`]), the offline [`check`]; [`Error`] for every failure.
+//! - **Files**: [`fs`], the file layer a store reads and writes through (the operating
+//!   system's, memory-mapped reads, or an in-memory one that injects faults, for tests).
+//!
+//! Every struct and enum that may grow is `#[non_exhaustive]`: options are built through
+//! their builder methods, and matches on enums keep a wildcard arm.
+//!
+//! # Inside
+//!
 //! The read path reads top-down: [`Db`] -> `version` (which tables may hold the key) ->
-//! `sstable` (filter first, then index, then one data block from the [`cache`]'s block cache,
+//! `sstable` (filter first, then index, then one data block from the `cache`'s block cache,
 //! or from the file the table cache keeps open) -> block. The [`filter`] module is a
 //! standalone Bloom filter library and knows nothing of tables.
+#![warn(missing_docs)]
 
+#[doc(hidden)]
 pub mod cache;
 pub mod check;
 mod compaction;
 mod cursor;
 mod db;
+#[doc(hidden)]
 pub mod entry;
 pub mod error;
+#[doc(hidden)]
 pub mod filename;
 pub mod filter;
 mod filter_plan;
@@ -30,18 +59,23 @@ pub mod fs;
 mod import_cycles;
 mod iter;
 pub mod keyspace;
+#[doc(hidden)]
 pub mod manifest;
+#[doc(hidden)]
 pub mod memory;
 mod memtable;
+#[doc(hidden)]
 pub mod metrics;
 mod options;
 pub mod prefix;
 mod repair;
+#[doc(hidden)]
 pub mod sstable;
 mod stats;
 mod value;
 mod varint;
 mod version;
+#[doc(hidden)]
 pub mod wal;
 mod walk;
 mod write_batch;

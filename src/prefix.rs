@@ -33,6 +33,7 @@ pub trait ExtractPrefix: Send + Sync {
 
 /// How a store finds a key's prefix (`Options::prefix_extractor`).
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum PrefixExtractor {
     /// The first `n` bytes; a shorter key has no prefix. RocksDB's fixed prefix.
     Fixed(usize),

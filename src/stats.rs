@@ -6,15 +6,24 @@ use crate::sstable::{FilterKind, FilterResidency};
 
 /// One table as `Stats` reports it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct TableStats {
+    /// The level the table is in.
     pub level: usize,
+    /// The table's file number.
     pub number: u64,
+    /// The table file's size in bytes.
     pub file_size: u64,
+    /// Entries the table holds.
     pub entries: u64,
+    /// The table's first key.
     pub smallest_key: Vec<u8>,
+    /// The table's last key.
     pub largest_key: Vec<u8>,
-    /// `None` for a table written with `FilterPolicy::Disabled`.
+    /// Bits per key of the table's filter as written; `None` for a table written with
+    /// `FilterPolicy::Disabled`.
     pub bits_per_key: Option<u32>,
+    /// Hashes of the table's Bloom filter; `None` without a filter.
     pub hashes: Option<u32>,
     /// The rate of the filter as written.
     pub predicted_false_positive_rate: Option<f64>,
@@ -46,15 +55,20 @@ pub struct TableStats {
     /// plan). Both 0 where the store does not count lookups
     /// (`Options::filter_memory_follows_lookups`, under a limit).
     pub lookups_counted: u64,
+    /// The store's lookups over which `lookups_counted` were counted.
     pub lookup_span: u64,
 }
 
 /// One level as `Stats` reports it: its shape now, and the I/O of flushes and compactions at
 /// it over the store's life (see [`Stats`] on what the manifest keeps).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
 pub struct LevelStats {
+    /// Live tables in the level.
     pub tables: usize,
+    /// Bytes of the level's tables.
     pub bytes: u64,
+    /// Entries in the level's tables.
     pub entries: u64,
     /// Bytes of tables written into this level: by flushes at level 0, by compactions below.
     pub bytes_written: u64,
@@ -65,6 +79,7 @@ pub struct LevelStats {
     /// Tables moved into this level by a manifest edit alone (trivial moves), and their bytes:
     /// neither read nor written.
     pub tables_moved: u64,
+    /// The bytes of the tables moved.
     pub bytes_moved: u64,
     /// Bits per key of the filters of tables written to this level now: the level's share
     /// under a budget (`FilterPolicy::BitsPerKeyBudget` or `WastedReadsTarget`) for the tree
@@ -79,7 +94,9 @@ pub struct LevelStats {
     /// Point lookups that asked the filter of a table of this level, since open; of them,
     /// those the filter let through, and those whose table held the key.
     pub filter_probes: u64,
+    /// Of `filter_probes`, those the filter let through.
     pub filter_positives: u64,
+    /// Of `filter_positives`, those whose table held the key.
     pub filter_true_positives: u64,
     /// Tables of the level whose filter is folded or dropped in memory, to keep the store's
     /// filters within `Options::filter_memory_limit`.
@@ -138,6 +155,7 @@ impl LevelStats {
 /// there (after a crash, from the last edit: the writes and the job since then are not in
 /// it). The rest, write groups among them, count since this open.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct Stats {
     /// Table filters asked during point lookups (one per table whose key range covers the key).
     pub filter_probes: u64,
@@ -185,6 +203,7 @@ pub struct Stats {
     /// or compactions, because level 0 held `l0_stop_trigger` tables. A group that waited
     /// for both is counted in both.
     pub write_stops_for_flush: u64,
+    /// Write groups stopped for compactions of level 0 (see `write_stops_for_flush`).
     pub write_stops_for_level0: u64,
     /// The longest one write group waited since the store was opened, delay and stop
     /// together, in microseconds: while it waited, no write completed.
@@ -196,6 +215,7 @@ pub struct Stats {
     /// Snapshots alive now, and the sequence number of the oldest: flushes and compactions
     /// keep the versions it sees.
     pub live_snapshots: usize,
+    /// The sequence number of the oldest live snapshot.
     pub oldest_snapshot: Option<u64>,
     /// Bytes of keys and values the user wrote (the measure of write amplification).
     pub user_bytes_written: u64,
@@ -230,12 +250,14 @@ pub struct Stats {
     /// an extractor, each memtable keeps one), and of them those it ruled the prefix out of,
     /// which the scan passed by without a seek.
     pub memtable_prefix_filter_probes: u64,
+    /// Of `memtable_prefix_filter_probes`, those that ruled the prefix out.
     pub memtable_prefix_filter_negatives: u64,
     /// Filter units (whole filters, or partitions) read from table files into memory since
     /// the store opened, under a filter memory limit: at the open, after flushes and
     /// compactions, and by refits growing filters back (no lookup reads one); and the bytes
     /// read. What the filters cost the disk, beside the data blocks.
     pub filter_reads: u64,
+    /// The bytes of the filter units read (see `filter_reads`).
     pub filter_bytes_read: u64,
     /// Refits installed since the store opened: new plans for the filter memory made from the
     /// lookups counted (`Options::filter_memory_follows_lookups`).
@@ -275,24 +297,31 @@ pub struct Stats {
 
 /// One keyspace as [`Stats`] reports it.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct KeyspaceStats {
+    /// The keyspace's name.
     pub name: String,
     /// Its levels, level 0 first (each level's write and probe counters are the store's).
     pub levels: Vec<LevelStats>,
     /// Its live tables, level by level.
     pub tables: Vec<TableStats>,
-    /// Entries and bytes in its tables.
+    /// Entries in its tables.
     pub entries: u64,
+    /// Bytes of its tables.
     pub bytes: u64,
-    /// Bytes in its active memtable, and its frozen memtables waiting for a flush.
+    /// Bytes in its active memtable.
     pub memtable_bytes: u64,
+    /// Its frozen memtables waiting for a flush.
     pub immutable_memtables: usize,
     /// Bytes of its tables' filters held in memory.
     pub filter_memory_bytes: u64,
-    /// The options its tables are written with.
+    /// The filter policy its tables are written with.
     pub filter_policy: crate::FilterPolicy,
+    /// The compression of its tables' blocks.
     pub compression: crate::Compression,
+    /// The size its tables' data blocks are cut at.
     pub block_size: usize,
+    /// The size at which its memtable is frozen and flushed.
     pub memtable_size: usize,
 }
 

@@ -147,7 +147,7 @@ impl LogStore {
 
     fn write(&self, batch: WriteBatch, sync: bool) -> StorageResult<()> {
         self.db
-            .write_opt(batch, &WriteOptions { sync })
+            .write_opt(batch, &WriteOptions::default().sync(sync))
             .map_err(|e| logs_error(ErrorVerb::Write, e))
     }
 

@@ -39,6 +39,7 @@ impl<V: CachedBlock> Weighter<BlockKey, Arc<V>> for BlockWeighter {
 /// What a block cache has done since it was made (a cache shared by several stores counts
 /// for all of them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BlockCacheStats {
     /// Bytes the cache may hold.
     pub capacity: u64,

@@ -17,6 +17,7 @@ type OpenFile = Arc<dyn RandomAccessFile>;
 
 /// What a table cache has done since the store opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TableCacheStats {
     /// Files it may keep open.
     pub capacity: u64,

@@ -58,6 +58,7 @@ pub use transaction::{Mismatch, Transaction, TransactionRange};
 
 /// What recovery found in the WAL when the store was opened.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// Write batches replayed from WAL files.
     pub batches_replayed: u64,
@@ -82,6 +83,7 @@ impl RecoveryReport {
 
 /// A part of a WAL file that recovery did not replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DroppedWal {
     /// The log file.
     pub log: PathBuf,
@@ -97,6 +99,7 @@ pub struct DroppedWal {
 
 /// Why recovery dropped part of a WAL file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DropCause {
     /// The log ended in an incomplete or damaged record with nothing intact after it: an
     /// append a crash interrupted before its sync returned. Nothing acknowledged as durable

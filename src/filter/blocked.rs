@@ -104,6 +104,7 @@ fn blocks_for(params: BlockedParams, expected_keys: u64) -> usize {
 
 /// Bits per key and hashes of a blocked filter, chosen by [`blocked_rate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BlockedParams {
     bits_per_key: u32,
     hashes: u32,
@@ -167,10 +168,12 @@ impl BlockedParams {
         })
     }
 
+    /// Bits per key the parameters give.
     pub fn bits_per_key(&self) -> u32 {
         self.bits_per_key
     }
 
+    /// Bits a key sets in its block.
     pub fn hashes(&self) -> u32 {
         self.hashes
     }
@@ -304,6 +307,7 @@ impl BlockedBloomFilter {
         self.blocks.len() * std::mem::size_of::<Block>()
     }
 
+    /// Bits a key sets in its block.
     pub fn hashes(&self) -> u32 {
         self.hashes
     }
@@ -313,6 +317,7 @@ impl BlockedBloomFilter {
         self.bits_per_key
     }
 
+    /// The filter's parameters.
     pub fn params(&self) -> BlockedParams {
         BlockedParams {
             bits_per_key: self.bits_per_key,
@@ -325,6 +330,7 @@ impl BlockedBloomFilter {
         self.key_count
     }
 
+    /// Whether no key was inserted.
     pub fn is_empty(&self) -> bool {
         self.key_count == 0
     }

@@ -38,6 +38,7 @@ pub const MAX_ALLOCATED_BITS_PER_KEY: u32 = 20;
 
 /// Filters that share parameters, such as the tables of one level of an LSM tree.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct FilterGroup {
     /// Keys the group's filters hold between them.
     pub keys: u64,
@@ -161,6 +162,7 @@ fn steepest_steps(groups: &[FilterGroup], budget: u64) -> (Vec<u32>, Option<(usi
 /// One group's filters under [`allocate_blended`]: `lower` for most of its filters, and the
 /// next row up for a share of them.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct GroupFilters {
     lower: Option<FilterParams>,
     upper: Option<FilterParams>,

@@ -5,21 +5,42 @@ pub type Result<T> = std::result::Result<T, FilterError>;
 
 /// What can go wrong building, combining or decoding a Bloom filter.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum FilterError {
     /// The target is not a probability strictly between 0 and 1 (or is NaN).
     NotARate(f64),
     /// No row of the (extended) table reaches the target; `best` is the lowest rate on offer.
-    UnreachableRate { target: f64, best: f64 },
+    UnreachableRate {
+        /// The rate asked for.
+        target: f64,
+        /// The lowest rate on offer.
+        best: f64,
+    },
     /// Explicit parameters out of range.
     InvalidParams(String),
     /// Two filters combined with `union` / `intersect` differ in size or hash count.
-    ShapeMismatch { left: (u64, u32), right: (u64, u32) },
+    ShapeMismatch {
+        /// The first filter's bits and hashes.
+        left: (u64, u32),
+        /// The second filter's bits and hashes.
+        right: (u64, u32),
+    },
     /// Two filters combined with `union` / `intersect` place keys by different hash
     /// algorithms (see `docs/filter.md`): a filter read from an older file with a new one.
-    HashMismatch { left: u16, right: u16 },
+    HashMismatch {
+        /// The first filter's hash algorithm.
+        left: u16,
+        /// The second filter's hash algorithm.
+        right: u16,
+    },
     /// `fold` asked for a factor that does not divide the filter's bit count into whole
     /// 64-bit words (or a factor of 0).
-    CannotFold { bits: u64, factor: u32 },
+    CannotFold {
+        /// The filter's bit count.
+        bits: u64,
+        /// The factor asked for.
+        factor: u32,
+    },
     /// Serialized bytes that are truncated, damaged or of an unknown format.
     Corrupt(String),
 }

@@ -164,6 +164,7 @@ fn fewest_hashes_meeting(bits_per_key: u32, target: f64) -> u32 {
 
 /// Bits per key and hash count for a Bloom filter, with the false-positive rate they predict.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct FilterParams {
     bits_per_key: u32,
     hashes: u32,

@@ -24,8 +24,11 @@ const MAGIC: &[u8; 8] = b"BKVLOOK1";
 /// the table's entries, which tell it from another table that took its number.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableLookups {
+    /// The table's entries.
     pub entries: u64,
+    /// The store's lookups the counts cover.
     pub span: u64,
+    /// Lookups counted by unit of the table's filter.
     pub counts: Vec<u64>,
 }
 

@@ -70,20 +70,32 @@ pub enum CrashMode {
     #[default]
     DropUnsynced,
     /// A random prefix (possibly empty, possibly all) of each file's unsynced bytes survives.
-    KeepPrefix { seed: u64 },
+    KeepPrefix {
+        /// Seeds the random choices.
+        seed: u64,
+    },
     /// A random prefix survives, followed by a random number of zero bytes (up to the rest of
     /// the unsynced length), as when a file's size reached the disk before its data.
-    ZeroTail { seed: u64 },
+    ZeroTail {
+        /// Seeds the random choices.
+        seed: u64,
+    },
     /// A random prefix survives, followed by a random number of garbage bytes (up to the rest
     /// of the unsynced length), as when sectors were half written.
-    GarbageTail { seed: u64 },
+    GarbageTail {
+        /// Seeds the random choices.
+        seed: u64,
+    },
     /// Each 4 KiB page of the file holding unsynced bytes is kept or lost at random (a share
     /// of pages drawn per file, from none to all), and a lost page's unsynced bytes read back
     /// as zeros, as when the file's size reached the disk but that page never did. Then the
     /// file keeps its length or, half of the time, is cut at a random point of its unsynced
     /// part. The kernel writes dirty pages back in any order, so a lost page may lie between
     /// kept ones: a hole in the middle of the unsynced data, with intact bytes after it.
-    LosePages { seed: u64 },
+    LosePages {
+        /// Seeds the random choices.
+        seed: u64,
+    },
 }
 
 /// The unit in which [`CrashMode::LosePages`] loses unsynced data: the usual page size.

@@ -18,6 +18,7 @@ pub use tuning::Tuning;
 /// [`WalRecoveryMode::TolerateTornTail`]: a power loss may tear the unsynced end of the log,
 /// while damage to synced data means something else went wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum WalRecoveryMode {
     /// Damage in the unsynced part of the last log (a torn last record, or a page a power
     /// loss lost, with intact records after it) is dropped with everything after it: every
@@ -57,6 +58,7 @@ pub(crate) const MIN_DELAYED_WRITE_RATE: u64 = 16 * 1024;
 ///   `prefix_extractor`, `whole_key_filtering`.
 /// - [`Tuning`]: the knobs those defaults were measured for, which benchmarks and tests turn.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Options {
     /// The filter built for every table written. Default `None`: the policy the store recorded,
     /// else `BitsPerKeyBudget(10.0)`. That is the memory of RocksDB's and LevelDB's usual 10 bits
@@ -331,6 +333,7 @@ impl Options {
 
 /// Per-write options.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WriteOptions {
     /// When true the write is on stable storage (WAL fsynced) when the call returns. When false
     /// (the default) it survives a crash of the process but not of the machine. Default false: a
@@ -342,5 +345,11 @@ impl WriteOptions {
     /// Options for a synced write.
     pub fn synced() -> WriteOptions {
         WriteOptions { sync: true }
+    }
+
+    /// Sets whether the write is synced ([`WriteOptions::sync`]).
+    pub fn sync(mut self, sync: bool) -> WriteOptions {
+        self.sync = sync;
+        self
     }
 }

@@ -18,6 +18,7 @@ use salvage::SalvagedTable;
 
 /// What [`repair`] did.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct RepairReport {
     /// The manifest `CURRENT` was made to name again, when it was lost.
     pub restored_current: Option<String>,

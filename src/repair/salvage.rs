@@ -22,19 +22,22 @@ pub const LOST_DIR: &str = "lost";
 
 /// What became of one damaged table.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SalvagedTable {
-    /// The damaged table's file name, and its level.
+    /// The damaged table's file name.
     pub file: String,
+    /// The damaged table's level.
     pub level: u32,
     /// Why it was taken for damaged: the first error a full check of it found.
     pub damage: String,
-    /// Data blocks whose entries were kept, and blocks dropped (unreadable, failing their
-    /// checksum, or not in order after the blocks kept before them).
+    /// Data blocks whose entries were kept.
     pub blocks_kept: u64,
+    /// Data blocks dropped: unreadable, failing their checksum, or not in order after the
+    /// blocks kept before them.
     pub blocks_dropped: u64,
-    /// Entries kept in the new table, and entries the manifest counted in the damaged one that
-    /// are not there.
+    /// Entries kept in the new table.
     pub entries_kept: u64,
+    /// Entries the manifest counted in the damaged table that the new one lacks.
     pub entries_lost: u64,
     /// The table written from the intact blocks, if any was: under the damaged table's own
     /// name and number, at its level.

@@ -5,6 +5,7 @@ use super::format::Malformed;
 
 /// How table blocks are compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Compression {
     /// Blocks are stored as they are.
     None,

@@ -6,6 +6,7 @@ use crate::filter::FilterParams;
 
 /// Whether tables carry a Bloom filter, and how selective it is.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum FilterPolicy {
     /// No filter block: every lookup inside a table's key range reads a data block.
     Disabled,

@@ -26,6 +26,7 @@ pub struct PrefixFilterProperties {
 
 /// What a table holds and how big its parts are.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct TableProperties {
     /// The table format version from the footer.
     pub format_version: u32,

@@ -39,7 +39,7 @@ fn crash_long_child_writer() {
                     batch.put(common::key(j), common::value(j, 0));
                 }
                 let sync = rng.gen_bool(0.1);
-                db.write_opt(batch, &WriteOptions { sync })
+                db.write_opt(batch, &WriteOptions::default().sync(sync))
                     .expect("child write");
                 i += n;
                 println!("{}", i - 1);

@@ -216,7 +216,7 @@ fn resume_starts_a_new_log_after_a_failed_wal_write() {
     // The failed sync must be the WAL's, not that of a table a flush or compaction writes.
     db.wait_for_background_work().unwrap();
     fs.fail_next_sync();
-    let synced = bloomkv::WriteOptions { sync: true };
+    let synced = bloomkv::WriteOptions::synced();
     let mut batch = bloomkv::WriteBatch::new();
     batch.put(common::key(300), common::value(300, 0));
     assert!(db.write_opt(batch, &synced).is_err());

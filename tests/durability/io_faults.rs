@@ -24,7 +24,7 @@ fn options(fs: &FaultFs) -> Options {
 fn put(db: &Db, i: u64, sync: bool) -> bloomkv::Result<()> {
     let mut batch = WriteBatch::new();
     batch.put(common::key(i), common::value(i, 0));
-    db.write_opt(batch, &WriteOptions { sync })
+    db.write_opt(batch, &WriteOptions::default().sync(sync))
 }
 
 /// Every key below `acked` reads back with its value.

@@ -175,13 +175,14 @@ fn workload(
             for j in 0..batch_len {
                 batch.put(common::key(i + j), common::value(i + j, 0));
             }
-            db.write_opt(batch, &WriteOptions { sync }).map(|()| {
-                i += batch_len;
-                tally.writes_acknowledged += batch_len;
-                if sync {
-                    durable = i;
-                }
-            })
+            db.write_opt(batch, &WriteOptions::default().sync(sync))
+                .map(|()| {
+                    i += batch_len;
+                    tally.writes_acknowledged += batch_len;
+                    if sync {
+                        durable = i;
+                    }
+                })
         };
         if result.is_err() {
             break;
@@ -373,7 +374,7 @@ fn a_durable_write_makes_the_logs_of_frozen_memtables_durable_too() {
             "synced put" => {
                 let mut batch = WriteBatch::new();
                 batch.put("last", &value);
-                db.write_opt(batch, &WriteOptions { sync: true }).unwrap();
+                db.write_opt(batch, &WriteOptions::synced()).unwrap();
                 (true, Some(db))
             }
             "sync_wal" => {

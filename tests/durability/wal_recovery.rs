@@ -30,7 +30,8 @@ fn value(i: u64) -> String {
 fn put(db: &Db, i: u64, sync: bool) {
     let mut batch = WriteBatch::new();
     batch.put(key(i), value(i));
-    db.write_opt(batch, &WriteOptions { sync }).unwrap();
+    db.write_opt(batch, &WriteOptions::default().sync(sync))
+        .unwrap();
 }
 
 /// The store's WAL holding the most bytes.

@@ -57,7 +57,8 @@ fn build_store() -> Files {
         let mut batch = WriteBatch::new();
         batch.put(common::key(i), common::value(i, 0));
         let sync = i % 4 == 3;
-        db.write_opt(batch, &WriteOptions { sync }).unwrap();
+        db.write_opt(batch, &WriteOptions::default().sync(sync))
+            .unwrap();
     }
     db.close().unwrap();
     listing(&fs)

@@ -85,6 +85,7 @@ fn assert_shrunk_sizes(stats: &Stats, whole: &Stats) {
                 written / u64::from(f)
             }
             FilterResidency::Dropped => 0,
+            other => panic!("a residency this test does not know: {other:?}"),
         };
         assert_eq!(t.filter_bytes, expected, "{t:?}");
     }

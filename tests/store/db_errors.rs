@@ -163,18 +163,12 @@ fn a_block_size_past_the_format_limit_is_refused_at_open() {
     let db = Db::open(dir.path(), Options::default()).unwrap();
     db.put("k", "v").unwrap();
     db.close().unwrap();
-    let bad = Options {
-        block_size: 128 << 20,
-        ..Options::default()
-    };
+    let bad = Options::default().block_size(128 << 20);
     match Db::open(dir.path(), bad) {
         Err(Error::InvalidArgument(msg)) => assert!(msg.contains("block_size"), "{msg}"),
         other => panic!("expected InvalidArgument, got {:?}", other.map(|_| ())),
     }
-    let largest = Options {
-        block_size: bloomkv::sstable::MAX_BLOCK_SIZE,
-        ..Options::default()
-    };
+    let largest = Options::default().block_size(bloomkv::sstable::MAX_BLOCK_SIZE);
     let db = Db::open(dir.path(), largest).unwrap();
     assert_eq!(db.get("k").unwrap(), Some(b"v".to_vec()));
     db.put("k2", "v2").unwrap();

@@ -80,7 +80,8 @@ fn run_case_with(seed: u64, ops: usize, options: fn() -> Options) {
                     }
                 }
                 let sync = rng.gen_bool(0.1);
-                db.write_opt(batch, &WriteOptions { sync }).unwrap();
+                db.write_opt(batch, &WriteOptions::default().sync(sync))
+                    .unwrap();
             }
             55..=84 => {
                 let k = random_key(&mut rng);

@@ -66,7 +66,10 @@ fn model_writer(
         }
         let synced = rng.gen_bool(0.3);
         let started_after = clock.load(Ordering::SeqCst);
-        if db.write_opt(batch, &WriteOptions { sync: synced }).is_err() {
+        if db
+            .write_opt(batch, &WriteOptions::default().sync(synced))
+            .is_err()
+        {
             break;
         }
         let acked_at = clock.fetch_add(1, Ordering::SeqCst) + 1;
@@ -902,7 +905,7 @@ fn write_counters_add_up() {
     let unflushed = tempfile::tempdir().unwrap();
     let db = Db::open(unflushed.path(), Options::default()).unwrap();
     for i in 0..3_000 {
-        let options = WriteOptions { sync: i % 100 == 0 };
+        let options = WriteOptions::default().sync(i % 100 == 0);
         let mut batch = WriteBatch::new();
         batch.put(common::key(i), common::value(i, 0));
         db.write_opt(batch, &options).unwrap();

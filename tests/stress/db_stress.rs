@@ -261,7 +261,7 @@ fn write(
         true => (0..KEYS).map(|k| expected.acked(k)).collect(),
         false => Vec::new(),
     };
-    db.write_opt(batch, &WriteOptions { sync })?;
+    db.write_opt(batch, &WriteOptions::default().sync(sync))?;
     for (&k, &v) in keys.iter().zip(&versions) {
         expected.set_acked(k, v);
     }

@@ -58,9 +58,7 @@ fn run(writes_per_writer: u64) {
                 let version = n + 1;
                 let k = n % KEYS_PER_WRITER;
                 started[w as usize].store(version, Ordering::SeqCst);
-                let sync = WriteOptions {
-                    sync: rng.gen_bool(0.05),
-                };
+                let sync = WriteOptions::default().sync(rng.gen_bool(0.05));
                 let mut batch = bloomkv::WriteBatch::new();
                 batch.put(key(w, k), value(w, k, version));
                 db.write_opt(batch, &sync).unwrap();

@@ -426,6 +426,7 @@ fn policy_text(policy: &FilterPolicy) -> String {
         FilterPolicy::Params(p) => {
             format!("{} bits per key, {} hashes", p.bits_per_key(), p.hashes())
         }
+        other => format!("{other:?}"),
     }
 }
 

@@ -21,6 +21,7 @@ use crate::sstable::table::{read_block, Table};
 
 /// How much of a table's filter is kept in memory for lookups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FilterResidency {
     /// The table was written without a filter.
     NoFilter,
