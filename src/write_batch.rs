@@ -21,6 +21,19 @@ const IN_KEYSPACE: u8 = 2;
 
 /// Puts and deletes that are logged in one WAL record and become visible together, in one
 /// keyspace or across several.
+///
+/// ```
+/// use bloomkv::{Db, KeyspaceOptions, Options, WriteBatch, WriteOptions};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open(dir.path(), Options::default())?;
+/// let index = db.keyspace("index", KeyspaceOptions::new())?;
+/// let mut batch = WriteBatch::new();
+/// batch.put("doc:7", "hello").delete("doc:6");
+/// batch.put_in(&index, "word:hello", "doc:7"); // another keyspace, the same batch
+/// db.write_opt(batch, &WriteOptions::synced())?; // all or nothing, durable on return
+/// assert_eq!(index.get("word:hello")?, Some(b"doc:7".to_vec()));
+/// # Ok::<(), bloomkv::Error>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
     ops: Vec<Op>,

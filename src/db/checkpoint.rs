@@ -41,6 +41,19 @@ impl Db {
     ///
     /// Fails with [`Error::InvalidArgument`] when `dir` already holds files, and with
     /// [`Error::ReadOnly`] on a read-only store (its memtable cannot be flushed).
+    ///
+    /// ```
+    /// use bloomkv::{Db, Options};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let backups = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// db.put("k", "v")?;
+    /// let copy_dir = backups.path().join("nightly");
+    /// db.checkpoint(&copy_dir)?; // hard links where it can: cheap, and the store goes on
+    /// let copy = Db::open(&copy_dir, Options::default())?;
+    /// assert_eq!(copy.get("k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), bloomkv::Error>(())
+    /// ```
     pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<Checkpoint> {
         self.refuse_if_read_only()?;
         let dir = dir.as_ref();

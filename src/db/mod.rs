@@ -248,6 +248,16 @@ impl Db {
     /// Opens the store in `path`, creating it if `options.create_if_missing` (the default).
     /// Recovers unflushed writes from the WAL. A second open of the same directory, from this
     /// process or another, fails with `Error::Locked`.
+    ///
+    /// ```
+    /// use bloomkv::{Db, Error, Options};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// let again = Db::open(dir.path(), Options::default());
+    /// assert!(matches!(again, Err(Error::Locked { .. })), "one open at a time");
+    /// db.close()?; // or drop it, and every handle it gave
+    /// # Ok::<(), bloomkv::Error>(())
+    /// ```
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
         let options = options.with_memory_shares_resolved();
@@ -325,6 +335,15 @@ impl Db {
     }
 
     /// Sets `key` to `value` (not synced: see [`WriteOptions`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put("user:1", "ada")?;
+    /// db.put(b"user:1", b"grace")?; // anything that is bytes: the newest write wins
+    /// assert_eq!(db.get("user:1")?, Some(b"grace".to_vec()));
+    /// # Ok::<(), bloomkv::Error>(())
+    /// ```
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.put(key, value);
@@ -355,6 +374,17 @@ impl Db {
     }
 
     /// The value of `key`, or `None` when it is absent or deleted.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put("k", "v")?;
+    /// assert_eq!(db.get("k")?, Some(b"v".to_vec()));
+    /// db.delete("k")?;
+    /// assert_eq!(db.get("k")?, None);
+    /// assert_eq!(db.get("never written")?, None); // the filters answer: no disk read
+    /// # Ok::<(), bloomkv::Error>(())
+    /// ```
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.inner.get(DEFAULT_ID, key.as_ref(), None)
     }
@@ -411,6 +441,18 @@ impl Db {
 
     /// A consistent view of the store as of now: reads through it see every write made
     /// before and none after, until it is dropped (see [`Snapshot`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put("k", "old")?;
+    /// let snapshot = db.snapshot();
+    /// db.put("k", "new")?;
+    /// db.flush()?; // flushes and compactions keep what a live snapshot sees
+    /// assert_eq!(snapshot.get("k")?, Some(b"old".to_vec()));
+    /// assert_eq!(db.get("k")?, Some(b"new".to_vec()));
+    /// # Ok::<(), bloomkv::Error>(())
+    /// ```
     pub fn snapshot(&self) -> Snapshot {
         Snapshot::take(self)
     }
@@ -422,6 +464,20 @@ impl Db {
 
     /// Pairs with keys in `range`, in key order, as of now. Takes what `BTreeMap::range`
     /// takes: `db.range("a".."c")`, `db.range(b"k".to_vec()..)`, or a pair of `Bound`s.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// for key in ["a", "b", "c", "d"] {
+    ///     db.put(key, key.to_uppercase())?;
+    /// }
+    /// let keys = (db.range("b".."d").map(|pair| pair.map(|(key, _)| key)))
+    ///     .collect::<bloomkv::Result<Vec<_>>>()?;
+    /// assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
+    /// let last = db.range("b"..).next_back().transpose()?; // from either end
+    /// assert_eq!(last, Some((b"d".to_vec(), b"D".to_vec())));
+    /// # Ok::<(), bloomkv::Error>(())
+    /// ```
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
         let (start, end) = byte_bounds(&range);
         (self.inner).iter(DEFAULT_ID, start, end.map(<[u8]>::to_vec), None, None)
@@ -595,6 +651,18 @@ impl Db {
     }
 
     /// Counters and the shape of the tree.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put("k", "v")?;
+    /// db.flush()?;
+    /// let stats = db.stats();
+    /// assert_eq!(stats.tables.len(), 1);
+    /// assert_eq!(stats.tables[0].entries, 1);
+    /// println!("{} bytes in tables, filters {} bytes", stats.table_bytes(), stats.filter_memory_bytes);
+    /// # Ok::<(), bloomkv::Error>(())
+    /// ```
     pub fn stats(&self) -> Stats {
         self.inner.stats()
     }
