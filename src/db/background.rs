@@ -420,11 +420,11 @@ fn job_name(job: Job) -> &'static str {
 /// `nice` applies to the calling thread alone, and the threads it starts inherit it). A hint
 /// only: where it fails, nothing else changes.
 fn run_below_foreground(nice: u8) {
-    #[cfg(target_os = "linux")]
+    #[cfg(linux_extras)]
     // SAFETY: nice only changes the calling thread's scheduling priority.
     unsafe {
         libc::nice(i32::from(nice));
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(linux_extras))]
     let _ = nice;
 }

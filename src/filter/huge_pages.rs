@@ -31,7 +31,7 @@ fn advise(start: usize, bytes: usize) {
     }
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(linux_extras)]
 fn advise_range(begin: usize, len: usize) {
     // SAFETY: the range lies within one live allocation of ours; MADV_HUGEPAGE changes how
     // its pages are backed, never what they hold. A failure (a kernel without transparent
@@ -41,7 +41,7 @@ fn advise_range(begin: usize, len: usize) {
     }
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(linux_extras))]
 fn advise_range(_: usize, _: usize) {}
 
 #[cfg(test)]

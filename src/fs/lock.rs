@@ -9,11 +9,12 @@
 //! table, by the file's device and inode (whatever path names it), which refuses a second
 //! open here and keeps one descriptor per locked file. Record locks and `flock`s do not see
 //! each other on Linux: a build that took `flock`s and this one do not exclude each other.
+//!
+//! Elsewhere than on a Unix, the lock is the standard library's file lock (`LockFileEx` on
+//! Windows), with the same table by the file's canonical path.
 
 use std::collections::HashMap;
 use std::fs::{File, Metadata, OpenOptions};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
@@ -22,10 +23,29 @@ use crate::error::{Error, Result};
 
 /// A lock file as the table knows it: its device and inode, whatever path names it (a
 /// symbolic link, a bind mount).
+#[cfg(unix)]
 type FileId = (u64, u64);
 
-fn file_id(meta: &Metadata) -> FileId {
-    (meta.dev(), meta.ino())
+#[cfg(unix)]
+fn file_id(_path: &Path, meta: &Metadata) -> std::io::Result<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// A lock file as the table knows it: its canonical path.
+#[cfg(not(unix))]
+type FileId = std::path::PathBuf;
+
+#[cfg(not(unix))]
+fn file_id(path: &Path, _meta: &Metadata) -> std::io::Result<FileId> {
+    std::fs::canonicalize(path)
+}
+
+/// How a lock is held: by one writer, or by any number of readers.
+#[derive(Clone, Copy)]
+enum Kind {
+    Exclusive,
+    Shared,
 }
 
 /// A lock this process holds.
@@ -81,8 +101,8 @@ fn locked(path: &Path) -> Error {
 /// The lock file's identity, read without opening it (`None` when there is no such file):
 /// a second descriptor of a file this process holds would release its lock once closed.
 fn existing_id(path: &Path) -> Result<Option<FileId>> {
-    match std::fs::metadata(path) {
-        Ok(meta) => Ok(Some(file_id(&meta))),
+    match std::fs::metadata(path).and_then(|meta| file_id(path, &meta)) {
+        Ok(id) => Ok(Some(id)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_err("reading the metadata of lock file", path, e)),
     }
@@ -103,8 +123,9 @@ pub(super) fn exclusive(path: &Path) -> Result<Box<dyn FileLock>> {
         .write(true)
         .open(path)
         .map_err(|e| io_err("opening lock file", path, e))?;
-    let id = file_id(&file.metadata().map_err(|e| io_err("reading", path, e))?);
-    record_lock(&file, libc::F_WRLCK, path)?;
+    let meta = file.metadata().map_err(|e| io_err("reading", path, e))?;
+    let id = file_id(path, &meta).map_err(|e| io_err("reading", path, e))?;
+    lock_file(&file, Kind::Exclusive, path)?;
     table.insert(
         id,
         Held {
@@ -136,7 +157,7 @@ pub(super) fn shared(path: &Path) -> Result<Option<Box<dyn FileLock>>> {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(io_err("opening lock file", path, e)),
             };
-            record_lock(&file, libc::F_RDLCK, path)?;
+            lock_file(&file, Kind::Shared, path)?;
             table.insert(
                 id,
                 Held {
@@ -150,7 +171,13 @@ pub(super) fn shared(path: &Path) -> Result<Option<Box<dyn FileLock>>> {
 }
 
 /// Sets a record lock of `kind` over the whole file without waiting.
-fn record_lock(file: &File, kind: libc::c_int, path: &Path) -> Result<()> {
+#[cfg(unix)]
+fn lock_file(file: &File, kind: Kind, path: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let kind = match kind {
+        Kind::Exclusive => libc::F_WRLCK,
+        Kind::Shared => libc::F_RDLCK,
+    };
     // SAFETY: `flock` is plain data; every field fcntl reads is set below or zero.
     let mut request: libc::flock = unsafe { std::mem::zeroed() };
     request.l_type = kind as libc::c_short;
@@ -167,7 +194,21 @@ fn record_lock(file: &File, kind: libc::c_int, path: &Path) -> Result<()> {
     }
 }
 
-#[cfg(test)]
+/// Locks the whole file for `kind` without waiting, with the standard library's lock.
+#[cfg(not(unix))]
+fn lock_file(file: &File, kind: Kind, path: &Path) -> Result<()> {
+    let taken = match kind {
+        Kind::Exclusive => file.try_lock(),
+        Kind::Shared => file.try_lock_shared(),
+    };
+    match taken {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(locked(path)),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_err("locking", path, e)),
+    }
+}
+
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

@@ -28,6 +28,7 @@ struct MappedFile {
     ptr: *const u8,
     len: usize,
     /// Kept open for `drop_cache`.
+    #[cfg_attr(not(linux_extras), allow(dead_code))]
     file: File,
 }
 
@@ -131,6 +132,7 @@ impl RandomAccessFile for MappedFile {
     }
 
     fn wont_need(&self, offset: u64, len: u64) {
+        #[cfg(linux_extras)]
         use std::os::fd::AsRawFd;
         // Mapped pages stay whatever fadvise says: unmap the pages the range covers whole
         // from this process first (the next touch faults them back in), then advise.
@@ -160,6 +162,10 @@ impl RandomAccessFile for MappedFile {
                 last - first,
                 libc::MADV_DONTNEED,
             );
+        }
+        #[cfg(linux_extras)]
+        // SAFETY: the descriptor is open for the life of `self.file`; fadvise only advises.
+        unsafe {
             libc::posix_fadvise(
                 self.file.as_raw_fd(),
                 first as i64,
@@ -170,7 +176,6 @@ impl RandomAccessFile for MappedFile {
     }
 
     fn drop_cache(&self) -> Result<()> {
-        use std::os::fd::AsRawFd;
         // Pages mapped into this process stay cached whatever fadvise says: unmap them from
         // the page tables first. The mapping stays valid; the next touch faults them back in.
         if !self.ptr.is_null() {
@@ -185,14 +190,20 @@ impl RandomAccessFile for MappedFile {
                 ));
             }
         }
-        // SAFETY: the descriptor is open for the life of `self.file`; fadvise only advises.
-        let rc =
-            unsafe { libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        if rc != 0 {
-            return Err(Error::io(
-                format!("dropping cached pages of {}", self.path.display()),
-                std::io::Error::from_raw_os_error(rc),
-            ));
+        #[cfg(linux_extras)]
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: the descriptor is open for the life of `self.file`; fadvise only
+            // advises.
+            let rc = unsafe {
+                libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED)
+            };
+            if rc != 0 {
+                return Err(Error::io(
+                    format!("dropping cached pages of {}", self.path.display()),
+                    std::io::Error::from_raw_os_error(rc),
+                ));
+            }
         }
         Ok(())
     }

@@ -7,6 +7,7 @@
 pub(crate) mod descriptors;
 mod lock;
 mod mem;
+#[cfg(unix)]
 mod mmap;
 mod os;
 
@@ -16,7 +17,12 @@ use std::sync::Arc;
 use crate::error::Result;
 
 pub use mem::{CrashMode, FaultFs};
+#[cfg(unix)]
 pub use mmap::MmapFileSystem;
+/// Where files cannot be mapped here (not a Unix), reads through "memory maps" are positioned
+/// reads: `Options::mmap_reads` changes nothing there.
+#[cfg(not(unix))]
+pub use os::OsFileSystem as MmapFileSystem;
 pub use os::OsFileSystem;
 
 /// A file being written, append-only.

@@ -2,7 +2,6 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, ErrorKind, Read, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -60,7 +59,7 @@ struct OsRandomAccessFile {
 impl OsRandomAccessFile {
     /// Gives the kernel `advice` about `len` bytes at `offset`. A hint only: one that fails
     /// changes nothing the reads rely on.
-    #[cfg(target_os = "linux")]
+    #[cfg(linux_extras)]
     fn advise(&self, offset: u64, len: u64, advice: libc::c_int) {
         use std::os::fd::AsRawFd;
         // A length of 0 would tell the kernel "to the end of the file".
@@ -80,7 +79,7 @@ impl RandomAccessFile for OsRandomAccessFile {
     }
 
     fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.file.read_exact_at(buf, offset).map_err(|e| {
+        read_exact_at(&self.file, buf, offset).map_err(|e| {
             if e.kind() == ErrorKind::UnexpectedEof {
                 Error::corruption(
                     &self.path,
@@ -97,17 +96,17 @@ impl RandomAccessFile for OsRandomAccessFile {
         self.size
     }
 
-    #[cfg(target_os = "linux")]
+    #[cfg(linux_extras)]
     fn will_need(&self, offset: u64, len: usize) {
         self.advise(offset, len as u64, libc::POSIX_FADV_WILLNEED);
     }
 
-    #[cfg(target_os = "linux")]
+    #[cfg(linux_extras)]
     fn wont_need(&self, offset: u64, len: u64) {
         self.advise(offset, len, libc::POSIX_FADV_DONTNEED);
     }
 
-    #[cfg(target_os = "linux")]
+    #[cfg(linux_extras)]
     fn drop_cache(&self) -> Result<()> {
         use std::os::fd::AsRawFd;
         // SAFETY: the descriptor is open for the life of `self.file`; fadvise only advises.
@@ -124,15 +123,41 @@ impl RandomAccessFile for OsRandomAccessFile {
     }
 }
 
+/// Fills `buf` from `offset` of `file` without moving a shared cursor, so that threads read
+/// one file at once.
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+/// Fills `buf` from `offset` of `file`: Windows reads at an offset given with each call (the
+/// handle's cursor moves, but no read here depends on it).
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset) {
+            Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// A hint only: where it fails or is unsupported, reads are still correct.
 fn advise_random(file: &File) {
-    #[cfg(target_os = "linux")]
+    #[cfg(linux_extras)]
     {
         use std::os::fd::AsRawFd;
         // SAFETY: the descriptor is open for the life of `file`; fadvise only advises.
         unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(linux_extras))]
     let _ = file;
 }
 
@@ -225,6 +250,14 @@ impl FileSystem for OsFileSystem {
         copy().map_err(|e| io_err("copying", from, e))
     }
 
+    /// Makes the directory's entries durable. On Windows a directory cannot be opened as a
+    /// file to sync, and NTFS journals its entries: there, nothing to do.
+    #[cfg(windows)]
+    fn sync_dir(&self, _dir: &Path) -> Result<()> {
+        Ok(())
+    }
+
+    #[cfg(not(windows))]
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         // The parent of a bare relative name is the empty path: the current directory.
         let dir = if dir.as_os_str().is_empty() {

@@ -25,11 +25,11 @@
 //! allocator, or off Linux, both are no-ops.
 
 /// glibc's own default mmap threshold, which the store keeps from moving.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(linux_extras, target_env = "gnu"))]
 const MMAP_THRESHOLD: i32 = 128 * 1024;
 
 /// Environment variables through which a process tunes glibc's allocator itself.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(linux_extras, target_env = "gnu"))]
 const TUNING_VARIABLES: [&str; 3] = [
     "MALLOC_MMAP_THRESHOLD_",
     "MALLOC_TRIM_THRESHOLD_",
@@ -40,7 +40,7 @@ const TUNING_VARIABLES: [&str; 3] = [
 /// process, unless the environment tunes the allocator. True when the thresholds are held,
 /// by this call or an earlier one.
 pub(crate) fn hold_thresholds() -> bool {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[cfg(all(linux_extras, target_env = "gnu"))]
     {
         static HELD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *HELD.get_or_init(|| {
@@ -53,7 +53,7 @@ pub(crate) fn hold_thresholds() -> bool {
                 && unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD) } == 1
         })
     }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    #[cfg(not(all(linux_extras, target_env = "gnu")))]
     false
 }
 
@@ -61,7 +61,7 @@ pub(crate) fn hold_thresholds() -> bool {
 /// pages inside every arena of glibc's allocator. Under another allocator this finds glibc's
 /// heap nearly empty and costs next to nothing.
 pub(crate) fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[cfg(all(linux_extras, target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free memory of glibc's own arenas to the system; it
     // touches no memory in use.
     unsafe {
@@ -69,12 +69,11 @@ pub(crate) fn release_freed_memory() {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, linux_extras, target_env = "gnu"))]
 mod tests {
     use super::*;
 
     #[test]
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fn holds_the_thresholds_where_the_environment_leaves_them() {
         let tuned = TUNING_VARIABLES
             .iter()
@@ -89,7 +88,6 @@ mod tests {
     /// whatever the threshold.
     #[test]
     #[ignore = "run by large_blocks_keep_maps_of_their_own_once_held in a process of its own"]
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fn large_blocks_keep_maps_of_their_own_once_held_alone() {
         if !hold_thresholds() {
             return;
@@ -105,7 +103,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fn large_blocks_keep_maps_of_their_own_once_held() {
         let name = "memory::allocator::tests::large_blocks_keep_maps_of_their_own_once_held_alone";
         let out = std::process::Command::new(std::env::current_exe().unwrap())
@@ -119,5 +116,16 @@ mod tests {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(stdout.contains("1 passed"), "{stdout}");
+    }
+}
+
+#[cfg(all(test, not(all(linux_extras, target_env = "gnu"))))]
+mod fallback_tests {
+    #[test]
+    fn elsewhere_the_allocator_is_left_alone() {
+        assert!(
+            !super::hold_thresholds(),
+            "no setting where glibc is not tuned"
+        );
     }
 }

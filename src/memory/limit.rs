@@ -6,7 +6,7 @@
 //! memory (`Options::filter_memory_share`), read it with [`available`]: in a container of
 //! 256 MiB on a machine of 64 GiB, the machine's figure would be the wrong one.
 //!
-//! Linux only; elsewhere [`available`] is `None`.
+//! Linux only (`cfg(linux_extras)`); elsewhere [`available`] is `None`.
 
 use std::fs;
 use std::path::{Component, Path, PathBuf};
@@ -23,14 +23,21 @@ pub fn available() -> Option<u64> {
 }
 
 /// The smallest memory limit of the cgroups this process is in, v2 and v1.
+#[cfg(linux_extras)]
 fn cgroup_limit() -> Option<u64> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
     let proc_cgroup = fs::read_to_string("/proc/self/cgroup").ok()?;
     cgroup_limit_from(&mountinfo, &proc_cgroup)
 }
 
+#[cfg(not(linux_extras))]
+fn cgroup_limit() -> Option<u64> {
+    None
+}
+
 /// The smallest memory limit of the cgroups that the texts of /proc/self/mountinfo and
 /// /proc/self/cgroup place a process in, read from the cgroup files they point to.
+#[cfg_attr(not(linux_extras), allow(dead_code))]
 fn cgroup_limit_from(mountinfo: &str, proc_cgroup: &str) -> Option<u64> {
     let found = find_cgroups(mountinfo, proc_cgroup);
     let v2 = found
@@ -71,7 +78,7 @@ fn parse_v1_limit(text: &str) -> Option<u64> {
     text.trim().parse().ok().filter(|&b: &u64| b < 1 << 62)
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(linux_extras)]
 fn machine_memory() -> Option<u64> {
     // SAFETY: sysconf reads configuration values and has no preconditions.
     let (pages, page_size) = unsafe {
@@ -85,7 +92,7 @@ fn machine_memory() -> Option<u64> {
     pages.checked_mul(page_size).filter(|&b| b > 0)
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(linux_extras))]
 fn machine_memory() -> Option<u64> {
     None
 }
@@ -480,7 +487,7 @@ garbage
 
     #[test]
     fn the_machines_memory_is_read_on_linux() {
-        if cfg!(target_os = "linux") {
+        if cfg!(linux_extras) {
             let machine = machine_memory();
             assert!(machine.is_some_and(|m| m >= 64 << 20), "{machine:?}");
             assert!(available().is_some());

@@ -926,7 +926,7 @@ fn failed_writes_and_syncs_leave_no_table_behind() {
 
 /// Which pages of the file at `path` are in the page cache, by `mincore` over a map of it
 /// (a map faults nothing in until it is touched, and this one never is).
-#[cfg(target_os = "linux")]
+#[cfg(linux_extras)]
 fn pages_cached(path: &Path, page: usize) -> Vec<bool> {
     use std::os::fd::AsRawFd;
     let file = std::fs::File::open(path).unwrap();
@@ -950,7 +950,7 @@ fn pages_cached(path: &Path, page: usize) -> Vec<bool> {
     cached.iter().map(|b| b & 1 == 1).collect()
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(linux_extras)]
 #[test]
 fn opening_a_table_leaves_its_filter_out_of_the_page_cache() {
     // Under the target directory, not /tmp: a tmpfs keeps every page whatever it is told.

@@ -992,7 +992,7 @@ fn a_compaction_beside_a_manual_one_never_writes_into_its_range() {
 }
 
 /// The `nice` value of each of this process's threads named `name`, from `/proc`.
-#[cfg(target_os = "linux")]
+#[cfg(linux_extras)]
 fn nice_of_threads_named(name: &str) -> Vec<i64> {
     let mut found = Vec::new();
     for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
@@ -1009,7 +1009,7 @@ fn nice_of_threads_named(name: &str) -> Vec<i64> {
     found
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(linux_extras)]
 #[test]
 fn compaction_threads_run_at_the_nice_increment_asked_for() {
     let dir = tempfile::tempdir().unwrap();
