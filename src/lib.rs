@@ -27,6 +27,7 @@
 //!   [`filter`] module, a filter library of its own.
 //! - **Recovery**: [`WalRecoveryMode`], [`RecoveryReport`], [`repair`] ([`RepairReport`],
 //!   [`SalvagedTable`]), the offline [`check`]; [`Error`] for every failure.
+//! - **The guide**: [`guide`], the API family by family, with what each is for.
 //! - **Files**: [`fs`], the file layer a store reads and writes through (the operating
 //!   system's, memory-mapped reads, or an in-memory one that injects faults, for tests).
 //!
@@ -79,6 +80,12 @@ mod version;
 pub mod wal;
 mod walk;
 mod write_batch;
+
+/// The guide to the API: what each family of calls does, in brief (the repository's
+/// `docs/guide.md`).
+pub mod guide {
+    #![doc = include_str!("../docs/guide.md")]
+}
 
 pub use cache::{BlockCacheStats, TableCacheStats};
 pub use cursor::Cursor;

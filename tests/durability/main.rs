@@ -8,4 +8,5 @@ mod db_crash;
 mod hardening;
 mod io_faults;
 mod power_loss;
+mod transactions_crash;
 mod wal_recovery;
