@@ -48,7 +48,7 @@ pub struct KeyspaceOptions {
     /// Target size of the keyspace's data blocks.
     pub block_size: Option<usize>,
     /// The keyspace's memtable is frozen once it holds about this many bytes. Every
-    /// keyspace's memtable is frozen with it (see `docs/design.md`, "Keyspaces").
+    /// keyspace's memtable is frozen with it (see the repository's design notes, "Keyspaces").
     pub memtable_size: Option<usize>,
 }
 

@@ -81,8 +81,7 @@ pub mod wal;
 mod walk;
 mod write_batch;
 
-/// The guide to the API: what each family of calls does, in brief (the repository's
-/// `docs/guide.md`).
+/// The guide to the API: what each family of calls does, in brief.
 pub mod guide {
     #![doc = include_str!("../docs/guide.md")]
 }

@@ -265,7 +265,7 @@ pub struct Stats {
     /// The store's memory by role (memtables, block cache, index partitions, filters), as the
     /// governor holds it: what the options gave each, the floor it never gives below, its
     /// target now after the moves the lookups called for (`Options::memory_follows_reads`),
-    /// and what it holds (`docs/design.md`, "Memory").
+    /// and what it holds (the repository's design notes, "Memory").
     pub memory: Vec<crate::memory::RoleMemory>,
     /// The limit `filter_memory_bytes` stays within (unless prefix filters alone exceed it):
     /// `Options::filter_memory_limit`, or the

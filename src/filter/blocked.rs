@@ -13,7 +13,7 @@
 //!   its mean `512 / bits_per_key`, and crowded blocks answer "maybe" far more often than the
 //!   mean predicts. [`blocked_rate`] sums the standard filter's rate within a block of 512 bits
 //!   over that distribution, and [`BlockedParams`] picks bits per key and hashes from it, not
-//!   from ClickHouse's table, whose rates assume a standard filter (`docs/filter.md`,
+//!   from ClickHouse's table, whose rates assume a standard filter (the repository's filter notes,
 //!   "Cache-local layout", has the derivation and what was measured).
 //! - **Folding** by a factor dividing the block count ORs each run of `factor` consecutive
 //!   blocks into one: the block index is a multiply-shift, so `floor(block / factor)` is the
@@ -47,7 +47,7 @@ struct Block([u64; BLOCK_WORDS]);
 pub const MIN_BLOCKED_TARGET: f64 = 1e-6;
 
 /// The false-positive rate of a blocked filter at `bits_per_key` (over the whole filter) and
-/// `hashes`, its blocks filled to capacity (`docs/filter.md`, "Cache-local layout").
+/// `hashes`, its blocks filled to capacity (the repository's filter notes, "Cache-local layout").
 ///
 /// An absent key's `k` probes hit `t` distinct bits of its block (`P(T = t)`, from
 /// `distinct_probes`); the block holds a Poisson number `j` of keys, mean
@@ -392,7 +392,7 @@ impl BlockedBloomFilter {
     }
 
     /// Serializes the filter in the format of [`BloomFilter`](super::BloomFilter), with hash
-    /// algorithm 3 (`docs/filter.md`, "Serialized format").
+    /// algorithm 3 (the repository's filter notes, "Serialized format").
     pub fn to_bytes(&self) -> Vec<u8> {
         let words: Vec<u64> = self.blocks.iter().flat_map(|b| b.0).collect();
         let header = Header {

@@ -1,4 +1,4 @@
-//! The serialized form of a [`BloomFilter`] (also described in `docs/filter.md`):
+//! The serialized form of a [`BloomFilter`] (also described in the repository's filter notes):
 //!
 //! ```text
 //! offset  size  field

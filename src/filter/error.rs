@@ -26,7 +26,7 @@ pub enum FilterError {
         right: (u64, u32),
     },
     /// Two filters combined with `union` / `intersect` place keys by different hash
-    /// algorithms (see `docs/filter.md`): a filter read from an older file with a new one.
+    /// algorithms (see the repository's filter notes): a filter read from an older file with a new one.
     HashMismatch {
         /// The first filter's hash algorithm.
         left: u16,

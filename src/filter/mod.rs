@@ -15,7 +15,7 @@
 //!   to the bit, with a share of one group's filters a row up.
 //!
 //! This module depends on nothing else in the crate: it can be lifted out as it is. The
-//! parameter rule, hashing scheme and serialized format are described in `docs/filter.md`.
+//! parameter rule, hashing scheme and serialized format are described in the repository's filter notes.
 //!
 //! ```
 //! use bloomkv::filter::{BloomFilter, KeyHash};

@@ -36,7 +36,7 @@ const WIDTH: u64 = 64;
 /// to the next, and weighs more the lower the rate. Measured with 10% throughout at 1M keys:
 /// 1% measured 1.01%, 0.1% 0.107%, 0.01% 0.011%; with 7% at `2^-7`, from 1.0x to 1.8x the rate
 /// between 10k and 16M keys; with 15%, every rate within 2%. (Rows of 128 slots need half the
-/// spare slots, but build at twice the time: `docs/filter.md`, "Ribbon filters".)
+/// spare slots, but build at twice the time: the repository's filter notes, "Ribbon filters".)
 const SLACK: f64 = 0.10;
 const SLACK_FROM_COLUMNS: u32 = 7;
 const SLACK_PER_COLUMN: f64 = 0.005;
@@ -236,7 +236,7 @@ impl RibbonFilter {
         (block * u64::from(self.lower_columns) + extra) as usize
     }
 
-    /// The filter's bytes, checksummed (described in `docs/filter.md`, "Ribbon filters").
+    /// The filter's bytes, checksummed (described in the repository's filter notes, "Ribbon filters").
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = vec![0u8; HEADER_LEN + self.words.len() * 8 + CHECKSUM_LEN];
         out[0..4].copy_from_slice(MAGIC);

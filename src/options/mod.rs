@@ -65,8 +65,8 @@ pub struct Options {
     /// per key, spread over the levels by Monkey's rule: level 0's tables and the small upper
     /// levels, which every lookup of an absent key probes, get more bits per key; the last level,
     /// which holds most keys, gets fewer. For the memory of uniform filters it wastes far fewer
-    /// reads on absent keys (`docs/benchmarks.md`, "The filter budget by default";
-    /// `docs/filter.md`, "Measured").
+    /// reads on absent keys (the repository's benchmark notes, "The filter budget by default";
+    /// the repository's filter notes, "Measured").
     ///
     /// A store records the policy it writes with. `None` (the default) keeps writing with the
     /// policy the store recorded, or the default policy in a store that recorded none: a
@@ -83,7 +83,7 @@ pub struct Options {
     /// cache serves, it keeps its memory or takes it back; the index cache lends what its
     /// partitions leave spare. The filters never drop below their limit; the memtables' room
     /// is never lent. Needs a filter memory limit and `Tuning::filter_memory_follows_lookups`.
-    /// `Stats::memory` shows each role's target (`docs/design.md`, "Memory").
+    /// `Stats::memory` shows each role's target (the repository's design notes, "Memory").
     pub memory_follows_reads: bool,
     /// Cuts each key's prefix (a user, a tenant, a time bucket: [`PrefixExtractor`]) for prefix
     /// filters: each table written carries a Bloom filter over its keys' distinct prefixes, and
@@ -109,12 +109,12 @@ pub struct Options {
     pub whole_key_filtering: bool,
     /// A memtable is frozen and flushed once it holds about this many bytes. At least 1 KiB.
     /// Default 32 MiB: it writes far fewer bytes per byte loaded than small memtables, and larger
-    /// ones saved little load time for their memory (`docs/benchmarks.md`, "Sustained writes: how
+    /// ones saved little load time for their memory (the repository's benchmark notes, "Sustained writes: how
     /// the memtable and level sizes were chosen").
     pub memtable_size: usize,
     /// Target size of one table file. At least 1 KiB. Default 64 MiB, as RocksDB's: a large store
     /// then has few enough tables to keep them all open within `max_open_files`, so no lookup pays
-    /// for opening a file (`docs/benchmarks.md`, "64 MiB tables").
+    /// for opening a file (the repository's benchmark notes, "64 MiB tables").
     pub table_size: u64,
     /// Target size of a data block. From 64 bytes to 64 MiB. Default 4 KiB, a page of memory and
     /// of most devices: a lookup that misses the caches reads one small block.
@@ -131,7 +131,7 @@ pub struct Options {
     /// tunes glibc through `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_` or
     /// `GLIBC_TUNABLES` keeps its own. Linux with glibc only; elsewhere ignored. Default
     /// false, since a library should not change its host's allocator unasked; without it,
-    /// memory the store frees may stay resident in the process (`docs/benchmarks.md`,
+    /// memory the store frees may stay resident in the process (the repository's benchmark notes,
     /// "Resident memory and the allocator's thresholds"). `kvtool` turns it on.
     pub tune_allocator: bool,
     /// Create the directory and an empty store when none exists. Default true, so that the first
@@ -163,7 +163,7 @@ pub struct Options {
     pub max_open_files: usize,
     /// How table blocks are compressed; a block that does not shrink by 1/8 is stored raw.
     /// Default LZ4: a block decodes in a few microseconds, and the store saves disk bytes and
-    /// page-cache space (`docs/design.md`, "Caches").
+    /// page-cache space (the repository's design notes, "Caches").
     pub compression: Compression,
     /// The file system the store uses. Default: the operating system's, read with `pread`
     /// ([`OsFileSystem`]), which leaves what stays in memory to the block cache and turns a

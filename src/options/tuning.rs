@@ -25,7 +25,7 @@ pub struct Tuning {
     /// a budget (and at most what the policy asks for). When the filters held still exceed it (the
     /// store grew since its tables were written, or was opened with a smaller limit), the filters
     /// whose loss costs lookups least are folded to a half, a quarter or an eighth of their bits
-    /// in memory, or at last dropped, until they fit (`docs/design.md`, "Filter memory"). The
+    /// in memory, or at last dropped, until they fit (the repository's design notes, "Filter memory"). The
     /// files keep their whole filters. `Stats::filter_memory_bytes` is never above the limit once
     /// a flush, compaction or open returns, unless prefix filters alone exceed it (see
     /// `prefix_extractor`).
@@ -33,14 +33,14 @@ pub struct Tuning {
     /// Without a `filter_memory_limit`: the share of `Options::memory_limit` the store's filters
     /// may take, made a limit when the store opens (`Stats` shows it). Default 0.25: a store whose filters fit is not touched, and a store
     /// whose filters would outgrow its memory still completes its load, where uncapped filters
-    /// choke it (`docs/benchmarks.md`, "100M keys in 256 MiB: the filter cap"; `docs/design.md`,
+    /// choke it (the repository's benchmark notes, "100M keys in 256 MiB: the filter cap"; the repository's design notes,
     /// "Filter memory").
     ///
     /// `None` with no limit leaves filters uncapped. A share must be above 0 and at most 1.
     pub filter_memory_share: Option<f64>,
     /// Under a filter memory limit: spend it where lookups go, as counted, rather than where keys
     /// are. Default `true`: under a lookup skew (a few key ranges taking most lookups), the busy
-    /// tables keep their whole filters and the quiet ones pay (`docs/benchmarks.md`, "Zipf: two
+    /// tables keep their whole filters and the quiet ones pay (the repository's benchmark notes, "Zipf: two
     /// spendings of one filter limit on the same tables").
     ///
     /// Tables written while the limit binds get filters of up to four times the bits per key their
@@ -49,7 +49,7 @@ pub struct Tuning {
     /// fold or drop then follows each table's count of the lookups that asked it for a key, and a
     /// background thread reads a filter back from its file when its table turns busy. A store
     /// opened later without a limit holds such filters whole, at up to four times the share.
-    /// `false` spends the limit as if lookups were drawn like the stored keys (`docs/design.md`,
+    /// `false` spends the limit as if lookups were drawn like the stored keys (the repository's design notes,
     /// "Filter memory").
     pub filter_memory_follows_lookups: bool,
     /// Bytes of index partitions the store keeps in memory, in a cache of their own. Default
@@ -75,12 +75,12 @@ pub struct Tuning {
     pub index_partition_size: usize,
     /// Bytes of filter a filter partition holds, as written; 0 writes every filter whole. Default
     /// 0: under a lookup skew, partitions spared absent gets no more reads than whole filters kept
-    /// table by table, and they slowed present gets (`docs/benchmarks.md`, "Partitioned filters").
+    /// table by table, and they slowed present gets (the repository's benchmark notes, "Partitioned filters").
     ///
     /// Given a size (16 KiB is about 4 KiB once folded to a limit's share, the size of an index
     /// partition), while a filter memory limit binds and follows lookups (the tables' filters are
     /// then written wider than their share), a table's filter of at least two partitions is
-    /// written as partitions of about this size under a small top level (`docs/format.md`,
+    /// written as partitions of about this size under a small top level (the repository's format notes,
     /// "Partitioned filter"). The limit is then spent partition by partition: a busy key range
     /// keeps its partitions whole, where a whole filter would cost its table's every key. Every
     /// partition stays in memory (folded or not), so no lookup reads a filter from the disk.
@@ -88,15 +88,15 @@ pub struct Tuning {
     /// Writes each table's filter (a whole one; partitions stay standard) in the cache-local
     /// layout: all of a key's probes in one 64-byte block, one cache miss a probe where the
     /// standard layout takes up to one per hash. Default `false`: in the store it gained absent
-    /// gets nothing clear, and its filters let more keys through to a block (`docs/benchmarks.md`,
+    /// gets nothing clear, and its filters let more keys through to a block (the repository's benchmark notes,
     /// "Filter layouts in the store: 100M keys in 1 GiB").
     ///
     /// It keeps the bits per key the filter policy gives, with the hashes that give the lowest
-    /// rate at them, which the blocked layout's own rule predicts (`docs/filter.md`, "Cache-local
+    /// rate at them, which the blocked layout's own rule predicts (the repository's filter notes, "Cache-local
     /// layout"). Its rate at the same memory is a little higher (0.97% against 0.82% at 10 bits
     /// per key). Tables of both layouts mix in a store; compaction writes the store's.
     pub cache_local_filters: bool,
-    /// Tables written to this level or below get a Ribbon filter (`docs/filter.md`, "Ribbon
+    /// Tables written to this level or below get a Ribbon filter (the repository's filter notes, "Ribbon
     /// filters"), in the memory the filter policy gives a Bloom filter at the lower rate it
     /// buys there: 0.19% where a Bloom filter's 10 bits per key give 1%. Above it, and always
     /// at level 0, where flushes write and tables live shortest, filters stay Bloom filters,
@@ -113,7 +113,7 @@ pub struct Tuning {
     /// smallest target any level gets; otherwise level 1's, each deeper level being
     /// `level_size_ratio` times larger. At least 1 KiB. Default 128 MiB: four 32 MiB memtables,
     /// level 0 at its trigger, so that a compaction into it merges inputs of like sizes
-    /// (`docs/benchmarks.md`, "Sustained writes: how the memtable and level sizes were chosen").
+    /// (the repository's benchmark notes, "Sustained writes: how the memtable and level sizes were chosen").
     pub level1_size: u64,
     /// Size ratio between adjacent levels. At least 2. Default 10, as LevelDB's and RocksDB's: the
     /// usual balance between the bytes each level rewrites and the levels a lookup asks.
@@ -127,7 +127,7 @@ pub struct Tuning {
     /// 90% of the data then sits in the last level at any size, and a small store has few
     /// levels. False: level 1 is `level1_size`, each deeper level `level_size_ratio` times larger,
     /// and level 0 is compacted into level 1. Default true: a load writes fewer bytes per byte
-    /// loaded, in fewer levels (`docs/benchmarks.md`, "Sustained writes: how the memtable and
+    /// loaded, in fewer levels (the repository's benchmark notes, "Sustained writes: how the memtable and
     /// level sizes were chosen").
     pub dynamic_level_sizes: bool,
     /// Level-0 table count that starts a compaction into the base level (or fewer tables, once
@@ -139,8 +139,8 @@ pub struct Tuning {
     /// How long after the last memtable was frozen level 0 is compacted into the base level below
     /// `l0_compaction_trigger`. Default 10 seconds: every lookup asks the filter of nearly every
     /// level-0 table, and once writes stop, the tables below the trigger would stay until writes
-    /// came back (`docs/benchmarks.md`, "1 GiB on the same tables, and level 0 compacted once
-    /// writes rest"; `docs/design.md`, "Compaction"). `None` waits for the trigger alone.
+    /// came back (the repository's benchmark notes, "1 GiB on the same tables, and level 0 compacted once
+    /// writes rest"; the repository's design notes, "Compaction"). `None` waits for the trigger alone.
     ///
     /// It runs once no other compaction is due and ten thousand lookups have reached the
     /// keyspace's tables while its level 0 held some since (gets, `multi_get` and `contains_key`
@@ -157,7 +157,7 @@ pub struct Tuning {
     /// `l0_compaction_trigger`. Default 20, as RocksDB's. Every level-0 table is one more filter
     /// each lookup asks (their key ranges all overlap) while compaction is behind, but a lower
     /// trigger delays every write-heavy workload: a cost all writes pay, for lookups made while
-    /// compaction is behind (`docs/benchmarks.md`, "Level 0's slowdown trigger").
+    /// compaction is behind (the repository's benchmark notes, "Level 0's slowdown trigger").
     pub l0_slowdown_trigger: usize,
     /// Level-0 table count at which writes wait for compaction. At least `l0_slowdown_trigger`.
     /// Default 36, as RocksDB's: far enough above the slowdown trigger that a delayed load rarely
@@ -165,7 +165,7 @@ pub struct Tuning {
     pub l0_stop_trigger: usize,
     /// Bytes per second writes may go once level 0 reaches `l0_slowdown_trigger`. The rate
     /// falls by a fifth each time a write finds level 0 grown since the last, and rises by a
-    /// quarter (back up to this) each time it finds it shrunk (`src/db/write_rate.rs`), so a
+    /// quarter (back up to this) each time it finds it shrunk, so a
     /// writer that outruns compaction settles near the rate compaction sustains. At least
     /// 16 KiB/s, the slowest a delayed writer is ever made to go, so that a write always
     /// completes. Default 16 MiB/s, as RocksDB's `delayed_write_rate`: only a start, since the
@@ -176,16 +176,16 @@ pub struct Tuning {
     /// priority. Default 10: compaction is throughput work with slack (level 0 may grow to
     /// `l0_slowdown_trigger` before writers notice), while a lookup waits on every microsecond.
     /// With as many compaction threads as cores, a lookup that arrives while they run would
-    /// otherwise wait for a time slice after each of its reads (`docs/benchmarks.md`,
+    /// otherwise wait for a time slice after each of its reads (the repository's benchmark notes,
     /// "Compaction below lookups").
     pub compaction_nice: u8,
     /// How long the writer leading a group that will be synced waits, at most, for the
     /// writers of the previous group to queue again, so that writers who write back to back
-    /// share one fsync rather than take turns in two groups (`src/db/write_group.rs`). A lone
+    /// share one fsync rather than take turns in two groups. A lone
     /// writer never waits. For its first 100 µs the waiting writer yields the processor
     /// rather than sleeping, which keeps a processor busy when nothing else runs. Zero turns it
     /// off; at most 1 s. Default 100 µs: short next to an fsync, and all of it spent yielding,
-    /// which gathers writers sooner than sleeping (`docs/benchmarks.md`, "Synced writes:
+    /// which gathers writers sooner than sleeping (the repository's benchmark notes, "Synced writes:
     /// gathering without sleeping").
     pub group_commit_wait: Duration,
     /// Bytes the manifest's log of edits may reach before it is rewritten as one snapshot of
