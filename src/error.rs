@@ -30,7 +30,8 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
-    /// Another `Db` (in this process or another) holds the directory's LOCK file.
+    /// The store is open already: a handle of it lives (a `Db` or anything it gave), in this
+    /// process or another, and holds the directory's LOCK file.
     Locked {
         /// The lock file.
         path: PathBuf,
@@ -88,10 +89,11 @@ pub enum Error {
     },
     /// A Bloom filter operation failed (bad parameters, shape mismatch, corrupt serialized form).
     Filter(FilterError),
-    /// A conditional write was not made: `key` changed since the transaction read it (or was
-    /// written by another before it), or held something other than what a compare-and-swap
-    /// expected. `current` is what the key held when the condition was checked. Nothing of
-    /// the write is in the store; read again and retry.
+    /// A transaction's commit was not made: `key` (in one of the keyspaces it read or wrote)
+    /// changed since the transaction read it, or was written by another before it. `current`
+    /// is what the key held when the condition was checked. Nothing of the commit is in the
+    /// store; begin a new transaction and retry. (A compare-and-swap that finds another value
+    /// answers [`Mismatch`](crate::Mismatch) instead.)
     Conflict {
         /// The key that changed.
         key: Vec<u8>,

@@ -67,6 +67,17 @@ impl Keyspace {
         &self.view.db
     }
 
+    /// The keyspace's number in `db`'s store; `NoSuchKeyspace` when it is a keyspace of
+    /// another store, whose numbers mean other keyspaces here.
+    pub(crate) fn id_in(&self, db: &Db) -> Result<KeyspaceId> {
+        match Arc::ptr_eq(&self.view.db.inner, &db.inner) {
+            true => Ok(self.id()),
+            false => Err(crate::Error::NoSuchKeyspace {
+                name: format!("{} (a keyspace of another store)", self.name()),
+            }),
+        }
+    }
+
     pub(crate) fn id(&self) -> KeyspaceId {
         self.view.def.id
     }

@@ -187,6 +187,8 @@ struct OpenStore {
     /// The flush thread and the compaction threads; none in a read-only store.
     workers: Mutex<Vec<JoinHandle<()>>>,
     read_only: bool,
+    /// Set by the first close: a drop after `Db::close` does nothing more.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl OpenStore {
@@ -195,12 +197,16 @@ impl OpenStore {
             inner: Arc::clone(inner),
             workers: Mutex::new(workers),
             read_only,
+            closed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     /// Stops the background threads and records what the next open starts from; the WAL
     /// synced first, so that a power loss after the close keeps every write made before it.
     fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
         let result = self.inner.sync_logs_for_close();
         let workers = std::mem::take(&mut *lock(&self.workers));
         if workers.is_empty() {
@@ -677,13 +683,16 @@ impl Db {
         &self.inner.dir
     }
 
-    /// Syncs the WAL, stops background work, records the write I/O totals in the manifest
-    /// and releases the directory. Dropping a `Db` does the same but cannot report an error.
+    /// Closes the store if this is its last handle: syncs the WAL, stops background work,
+    /// records the write I/O totals in the manifest and releases the directory, reporting
+    /// any failure. While other handles of the store live (clones, keyspaces, snapshots,
+    /// transactions), it syncs the WAL and leaves the store open to them: it closes when the
+    /// last of them is dropped, which does the same without a way to report an error.
     pub fn close(self) -> Result<()> {
-        match Arc::try_unwrap(self.open) {
-            Ok(open) => open.close(),
+        match Arc::into_inner(self.open) {
+            Some(open) => open.close(),
             // Other handles keep the store open: what is written so far is made durable.
-            Err(_) => self.inner.sync_logs_for_close(),
+            None => self.inner.sync_logs_for_close(),
         }
     }
 

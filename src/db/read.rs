@@ -493,6 +493,13 @@ fn keyspace_stats(tree: &Tree, stats: &TreeStats) -> KeyspaceStats {
     }
 }
 
+/// An iterator that yields `NoSuchKeyspace` naming `name`, once: a range of a keyspace this
+/// store does not have.
+pub(super) fn failing_iter(name: String) -> DbIterator {
+    let unbounded = || std::ops::Bound::Unbounded;
+    DbIterator::new(Arc::new(Failing(name)), 0, unbounded(), unbounded(), None)
+}
+
 /// The source of a dropped keyspace's iterators: every walk yields its error, once.
 struct Failing(String);
 

@@ -125,9 +125,11 @@ impl Snapshot {
     }
 
     /// The reads of `keyspace` at this snapshot's moment: with the snapshot's other views,
-    /// one consistent view across keyspaces.
-    pub fn keyspace(&self, keyspace: &Keyspace) -> KeyspaceView {
-        KeyspaceView::at(&self.hold, Arc::clone(keyspace.def()))
+    /// one consistent view across keyspaces. `NoSuchKeyspace` for a keyspace of another
+    /// store.
+    pub fn keyspace(&self, keyspace: &Keyspace) -> Result<KeyspaceView> {
+        keyspace.id_in(&self.hold.db)?;
+        Ok(KeyspaceView::at(&self.hold, Arc::clone(keyspace.def())))
     }
 
     /// The value of `key` as of the snapshot, or `None` when it was absent or deleted.

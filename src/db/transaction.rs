@@ -72,13 +72,14 @@ impl Transaction {
         self.get_at(DEFAULT_ID, key.as_ref())
     }
 
-    /// [`get`](Self::get) of `key` in `keyspace`.
+    /// [`get`](Self::get) of `key` in `keyspace` (of this transaction's store:
+    /// `NoSuchKeyspace` otherwise, as for every `_in` call).
     pub fn get_in(
         &mut self,
         keyspace: &Keyspace,
         key: impl AsRef<[u8]>,
     ) -> Result<Option<Vec<u8>>> {
-        self.get_at(keyspace.id(), key.as_ref())
+        self.get_at(keyspace.id_in(&self.db)?, key.as_ref())
     }
 
     /// Sets `key` to `value` when the transaction commits.
@@ -93,7 +94,11 @@ impl Transaction {
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
     ) -> Result<()> {
-        self.write(keyspace.id(), key.as_ref(), Some(value.as_ref()))
+        self.write(
+            keyspace.id_in(&self.db)?,
+            key.as_ref(),
+            Some(value.as_ref()),
+        )
     }
 
     /// Deletes `key` when the transaction commits.
@@ -103,7 +108,7 @@ impl Transaction {
 
     /// [`delete`](Self::delete) in `keyspace`.
     pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> Result<()> {
-        self.write(keyspace.id(), key.as_ref(), None)
+        self.write(keyspace.id_in(&self.db)?, key.as_ref(), None)
     }
 
     fn get_at(&mut self, keyspace: KeyspaceId, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -143,7 +148,18 @@ impl Transaction {
         keyspace: &Keyspace,
         range: R,
     ) -> TransactionRange<'_> {
-        self.range_at(keyspace.id(), byte_bounds(&range))
+        match keyspace.id_in(&self.db) {
+            Ok(id) => self.range_at(id, byte_bounds(&range)),
+            Err(_) => TransactionRange {
+                writes: None,
+                stored: super::read::failing_iter(format!(
+                    "{} (a keyspace of another store)",
+                    keyspace.name()
+                )),
+                front: Taken::default(),
+                back: Taken::default(),
+            },
+        }
     }
 
     fn range_at(

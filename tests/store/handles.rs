@@ -49,7 +49,7 @@ fn handles_kept_in_a_struct_read_after_the_scope_that_opened_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let app = open_app(dir.path());
     assert_eq!(app.users.get("grace").unwrap(), Some(b"1906".to_vec()));
-    let then = app.before_import.keyspace(&app.users);
+    let then = app.before_import.keyspace(&app.users).unwrap();
     assert_eq!(then.get("ada").unwrap(), Some(b"1815".to_vec()));
     assert_eq!(then.get("grace").unwrap(), None, "the snapshot is older");
 
@@ -70,7 +70,7 @@ fn handles_kept_in_a_struct_read_after_the_scope_that_opened_the_store() {
     }
     let snapshot = app.before_import.clone();
     let users = app.users.clone();
-    let seen = thread::spawn(move || snapshot.keyspace(&users).iter().count())
+    let seen = thread::spawn(move || snapshot.keyspace(&users).unwrap().iter().count())
         .join()
         .unwrap();
     assert_eq!(seen, 1, "a snapshot moved into a thread keeps its moment");
@@ -90,7 +90,7 @@ fn handles_move_into_tasks_on_a_multi_threaded_runtime() {
             let (users, snapshot) = (app.users.clone(), app.before_import.clone());
             runtime.spawn(async move {
                 // Held across an await point, as a request handler would.
-                let view = snapshot.keyspace(&users);
+                let view = snapshot.keyspace(&users).unwrap();
                 tokio::task::yield_now().await;
                 users.put(format!("task{t}"), "done").unwrap();
                 tokio::task::yield_now().await;
@@ -141,11 +141,26 @@ fn close_of_one_clone_leaves_the_store_to_the_others() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let other = db.clone();
+    let keyspace = db.keyspace("k", KeyspaceOptions::new()).unwrap();
     db.put("a", "1").unwrap();
     db.close().unwrap();
+    // Still open: locked, and its background threads still flush.
+    assert!(matches!(
+        Db::open(dir.path(), Options::default()),
+        Err(Error::Locked { .. })
+    ));
     other.put("b", "2").unwrap();
+    other.flush().unwrap();
+    assert!(!other.stats().tables.is_empty(), "the flush wrote a table");
     assert_eq!(other.get("a").unwrap(), Some(b"1".to_vec()));
     other.close().unwrap();
+    // The keyspace handle still holds it.
+    assert!(matches!(
+        Db::open(dir.path(), Options::default()),
+        Err(Error::Locked { .. })
+    ));
+    keyspace.put("x", "y").unwrap();
+    drop(keyspace);
     let db = Db::open(dir.path(), Options::default()).unwrap();
     assert_eq!(db.get("b").unwrap(), Some(b"2".to_vec()));
 }
@@ -167,4 +182,44 @@ fn a_transaction_outlives_the_db_handle_that_began_it() {
     tx.commit().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     assert_eq!(db.get("k").unwrap(), Some(b"after".to_vec()));
+}
+
+/// A keyspace handle of one store, used with another store's transaction or snapshot, is
+/// refused: keyspace numbers mean other keyspaces there.
+#[test]
+fn a_keyspace_of_another_store_is_refused_by_transactions_and_snapshots() {
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = Db::open(dir_a.path(), Options::default()).unwrap();
+    let b = Db::open(dir_b.path(), Options::default()).unwrap();
+    let ours = b.keyspace("same-number", KeyspaceOptions::new()).unwrap();
+    let theirs = a.keyspace("same-number", KeyspaceOptions::new()).unwrap();
+    theirs.put("k", "a's").unwrap();
+    ours.put("k", "b's").unwrap();
+
+    let mut tx = b.transaction();
+    let refused = |r: &bloomkv::Result<_>| matches!(r, Err(Error::NoSuchKeyspace { .. }));
+    assert!(refused(&tx.get_in(&theirs, "k").map(|_| ())));
+    assert!(refused(&tx.put_in(&theirs, "k", "v")));
+    assert!(refused(&tx.delete_in(&theirs, "k")));
+    let mut range = tx.range_in::<&[u8], _>(&theirs, ..);
+    assert!(matches!(
+        range.next(),
+        Some(Err(Error::NoSuchKeyspace { .. }))
+    ));
+    drop(range);
+    assert_eq!(tx.get_in(&ours, "k").unwrap(), Some(b"b's".to_vec()));
+    tx.commit().unwrap();
+
+    let snapshot = b.snapshot();
+    assert!(matches!(
+        snapshot.keyspace(&theirs),
+        Err(Error::NoSuchKeyspace { .. })
+    ));
+    let view = snapshot.keyspace(&ours).unwrap();
+    assert_eq!(view.get("k").unwrap(), Some(b"b's".to_vec()));
+    assert_eq!(
+        theirs.get("k").unwrap(),
+        Some(b"a's".to_vec()),
+        "a's store untouched"
+    );
 }

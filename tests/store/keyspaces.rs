@@ -239,13 +239,16 @@ fn snapshots_see_every_keyspace_at_one_moment() {
         .put_in(&b, "balance", "5");
     db.write(transfer).unwrap();
     fill(&db, &["a", "b"], 1500); // flushes and compactions keep what the snapshot sees
-    let at = |ks| snapshot.keyspace(ks).get("balance").unwrap();
+    let at = |ks| snapshot.keyspace(ks).unwrap().get("balance").unwrap();
     assert_eq!(
         (at(&a), at(&b)),
         (Some(b"10".to_vec()), Some(b"0".to_vec()))
     );
     assert_eq!(a.get("balance").unwrap(), Some(b"5".to_vec()));
-    assert_eq!(snapshot.keyspace(&b).range::<&str, _>(..).count(), 1);
+    assert_eq!(
+        snapshot.keyspace(&b).unwrap().range::<&str, _>(..).count(),
+        1
+    );
 }
 
 #[test]
