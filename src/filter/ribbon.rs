@@ -294,13 +294,12 @@ impl RibbonFilter {
 
 /// Whether the processor counts bits in one instruction. A probe and a build take one parity
 /// per result bit for each slot they meet, which the portable target computes with a dozen
-/// shifts and masks; the check is a load of a flag the standard library caches.
+/// shifts and masks; the check is a load of a flag the standard library caches. (Other
+/// processors keep their portable target's count: aarch64's has one instruction for it.)
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn has_popcnt() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return std::arch::is_x86_feature_detected!("popcnt");
-    #[cfg(not(target_arch = "x86_64"))]
-    return false;
+    std::arch::is_x86_feature_detected!("popcnt")
 }
 
 /// [`RibbonFilter::probe`] compiled with the population-count instruction.

@@ -41,6 +41,13 @@ fn file_id(path: &Path, _meta: &Metadata) -> std::io::Result<FileId> {
     std::fs::canonicalize(path)
 }
 
+/// A second copy of `id`, for the table and the hold: a device and inode are `Copy`, a path
+/// is not.
+#[allow(clippy::clone_on_copy)]
+fn copy_of(id: &FileId) -> FileId {
+    id.clone()
+}
+
 /// How a lock is held: by one writer, or by any number of readers.
 #[derive(Clone, Copy)]
 enum Kind {
@@ -127,7 +134,7 @@ pub(super) fn exclusive(path: &Path) -> Result<Box<dyn FileLock>> {
     let id = file_id(path, &meta).map_err(|e| io_err("reading", path, e))?;
     lock_file(&file, Kind::Exclusive, path)?;
     table.insert(
-        id,
+        copy_of(&id),
         Held {
             _file: file,
             readers: None,
@@ -159,7 +166,7 @@ pub(super) fn shared(path: &Path) -> Result<Option<Box<dyn FileLock>>> {
             };
             lock_file(&file, Kind::Shared, path)?;
             table.insert(
-                id,
+                copy_of(&id),
                 Held {
                     _file: file,
                     readers: Some(1),
