@@ -77,8 +77,6 @@ impl Inner {
 /// another thread or task.
 #[derive(Clone)]
 pub struct Snapshot {
-    inner: Arc<Inner>,
-    seq: SeqNo,
     hold: Arc<SnapshotHold>,
 }
 
@@ -110,8 +108,6 @@ impl Snapshot {
     pub(super) fn take(db: &Db) -> Snapshot {
         let seq = db.inner.register_snapshot();
         Snapshot {
-            inner: Arc::clone(&db.inner),
-            seq,
             hold: Arc::new(SnapshotHold {
                 db: db.clone(),
                 seq,
@@ -119,9 +115,17 @@ impl Snapshot {
         }
     }
 
+    fn inner(&self) -> &Inner {
+        &self.hold.db.inner
+    }
+
+    fn seq(&self) -> SeqNo {
+        self.hold.seq
+    }
+
     /// The sequence number of the last write the snapshot sees.
     pub fn sequence_number(&self) -> u64 {
-        self.seq
+        self.seq()
     }
 
     /// The reads of `keyspace` at this snapshot's moment: with the snapshot's other views,
@@ -134,63 +138,64 @@ impl Snapshot {
 
     /// The value of `key` as of the snapshot, or `None` when it was absent or deleted.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.inner.get(DEFAULT_ID, key.as_ref(), Some(self.seq))
+        self.inner().get(DEFAULT_ID, key.as_ref(), Some(self.seq()))
     }
 
     /// [`get`](Self::get) without a copy (see [`Db::get_pinned`](super::Db::get_pinned)).
     pub fn get_pinned(&self, key: impl AsRef<[u8]>) -> Result<Option<crate::Value>> {
-        self.inner
-            .get_pinned(DEFAULT_ID, key.as_ref(), Some(self.seq))
+        self.inner()
+            .get_pinned(DEFAULT_ID, key.as_ref(), Some(self.seq()))
     }
 
     /// The values of `keys` as of the snapshot, in their order: see
     /// [`Db::multi_get`](super::Db::multi_get).
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.inner.multi_get(DEFAULT_ID, keys, Some(self.seq))
+        self.inner().multi_get(DEFAULT_ID, keys, Some(self.seq()))
     }
 
     /// Whether `key` held a value as of the snapshot, without copying the value.
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        self.inner
-            .contains_key(DEFAULT_ID, key.as_ref(), Some(self.seq))
+        self.inner()
+            .contains_key(DEFAULT_ID, key.as_ref(), Some(self.seq()))
     }
 
     /// Every pair in key order, as of the snapshot.
     pub fn iter(&self) -> DbIterator {
-        (self.inner).iter(
+        self.inner().iter(
             DEFAULT_ID,
             Bound::Unbounded,
             Bound::Unbounded,
             None,
-            Some(self.seq),
+            Some(self.seq()),
         )
     }
 
     /// A [`Cursor`] over every pair the snapshot sees.
     pub fn cursor(&self) -> Cursor {
-        (self.inner).cursor(
+        self.inner().cursor(
             DEFAULT_ID,
             Bound::Unbounded,
             Bound::Unbounded,
-            Some(self.seq),
+            Some(self.seq()),
         )
     }
 
     /// A [`Cursor`] over the pairs the snapshot sees with keys in `range`.
     pub fn cursor_over<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> Cursor {
         let (lower, upper) = super::byte_bounds(&range);
-        self.inner.cursor(DEFAULT_ID, lower, upper, Some(self.seq))
+        self.inner()
+            .cursor(DEFAULT_ID, lower, upper, Some(self.seq()))
     }
 
     /// Pairs with keys in `range`, in key order, as of the snapshot (see [`crate::Db::range`]).
     pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> DbIterator {
         let (start, end) = super::byte_bounds(&range);
-        self.inner.iter(
+        self.inner().iter(
             DEFAULT_ID,
             start,
             end.map(<[u8]>::to_vec),
             None,
-            Some(self.seq),
+            Some(self.seq()),
         )
     }
 
@@ -198,18 +203,20 @@ impl Snapshot {
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
         let prefix = prefix.as_ref();
         let start = Bound::Included(prefix);
-        (self.inner).iter(
+        self.inner().iter(
             DEFAULT_ID,
             start,
             Bound::Unbounded,
             Some(prefix.to_vec()),
-            Some(self.seq),
+            Some(self.seq()),
         )
     }
 }
 
 impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Snapshot").field("seq", &self.seq).finish()
+        f.debug_struct("Snapshot")
+            .field("seq", &self.seq())
+            .finish()
     }
 }
