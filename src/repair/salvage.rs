@@ -74,7 +74,12 @@ pub fn salvage_tables(fs: &SharedFs, dir: &Path, options: &Options) -> Result<Ve
             Err(e) if !fs.exists(&path) => e.to_string(),
             Err(e) => return Err(e),
         };
-        let (outcome, new_meta) = salvage_one(fs, dir, options, meta, damage)?;
+        // A keyspace's table is rewritten with the keyspace's block size and compression.
+        let table_options = match recovered.keyspaces.iter().find(|k| k.id == meta.keyspace) {
+            Some(keyspace) => keyspace.options.applied_to(options),
+            None => options.clone(),
+        };
+        let (outcome, new_meta) = salvage_one(fs, dir, &table_options, meta, damage)?;
         kept.extend(new_meta);
         salvaged.push(outcome);
     }
@@ -85,7 +90,8 @@ pub fn salvage_tables(fs: &SharedFs, dir: &Path, options: &Options) -> Result<Ve
 }
 
 /// Moves the damaged table `meta` to `lost/`, then writes its intact blocks into a table of
-/// the same name, number and level. The number matters: level-0 tables are ordered by it, and
+/// the same name, number and level, with the block size and compression of `options` (its
+/// keyspace's). The number matters: level-0 tables are ordered by it, and
 /// under a new, higher number the salvaged (older) data would read as the newest.
 fn salvage_one(
     fs: &SharedFs,

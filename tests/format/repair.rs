@@ -200,3 +200,58 @@ fn a_second_repair_keeps_the_first_damaged_original() {
     let check = check_store_with(Arc::new(fs.clone()), Path::new(DIR)).unwrap();
     assert!(check.is_clean(), "{:?}", check.problems);
 }
+
+/// A keyspace's damaged table is rewritten with the keyspace's block size and compression,
+/// not the store's: its kept blocks are as many as before less the damaged one, each as
+/// large as the keyspace asked.
+#[test]
+fn a_salvaged_table_keeps_its_keyspaces_block_size_and_compression() {
+    use bloomkv::metrics::ReadCounters;
+    use bloomkv::sstable::Table;
+    use bloomkv::{Compression, KeyspaceOptions};
+
+    let fs = FaultFs::new();
+    let keyspace_options = KeyspaceOptions::default()
+        .block_size(8 * 1024)
+        .compression(Compression::None);
+    {
+        let roomy = options(&fs).memtable_size(1 << 20).table_size(1 << 20);
+        let db = Db::open(DIR, roomy).unwrap();
+        let wide = db.keyspace("wide", keyspace_options).unwrap();
+        for i in 0..KEYS {
+            wide.put(common::key(i), common::value(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_background_work().unwrap();
+        db.close().unwrap();
+    }
+    let shared: bloomkv::fs::SharedFs = Arc::new(fs.clone());
+    let properties = |path: &Path| {
+        let table = Table::open(Arc::clone(&shared), path, Arc::new(ReadCounters::new())).unwrap();
+        table.properties().clone()
+    };
+    let table = largest_table(&fs);
+    let before = properties(&table);
+    assert!(before.data_blocks > 2, "{before:?}");
+    let mut bytes = fs.contents(&table).unwrap();
+    bytes[20] ^= 0x40;
+    fs.set_contents(&table, bytes);
+
+    let report = repair(DIR, options(&fs)).unwrap();
+    assert_eq!(report.salvaged.len(), 1, "{:?}", report.salvaged);
+    assert_eq!(report.salvaged[0].blocks_dropped, 1);
+    let after = properties(&table);
+    // The store's 1 KiB blocks would have made several times as many.
+    assert_eq!(after.data_blocks, before.data_blocks - 1, "{after:?}");
+    // Uncompressed, as the keyspace asked: as many bytes an entry as before (LZ4, the
+    // store's compression, takes the repeated bytes of these values to far fewer).
+    let per_entry = |p: &bloomkv::sstable::TableProperties| p.data_size as f64 / p.entries as f64;
+    let ratio = per_entry(&after) / per_entry(&before);
+    assert!((0.9..1.1).contains(&ratio), "{ratio}: {before:?} {after:?}");
+    let db = Db::open(DIR, options(&fs)).unwrap();
+    let wide = db.keyspace("wide", KeyspaceOptions::default()).unwrap();
+    assert_eq!(
+        wide.iter().count() as u64,
+        KEYS - report.salvaged[0].entries_lost
+    );
+}
