@@ -18,7 +18,7 @@ use crate::cursor::Cursor;
 use crate::entry::SeqNo;
 use crate::error::Result;
 use crate::iter::DbIterator;
-use crate::keyspace::DEFAULT_ID;
+use crate::keyspace::{KeyspaceId, DEFAULT_ID};
 
 /// Live snapshots: how many handles hold each sequence number.
 #[derive(Default)]
@@ -85,6 +85,9 @@ pub struct Snapshot {
 pub(crate) struct SnapshotHold {
     db: Db,
     seq: SeqNo,
+    /// The keyspaces live when it was taken, by number (numbers are never used again). A
+    /// keyspace made later, even under a dropped one's name, held nothing the snapshot saw.
+    keyspaces: Vec<KeyspaceId>,
 }
 
 impl SnapshotHold {
@@ -107,10 +110,14 @@ impl Snapshot {
     /// A snapshot of `db` at its newest visible write.
     pub(super) fn take(db: &Db) -> Snapshot {
         let seq = db.inner.register_snapshot();
+        // Read after the registration: a keyspace made in between is one the snapshot may
+        // see (it has no write numbered at or below `seq`), so either order is a true one.
+        let keyspaces = db.inner.read_state().trees.iter().map(|t| t.id()).collect();
         Snapshot {
             hold: Arc::new(SnapshotHold {
                 db: db.clone(),
                 seq,
+                keyspaces,
             }),
         }
     }
@@ -130,9 +137,16 @@ impl Snapshot {
 
     /// The reads of `keyspace` at this snapshot's moment: with the snapshot's other views,
     /// one consistent view across keyspaces. `NoSuchKeyspace` for a keyspace of another
-    /// store.
+    /// store, or one made after the snapshot (even under the name of one it saw, since
+    /// dropped: that one's data went with it). Reads of a view whose keyspace was dropped
+    /// since fail with `NoSuchKeyspace` as well.
     pub fn keyspace(&self, keyspace: &Keyspace) -> Result<KeyspaceView> {
-        keyspace.id_in(&self.hold.db)?;
+        let id = keyspace.id_in(&self.hold.db)?;
+        if !self.hold.keyspaces.contains(&id) {
+            return Err(crate::Error::NoSuchKeyspace {
+                name: format!("{} (made after the snapshot)", keyspace.name()),
+            });
+        }
         Ok(KeyspaceView::at(&self.hold, Arc::clone(keyspace.def())))
     }
 

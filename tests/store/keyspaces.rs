@@ -251,6 +251,46 @@ fn snapshots_see_every_keyspace_at_one_moment() {
     );
 }
 
+/// A snapshot does not read a keyspace made after it, even one under the name of a keyspace
+/// it saw and that was dropped since: the new one's emptiness is not what the snapshot saw.
+/// The dropped one's views fail too (its data went with it); keyspaces it saw still read.
+#[test]
+fn a_snapshot_refuses_keyspaces_made_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    let kept = db.keyspace("kept", KeyspaceOptions::new()).unwrap();
+    let users = db.keyspace("users", KeyspaceOptions::new()).unwrap();
+    kept.put("k", "kept").unwrap();
+    users.put("k", "old").unwrap();
+    let snapshot = db.snapshot();
+    let old_view = snapshot.keyspace(&users).unwrap();
+    assert_eq!(old_view.get("k").unwrap(), Some(b"old".to_vec()));
+
+    db.drop_keyspace("users").unwrap();
+    let users_again = db.keyspace("users", KeyspaceOptions::new()).unwrap();
+    users_again.put("k", "new").unwrap();
+    let later = db.keyspace("later", KeyspaceOptions::new()).unwrap();
+    for made_after in [&users_again, &later] {
+        match snapshot.keyspace(made_after) {
+            Err(Error::NoSuchKeyspace { name }) => assert!(name.contains("after"), "{name}"),
+            other => panic!("{:?}", other.map(|v| v.name().to_string())),
+        }
+    }
+    assert!(matches!(
+        old_view.get("k"),
+        Err(Error::NoSuchKeyspace { .. })
+    ));
+    assert!(matches!(
+        snapshot.keyspace(&users).and_then(|v| v.get("k")),
+        Err(Error::NoSuchKeyspace { .. })
+    ));
+    let kept_view = snapshot.keyspace(&kept).unwrap();
+    assert_eq!(kept_view.get("k").unwrap(), Some(b"kept".to_vec()));
+    // A snapshot taken now reads the new keyspace.
+    let now = db.snapshot().keyspace(&users_again).unwrap();
+    assert_eq!(now.get("k").unwrap(), Some(b"new".to_vec()));
+}
+
 #[test]
 fn bad_keyspace_requests_get_typed_errors() {
     let dir = tempfile::tempdir().unwrap();
