@@ -43,8 +43,12 @@ pub const MAX_KEYSPACE_NAME_LEN: usize = 255;
 pub struct KeyspaceOptions {
     /// The filter policy of the keyspace's tables.
     pub filter_policy: Option<FilterPolicy>,
-    /// How the keyspace's blocks are compressed.
+    /// How the keyspace's blocks are compressed; set, it is the bottom's too unless
+    /// `bottom_compression` is.
     pub compression: Option<Compression>,
+    /// How the blocks of the keyspace's tables at the bottom of its tree are compressed (see
+    /// [`Options::bottom_compression`]).
+    pub bottom_compression: Option<Compression>,
     /// Target size of the keyspace's data blocks.
     pub block_size: Option<usize>,
     /// The keyspace's memtable is frozen once it holds about this many bytes. Every
@@ -70,6 +74,12 @@ impl KeyspaceOptions {
         self
     }
 
+    /// Sets the compression of the keyspace's tables at the bottom of its tree.
+    pub fn bottom_compression(mut self, compression: Compression) -> Self {
+        self.bottom_compression = Some(compression);
+        self
+    }
+
     /// Sets the keyspace's data block size.
     pub fn block_size(mut self, bytes: usize) -> Self {
         self.block_size = Some(bytes);
@@ -87,6 +97,7 @@ impl KeyspaceOptions {
         KeyspaceOptions {
             filter_policy: newer.filter_policy.or(self.filter_policy),
             compression: newer.compression.or(self.compression),
+            bottom_compression: newer.bottom_compression.or(self.bottom_compression),
             block_size: newer.block_size.or(self.block_size),
             memtable_size: newer.memtable_size.or(self.memtable_size),
         }
@@ -100,6 +111,10 @@ impl KeyspaceOptions {
         }
         if let Some(compression) = self.compression {
             options.compression = compression;
+            options.bottom_compression = None;
+        }
+        if let Some(bottom) = self.bottom_compression {
+            options.bottom_compression = Some(bottom);
         }
         if let Some(bytes) = self.block_size {
             options.block_size = bytes;

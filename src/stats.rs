@@ -319,6 +319,8 @@ pub struct KeyspaceStats {
     pub filter_policy: crate::FilterPolicy,
     /// The compression of its tables' blocks.
     pub compression: crate::Compression,
+    /// The compression of its tables at the bottom of its tree.
+    pub bottom_compression: crate::Compression,
     /// The size its tables' data blocks are cut at.
     pub block_size: usize,
     /// The size at which its memtable is frozen and flushed.

@@ -194,6 +194,7 @@ impl KeyspaceView {
         KeyspaceOptions {
             filter_policy: Some(o.policy()),
             compression: Some(o.compression),
+            bottom_compression: Some(o.compression_at(true)),
             block_size: Some(o.block_size),
             memtable_size: Some(o.memtable_size),
         }

@@ -488,6 +488,7 @@ fn keyspace_stats(tree: &Tree, stats: &TreeStats) -> KeyspaceStats {
         filter_memory_bytes: stats.filter_memory_bytes,
         filter_policy: options.policy(),
         compression: options.compression,
+        bottom_compression: options.compression_at(true),
         block_size: options.block_size,
         memtable_size: options.memtable_size,
     }

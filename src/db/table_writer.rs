@@ -15,7 +15,7 @@ use crate::filter_plan::{filter_groups, Span};
 use crate::keyspace::KeyspaceId;
 use crate::manifest::TableMeta;
 use crate::options::Options;
-use crate::sstable::{FilterPolicy, Table, TableBuilder, TableEnv, TableOptions};
+use crate::sstable::{Compression, FilterPolicy, Table, TableBuilder, TableEnv, TableOptions};
 use crate::version::Version;
 use crate::walk::Walk;
 
@@ -133,6 +133,12 @@ pub(super) struct TableWriter<'a> {
     pub(super) job_in_shape: bool,
 }
 
+/// Whether tables of level `at` are at the bottom of the tree: below level 0, with no keys
+/// in any deeper level of `groups` (the tree's levels, top first).
+fn at_bottom(groups: &[FilterGroup], at: usize) -> bool {
+    at > 0 && groups.iter().skip(at + 1).all(|g| g.keys == 0)
+}
+
 impl<'a> TableWriter<'a> {
     /// The filters of new tables of `level`; `new_keys` are the keys the job writes there.
     /// A budget is spread over the tree as it stands, with the job's `new_keys` added to
@@ -161,8 +167,7 @@ impl<'a> TableWriter<'a> {
             }
             groups[at].keys += new_keys;
         }
-        let at_bottom = at > 0 && groups[at + 1..].iter().all(|g| g.keys == 0);
-        if self.options.tuning.no_filters_at_bottom && at_bottom {
+        if self.options.tuning.no_filters_at_bottom && at_bottom(&groups, at) {
             return LevelFilters::Policy(FilterPolicy::Disabled);
         }
         as_compaction_keeps_up(&mut groups[0], self.options.tuning.l0_compaction_trigger);
@@ -226,6 +231,12 @@ impl<'a> TableWriter<'a> {
         }
     }
 
+    /// The compression of new tables of `level`: the bottom's when no deeper level holds
+    /// keys.
+    fn compression_for(&self, level: u32) -> Compression {
+        (self.options).compression_at(at_bottom(&self.shape, level as usize))
+    }
+
     /// Writes `entries` into tables at `level`, ended where `cuts` says. On failure no new
     /// file stays behind: finished tables are deleted with the one in progress.
     pub(super) fn write(
@@ -253,6 +264,7 @@ impl<'a> TableWriter<'a> {
         mut cuts: Cuts<'_>,
     ) -> Result<()> {
         let filters = self.filters_for(level, expected_keys);
+        let compression = self.compression_for(level);
         // A builder dropped unfinished deletes its temporary file.
         let mut current: Option<(u64, TableBuilder)> = None;
         let mut last_key = Vec::new();
@@ -273,7 +285,8 @@ impl<'a> TableWriter<'a> {
                 Some(open) => open,
                 None => {
                     cuts.started_table(entry.key);
-                    current.insert(self.start_table(&filters, level, expected_keys)?)
+                    let started = self.start_table(&filters, compression, level, expected_keys);
+                    current.insert(started?)
                 }
             };
             builder.add_raw(entry.key, entry.seq, entry.kind, entry.value)?;
@@ -289,6 +302,7 @@ impl<'a> TableWriter<'a> {
     fn start_table(
         &self,
         filters: &LevelFilters,
+        compression: Compression,
         level: u32,
         expected_keys: u64,
     ) -> Result<(u64, TableBuilder)> {
@@ -297,7 +311,7 @@ impl<'a> TableWriter<'a> {
         let table_options = TableOptions {
             block_size: self.options.block_size,
             filter_policy: filters.for_table(number),
-            compression: self.options.compression,
+            compression,
             index_partition_size: self.options.tuning.index_partition_size,
             // Partitions let the limit keep a busy key range's filter whole; without a
             // binding limit every filter is held whole, and a search of a top level would

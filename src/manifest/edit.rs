@@ -179,6 +179,7 @@ const HAS_FILTER_POLICY: u64 = 1;
 const HAS_COMPRESSION: u64 = 2;
 const HAS_BLOCK_SIZE: u64 = 4;
 const HAS_MEMTABLE_SIZE: u64 = 8;
+const HAS_BOTTOM_COMPRESSION: u64 = 16;
 
 /// A [`FilterPolicy`] as a manifest records it: its kind and its number's bits, so that it
 /// compares and re-encodes exactly.
@@ -280,6 +281,7 @@ fn put_keyspace(out: &mut Vec<u8>, keyspace: &KeyspaceRecord) {
         (o.compression.is_some(), HAS_COMPRESSION),
         (o.block_size.is_some(), HAS_BLOCK_SIZE),
         (o.memtable_size.is_some(), HAS_MEMTABLE_SIZE),
+        (o.bottom_compression.is_some(), HAS_BOTTOM_COMPRESSION),
     ];
     put_varint(out, present.iter().filter(|p| p.0).map(|p| p.1).sum());
     if let Some(policy) = &o.filter_policy {
@@ -290,6 +292,9 @@ fn put_keyspace(out: &mut Vec<u8>, keyspace: &KeyspaceRecord) {
     }
     for size in [o.block_size, o.memtable_size].into_iter().flatten() {
         put_varint(out, size as u64);
+    }
+    if let Some(compression) = o.bottom_compression {
+        put_varint(out, u64::from(compression.code()));
     }
 }
 
@@ -389,7 +394,7 @@ impl<'a> Decoder<'a> {
         }
         let start = self.pos;
         let present = self.varint("keyspace options present")?;
-        if present >= 2 * HAS_MEMTABLE_SIZE {
+        if present >= 2 * HAS_BOTTOM_COMPRESSION {
             return self.fail(start, format!("unknown keyspace options {present:#x}"));
         }
         let mut options = KeyspaceOptions::default();
@@ -397,12 +402,7 @@ impl<'a> Decoder<'a> {
             options.filter_policy = self.filter_policy()?.policy();
         }
         if present & HAS_COMPRESSION != 0 {
-            let start = self.pos;
-            let code = self.varint("compression")?;
-            options.compression = u8::try_from(code).ok().and_then(Compression::from_code);
-            if options.compression.is_none() {
-                return self.fail(start, format!("unknown compression {code}"));
-            }
+            options.compression = Some(self.compression()?);
         }
         // The sizes the options' own checks allow (`Options::validate`).
         let block_sizes = 64..=MAX_BLOCK_SIZE as u64;
@@ -429,7 +429,19 @@ impl<'a> Decoder<'a> {
                 }
             }
         }
+        if present & HAS_BOTTOM_COMPRESSION != 0 {
+            options.bottom_compression = Some(self.compression()?);
+        }
         Ok(KeyspaceRecord { id, name, options })
+    }
+
+    fn compression(&mut self) -> std::result::Result<Compression, DecodeError> {
+        let start = self.pos;
+        let code = self.varint("compression")?;
+        match u8::try_from(code).ok().and_then(Compression::from_code) {
+            Some(compression) => Ok(compression),
+            None => self.fail(start, format!("unknown compression {code}")),
+        }
     }
 
     /// A count of fields that must be `expected`.

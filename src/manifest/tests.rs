@@ -200,6 +200,7 @@ fn keyspace_edit() -> VersionEdit {
                 options: options
                     .filter_policy(FilterPolicy::FalsePositiveRate(0.001))
                     .compression(crate::sstable::Compression::None)
+                    .bottom_compression(crate::sstable::Compression::Zstd)
                     .block_size(16 << 10)
                     .memtable_size(1 << 20),
             },

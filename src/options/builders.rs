@@ -234,6 +234,13 @@ impl Options {
         self
     }
 
+    /// Sets the compression of tables written at the bottom of the tree (default: as
+    /// `compression`); see [`Options::bottom_compression`].
+    pub fn bottom_compression(mut self, compression: Compression) -> Self {
+        self.bottom_compression = Some(compression);
+        self
+    }
+
     /// Sets the number of threads that run compactions (default 2).
     pub fn compaction_threads(mut self, threads: usize) -> Self {
         self.compaction_threads = threads;

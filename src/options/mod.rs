@@ -165,6 +165,11 @@ pub struct Options {
     /// Default LZ4: a block decodes in a few microseconds, and the store saves disk bytes and
     /// page-cache space (the repository's design notes, "Caches").
     pub compression: Compression,
+    /// How the blocks of tables written at the bottom of the tree (a level with no data below
+    /// it, where most bytes live and fewest reads go) are compressed. Default `None`: as
+    /// `compression` says. `Some(Compression::Zstd)` stores cold data in fewer bytes while
+    /// the levels above, which most reads and every compaction's inputs come from, keep LZ4.
+    pub bottom_compression: Option<Compression>,
     /// The file system the store uses. Default: the operating system's, read with `pread`
     /// ([`OsFileSystem`]), which leaves what stays in memory to the block cache and turns a
     /// truncated file into an error; `mmap_reads(true)` reads through memory maps instead.
@@ -203,6 +208,7 @@ impl Default for Options {
             block_cache: None,
             max_open_files: 512,
             compression: Compression::default(),
+            bottom_compression: None,
             file_system: Arc::new(OsFileSystem),
             memory_limit: None,
             tuning: Tuning::default(),
@@ -225,6 +231,7 @@ impl std::fmt::Debug for Options {
             .field("shared_block_cache", &self.block_cache.is_some())
             .field("max_open_files", &self.max_open_files)
             .field("compression", &self.compression)
+            .field("bottom_compression", &self.bottom_compression)
             .field("memory_limit", &self.memory_limit)
             .field("tuning", &self.tuning)
             .finish_non_exhaustive()
@@ -232,6 +239,14 @@ impl std::fmt::Debug for Options {
 }
 
 impl Options {
+    /// The compression of tables written at `level`, at the bottom of the tree or not.
+    pub(crate) fn compression_at(&self, at_bottom: bool) -> Compression {
+        match (at_bottom, self.bottom_compression) {
+            (true, Some(bottom)) => bottom,
+            _ => self.compression,
+        }
+    }
+
     /// The options with `filter_memory_limit` made from `filter_memory_share`, and
     /// `index_cache_size` from `index_memory_share`, and the memory the process may use now,
     /// where they were not given.
@@ -278,6 +293,13 @@ impl Options {
         }
         if self.table_size < 1024 || self.tuning.level1_size < 1024 {
             return bad("table_size and level1_size must be at least 1 KiB");
+        }
+        let compressions = std::iter::once(self.compression).chain(self.bottom_compression);
+        if let Some(missing) = compressions.into_iter().find(|c| !c.is_available()) {
+            return Err(crate::Error::InvalidArgument(format!(
+                "{} compression is not in this build (its cargo feature is off)",
+                missing.name()
+            )));
         }
         if self.block_size < 64 {
             return bad("block_size must be at least 64 bytes");

@@ -373,8 +373,7 @@ pub fn check_block(
             compression.name()
         )));
     }
-    let max_len = compression::max_decompressed_len(raw.len()).min(max_contents_len(kind));
-    compression::decompress(raw, compression, max_len).map_err(|m| {
+    compression::decompress(raw, compression, max_contents_len(kind)).map_err(|m| {
         corrupt(format!(
             "{} block does not decompress: {}",
             compression.name(),

@@ -4,6 +4,7 @@
 mod common;
 
 mod checkpoint;
+mod compression;
 mod cursor;
 mod db_errors;
 mod db_model;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use bloomkv::filter::FilterParams;
-use bloomkv::FilterPolicy;
+use bloomkv::{Compression, FilterPolicy};
 use clap::builder::ArgPredicate;
 use clap::{Args, ValueEnum};
 
@@ -35,8 +35,10 @@ pub struct BenchArgs {
     )]
     pub value_size: usize,
     /// What values hold: `compressible` (half random bytes, half one repeated byte: LZ4 halves
-    /// it, about as it does real records), `random` (nothing to compress) or `repeated` (one
-    /// byte repeated: what this bench loaded before it had this option).
+    /// it, about as it does real records), `records` (JSON-like text: field names, numbers and
+    /// words of a 256-word vocabulary, the kind of data an entropy coder such as zstd's takes
+    /// further than LZ4), `random` (nothing to compress) or `repeated` (one byte repeated: what
+    /// this bench loaded before it had this option).
     #[arg(long, value_enum, default_value_t = Values::Compressible)]
     pub values: Values,
     /// Compare whole stores instead of filter settings: each of these (`bloomkv`, `rocksdb`,
@@ -159,6 +161,14 @@ pub struct BenchArgs {
     /// 1; `4294967295` writes Bloom filters everywhere), for runs beside each other.
     #[arg(long = "ribbon-from-level", value_name = "LEVEL")]
     pub ribbon_filters_from_level: Option<u32>,
+    /// With `--stores`: bloomkv's `Options::compression` (`none`, `lz4` or `zstd`; default:
+    /// the store's, LZ4).
+    #[arg(long, value_name = "NAME", value_parser = parse_compression)]
+    pub compression: Option<Compression>,
+    /// With `--stores`: bloomkv's `Options::bottom_compression`, the compression of the
+    /// tables at the bottom of the tree (`none`, `lz4` or `zstd`; default: as `--compression`).
+    #[arg(long, value_name = "NAME", value_parser = parse_compression)]
+    pub bottom_compression: Option<Compression>,
     /// With `--stores`: bloomkv's `Options::index_cache_size`, the memory its index partitions
     /// may take (`4MiB`, ...; default: the store's, an eighth of the memory the process may
     /// use).
@@ -245,6 +255,8 @@ pub struct BenchArgs {
 pub enum Values {
     /// Half random bytes, half one byte repeated.
     Compressible,
+    /// JSON-like records of words from a small vocabulary.
+    Records,
     /// Random bytes.
     Random,
     /// One byte repeated.
@@ -255,6 +267,7 @@ impl Values {
     pub fn name(self) -> &'static str {
         match self {
             Values::Compressible => "compressible",
+            Values::Records => "records",
             Values::Random => "random",
             Values::Repeated => "repeated",
         }
@@ -311,4 +324,12 @@ pub fn parse_settings(text: &str) -> Result<Vec<(String, FilterPolicy)>, Failure
             Ok((s.to_string(), FilterPolicy::FalsePositiveRate(p)))
         })
         .collect()
+}
+
+/// A compression by the name `Compression::name` gives it.
+pub fn parse_compression(name: &str) -> Result<Compression, String> {
+    [Compression::None, Compression::Lz4, Compression::Zstd]
+        .into_iter()
+        .find(|c| c.name() == name)
+        .ok_or_else(|| format!("unknown compression {name:?}: none, lz4 or zstd"))
 }

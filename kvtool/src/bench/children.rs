@@ -130,6 +130,14 @@ pub fn child_args(args: &BenchArgs, store: &str, out: &Path) -> Vec<String> {
         if let Some(level) = args.ribbon_filters_from_level {
             v.extend(["--ribbon-from-level".into(), level.to_string()]);
         }
+        for (flag, compression) in [
+            ("--compression", args.compression),
+            ("--bottom-compression", args.bottom_compression),
+        ] {
+            if let Some(compression) = compression {
+                v.extend([flag.into(), compression.name().into()]);
+            }
+        }
         if let Some(filter) = &args.filter {
             v.extend([
                 "--stores".into(),
@@ -240,6 +248,12 @@ pub fn bloomkv_options(args: &BenchArgs) -> Result<Options, Failure> {
     if let Some(level) = args.ribbon_filters_from_level {
         options = options.ribbon_filters_from_level(level);
     }
+    if let Some(compression) = args.compression {
+        options = options.compression(compression);
+    }
+    if let Some(compression) = args.bottom_compression {
+        options = options.bottom_compression(compression);
+    }
     if let Some(setting) = &args.filter {
         match parse_settings(setting)?.as_slice() {
             [(_, policy)] => options = options.filter_policy(*policy),
@@ -261,6 +275,7 @@ pub fn resident() -> Result<(u64, u64), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bloomkv::Compression;
     use clap::Parser;
 
     #[derive(Parser)]
@@ -330,5 +345,25 @@ mod tests {
         assert_eq!(options.tuning.ribbon_filters_from_level, 3);
         let plain = bloomkv_options(&bench_args(&["--stores", "bloomkv"])).unwrap();
         assert_eq!(plain.tuning.ribbon_filters_from_level, 1);
+    }
+
+    #[test]
+    fn compressions_reach_the_bloomkv_child_and_its_options() {
+        let line = [
+            "--stores",
+            "bloomkv,rocksdb",
+            "--bottom-compression",
+            "zstd",
+        ];
+        let args = bench_args(&line);
+        let child = child_args(&args, "bloomkv", Path::new("out.json"));
+        let in_child: Vec<&str> = child.iter().map(String::as_str).collect();
+        let options = bloomkv_options(&bench_args(&in_child)).unwrap();
+        assert_eq!(options.bottom_compression, Some(Compression::Zstd));
+        assert_eq!(options.compression, Compression::Lz4);
+        let rocksdb = child_args(&args, "rocksdb", Path::new("out.json"));
+        assert!(!rocksdb.iter().any(|a| a == "--bottom-compression"));
+        let bad = ["bench", "--stores", "bloomkv", "--compression", "gzip"];
+        assert!(Command::try_parse_from(bad).is_err());
     }
 }

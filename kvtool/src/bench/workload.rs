@@ -103,6 +103,7 @@ impl Workload {
             Values::Random => self.value_size,
             Values::Compressible => self.value_size / 2,
             Values::Repeated => 0,
+            Values::Records => return record_value(i, self.value_size),
         };
         let mut value = Vec::with_capacity(self.value_size);
         let mut state = splitmix(i ^ 0x7a1e_5eed);
@@ -135,6 +136,35 @@ impl Workload {
                 .collect()
         })
     }
+}
+
+/// A JSON-like record of `size` bytes for the key loaded `i`-th: a few named fields, then
+/// words drawn from a vocabulary of 256 made of syllables, as text fields of real records
+/// repeat words far more than they repeat long runs.
+fn record_value(i: u64, size: usize) -> Vec<u8> {
+    const SYLLABLES: [&str; 16] = [
+        "ka", "lo", "mi", "ren", "tas", "vu", "pe", "dor", "sil", "an", "qu", "ex", "om", "bri",
+        "zel", "to",
+    ];
+    let mut state = splitmix(i ^ 0x05ec_02d5);
+    let mut word = |value: &mut Vec<u8>| {
+        state = splitmix(state);
+        let pick = state as u8;
+        value.extend_from_slice(SYLLABLES[usize::from(pick & 15)].as_bytes());
+        value.extend_from_slice(SYLLABLES[usize::from(pick >> 4)].as_bytes());
+    };
+    let mut value = Vec::with_capacity(size + 16);
+    value.extend_from_slice(format!("{{\"id\":{i},\"name\":\"").as_bytes());
+    word(&mut value);
+    value.extend_from_slice(b"\",\"city\":\"");
+    word(&mut value);
+    value.extend_from_slice(format!("\",\"score\":{},\"text\":\"", i % 1000).as_bytes());
+    while value.len() < size {
+        word(&mut value);
+        value.push(b' ');
+    }
+    value.truncate(size);
+    value
 }
 
 /// Keys for one level-0 table of `--level0-tables`: about half a memtable's worth, so that
@@ -284,4 +314,24 @@ fn load_bloomkv(
     }
     db.flush()?;
     Ok(longest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_text_of_the_asked_size_and_the_same_every_time() {
+        for size in [1, 40, 100, 1000] {
+            let a = record_value(7, size);
+            assert_eq!(a.len(), size);
+            assert_eq!(a, record_value(7, size));
+            assert!(
+                a.iter().all(|b| b.is_ascii_graphic() || *b == b' '),
+                "{a:?}"
+            );
+        }
+        assert_ne!(record_value(7, 100), record_value(8, 100));
+        assert!(record_value(12, 100).starts_with(b"{\"id\":12,\"name\":\""));
+    }
 }

@@ -85,17 +85,18 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         let _ = writeln!(out);
         let _ = writeln!(
             out,
-            "keyspace              tables  entries     bytes  compression  block size"
+            "keyspace              tables  entries     bytes  compression  bottom  block size"
         );
         for k in &stats.keyspaces {
             let _ = writeln!(
                 out,
-                "{:<20} {:>7}  {:>7}  {:>8}  {:>11}  {:>10}",
+                "{:<20} {:>7}  {:>7}  {:>8}  {:>11}  {:>6}  {:>10}",
                 k.name,
                 k.tables.len(),
                 k.entries,
                 k.bytes,
                 k.compression.name(),
+                k.bottom_compression.name(),
                 k.block_size
             );
         }
@@ -297,7 +298,8 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
                 "bytes": k.bytes, "memtable_bytes": k.memtable_bytes,
                 "filter_memory_bytes": k.filter_memory_bytes,
                 "filter_policy": policy_text(&k.filter_policy),
-                "compression": k.compression.name(), "block_size": k.block_size,
+                "compression": k.compression.name(),
+                "bottom_compression": k.bottom_compression.name(), "block_size": k.block_size,
                 "memtable_size": k.memtable_size,
             })
         })
