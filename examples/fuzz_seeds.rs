@@ -155,6 +155,8 @@ fn main() -> ExitCode {
             next_keyspace: None,
             keyspaces: Vec::new(),
             dropped_keyspaces: Vec::new(),
+            added_ranges: Vec::new(),
+            removed_ranges: Vec::new(),
         }
         .encode(),
         VersionEdit {
@@ -180,6 +182,8 @@ fn main() -> ExitCode {
                     .memtable_size(1 << 20),
             }],
             dropped_keyspaces: vec![2],
+            removed_ranges: vec![(0, range(b"a", b"c", 7))],
+            added_ranges: vec![(0, range(b"a", b"b", 7)), (3, range(b"", b"\xff", 900))],
         }
         .encode(),
     ];
@@ -213,4 +217,13 @@ fn main() -> ExitCode {
         println!("{}: {} seeds", target_dir.display(), inputs.len());
     }
     ExitCode::SUCCESS
+}
+
+/// A range deletion of `start..end` at `seq`.
+fn range(start: &[u8], end: &[u8], seq: u64) -> bloomkv::range_tombstone::RangeTombstone {
+    bloomkv::range_tombstone::RangeTombstone {
+        start: start.to_vec(),
+        end: end.to_vec(),
+        seq,
+    }
 }

@@ -30,9 +30,10 @@ use std::sync::Arc;
 
 use crate::entry::SeqNo;
 use crate::error::Result;
-use crate::iter::{KeptVersions, ZeroedSeqs};
+use crate::iter::{KeptVersions, WithoutDeleted, ZeroedSeqs};
 use crate::manifest::TableMeta;
 use crate::options::Options;
+use crate::range_tombstone::RangeTombstones;
 use crate::sstable::{BlockReads, Table};
 use crate::version::{TableHandle, Version};
 use crate::walk::{BoxedWalk, Concat, EntryView, MergeWalk, Walk};
@@ -102,7 +103,14 @@ impl Compaction {
     /// The tables of one level below 0 are sorted and disjoint, so they make one stream, read
     /// one table after another: the merge then compares a key against one head per level, not
     /// one per table (a level-0 merge may take a hundred tables of its output level).
-    pub fn merged_entries_in(&self, part: &Part, snapshots: &[SeqNo]) -> impl Walk {
+    ///
+    /// Versions the range deletions `ranges` hide from every reader go (`WithoutDeleted`).
+    pub fn merged_entries_in(
+        &self,
+        part: &Part,
+        snapshots: &[SeqNo],
+        ranges: Option<Arc<RangeTombstones>>,
+    ) -> impl Walk {
         let in_part: Vec<&Arc<TableHandle>> =
             self.all_inputs().filter(|t| part.meets(&t.meta)).collect();
         let mut streams: Vec<BoxedWalk> = Vec::new();
@@ -120,10 +128,18 @@ impl Compaction {
             true => snapshots.iter().copied().min().unwrap_or(SeqNo::MAX),
             false => 0,
         };
-        let kept = KeptVersions::new(MergeWalk::forward(streams), snapshots.to_vec(), at_bottom);
+        let mut ascending = snapshots.to_vec();
+        ascending.sort_unstable();
+        let merged = WithoutDeleted {
+            inner: MergeWalk::forward(streams),
+            ranges: ranges.clone(),
+            snapshots: ascending,
+        };
+        let kept = KeptVersions::new(merged, snapshots.to_vec(), at_bottom);
         ZeroedSeqs {
             inner: kept,
             seen_by_all,
+            ranges,
         }
     }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::entry::{SeqNo, ValueKind};
 use crate::error::Result;
+use crate::range_tombstone::RangeTombstones;
 use crate::walk::{BoxedWalk, EntryView, MergeWalk, Walk};
 
 /// The newest version of each key a snapshot sees, walking forwards over a sorted walk (and,
@@ -12,12 +13,14 @@ use crate::walk::{BoxedWalk, EntryView, MergeWalk, Walk};
 /// invisible. The walk ends at the first key past `end`, before old versions and tombstones
 /// are skipped, so that a walk whose range holds no more live keys stops at its bound instead
 /// of reading on through deleted ones. Nothing is copied but each key handed out, into a
-/// buffer reused from key to key.
+/// buffer reused from key to key. With `ranges`, a version a range deletion the snapshot sees
+/// came after reads as a tombstone.
 pub(crate) struct NewestVersions<W> {
     inner: W,
     snapshot: SeqNo,
     drop_tombstones: bool,
     end: Bound<Vec<u8>>,
+    ranges: Option<Arc<RangeTombstones>>,
     /// The key last handed out, once one was.
     last_key: Option<Vec<u8>>,
     done: bool,
@@ -31,9 +34,16 @@ impl<W: Walk> NewestVersions<W> {
             snapshot,
             drop_tombstones,
             end,
+            ranges: None,
             last_key: None,
             done: false,
         }
+    }
+
+    /// The walk, with versions `ranges` deletes read as deleted.
+    fn with_ranges(mut self, ranges: Option<Arc<RangeTombstones>>) -> Self {
+        self.ranges = ranges;
+        self
     }
 
     fn step(&mut self) -> Result<bool> {
@@ -48,7 +58,10 @@ impl<W: Walk> NewestVersions<W> {
             let last = self.last_key.get_or_insert_with(Vec::new);
             last.clear();
             last.extend_from_slice(entry.key);
-            if !(entry.is_tombstone() && self.drop_tombstones) {
+            let deleted = entry.is_tombstone()
+                || (self.ranges.as_ref())
+                    .is_some_and(|r| r.hides(entry.key, entry.seq, self.snapshot));
+            if !(deleted && self.drop_tombstones) {
                 return Ok(true);
             }
         }
@@ -80,6 +93,8 @@ pub(crate) struct NewestVersionsBack<W> {
     inner: W,
     snapshot: SeqNo,
     start: Bound<Vec<u8>>,
+    /// Range deletions, as [`NewestVersions`] takes them.
+    ranges: Option<Arc<RangeTombstones>>,
     /// The version handed out: key, sequence number, kind, value.
     key: Vec<u8>,
     seq: SeqNo,
@@ -93,11 +108,17 @@ pub(crate) struct NewestVersionsBack<W> {
 
 impl<W: Walk> NewestVersionsBack<W> {
     /// Wraps a walk in reverse entry order.
-    pub fn new(inner: W, snapshot: SeqNo, start: Bound<Vec<u8>>) -> Self {
+    pub fn new(
+        inner: W,
+        snapshot: SeqNo,
+        start: Bound<Vec<u8>>,
+        ranges: Option<Arc<RangeTombstones>>,
+    ) -> Self {
         NewestVersionsBack {
             inner,
             snapshot,
             start,
+            ranges,
             key: Vec::new(),
             seq: 0,
             kind: ValueKind::Tombstone,
@@ -137,7 +158,9 @@ impl<W: Walk> NewestVersionsBack<W> {
                 break;
             }
         }
-        Ok(Some(seen && self.kind == ValueKind::Value))
+        let deleted =
+            (self.ranges.as_ref()).is_some_and(|r| r.hides(&self.key, self.seq, self.snapshot));
+        Ok(Some(seen && self.kind == ValueKind::Value && !deleted))
     }
 }
 
@@ -279,10 +302,13 @@ impl<W: Walk> Walk for KeptVersions<W> {
 }
 
 /// A walk whose versions at or below `seen_by_all` get sequence number 0 (see
-/// [`Compaction::merged_entries_in`](crate::compaction::Compaction::merged_entries_in)).
+/// [`Compaction::merged_entries_in`](crate::compaction::Compaction::merged_entries_in)), but
+/// those of keys a range deletion covers: read against the deletion's number, a version
+/// written after it must keep its own.
 pub(crate) struct ZeroedSeqs<W> {
     pub inner: W,
     pub seen_by_all: SeqNo,
+    pub ranges: Option<Arc<RangeTombstones>>,
 }
 
 impl<W: Walk> Walk for ZeroedSeqs<W> {
@@ -292,10 +318,49 @@ impl<W: Walk> Walk for ZeroedSeqs<W> {
 
     fn current(&self) -> EntryView<'_> {
         let mut entry = self.inner.current();
-        if entry.seq <= self.seen_by_all {
+        let covered = || (self.ranges.as_ref()).is_some_and(|r| !r.covering(entry.key).is_empty());
+        if entry.seq <= self.seen_by_all && !covered() {
             entry.seq = 0;
         }
         entry
+    }
+}
+
+/// A walk in entry order without the versions range deletions hide from every reader: a
+/// version older than a deletion covering its key, with no live snapshot (of `snapshots`,
+/// ascending) that sees the version but not the deletion.
+pub(crate) struct WithoutDeleted<W> {
+    pub inner: W,
+    pub ranges: Option<Arc<RangeTombstones>>,
+    pub snapshots: Vec<SeqNo>,
+}
+
+impl<W: Walk> WithoutDeleted<W> {
+    fn deleted(&self, key: &[u8], seq: SeqNo) -> bool {
+        let Some(ranges) = &self.ranges else {
+            return false;
+        };
+        let seen_between = |from: SeqNo, to: SeqNo| {
+            let first = self.snapshots.partition_point(|&s| s < from);
+            self.snapshots.get(first).is_some_and(|&s| s < to)
+        };
+        (ranges.covering(key).iter()).any(|&at| at > seq && !seen_between(seq, at))
+    }
+}
+
+impl<W: Walk> Walk for WithoutDeleted<W> {
+    fn advance(&mut self) -> Result<bool> {
+        while self.inner.advance()? {
+            let entry = self.inner.current();
+            if !self.deleted(entry.key, entry.seq) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn current(&self) -> EntryView<'_> {
+        self.inner.current()
     }
 }
 
@@ -307,6 +372,10 @@ pub(crate) trait Sources: Send + Sync {
     fn forward(&self, start: Bound<&[u8]>) -> Vec<BoxedWalk>;
     /// Every source's entries at or before `end`, in reverse entry order; newest source first.
     fn backward(&self, end: Bound<&[u8]>) -> Vec<BoxedWalk>;
+    /// The range deletions a reader at `snapshot` sees; `None` when there are none.
+    fn range_deletions(&self, _snapshot: SeqNo) -> Option<Arc<RangeTombstones>> {
+        None
+    }
 }
 
 /// The visible pairs of `sources` within `start..end`, in key order, as of `snapshot`.
@@ -317,7 +386,8 @@ pub(crate) fn walk_forward(
     snapshot: SeqNo,
 ) -> ForwardWalk {
     let merged = MergeWalk::forward(sources.forward(start));
-    NewestVersions::new(merged, snapshot, true, end.clone())
+    let ranges = sources.range_deletions(snapshot);
+    NewestVersions::new(merged, snapshot, true, end.clone()).with_ranges(ranges)
 }
 
 /// The visible pairs of `sources` within `start..end`, in descending key order, as of
@@ -329,7 +399,8 @@ pub(crate) fn walk_backward(
     snapshot: SeqNo,
 ) -> BackwardWalk {
     let merged = MergeWalk::backward(sources.backward(end));
-    NewestVersionsBack::new(merged, snapshot, start.clone())
+    let ranges = sources.range_deletions(snapshot);
+    NewestVersionsBack::new(merged, snapshot, start.clone(), ranges)
 }
 
 /// A walk forwards over the store: merged, cut at its far bound, newest versions only.
@@ -754,5 +825,71 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Drains a walk into (key, seq) pairs.
+    fn keys_and_seqs(mut walk: impl Walk) -> Vec<(Vec<u8>, SeqNo)> {
+        let mut out = Vec::new();
+        while walk.advance().unwrap() {
+            let e = walk.current();
+            out.push((e.key.to_vec(), e.seq));
+        }
+        out
+    }
+
+    fn deletion(start: &str, end: &str, seq: SeqNo) -> crate::range_tombstone::RangeTombstone {
+        crate::range_tombstone::RangeTombstone {
+            start: start.into(),
+            end: end.into(),
+            seq,
+        }
+    }
+
+    /// A compaction's view of range deletions: versions a deletion hides from every reader
+    /// go, those a snapshot between them sees stay, and no version of a covered key loses its
+    /// number (a zeroed version written after the deletion would read as deleted).
+    #[test]
+    fn range_deletions_drop_what_no_reader_sees_and_keep_covered_numbers() {
+        let ranges = Some(Arc::new(RangeTombstones::new(&[deletion("b", "d", 10)])));
+        let entries = vec![
+            Entry::value("a", 3, "a3"),
+            Entry::value("b", 12, "b12"),
+            Entry::value("b", 5, "b5"),
+            Entry::value("c", 7, "c7"),
+            Entry::value("c", 2, "c2"),
+            Entry::value("d", 4, "d4"),
+        ];
+        let kept = |snapshots: Vec<SeqNo>| {
+            keys_and_seqs(WithoutDeleted {
+                inner: crate::walk::VecWalk::new(entries.clone()),
+                ranges: ranges.clone(),
+                snapshots,
+            })
+        };
+        let pair = |k: &str, seq| (k.as_bytes().to_vec(), seq);
+        assert_eq!(
+            kept(vec![]),
+            vec![pair("a", 3), pair("b", 12), pair("d", 4)]
+        );
+        // A snapshot at 6 sees b5 and c2 but not the deletion: they stay; c7 is newer than
+        // the snapshot and older than the deletion, seen by no one.
+        assert_eq!(
+            kept(vec![6]),
+            vec![
+                pair("a", 3),
+                pair("b", 12),
+                pair("b", 5),
+                pair("c", 2),
+                pair("d", 4)
+            ]
+        );
+        let zeroed = keys_and_seqs(ZeroedSeqs {
+            inner: crate::walk::VecWalk::new(entries.clone()),
+            seen_by_all: SeqNo::MAX,
+            ranges: ranges.clone(),
+        });
+        assert_eq!(zeroed[0], pair("a", 0));
+        assert_eq!(zeroed[1], pair("b", 12), "covered: keeps its number");
+        assert_eq!(zeroed[5], pair("d", 0));
     }
 }

@@ -69,6 +69,8 @@ mod memtable;
 pub mod metrics;
 mod options;
 pub mod prefix;
+#[doc(hidden)]
+pub mod range_tombstone;
 mod repair;
 #[doc(hidden)]
 pub mod sstable;

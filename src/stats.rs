@@ -315,6 +315,9 @@ pub struct KeyspaceStats {
     pub immutable_memtables: usize,
     /// Bytes of its tables' filters held in memory.
     pub filter_memory_bytes: u64,
+    /// Live range deletions (`delete_range`): in its memtables, and recorded in the manifest
+    /// until compactions have dropped every older entry they cover.
+    pub range_deletions: usize,
     /// The filter policy its tables are written with.
     pub filter_policy: crate::FilterPolicy,
     /// The compression of its tables' blocks.

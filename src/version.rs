@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::filter::KeyHash;
 use crate::manifest::{TableMeta, VersionEdit};
 use crate::metrics::{ReadCounters, ReadCountersSnapshot, MAX_LEVELS};
+use crate::range_tombstone::{RangeTombstone, RangeTombstones};
 use crate::sstable::{PrefixAnswer, Table};
 use crate::value::Newest;
 use crate::walk::{concat, BoxedWalk, Concat, EntryView, PastKey, Walk};
@@ -89,6 +90,9 @@ pub struct Version {
     /// a search (a tree filled from the bottom leaves most levels empty, and asking each cost
     /// about a fifth of an in-memory absent-key lookup).
     deep_levels_in_use: Vec<usize>,
+    /// The tree's live range deletions (the manifest's), and their fragments.
+    ranges: Arc<Vec<RangeTombstone>>,
+    range_fragments: Arc<RangeTombstones>,
 }
 
 impl Version {
@@ -98,6 +102,26 @@ impl Version {
             levels: vec![Vec::new(); num_levels],
             fences: vec![Vec::new(); num_levels],
             deep_levels_in_use: Vec::new(),
+            ranges: Arc::default(),
+            range_fragments: Arc::default(),
+        }
+    }
+
+    /// The tree's live range deletions.
+    pub fn range_tombstones(&self) -> &[RangeTombstone] {
+        &self.ranges
+    }
+
+    /// The live range deletions as fragments.
+    pub fn range_fragments(&self) -> &Arc<RangeTombstones> {
+        &self.range_fragments
+    }
+
+    /// The newest sequence number at most `snapshot` of a live range deletion covering `key`.
+    pub fn range_covering_seq(&self, key: &[u8], snapshot: SeqNo) -> Option<SeqNo> {
+        match self.range_fragments.is_empty() {
+            true => None,
+            false => self.range_fragments.covering_seq(key, snapshot),
         }
     }
 
@@ -125,44 +149,56 @@ impl Version {
     /// table's filter first, its value shared with the block it lies in. `hash` is the key's
     /// hash, computed once by the caller for all tables; what the lookup cost is added to
     /// `counters` once, at its end.
+    ///
+    /// A range deletion numbered `deleted_at` covers the key: every version older than it is
+    /// deleted, so a table holding nothing newer is not asked (a get of a deleted key costs
+    /// no read of an old table).
     pub(crate) fn get_newest(
         &self,
         key: &[u8],
         snapshot: SeqNo,
         hash: &KeyHash,
         counters: &ReadCounters,
+        deleted_at: Option<SeqNo>,
     ) -> Result<Option<Newest>> {
-        self.first_holding(key, counters, |table, tally| {
+        self.first_holding(key, counters, deleted_at, |table, tally| {
             table.lookup_newest(key, snapshot, hash, tally)
         })
     }
 
     /// Whether the newest version of `key` at most `snapshot` in any table is a value or a
-    /// tombstone, without copying the value out.
+    /// tombstone, and its number, without copying the value out.
     pub fn kind_of(
         &self,
         key: &[u8],
         snapshot: SeqNo,
         hash: &KeyHash,
         counters: &ReadCounters,
-    ) -> Result<Option<ValueKind>> {
-        self.first_holding(key, counters, |table, tally| {
+        deleted_at: Option<SeqNo>,
+    ) -> Result<Option<(ValueKind, SeqNo)>> {
+        self.first_holding(key, counters, deleted_at, |table, tally| {
             table.lookup_kind(key, snapshot, hash, tally)
         })
     }
 
-    /// Asks `find` of each table that may hold `key`, newest first, until one answers. Each
-    /// table's filter counts go to its level's counters as it is probed; the lookup's block
-    /// reads, to the store's, once at the end.
+    /// Asks `find` of each table that may hold `key`, newest first, until one answers; tables
+    /// whose every entry is older than `deleted_at` are passed by. Each table's filter counts
+    /// go to its level's counters as it is probed; the lookup's block reads, to the store's,
+    /// once at the end.
     fn first_holding<T>(
         &self,
         key: &[u8],
         counters: &ReadCounters,
+        deleted_at: Option<SeqNo>,
         find: impl Fn(&Table, &mut ReadCountersSnapshot) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
         let mut tally = ReadCountersSnapshot::default();
         let mut found = Ok(None);
+        let floor = deleted_at.unwrap_or(0);
         for handle in self.candidate_tables(key) {
+            if handle.meta.largest_seq < floor {
+                continue;
+            }
             let before = tally;
             let answer = find(&handle.table, &mut tally);
             counters.add_level(handle.meta.level as usize, &before, &tally);
@@ -390,6 +426,34 @@ impl Version {
         version
     }
 
+    /// The range deletions of keyspace `keyspace` after `edit`, and their fragments (the
+    /// ones before, shared, when the edit changes none).
+    fn ranges_after(
+        &self,
+        keyspace: u32,
+        edit: &VersionEdit,
+    ) -> (Arc<Vec<RangeTombstone>>, Arc<RangeTombstones>) {
+        let mine = |list: &[(u32, RangeTombstone)]| list.iter().any(|(ks, _)| *ks == keyspace);
+        if !mine(&edit.added_ranges) && !mine(&edit.removed_ranges) {
+            return (Arc::clone(&self.ranges), Arc::clone(&self.range_fragments));
+        }
+        let removed: Vec<&RangeTombstone> = (edit.removed_ranges.iter())
+            .filter(|(ks, _)| *ks == keyspace)
+            .map(|(_, t)| t)
+            .collect();
+        let mut ranges: Vec<RangeTombstone> = (self.ranges.iter())
+            .filter(|t| !removed.contains(t))
+            .cloned()
+            .collect();
+        ranges.extend(
+            (edit.added_ranges.iter())
+                .filter(|(ks, _)| *ks == keyspace)
+                .map(|(_, t)| t.clone()),
+        );
+        let fragments = RangeTombstones::new(&ranges);
+        (Arc::new(ranges), Arc::new(fragments))
+    }
+
     /// The version of keyspace `keyspace` after `edit` (whose tables of other keyspaces it
     /// leaves out); `opened` holds the readers of the tables the edit adds. A table the edit
     /// moves (removes and adds back) keeps the reader this version holds, whose filter may
@@ -431,10 +495,13 @@ impl Version {
         let deep_levels_in_use = (1..levels.len())
             .filter(|&l| !levels[l].is_empty())
             .collect();
+        let (ranges, range_fragments) = self.ranges_after(keyspace, edit);
         Version {
             levels,
             fences,
             deep_levels_in_use,
+            ranges,
+            range_fragments,
         }
     }
 }

@@ -3,21 +3,25 @@
 //! ```text
 //! record  := first_seq u64 LE | count u32 LE | op*count
 //! op      := kind u8 | [keyspace varint] | key_len varint | key | [value_len varint | value]
-//! kind    := 0 tombstone | 1 value            (in the default keyspace)
-//!          | 2 tombstone | 3 value            (in the keyspace numbered next)
+//! kind    := 0 tombstone | 1 value | 4 range  (in the default keyspace)
+//!          | 2 tombstone | 3 value | 6 range  (in the keyspace numbered next)
 //! ```
-//! The i-th op gets sequence number `first_seq + i`. Ops of the default keyspace are written
+//! The i-th op gets sequence number `first_seq + i`. A range deletion's key is the range's
+//! start and its value the range's end (excluded). Ops of the default keyspace are written
 //! as they were before keyspaces, so logs of older stores replay as they are.
 
 use std::path::Path;
 
-use crate::entry::{check_entry_len, Entry, SeqNo, ValueKind};
+use crate::entry::{check_entry_len, check_key_len, Entry, SeqNo, ValueKind};
 use crate::error::{Error, Result};
 use crate::keyspace::{KeyspaceId, DEFAULT_ID};
+use crate::range_tombstone::RangeTombstone;
 use crate::varint;
 
 /// An op's kind byte adds this when the op names its keyspace.
 const IN_KEYSPACE: u8 = 2;
+/// The kind byte of a range deletion (in the default keyspace).
+const RANGE: u8 = 4;
 
 /// Puts and deletes that are logged in one WAL record and become visible together, in one
 /// keyspace or across several.
@@ -42,10 +46,40 @@ pub struct WriteBatch {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Op {
-    kind: ValueKind,
+    kind: OpKind,
     keyspace: KeyspaceId,
     key: Vec<u8>,
+    /// The value of a put; the end of a range deletion's range.
     value: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    Point(ValueKind),
+    /// Deletes the keys from `key` (included) to `value` (excluded).
+    DeleteRange,
+}
+
+/// One write of a batch, numbered: an entry, or a range deletion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Write {
+    Entry(Entry),
+    Range(RangeTombstone),
+}
+
+impl Write {
+    pub(crate) fn seq(&self) -> SeqNo {
+        match self {
+            Write::Entry(e) => e.seq,
+            Write::Range(t) => t.seq,
+        }
+    }
+}
+
+/// One op of a batch as conditions read it: a key set or deleted, or a range deleted.
+pub(crate) enum OpView<'a> {
+    Key((KeyspaceId, &'a [u8]), Option<&'a [u8]>),
+    Range(KeyspaceId, &'a [u8], &'a [u8]),
 }
 
 impl WriteBatch {
@@ -64,9 +98,35 @@ impl WriteBatch {
         self.push(ValueKind::Tombstone, DEFAULT_ID, key.as_ref(), &[])
     }
 
+    /// Deletes every key from `start` (included) to `end` (excluded) in the default keyspace,
+    /// as one write: see [`Db::delete_range`](crate::Db::delete_range). Writes after it in the
+    /// batch are not deleted by it. A range with `end <= start` deletes nothing.
+    pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> &mut Self {
+        self.push_range(DEFAULT_ID, start.as_ref(), end.as_ref())
+    }
+
     pub(crate) fn push(
         &mut self,
         kind: ValueKind,
+        keyspace: KeyspaceId,
+        key: &[u8],
+        value: &[u8],
+    ) -> &mut Self {
+        self.push_op(OpKind::Point(kind), keyspace, key, value)
+    }
+
+    pub(crate) fn push_range(
+        &mut self,
+        keyspace: KeyspaceId,
+        start: &[u8],
+        end: &[u8],
+    ) -> &mut Self {
+        self.push_op(OpKind::DeleteRange, keyspace, start, end)
+    }
+
+    fn push_op(
+        &mut self,
+        kind: OpKind,
         keyspace: KeyspaceId,
         key: &[u8],
         value: &[u8],
@@ -117,35 +177,35 @@ impl WriteBatch {
 
     /// Each operation's keyspace and key, and its value (`None` for a delete), in order: what
     /// conditions (transactions, compare-and-swap) are checked against.
-    pub(crate) fn ops(&self) -> impl Iterator<Item = ((KeyspaceId, &[u8]), Option<&[u8]>)> {
-        self.ops.iter().map(|op| {
-            let value = match op.kind {
-                ValueKind::Value => Some(op.value.as_slice()),
-                ValueKind::Tombstone => None,
-            };
-            ((op.keyspace, op.key.as_slice()), value)
+    pub(crate) fn ops(&self) -> impl Iterator<Item = OpView<'_>> {
+        self.ops.iter().map(|op| match op.kind {
+            OpKind::Point(kind) => {
+                let value = (kind == ValueKind::Value).then_some(op.value.as_slice());
+                OpView::Key((op.keyspace, op.key.as_slice()), value)
+            }
+            OpKind::DeleteRange => OpView::Range(op.keyspace, &op.key, &op.value),
         })
     }
 
-    /// Checks every key and value against the store's limits.
-    pub(crate) fn validate(&self) -> Result<()> {
-        (self.ops.iter()).try_for_each(|op| check_entry_len(&op.key, &op.value))
+    /// Whether the batch deletes a range.
+    pub(crate) fn has_range_deletions(&self) -> bool {
+        self.ops.iter().any(|op| op.kind == OpKind::DeleteRange)
     }
 
-    /// The batch's entries with their keyspaces, numbered from `first_seq`; keys and values
+    /// Checks every key and value (a range's ends: both keys) against the store's limits.
+    pub(crate) fn validate(&self) -> Result<()> {
+        self.ops.iter().try_for_each(|op| match op.kind {
+            OpKind::Point(_) => check_entry_len(&op.key, &op.value),
+            OpKind::DeleteRange => check_key_len(&op.key).and(check_key_len(&op.value)),
+        })
+    }
+
+    /// The batch's writes with their keyspaces, numbered from `first_seq`; keys and values
     /// move, not copy.
-    pub(crate) fn into_entries(
-        self,
-        first_seq: SeqNo,
-    ) -> impl Iterator<Item = (KeyspaceId, Entry)> {
+    pub(crate) fn into_writes(self, first_seq: SeqNo) -> impl Iterator<Item = (KeyspaceId, Write)> {
         self.ops.into_iter().enumerate().map(move |(i, op)| {
-            let entry = Entry {
-                key: op.key,
-                seq: first_seq + i as u64,
-                kind: op.kind,
-                value: op.value,
-            };
-            (op.keyspace, entry)
+            let seq = first_seq + i as u64;
+            (op.keyspace, numbered(op.kind, op.key, op.value, seq))
         })
     }
 
@@ -155,16 +215,20 @@ impl WriteBatch {
         out.extend_from_slice(&first_seq.to_le_bytes());
         out.extend_from_slice(&(self.ops.len() as u32).to_le_bytes());
         for op in &self.ops {
+            let kind = match op.kind {
+                OpKind::Point(kind) => kind as u8,
+                OpKind::DeleteRange => RANGE,
+            };
             match op.keyspace {
-                DEFAULT_ID => out.push(op.kind as u8),
+                DEFAULT_ID => out.push(kind),
                 keyspace => {
-                    out.push(op.kind as u8 + IN_KEYSPACE);
+                    out.push(kind + IN_KEYSPACE);
                     varint::put(&mut out, u64::from(keyspace));
                 }
             }
             varint::put(&mut out, op.key.len() as u64);
             out.extend_from_slice(&op.key);
-            if op.kind == ValueKind::Value {
+            if op.kind != OpKind::Point(ValueKind::Tombstone) {
                 varint::put(&mut out, op.value.len() as u64);
                 out.extend_from_slice(&op.value);
             }
@@ -178,13 +242,13 @@ impl WriteBatch {
         record[..8].copy_from_slice(&first_seq.to_le_bytes());
     }
 
-    /// Decodes a WAL record into its entries and their keyspaces; `log` and `offset` (the
+    /// Decodes a WAL record into its writes and their keyspaces; `log` and `offset` (the
     /// record's) name where it lies in errors.
     pub(crate) fn decode(
         record: &[u8],
         log: &Path,
         offset: u64,
-    ) -> Result<Vec<(KeyspaceId, Entry)>> {
+    ) -> Result<Vec<(KeyspaceId, Write)>> {
         let bad =
             |what: &str| Error::corruption(log, Some(offset), format!("bad write batch: {what}"));
         if record.len() < 12 {
@@ -198,7 +262,7 @@ impl WriteBatch {
             let (&tag, rest) = input.split_first().ok_or_else(|| bad("truncated op"))?;
             input = rest;
             let (kind, keyspace) = match tag {
-                IN_KEYSPACE.. => {
+                _ if tag & IN_KEYSPACE != 0 => {
                     let id = varint::take(&mut input).ok_or_else(|| bad("truncated keyspace"))?;
                     let id = KeyspaceId::try_from(id)
                         .ok()
@@ -208,29 +272,41 @@ impl WriteBatch {
                 }
                 _ => (tag, DEFAULT_ID),
             };
-            let kind = ValueKind::from_u8(kind).ok_or_else(|| bad("unknown op kind"))?;
+            let kind = match kind {
+                RANGE => OpKind::DeleteRange,
+                _ => OpKind::Point(ValueKind::from_u8(kind).ok_or_else(|| bad("unknown op kind"))?),
+            };
             let key = varint::take_slice(&mut input).ok_or_else(|| bad("truncated key"))?;
             let value = match kind {
-                ValueKind::Value => {
-                    varint::take_slice(&mut input).ok_or_else(|| bad("truncated value"))?
-                }
-                ValueKind::Tombstone => &[],
+                OpKind::Point(ValueKind::Tombstone) => &[],
+                _ => varint::take_slice(&mut input).ok_or_else(|| bad("truncated value"))?,
             };
             let seq = first_seq
                 .checked_add(i)
                 .ok_or_else(|| bad("sequence overflow"))?;
-            let entry = Entry {
-                key: key.to_vec(),
-                seq,
-                kind,
-                value: value.to_vec(),
-            };
-            entries.push((keyspace, entry));
+            entries.push((keyspace, numbered(kind, key.to_vec(), value.to_vec(), seq)));
         }
         if !input.is_empty() {
             return Err(bad("trailing bytes after the last op"));
         }
         Ok(entries)
+    }
+}
+
+/// An op numbered `seq`: an entry, or a range deletion from `key` to `value`.
+fn numbered(kind: OpKind, key: Vec<u8>, value: Vec<u8>, seq: SeqNo) -> Write {
+    match kind {
+        OpKind::Point(kind) => Write::Entry(Entry {
+            key,
+            seq,
+            kind,
+            value,
+        }),
+        OpKind::DeleteRange => Write::Range(RangeTombstone {
+            start: key,
+            end: value,
+            seq,
+        }),
     }
 }
 
@@ -249,10 +325,10 @@ mod tests {
             .put(vec![0u8; 300], vec![7u8; 70_000]);
         let record = batch.encode(41);
         let entries = WriteBatch::decode(&record, Path::new("x.log"), 0).unwrap();
-        let expected: Vec<(KeyspaceId, Entry)> = batch.clone().into_entries(41).collect();
+        let expected: Vec<(KeyspaceId, Write)> = batch.clone().into_writes(41).collect();
         assert_eq!(entries, expected);
-        assert_eq!(entries[3].1.seq, 44);
-        assert!(entries[1].1.is_tombstone());
+        assert_eq!(entries[3].1.seq(), 44);
+        assert!(matches!(&entries[1].1, Write::Entry(e) if e.is_tombstone()));
         assert!(entries.iter().all(|(ks, _)| *ks == DEFAULT_ID));
         // Ops of the default keyspace are encoded as before keyspaces: kind 0 or 1 first.
         assert_eq!(record[12], ValueKind::Value as u8);
@@ -280,7 +356,7 @@ mod tests {
         let entries = WriteBatch::decode(&record, Path::new("x.log"), 0).unwrap();
         let keyspaces: Vec<KeyspaceId> = entries.iter().map(|(ks, _)| *ks).collect();
         assert_eq!(keyspaces, [DEFAULT_ID, 7, 300]);
-        assert_eq!(entries, batch.clone().into_entries(9).collect::<Vec<_>>());
+        assert_eq!(entries, batch.clone().into_writes(9).collect::<Vec<_>>());
         // The second op: kind 3 (a value in a keyspace), then the keyspace's number.
         assert_eq!(record[12 + 5..12 + 7], [3, 7]);
         for len in 0..record.len() {
@@ -293,6 +369,35 @@ mod tests {
         let mut named_default = record.clone();
         named_default[12 + 6] = 0;
         assert!(WriteBatch::decode(&named_default, Path::new("x.log"), 0).is_err());
+    }
+
+    #[test]
+    fn range_deletions_round_trip_in_any_keyspace() {
+        let mut batch = WriteBatch::new();
+        batch.put(b"a", b"1").delete_range(b"b", b"d");
+        batch.push_range(9, b"", b"zz");
+        batch.put(b"c", b"after");
+        assert!(batch.has_range_deletions());
+        let record = batch.encode(5);
+        let writes = WriteBatch::decode(&record, Path::new("x.log"), 0).unwrap();
+        assert_eq!(writes, batch.clone().into_writes(5).collect::<Vec<_>>());
+        let range = |start: &[u8], end: &[u8], seq| {
+            Write::Range(RangeTombstone {
+                start: start.to_vec(),
+                end: end.to_vec(),
+                seq,
+            })
+        };
+        assert_eq!(writes[1], (DEFAULT_ID, range(b"b", b"d", 6)));
+        assert_eq!(writes[2], (9, range(b"", b"zz", 7)));
+        // Kind 4 in the default keyspace, 6 in another.
+        assert_eq!(record[12 + 5], 4);
+        for len in 0..record.len() {
+            assert!(WriteBatch::decode(&record[..len], Path::new("x.log"), 0).is_err());
+        }
+        let mut bad_end = WriteBatch::new();
+        bad_end.delete_range(b"a", vec![0u8; MAX_KEY_LEN + 1]);
+        assert!(matches!(bad_end.validate(), Err(Error::KeyTooLarge { .. })));
     }
 
     #[test]

@@ -389,6 +389,8 @@ impl Inner {
             next_keyspace: crate::keyspace::recorded_next(next_keyspace),
             keyspaces: super::keyspaces::records(&state),
             dropped_keyspaces: Vec::new(),
+            added_ranges: state.range_tombstones(),
+            removed_ranges: Vec::new(),
         }
     }
 }

@@ -108,6 +108,8 @@ impl Db {
             ),
             keyspaces: super::keyspaces::records(&state),
             dropped_keyspaces: Vec::new(),
+            added_ranges: state.range_tombstones(),
+            removed_ranges: Vec::new(),
         };
         // Syncs the manifest and the directory, then writes CURRENT.
         ManifestWriter::create(fs, dir, manifest_number, &snapshot)?;

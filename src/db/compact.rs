@@ -10,11 +10,14 @@ use std::time::Duration;
 use super::table_writer::{Cuts, NewTables};
 use super::{lock, Counters, Inner, Job, Tree};
 use crate::compaction::{self, Compaction, Part};
+use crate::entry::SeqNo;
 use crate::error::Result;
 use crate::filter_plan::Span;
 use crate::keyspace::KeyspaceId;
 use crate::manifest::{TableMeta, VersionEdit};
+use crate::range_tombstone::RangeTombstone;
 use crate::sstable::Table;
+use crate::version::Version;
 use std::sync::Arc;
 
 impl Inner {
@@ -62,7 +65,7 @@ impl Inner {
         lock(&self.background).manual_waiting -= 1;
         self.background_cv.notify_all();
         let Some(job) = picked else {
-            return Ok(());
+            return self.drop_ranges_of_empty_tree(ks);
         };
         let _job = self.start_foreground_job();
         // A panic inside is the caller's error, as one in a background job is a failure.
@@ -72,6 +75,46 @@ impl Inner {
         self.note_outcome(&mut lock(&self.background), Job::Compaction, &result);
         self.background_cv.notify_all();
         result
+    }
+
+    /// A tree without tables has nothing for its range deletions to delete: each that every
+    /// reader sees goes.
+    fn drop_ranges_of_empty_tree(&self, ks: KeyspaceId) -> Result<()> {
+        let Ok(tree) = self.tree(ks) else {
+            return Ok(());
+        };
+        let deletions = tree.version.range_tombstones();
+        if deletions.is_empty() || tree.version.tables().next().is_some() {
+            return Ok(());
+        }
+        let cleared = Cleared {
+            smallest: deletions
+                .iter()
+                .map(|d| d.start.clone())
+                .min()
+                .unwrap_or_default(),
+            largest: deletions
+                .iter()
+                .map(|d| d.end.clone())
+                .max()
+                .unwrap_or_default(),
+            inputs: HashSet::new(),
+            seen_by_all: self
+                .live_snapshots()
+                .into_iter()
+                .min()
+                .unwrap_or(SeqNo::MAX),
+            applied: deletions.to_vec(),
+        };
+        let edit = VersionEdit::default();
+        self.install_compaction(
+            ks,
+            edit,
+            &HashMap::new(),
+            std::iter::empty(),
+            Some(&cleared),
+        )?;
+        Ok(())
     }
 
     fn take_all_tables_when_free(&self, ks: KeyspaceId) -> Option<Compaction> {
@@ -109,7 +152,7 @@ impl Inner {
 
     /// Merges the inputs into new tables of the output level.
     fn merge(&self, ks: KeyspaceId, job: &Compaction) -> Result<()> {
-        let NewTables { added, opened } = self.merge_parts(ks, job)?;
+        let (NewTables { added, opened }, cleared) = self.merge_parts(ks, job)?;
         // Each input is removed from the level it lives in (a full compaction takes inputs
         // from every level).
         let removed = job
@@ -127,6 +170,7 @@ impl Inner {
             },
             &opened,
             opened.values(),
+            Some(&cleared),
         )?;
         if !installed {
             return Ok(());
@@ -154,7 +198,7 @@ impl Inner {
     /// Writes the merged inputs, in parts side by side when the job splits (see
     /// `Compaction::parts`): this thread writes the first part, and one more thread each of the
     /// others. If any part fails, or panics, the tables the others wrote are discarded too.
-    fn merge_parts(&self, ks: KeyspaceId, job: &Compaction) -> Result<NewTables> {
+    fn merge_parts(&self, ks: KeyspaceId, job: &Compaction) -> Result<(NewTables, Cleared)> {
         let parts = job.parts(self.options.compaction_threads);
         let expected_keys = job.all_inputs().map(|t| t.meta.entries).sum::<u64>();
         let keys_per_part = expected_keys / parts.len() as u64;
@@ -168,22 +212,39 @@ impl Inner {
         };
         // The tree is held only to make the writer: held for the whole merge, it would keep
         // every memtable flushed meanwhile in memory until the merge ends.
-        let writer = match self.tree(ks) {
-            Ok(tree) => self.compaction_writer(&tree, &inputs, output),
+        let (writer, ranges, applied) = match self.tree(ks) {
+            Ok(tree) => {
+                // The range deletions the manifest holds (a memtable's are not durable yet).
+                let ranges = tree.version.range_fragments();
+                let ranges = (!ranges.is_empty()).then(|| Arc::clone(ranges));
+                let applied = tree.version.range_tombstones().to_vec();
+                (
+                    self.compaction_writer(&tree, &inputs, output),
+                    ranges,
+                    applied,
+                )
+            }
             // A keyspace dropped since the job was picked: nothing to write.
-            Err(_) => return Ok(NewTables::default()),
+            Err(_) => return Ok((NewTables::default(), Cleared::default())),
         };
         let snapshots = self.live_snapshots();
+        let cleared = Cleared {
+            smallest: smallest.clone(),
+            largest: largest.clone(),
+            inputs: inputs.clone(),
+            seen_by_all: snapshots.iter().copied().min().unwrap_or(SeqNo::MAX),
+            applied,
+        };
         let write_part = |part: &Part| {
             writer.write(
-                job.merged_entries_in(part, &snapshots),
+                job.merged_entries_in(part, &snapshots, ranges.clone()),
                 job.output_level as u32,
                 keys_per_part,
                 Cuts::at_size(&job.next_level_starts),
             )
         };
         let Some((first, others)) = parts.split_first() else {
-            return Ok(NewTables::default());
+            return Ok((NewTables::default(), cleared));
         };
         // Every part is joined before anything is kept or discarded, panics too.
         let written: Vec<thread::Result<Result<NewTables>>> = thread::scope(|scope| {
@@ -222,7 +283,7 @@ impl Inner {
         if !others.is_empty() {
             Counters::add_one(&self.counters.split_compactions);
         }
-        Ok(all)
+        Ok((all, cleared))
     }
 
     /// Moves the inputs to the output level by a manifest edit alone: the same files, the
@@ -254,7 +315,7 @@ impl Inner {
             removed,
             ..VersionEdit::default()
         };
-        if !self.install_compaction(ks, edit, &opened, std::iter::empty())? {
+        if !self.install_compaction(ks, edit, &opened, std::iter::empty(), None)? {
             return Ok(());
         }
         let counters = &self.counters.levels[level];
@@ -276,16 +337,89 @@ impl Inner {
         mut edit: VersionEdit,
         opened: &HashMap<u64, Table>,
         outputs: impl Iterator<Item = &'t Table>,
+        cleared: Option<&Cleared>,
     ) -> Result<bool> {
         let mut shape = lock(&self.shape);
         let Ok(tree) = self.tree(ks) else {
             outputs.for_each(|t| t.mark_obsolete());
             return Ok(false);
         };
+        if let Some(cleared) = cleared {
+            let (removed, added) = cleared.range_edit(&tree.version);
+            edit.removed_ranges = removed.into_iter().map(|t| (ks, t)).collect();
+            edit.added_ranges = added.into_iter().map(|t| (ks, t)).collect();
+        }
         self.log_edit(&mut shape, &mut edit, outputs)?;
         let version = self.next_version(&shape, &tree, &edit, opened);
         self.replace_read_state(|old| old.with_version(ks, version));
         self.rotate_manifest_if_long(&mut shape);
         Ok(true)
+    }
+}
+
+/// What a merge did to the range deletions: of every entry in its inputs' key range
+/// (`smallest..=largest`), it dropped those older than a deletion every reader sees (numbered
+/// `seen_by_all` or below).
+#[derive(Default)]
+struct Cleared {
+    smallest: Vec<u8>,
+    largest: Vec<u8>,
+    /// The inputs' file numbers.
+    inputs: HashSet<u64>,
+    seen_by_all: SeqNo,
+    /// The range deletions the merge applied (those live when it began).
+    applied: Vec<RangeTombstone>,
+}
+
+impl Cleared {
+    /// The range deletions of `version` with nothing left to delete, and what remains of
+    /// those with something left in part of their range. A deletion every reader sees (one
+    /// the merge applied) has nothing left to delete in the merged range, where the merge
+    /// dropped every older entry of the inputs, unless a table outside the merge holds older
+    /// entries there; and nothing left outside it where no table holds older entries. What
+    /// memtables hold is newer than every deletion in the manifest.
+    fn range_edit(&self, version: &Version) -> (Vec<RangeTombstone>, Vec<RangeTombstone>) {
+        let (mut removed, mut added) = (Vec::new(), Vec::new());
+        if self.smallest > self.largest {
+            return (removed, added);
+        }
+        for deletion in version.range_tombstones() {
+            if deletion.seq > self.seen_by_all || !self.applied.contains(deletion) {
+                continue;
+            }
+            // Whether a table outside the merge holds entries older than the deletion that
+            // `part` may cover.
+            let older_left = |part: &RangeTombstone| {
+                version.tables().any(|t| {
+                    let meta = &t.meta;
+                    !self.inputs.contains(&meta.number)
+                        && meta.smallest_seq < deletion.seq
+                        && part.meets(&meta.smallest_key, &meta.largest_key)
+                })
+            };
+            let mut parts = deletion.without(&self.smallest, &self.largest);
+            parts.extend(self.within_merged(deletion));
+            let kept: Vec<RangeTombstone> =
+                parts.iter().filter(|p| older_left(p)).cloned().collect();
+            // All still needed: the deletion stays whole.
+            if kept.len() < parts.len() {
+                removed.push(deletion.clone());
+                added.extend(kept);
+            }
+        }
+        (removed, added)
+    }
+
+    /// The part of `deletion` within the merged range, if any.
+    fn within_merged(&self, deletion: &RangeTombstone) -> Option<RangeTombstone> {
+        let mut past_largest = self.largest.clone();
+        past_largest.push(0);
+        let start = (&deletion.start).max(&self.smallest).clone();
+        let end = (&deletion.end).min(&past_largest).clone();
+        (start < end).then_some(RangeTombstone {
+            start,
+            end,
+            seq: deletion.seq,
+        })
     }
 }

@@ -73,6 +73,13 @@ impl Inner {
             next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
             last_seq: Some(self.visible_seq.load(Ordering::Acquire)),
             added,
+            // The memtables' range deletions move to the manifest with their tables.
+            added_ranges: (frozen.iter())
+                .flat_map(|(tree, mem)| {
+                    let id = tree.id();
+                    mem.range_tombstones().into_iter().map(move |t| (id, t))
+                })
+                .collect(),
             ..VersionEdit::default()
         };
         self.log_edit(&mut shape, &mut edit, opened.values())?;

@@ -37,6 +37,17 @@ impl WriteBatch {
     pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> &mut Self {
         self.push(ValueKind::Tombstone, keyspace.id(), key.as_ref(), &[])
     }
+
+    /// Deletes every key from `start` (included) to `end` (excluded) in `keyspace` (see
+    /// [`Db::delete_range`]).
+    pub fn delete_range_in(
+        &mut self,
+        keyspace: &Keyspace,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        self.push_range(keyspace.id(), start.as_ref(), end.as_ref())
+    }
 }
 
 /// A keyspace of an open store, got from [`Db::keyspace`]: reads and writes of its own keys,
@@ -93,6 +104,14 @@ impl Keyspace {
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.delete_in(self, key);
+        self.db().write(batch)
+    }
+
+    /// Deletes every key from `start` (included) to `end` (excluded) in this keyspace, as one
+    /// write (see [`Db::delete_range`]).
+    pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete_range_in(self, start, end);
         self.db().write(batch)
     }
 

@@ -363,6 +363,34 @@ impl Db {
         self.write_opt(batch, &WriteOptions::default())
     }
 
+    /// Deletes every key from `start` (included) to `end` (excluded) as one write, however
+    /// many keys the range holds: a range deletion, kept beside the entries (in the memtable,
+    /// then in the manifest) until compactions have dropped every older version it covers.
+    /// Reads, iterators, cursors and snapshots taken after it see none of those keys; a get
+    /// of one passes by the tables older than the deletion unread. A range with `end <=
+    /// start` deletes nothing. Meant for ranges (a tenant, a time window), not for single
+    /// keys: every read checks the live range deletions, so keep them to thousands, not
+    /// millions.
+    ///
+    /// ```
+    /// use bloomkv::{Db, Options};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// for i in 0..100 {
+    ///     db.put(format!("tenant1/{i:03}"), "x")?;
+    /// }
+    /// db.put("tenant2/000", "y")?;
+    /// db.delete_range("tenant1/", "tenant10")?; // "0" follows "/"
+    /// assert_eq!(db.get("tenant1/007")?, None);
+    /// assert_eq!(db.iter().count(), 1);
+    /// # Ok::<(), bloomkv::Error>(())
+    /// ```
+    pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete_range(start, end);
+        self.write_opt(batch, &WriteOptions::default())
+    }
+
     /// Applies a batch with default options.
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
         self.write_opt(batch, &WriteOptions::default())

@@ -14,6 +14,7 @@ use crate::iter::{prefix_end, DbIterator, Sources};
 use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
 use crate::prefix::shared_prefix;
+use crate::range_tombstone::RangeTombstones;
 use crate::sstable::{FilterKind, FilterProbe, FilterResidency};
 use crate::stats::{KeyspaceStats, LevelStats, Stats, TableStats};
 use crate::value::{Newest, Value};
@@ -135,12 +136,21 @@ impl Inner {
         check_key_len(key)?;
         let (state, seq) = self.view(at);
         let tree = state.tree(ks).ok_or_else(|| no_such_keyspace(ks))?;
+        self.newest_in(tree, key, seq)
+    }
+
+    /// The newest version of `key` at `seq` in `tree`, a tombstone (or a range deletion)
+    /// included.
+    pub(super) fn newest_in(&self, tree: &Tree, key: &[u8], seq: SeqNo) -> Result<Option<Newest>> {
+        let deleted_at = tree.range_covering_seq(key, seq);
         if let Some(newest) = tree.memtables().find_map(|mem| mem.get_newest(key, seq)) {
-            return Ok(Some(newest));
+            return Ok(unless_deleted(Some(newest), deleted_at));
         }
         let hash = KeyHash::of(key);
         self.count_table_lookups(tree, 1);
-        (tree.version).get_newest(key, seq, &hash, &self.table_env.counters)
+        let counters = &self.table_env.counters;
+        let found = (tree.version).get_newest(key, seq, &hash, counters, deleted_at)?;
+        Ok(unless_deleted(found, deleted_at))
     }
 
     /// Whether `key` holds a value at `at` (now, without it), from the memtables, the
@@ -154,14 +164,19 @@ impl Inner {
         check_key_len(key)?;
         let (state, seq) = self.view(at);
         let tree = state.tree(ks).ok_or_else(|| no_such_keyspace(ks))?;
-        let kind = match tree.memtables().find_map(|mem| mem.kind_of(key, seq)) {
-            Some(kind) => Some(kind),
+        let deleted_at = tree.range_covering_seq(key, seq);
+        let newest = match tree.memtables().find_map(|mem| mem.newest_kind(key, seq)) {
+            Some(newest) => Some(newest),
             None => {
                 self.count_table_lookups(tree, 1);
-                (tree.version).kind_of(key, seq, &KeyHash::of(key), &self.table_env.counters)?
+                let hash = KeyHash::of(key);
+                let counters = &self.table_env.counters;
+                (tree.version).kind_of(key, seq, &hash, counters, deleted_at)?
             }
         };
-        Ok(kind == Some(ValueKind::Value))
+        Ok(newest.is_some_and(|(kind, at)| {
+            kind == ValueKind::Value && deleted_at.is_none_or(|d| at > d)
+        }))
     }
 
     /// `false` when `key` is surely absent now: the memtables say it is deleted, or none holds
@@ -172,8 +187,14 @@ impl Inner {
         let Some(tree) = state.tree(ks) else {
             return false;
         };
-        if let Some(kind) = tree.memtables().find_map(|mem| mem.kind_of(key, seq)) {
-            return kind == ValueKind::Value;
+        let deleted_at = tree.range_covering_seq(key, seq);
+        if let Some((kind, at)) = tree.memtables().find_map(|mem| mem.newest_kind(key, seq)) {
+            return kind == ValueKind::Value && deleted_at.is_none_or(|d| at > d);
+        }
+        if deleted_at.is_some() {
+            // Only tables newer than the deletion may hold the key; asking each as a get
+            // would is more than this quick check is for.
+            return true;
         }
         let hash = KeyHash::of(key);
         // Every candidate's filter words are fetched first, so that their cache misses
@@ -486,11 +507,32 @@ fn keyspace_stats(tree: &Tree, stats: &TreeStats) -> KeyspaceStats {
         memtable_bytes: tree.mem.approximate_bytes() as u64,
         immutable_memtables: tree.immutable.len(),
         filter_memory_bytes: stats.filter_memory_bytes,
+        range_deletions: tree
+            .memtables()
+            .map(|m| m.range_tombstones().len())
+            .sum::<usize>()
+            + tree.version.range_tombstones().len(),
         filter_policy: options.policy(),
         compression: options.compression,
         bottom_compression: options.compression_at(true),
         block_size: options.block_size,
         memtable_size: options.memtable_size,
+    }
+}
+
+/// `newest`, or the deletion of its key when a range deletion numbered `deleted_at` came
+/// after it (or found the key absent).
+pub(super) fn unless_deleted(newest: Option<Newest>, deleted_at: Option<SeqNo>) -> Option<Newest> {
+    match (newest, deleted_at) {
+        (Some(n), Some(at)) if at > n.seq => Some(Newest {
+            seq: at,
+            value: None,
+        }),
+        (None, Some(at)) => Some(Newest {
+            seq: at,
+            value: None,
+        }),
+        (newest, _) => newest,
     }
 }
 
@@ -545,6 +587,10 @@ impl Sources for PrefixWalk {
         streams.extend(self.tree.version.streams_back_within(end, &self.scope));
         streams
     }
+
+    fn range_deletions(&self, snapshot: SeqNo) -> Option<Arc<RangeTombstones>> {
+        self.tree.range_fragments(snapshot)
+    }
 }
 
 impl PrefixWalk {
@@ -588,5 +634,9 @@ impl Sources for Tree {
         let mut streams = memtable_streams(self, |m| Box::new(m.iter_back_to(end)));
         streams.extend(self.version.streams_back_to(end));
         streams
+    }
+
+    fn range_deletions(&self, snapshot: SeqNo) -> Option<Arc<RangeTombstones>> {
+        self.range_fragments(snapshot)
     }
 }

@@ -31,6 +31,7 @@ use crate::manifest::{
 use crate::memtable::MemTable;
 use crate::metrics::ReadCounters;
 use crate::options::Options;
+use crate::range_tombstone::RangeTombstone;
 use crate::sstable::{BlockCache, IndexCache};
 use crate::sstable::{FilterPolicy, Table, TableEnv};
 use crate::version::Version;
@@ -54,6 +55,8 @@ struct OnDisk {
     /// The keyspaces other than the default, and the number the next one takes.
     keyspaces: Vec<KeyspaceRecord>,
     next_keyspace: KeyspaceId,
+    /// The live range deletions the manifest records.
+    range_tombstones: Vec<(KeyspaceId, RangeTombstone)>,
 }
 
 /// Reads the manifest (none for a new store), opens every live table and replays the logs the
@@ -141,6 +144,8 @@ fn read_on_disk(dir: &Path, fs: &SharedFs, options: &Options, env: &TableEnv) ->
             .and_then(|p| p.policy()),
         keyspaces: (recovered.as_ref()).map_or_else(Vec::new, |r| r.keyspaces.clone()),
         next_keyspace: recovered.as_ref().map_or(1, |r| r.next_keyspace),
+        range_tombstones: (recovered.as_ref())
+            .map_or_else(Vec::new, |r| r.range_tombstones.clone()),
         write_totals: recovered.and_then(|r| r.write_totals).unwrap_or_default(),
     })
 }
@@ -165,6 +170,7 @@ pub(super) fn recover(
         filter_policy,
         keyspaces,
         next_keyspace,
+        mut range_tombstones,
     } = read_on_disk(&dir, &fs, &options, &table_env)?;
     // Every table written from here on, the replayed writes' first, takes the policy the
     // store recorded unless the options give one; the new manifest records it.
@@ -179,6 +185,8 @@ pub(super) fn recover(
         let Some(replay) = replayed.mems.get(&def.id).filter(|m| !m.is_empty()) else {
             continue;
         };
+        // The replayed range deletions join the manifest's, as a flush's would.
+        (range_tombstones).extend(replay.range_tombstones().into_iter().map(|t| (def.id, t)));
         let writer = TableWriter {
             dir: &dir,
             options: def.options.clone(),
@@ -226,6 +234,8 @@ pub(super) fn recover(
         next_keyspace: crate::keyspace::recorded_next(next_keyspace),
         keyspaces,
         dropped_keyspaces: Vec::new(),
+        added_ranges: range_tombstones,
+        removed_ranges: Vec::new(),
     };
     let (saved_lookups, refused) = saved_lookup_counts(&fs, &dir, &table_env);
     let count_spans = CountSpans::new(Arc::clone(&table_env.counters));

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{DropCause, DroppedWal, RecoveryReport};
-use crate::entry::{Entry, SeqNo, MAX_SEQ};
+use crate::entry::{SeqNo, MAX_SEQ};
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
@@ -14,7 +14,7 @@ use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
 use crate::options::WalRecoveryMode;
 use crate::wal::{self, RecoveryMode};
-use crate::write_batch::WriteBatch;
+use crate::write_batch::{Write, WriteBatch};
 
 /// The writes recovered from WAL files.
 pub(super) struct Replayed {
@@ -169,33 +169,34 @@ impl Replay {
         record: &[u8],
         log: &Path,
         offset: u64,
-    ) -> Result<Vec<(KeyspaceId, Entry)>> {
+    ) -> Result<Vec<(KeyspaceId, Write)>> {
         let entries = WriteBatch::decode(record, log, offset)?;
         let (Some((_, first)), Some((_, last))) = (entries.first(), entries.last()) else {
             return Ok(entries);
         };
         let bad = |reason: String| Err(Error::corruption(log, Some(offset), reason));
-        if first.seq <= self.seq_floor {
+        if first.seq() <= self.seq_floor {
             return bad(format!(
                 "write batch numbered from {}, not above {}, the highest sequence number \
                  replayed before it or held by a table",
-                first.seq, self.seq_floor
+                first.seq(),
+                self.seq_floor
             ));
         }
-        if last.seq > MAX_SEQ {
+        if last.seq() > MAX_SEQ {
             return bad(format!(
                 "write batch numbered up to {}, above the largest sequence number a store \
                  may use ({MAX_SEQ})",
-                last.seq
+                last.seq()
             ));
         }
         Ok(entries)
     }
 
-    fn apply(&mut self, entries: Vec<(KeyspaceId, Entry)>) {
+    fn apply(&mut self, entries: Vec<(KeyspaceId, Write)>) {
         if let Some((_, last)) = entries.last() {
-            self.max_seq = Some(last.seq);
-            self.seq_floor = last.seq;
+            self.max_seq = Some(last.seq());
+            self.seq_floor = last.seq();
         }
         for (ks, entry) in entries {
             // Each takes every log's writes, and its size is never checked: the largest
@@ -203,7 +204,10 @@ impl Replay {
             let mem = (self.mems)
                 .entry(ks)
                 .or_insert_with(|| Arc::new(MemTable::new(0, usize::MAX)));
-            mem.apply([entry]);
+            match entry {
+                Write::Entry(entry) => mem.apply([entry]),
+                Write::Range(tombstone) => mem.add_range_tombstone(tombstone),
+            }
         }
         self.report.batches_replayed += 1;
     }

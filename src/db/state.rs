@@ -6,11 +6,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::entry::SeqNo;
 use crate::error::{Error, Result};
 use crate::keyspace::{KeyspaceDef, KeyspaceId, DEFAULT_ID};
 use crate::manifest::{LevelTotals, ManifestWriter, WriteTotals};
 use crate::memtable::MemTable;
 use crate::options::Options;
+use crate::range_tombstone::{RangeTombstone, RangeTombstones};
 use crate::version::Version;
 use crate::wal::LogWriter;
 
@@ -51,6 +53,36 @@ impl Tree {
         std::iter::once(&self.mem)
             .chain(&self.immutable)
             .filter(|m| !m.is_empty())
+    }
+
+    /// The newest sequence number at most `snapshot` of a range deletion covering `key`, in
+    /// its memtables or its version: versions of `key` older than it are deleted.
+    pub(super) fn range_covering_seq(&self, key: &[u8], snapshot: SeqNo) -> Option<SeqNo> {
+        let in_memtables = self
+            .memtables()
+            .filter_map(|m| m.covering_seq(key, snapshot));
+        in_memtables
+            .chain(self.version.range_covering_seq(key, snapshot))
+            .max()
+    }
+
+    /// Every range deletion a reader at `snapshot` sees, as fragments; `None` when there is
+    /// none (the usual case, which costs a reader nothing more).
+    pub(super) fn range_fragments(&self, snapshot: SeqNo) -> Option<Arc<RangeTombstones>> {
+        let in_memtables: Vec<RangeTombstone> = (self.memtables())
+            .filter(|m| m.has_range_tombstones())
+            .flat_map(|m| m.range_tombstones())
+            .filter(|t| t.seq <= snapshot)
+            .collect();
+        let fragments = self.version.range_fragments();
+        match (in_memtables.is_empty(), fragments.is_empty()) {
+            (true, true) => None,
+            (true, false) => Some(Arc::clone(fragments)),
+            _ => {
+                let all = self.version.range_tombstones().iter().chain(&in_memtables);
+                Some(Arc::new(RangeTombstones::new(all)))
+            }
+        }
     }
 
     /// True when its memtable holds `times` its size or more.
@@ -94,6 +126,20 @@ impl ReadState {
 
     pub(super) fn default_tree(&self) -> &Arc<Tree> {
         &self.trees[0]
+    }
+
+    /// Every tree's live range deletions (those its version holds), with its keyspace's
+    /// number: what a manifest written whole records.
+    pub(super) fn range_tombstones(&self) -> Vec<(KeyspaceId, RangeTombstone)> {
+        (self.trees.iter())
+            .flat_map(|t| {
+                let id = t.id();
+                t.version
+                    .range_tombstones()
+                    .iter()
+                    .map(move |r| (id, r.clone()))
+            })
+            .collect()
     }
 
     pub(super) fn named(&self, name: &str) -> Option<&Arc<Tree>> {

@@ -18,7 +18,7 @@ use std::ops::{Bound, RangeBounds};
 
 use super::write_group::Condition;
 use super::{byte_bounds, Db, Keyspace, Snapshot};
-use crate::entry::{check_entry_len, ValueKind};
+use crate::entry::{check_entry_len, check_key_len, ValueKind};
 use crate::error::{Error, Result};
 use crate::iter::DbIterator;
 use crate::keyspace::{KeyspaceId, DEFAULT_ID};
@@ -54,6 +54,10 @@ pub struct Transaction {
     writes: BTreeMap<KeyspaceId, BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
     /// Keys read from the snapshot (not those answered by the transaction's own writes).
     reads: BTreeSet<(KeyspaceId, Vec<u8>)>,
+    /// Buffered range deletions by keyspace, `(start, end)`: they take out the snapshot's
+    /// keys in their ranges, and the buffered writes made before them (`writes` holds only
+    /// those made after).
+    ranges: BTreeMap<KeyspaceId, Vec<KeyRange>>,
 }
 
 impl Transaction {
@@ -63,7 +67,46 @@ impl Transaction {
             snapshot: db.snapshot(),
             writes: BTreeMap::new(),
             reads: BTreeSet::new(),
+            ranges: BTreeMap::new(),
         }
+    }
+
+    /// Deletes every key from `start` (included) to `end` (excluded) when the transaction
+    /// commits (see [`Db::delete_range`]); the transaction's reads no longer see them, nor its
+    /// writes to them before this call. Like a write, it reads nothing, so it adds no key for
+    /// the commit to check.
+    pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_range_at(DEFAULT_ID, start.as_ref(), end.as_ref())
+    }
+
+    /// [`delete_range`](Self::delete_range) in `keyspace`.
+    pub fn delete_range_in(
+        &mut self,
+        keyspace: &Keyspace,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let id = keyspace.id_in(&self.db)?;
+        self.delete_range_at(id, start.as_ref(), end.as_ref())
+    }
+
+    fn delete_range_at(&mut self, keyspace: KeyspaceId, start: &[u8], end: &[u8]) -> Result<()> {
+        check_key_len(start)?;
+        check_key_len(end)?;
+        if start >= end {
+            return Ok(());
+        }
+        if let Some(writes) = self.writes.get_mut(&keyspace) {
+            writes.retain(|key, _| key.as_slice() < start || key.as_slice() >= end);
+        }
+        let ranges = self.ranges.entry(keyspace).or_default();
+        ranges.push((start.to_vec(), end.to_vec()));
+        Ok(())
+    }
+
+    /// Whether a buffered range deletion covers `key` of `keyspace`.
+    fn deleted_by_range(&self, keyspace: KeyspaceId, key: &[u8]) -> bool {
+        (self.ranges.get(&keyspace)).is_some_and(|ranges| covered(ranges, key))
     }
 
     /// The value of `key`: the transaction's own write of it if it made one, else the value
@@ -115,6 +158,9 @@ impl Transaction {
         if let Some(written) = self.writes.get(&keyspace).and_then(|w| w.get(key)) {
             return Ok(written.clone());
         }
+        if self.deleted_by_range(keyspace, key) {
+            return Ok(None);
+        }
         let seq = Some(self.snapshot.sequence_number());
         let value = self.db.inner.get(keyspace, key, seq)?;
         self.reads.insert((keyspace, key.to_vec()));
@@ -152,6 +198,7 @@ impl Transaction {
             Ok(id) => self.range_at(id, byte_bounds(&range)),
             Err(_) => TransactionRange {
                 writes: None,
+                deleted: &[],
                 stored: super::read::failing_iter(format!(
                     "{} (a keyspace of another store)",
                     keyspace.name()
@@ -175,6 +222,7 @@ impl Transaction {
         let end = end.map(<[u8]>::to_vec);
         TransactionRange {
             writes,
+            deleted: self.ranges.get(&keyspace).map_or(&[], Vec::as_slice),
             stored: self.db.inner.iter(keyspace, start, end, None, seq),
             front: Taken::default(),
             back: Taken::default(),
@@ -198,10 +246,16 @@ impl Transaction {
     /// [`Transaction::commit`] with write options (`WriteOptions::synced()` for a commit that
     /// survives power loss once it returns).
     pub fn commit_opt(self, options: &WriteOptions) -> Result<()> {
-        if self.writes.is_empty() {
+        if self.writes.is_empty() && self.ranges.is_empty() {
             return Ok(());
         }
+        // The range deletions first: the buffered writes are those made after them.
         let mut batch = WriteBatch::new();
+        for (&keyspace, ranges) in &self.ranges {
+            for (start, end) in ranges {
+                batch.push_range(keyspace, start, end);
+            }
+        }
         for (&keyspace, writes) in &self.writes {
             for (key, value) in writes {
                 match value {
@@ -333,6 +387,14 @@ fn bounds_are_empty(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
     }
 }
 
+/// A range of keys, `(start, end)`, end excluded.
+type KeyRange = (Vec<u8>, Vec<u8>);
+
+/// Whether one of `ranges` covers `key`.
+fn covered(ranges: &[KeyRange], key: &[u8]) -> bool {
+    (ranges.iter()).any(|(start, end)| start.as_slice() <= key && key < end.as_slice())
+}
+
 /// A transaction's buffered writes in a range: a value, or `None` for a delete.
 type BufferedWrites<'t> = btree_map::Range<'t, Vec<u8>, Option<Vec<u8>>>;
 
@@ -344,6 +406,8 @@ type BufferedWrite<'t> = (&'t Vec<u8>, &'t Option<Vec<u8>>);
 /// (`.rev()`), as a `DbIterator` is.
 pub struct TransactionRange<'t> {
     writes: Option<BufferedWrites<'t>>,
+    /// The transaction's range deletions in the keyspace: stored pairs they cover are out.
+    deleted: &'t [KeyRange],
     stored: DbIterator,
     /// What each end took from the two sources and has not handed out yet.
     front: Taken<'t>,
@@ -403,7 +467,10 @@ impl TransactionRange<'_> {
                 },
             };
             match order {
-                Ordering::Greater => return taken.stored.take(),
+                Ordering::Greater => match taken.stored.take() {
+                    Some(Ok((key, _))) if covered(self.deleted, &key) => continue,
+                    stored => return stored,
+                },
                 // The transaction's write of the key stands in for the stored value.
                 Ordering::Equal => drop(taken.stored.take()),
                 Ordering::Less => {}

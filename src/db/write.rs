@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::filename;
 use crate::keyspace::KeyspaceId;
 use crate::wal::{LogWriter, PreviousLog};
-use crate::write_batch::WriteBatch;
+use crate::write_batch::{OpView, Write, WriteBatch};
 
 impl Inner {
     /// Writes are refused while the WAL cannot be written.
@@ -180,7 +180,7 @@ impl Inner {
         if group.members.iter().all(|m| m.condition.is_none()) {
             return;
         }
-        let mut earlier: HashMap<(KeyspaceId, &[u8]), Option<&[u8]>> = HashMap::new();
+        let mut earlier = EarlierWrites::default();
         let refusals: Vec<Option<Error>> = (group.members.iter())
             .map(|member| {
                 if member.refused.is_some() {
@@ -191,7 +191,7 @@ impl Inner {
                         return Some(refusal);
                     }
                 }
-                earlier.extend(member.batch.ops());
+                earlier.record(&member.batch);
                 None
             })
             .collect();
@@ -220,11 +220,7 @@ impl Inner {
     /// `Ok` when `condition` holds, given what earlier members of the group write; else the
     /// conflict (or the error that stopped the check). Each key is read once: the conflict
     /// carries the value the check found.
-    fn check_condition(
-        &self,
-        condition: &Condition,
-        earlier: &HashMap<(KeyspaceId, &[u8]), Option<&[u8]>>,
-    ) -> Result<()> {
+    fn check_condition(&self, condition: &Condition, earlier: &EarlierWrites<'_>) -> Result<()> {
         let conflict = |key: &[u8], current: Option<Vec<u8>>| {
             Err(Error::Conflict {
                 key: key.to_vec(),
@@ -237,7 +233,7 @@ impl Inner {
                 key,
                 expected,
             } => {
-                let current = match earlier.get(&(*keyspace, key.as_slice())) {
+                let current = match earlier.get(*keyspace, key) {
                     Some(value) => value.map(<[u8]>::to_vec),
                     None => self.get(*keyspace, key, None)?,
                 };
@@ -247,7 +243,7 @@ impl Inner {
             }
             Condition::UnchangedSince { keys, seq } => {
                 for (keyspace, key) in keys {
-                    if let Some(value) = earlier.get(&(*keyspace, key.as_slice())) {
+                    if let Some(value) = earlier.get(*keyspace, key) {
                         return conflict(key, value.map(<[u8]>::to_vec));
                     }
                     if let Some(newer) = self
@@ -567,6 +563,41 @@ impl Inner {
     }
 }
 
+/// What the members of a group before the one checked write: the value (`None`: deleted) each
+/// key they set or delete ends with, and the ranges they delete.
+#[derive(Default)]
+struct EarlierWrites<'a> {
+    keys: HashMap<(KeyspaceId, &'a [u8]), Option<&'a [u8]>>,
+    ranges: Vec<(KeyspaceId, &'a [u8], &'a [u8])>,
+}
+
+impl<'a> EarlierWrites<'a> {
+    /// Adds a batch's writes, in their order: a range deletion forgets the keys it covers.
+    fn record(&mut self, batch: &'a WriteBatch) {
+        for op in batch.ops() {
+            match op {
+                OpView::Key(key, value) => {
+                    self.keys.insert(key, value);
+                }
+                OpView::Range(ks, start, end) => {
+                    (self.keys).retain(|(k_ks, k), _| *k_ks != ks || *k < start || *k >= end);
+                    self.ranges.push((ks, start, end));
+                }
+            }
+        }
+    }
+
+    /// What `key` of keyspace `ks` holds after these writes; `None` when they leave it alone.
+    fn get(&self, ks: KeyspaceId, key: &[u8]) -> Option<Option<&'a [u8]>> {
+        if let Some(value) = self.keys.get(&(ks, key)) {
+            return Some(*value);
+        }
+        let deleted =
+            (self.ranges.iter()).any(|&(r_ks, start, end)| r_ks == ks && start <= key && key < end);
+        deleted.then_some(None)
+    }
+}
+
 /// Adds one to `counter` when `happened`, unless `counted` says it was added already.
 fn count_once(happened: bool, counted: &mut bool, counter: &AtomicU64) {
     if happened && !*counted {
@@ -584,14 +615,27 @@ fn apply_to_memtables(state: &ReadState, batch: WriteBatch, first_seq: u64) {
             .expect("keyspaces checked under the writer lock")
             .mem
     };
-    if let Some(ks) = batch.only_keyspace() {
-        memtable(ks).apply(batch.into_entries(first_seq).map(|(_, e)| e));
+    if let (Some(ks), false) = (batch.only_keyspace(), batch.has_range_deletions()) {
+        let entries = batch.into_writes(first_seq).filter_map(|(_, w)| match w {
+            Write::Entry(e) => Some(e),
+            Write::Range(_) => None,
+        });
+        memtable(ks).apply(entries);
         return;
     }
-    let mut entries = batch.into_entries(first_seq).peekable();
-    while let Some((ks, first)) = entries.next() {
+    let mut writes = batch.into_writes(first_seq).peekable();
+    while let Some((ks, first)) = writes.next() {
+        let first = match first {
+            Write::Entry(e) => e,
+            Write::Range(tombstone) => {
+                memtable(ks).add_range_tombstone(tombstone);
+                continue;
+            }
+        };
         let mut run = vec![first];
-        while let Some((_, e)) = entries.next_if(|(next, _)| *next == ks) {
+        while let Some((_, Write::Entry(e))) =
+            writes.next_if(|(next, w)| *next == ks && matches!(w, Write::Entry(_)))
+        {
             run.push(e);
         }
         memtable(ks).apply(run);

@@ -2,9 +2,11 @@
 
 use std::path::Path;
 
+use crate::entry::{MAX_KEY_LEN, MAX_SEQ};
 use crate::error::{Error, Result};
 use crate::filter::FilterParams;
 use crate::keyspace::{KeyspaceId, KeyspaceOptions, DEFAULT_ID, MAX_KEYSPACE_NAME_LEN};
+use crate::range_tombstone::RangeTombstone;
 use crate::sstable::{Compression, FilterPolicy, MAX_BLOCK_SIZE};
 
 /// What the manifest records about one table file.
@@ -159,8 +161,15 @@ pub struct VersionEdit {
     pub next_keyspace: Option<u32>,
     /// Keyspaces created, or whose options changed: each record replaces the one before.
     pub keyspaces: Vec<KeyspaceRecord>,
-    /// Keyspaces dropped, by number (their tables are in `removed`).
+    /// Keyspaces dropped, by number (their tables are in `removed`, their range deletions
+    /// go with them).
     pub dropped_keyspaces: Vec<u32>,
+    /// Range deletions that became live (a flush recorded its memtable's), with their
+    /// keyspace's number.
+    pub added_ranges: Vec<(u32, RangeTombstone)>,
+    /// Range deletions no longer needed (or replaced by the pieces of them in
+    /// `added_ranges`): no table holds an older entry in what they covered.
+    pub removed_ranges: Vec<(u32, RangeTombstone)>,
 }
 
 /// What the manifest records of a keyspace other than the default.
@@ -248,6 +257,8 @@ const TAG_NEXT_KEYSPACE: u8 = 8;
 const TAG_KEYSPACE: u8 = 9;
 const TAG_KEYSPACE_DROPPED: u8 = 10;
 const TAG_ADDED_IN_KEYSPACE: u8 = 11;
+const TAG_RANGE_REMOVED: u8 = 12;
+const TAG_RANGE_ADDED: u8 = 13;
 
 use crate::varint::put as put_varint;
 
@@ -435,6 +446,34 @@ impl<'a> Decoder<'a> {
         Ok(KeyspaceRecord { id, name, options })
     }
 
+    /// A range deletion: its keyspace's number, its start and end (each a key the store
+    /// accepts, the start below the end) and its sequence number.
+    fn range(&mut self) -> std::result::Result<(u32, RangeTombstone), DecodeError> {
+        let start = self.pos;
+        let keyspace = self.varint("range deletion keyspace")?;
+        let keyspace = u32::try_from(keyspace)
+            .or_else(|_| self.fail(start, format!("keyspace number {keyspace}")))?;
+        let start = self.pos;
+        let from = self.bytes("range deletion start")?;
+        let to = self.bytes("range deletion end")?;
+        if from.len() > MAX_KEY_LEN || to.len() > MAX_KEY_LEN || from >= to {
+            return self.fail(start, "range deletion ends too long, or not in order");
+        }
+        let start = self.pos;
+        let seq = self.varint("range deletion sequence number")?;
+        if seq > MAX_SEQ {
+            return self.fail(start, format!("range deletion sequence number {seq}"));
+        }
+        Ok((
+            keyspace,
+            RangeTombstone {
+                start: from,
+                end: to,
+                seq,
+            },
+        ))
+    }
+
     fn compression(&mut self) -> std::result::Result<Compression, DecodeError> {
         let start = self.pos;
         let code = self.varint("compression")?;
@@ -562,6 +601,18 @@ impl VersionEdit {
             put_varint(&mut out, u64::from(t.keyspace));
             put_table(&mut out, t);
         }
+        for (tag, ranges) in [
+            (TAG_RANGE_REMOVED, &self.removed_ranges),
+            (TAG_RANGE_ADDED, &self.added_ranges),
+        ] {
+            for (keyspace, range) in ranges {
+                out.push(tag);
+                put_varint(&mut out, u64::from(*keyspace));
+                put_bytes(&mut out, &range.start);
+                put_bytes(&mut out, &range.end);
+                put_varint(&mut out, range.seq);
+            }
+        }
         out
     }
 
@@ -588,6 +639,8 @@ impl VersionEdit {
                     | TAG_KEYSPACE
                     | TAG_KEYSPACE_DROPPED
                     | TAG_ADDED_IN_KEYSPACE
+                    | TAG_RANGE_REMOVED
+                    | TAG_RANGE_ADDED
             );
             if tag < last_tag || (tag == last_tag && !repeatable) {
                 return d.fail(
@@ -625,6 +678,8 @@ impl VersionEdit {
                     let table = d.table()?;
                     edit.added.push(TableMeta { keyspace, ..table });
                 }
+                TAG_RANGE_REMOVED => edit.removed_ranges.push(d.range()?),
+                TAG_RANGE_ADDED => edit.added_ranges.push(d.range()?),
                 _ => return d.fail(at, format!("unknown field tag {tag}")),
             }
         }

@@ -176,6 +176,8 @@ pub struct RecoveredManifest {
     /// The live keyspaces other than the default, by number.
     pub keyspaces: Vec<KeyspaceRecord>,
     /// The incomplete last edit that was dropped, if any.
+    /// The live range deletions, with their keyspace's number.
+    pub range_tombstones: Vec<(u32, crate::range_tombstone::RangeTombstone)>,
     pub torn_tail: Option<TornTail>,
 }
 
@@ -260,6 +262,7 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
     let mut next_keyspace = None;
     let mut keyspaces: BTreeMap<u32, KeyspaceRecord> = BTreeMap::new();
     let mut live: BTreeMap<u64, TableMeta> = BTreeMap::new();
+    let mut live_ranges = std::collections::BTreeSet::new();
     for (record, &offset) in contents.records.iter().zip(&contents.offsets) {
         let bad = |reason: String| Error::corruption(path, Some(offset), reason);
         let edit = VersionEdit::decode_inner(record)
@@ -338,7 +341,31 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
             }
             live.insert(table.number, table);
         }
+        for range in edit.removed_ranges {
+            if !live_ranges.remove(&range) {
+                return Err(bad(format!(
+                    "edit removes a range deletion of keyspace {} at {}, which is not live",
+                    range.0, range.1.seq
+                )));
+            }
+        }
+        for range in edit.added_ranges {
+            let (id, tombstone) = &range;
+            if *id != crate::keyspace::DEFAULT_ID && !keyspaces.contains_key(id) {
+                return Err(bad(format!(
+                    "edit adds a range deletion to keyspace {id}, which does not exist"
+                )));
+            }
+            if tombstone.seq > last_seq.unwrap_or(0) {
+                return Err(bad(format!(
+                    "edit adds a range deletion numbered {}, above the last sequence number",
+                    tombstone.seq
+                )));
+            }
+            live_ranges.insert(range);
+        }
         for id in edit.dropped_keyspaces {
+            live_ranges.retain(|(ks, _)| *ks != id);
             if keyspaces.remove(&id).is_none() {
                 return Err(bad(format!(
                     "edit drops keyspace {id}, which does not exist"
@@ -388,6 +415,7 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
         filter_policy,
         next_keyspace,
         keyspaces: keyspaces.into_values().collect(),
+        range_tombstones: live_ranges.into_iter().collect(),
         torn_tail: contents.torn_tail,
     })
 }

@@ -47,6 +47,8 @@ fn snapshot() -> VersionEdit {
         next_keyspace: None,
         keyspaces: Vec::new(),
         dropped_keyspaces: Vec::new(),
+        added_ranges: Vec::new(),
+        removed_ranges: Vec::new(),
     }
 }
 
@@ -64,6 +66,8 @@ fn later_edits() -> Vec<VersionEdit> {
             next_keyspace: None,
             keyspaces: Vec::new(),
             dropped_keyspaces: Vec::new(),
+            added_ranges: Vec::new(),
+            removed_ranges: Vec::new(),
         },
         VersionEdit {
             log_number: None,
@@ -76,6 +80,8 @@ fn later_edits() -> Vec<VersionEdit> {
             next_keyspace: None,
             keyspaces: Vec::new(),
             dropped_keyspaces: Vec::new(),
+            added_ranges: Vec::new(),
+            removed_ranges: Vec::new(),
         },
         VersionEdit {
             log_number: None,
@@ -88,6 +94,8 @@ fn later_edits() -> Vec<VersionEdit> {
             next_keyspace: None,
             keyspaces: Vec::new(),
             dropped_keyspaces: Vec::new(),
+            added_ranges: Vec::new(),
+            removed_ranges: Vec::new(),
         },
     ]
 }
@@ -163,6 +171,8 @@ fn version_edits_round_trip() {
         next_keyspace: None,
         keyspaces: Vec::new(),
         dropped_keyspaces: Vec::new(),
+        added_ranges: Vec::new(),
+        removed_ranges: Vec::new(),
     });
     edits.push(keyspace_edit());
     // Every kind of policy round-trips.
@@ -368,6 +378,8 @@ fn next_file_number_never_falls_below_a_used_number() {
         next_keyspace: None,
         keyspaces: Vec::new(),
         dropped_keyspaces: Vec::new(),
+        added_ranges: Vec::new(),
+        removed_ranges: Vec::new(),
     };
     ManifestWriter::create(&fs, &dir(), 20, &snap).unwrap();
     assert_eq!(recover_manifest(&fs, &dir()).unwrap().next_file_number, 41);
@@ -691,6 +703,91 @@ fn keyspace_edits_that_contradict_the_manifest_are_corruption() {
     }
 }
 
+fn deletion(start: &[u8], end: &[u8], seq: u64) -> crate::range_tombstone::RangeTombstone {
+    crate::range_tombstone::RangeTombstone {
+        start: start.to_vec(),
+        end: end.to_vec(),
+        seq,
+    }
+}
+
+/// Range deletions come and go through edits (a flush adds them, a compaction removes or
+/// trims them); a dropped keyspace's go with it; what is live is recovered.
+#[test]
+fn range_deletions_are_added_trimmed_and_dropped_through_edits() {
+    let fs = fresh();
+    let record = KeyspaceRecord {
+        id: 1,
+        name: "a".into(),
+        options: crate::keyspace::KeyspaceOptions::new(),
+    };
+    let mut w = ManifestWriter::create(&fs, &dir(), 3, &snapshot()).unwrap();
+    for edit in [
+        VersionEdit {
+            next_keyspace: Some(2),
+            keyspaces: vec![record],
+            added_ranges: vec![(0, deletion(b"a", b"m", 5)), (1, deletion(b"", b"z", 6))],
+            ..VersionEdit::default()
+        },
+        VersionEdit {
+            removed_ranges: vec![(0, deletion(b"a", b"m", 5))],
+            added_ranges: vec![(0, deletion(b"k", b"m", 5))],
+            ..VersionEdit::default()
+        },
+        VersionEdit {
+            dropped_keyspaces: vec![1],
+            ..VersionEdit::default()
+        },
+    ] {
+        let bytes = edit.encode();
+        assert_eq!(VersionEdit::decode(&bytes).unwrap(), edit);
+        strict_for_every_cut_and_byte_change(&edit);
+        w.append(&edit).unwrap();
+    }
+    let r = recover_manifest(&fs, &dir()).unwrap();
+    assert_eq!(r.range_tombstones, vec![(0, deletion(b"k", b"m", 5))]);
+}
+
+#[test]
+fn range_deletion_records_that_contradict_the_manifest_are_corruption() {
+    for (what, bad_edit) in [
+        (
+            "a removal of a deletion not live",
+            VersionEdit {
+                removed_ranges: vec![(0, deletion(b"a", b"b", 1))],
+                ..VersionEdit::default()
+            },
+        ),
+        (
+            "a deletion in a keyspace never made",
+            VersionEdit {
+                added_ranges: vec![(7, deletion(b"a", b"b", 1))],
+                ..VersionEdit::default()
+            },
+        ),
+        (
+            "a deletion numbered past the last sequence number",
+            VersionEdit {
+                added_ranges: vec![(0, deletion(b"a", b"b", u64::MAX >> 9))],
+                ..VersionEdit::default()
+            },
+        ),
+        (
+            "a deletion whose end is not past its start",
+            VersionEdit {
+                added_ranges: vec![(0, deletion(b"b", b"a", 1))],
+                ..VersionEdit::default()
+            },
+        ),
+    ] {
+        let fs = fresh();
+        let mut w = ManifestWriter::create(&fs, &dir(), 3, &snapshot()).unwrap();
+        w.append(&bad_edit).unwrap();
+        let err = recover_manifest(&fs, &dir()).unwrap_err();
+        assert!(err.is_corruption(), "{what}: {err}");
+    }
+}
+
 #[test]
 fn edits_that_contradict_the_live_set_are_corruption() {
     for bad_edit in [
@@ -738,6 +835,8 @@ fn power_loss_anywhere_in_creating_a_manifest_leaves_old_or_new_current() {
         next_keyspace: None,
         keyspaces: Vec::new(),
         dropped_keyspaces: Vec::new(),
+        added_ranges: Vec::new(),
+        removed_ranges: Vec::new(),
     };
     let mut saw_old = false;
     let mut n = 0;

@@ -14,12 +14,14 @@ mod arena;
 mod skiplist;
 
 use std::ops::Bound;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crate::entry::{Entry, SeqNo, ValueKind};
 use crate::error::Result;
 use crate::filter::{BlockedBloomFilter, BlockedParams, KeyHash};
 use crate::prefix::PrefixExtractor;
+use crate::range_tombstone::RangeTombstone;
 use crate::value::{Newest, Value};
 use crate::walk::{next_owned, EntryView, Walk};
 use skiplist::{EntryRef, Position, SkipList};
@@ -35,6 +37,10 @@ fn arena_block_for(memtable_size: usize) -> usize {
 /// (`SMALLEST_ENTRY_BYTES`): a 1% rate (cache-local) even when every key has a prefix of its
 /// own, and far less when keys share prefixes.
 const PREFIX_FILTER_BITS_PER_ENTRY: u32 = 10;
+
+/// Bytes a range deletion is counted at beyond its keys: the vector's slot and the keys'
+/// allocations.
+const RANGE_TOMBSTONE_OVERHEAD: usize = 80;
 
 /// Arena bytes of the smallest entry: a node's header and one link, an empty key and value.
 const SMALLEST_ENTRY_BYTES: usize = 40;
@@ -68,6 +74,12 @@ pub struct MemTable {
     prefix_filter_bytes: usize,
     /// The WAL file that holds this memtable's writes.
     log_number: u64,
+    /// Range deletions written to it, in the order written. Few, as a rule: a read scans
+    /// them all (one that finds none pays one atomic load).
+    range_tombstones: RwLock<Vec<RangeTombstone>>,
+    /// How many `range_tombstones` holds, and their keys' bytes, read without the lock.
+    range_count: AtomicUsize,
+    range_bytes: AtomicUsize,
 }
 
 impl std::fmt::Debug for MemTable {
@@ -99,7 +111,57 @@ impl MemTable {
             prefix_filter_bytes: prefixes.as_ref().map_or(0, |p| p.filter.memory_bytes()),
             prefixes: prefixes.map(Mutex::new),
             log_number,
+            range_tombstones: RwLock::new(Vec::new()),
+            range_count: AtomicUsize::new(0),
+            range_bytes: AtomicUsize::new(0),
         }
+    }
+
+    /// Adds a range deletion. Readers see it once their snapshot reaches its number.
+    pub fn add_range_tombstone(&self, tombstone: RangeTombstone) {
+        if tombstone.start >= tombstone.end {
+            return; // covers no key
+        }
+        let bytes = tombstone.start.len() + tombstone.end.len() + RANGE_TOMBSTONE_OVERHEAD;
+        let mut list = self
+            .range_tombstones
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        list.push(tombstone);
+        self.range_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.range_count.store(list.len(), Ordering::Release);
+    }
+
+    /// Whether a range deletion was written to it.
+    pub fn has_range_tombstones(&self) -> bool {
+        self.range_count.load(Ordering::Acquire) > 0
+    }
+
+    /// Its range deletions, in the order written.
+    pub fn range_tombstones(&self) -> Vec<RangeTombstone> {
+        match self.has_range_tombstones() {
+            true => (self
+                .range_tombstones
+                .read()
+                .unwrap_or_else(|e| e.into_inner()))
+            .clone(),
+            false => Vec::new(),
+        }
+    }
+
+    /// The newest sequence number at most `snapshot` of a range deletion covering `key`.
+    pub fn covering_seq(&self, key: &[u8], snapshot: SeqNo) -> Option<SeqNo> {
+        if !self.has_range_tombstones() {
+            return None;
+        }
+        let list = self
+            .range_tombstones
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        (list.iter())
+            .filter(|t| t.seq <= snapshot && t.covers(key))
+            .map(|t| t.seq)
+            .max()
     }
 
     /// The WAL file that holds this memtable's writes.
@@ -162,16 +224,17 @@ impl MemTable {
         })
     }
 
-    /// Whether the newest version of `key` at most `snapshot` is a value or a tombstone,
-    /// without copying the value.
-    pub fn kind_of(&self, key: &[u8], snapshot: SeqNo) -> Option<ValueKind> {
-        self.newest_of(key, snapshot).map(|e| e.kind())
+    /// Whether the newest version of `key` at most `snapshot` is a value or a tombstone, and
+    /// its number, without copying the value.
+    pub fn newest_kind(&self, key: &[u8], snapshot: SeqNo) -> Option<(ValueKind, SeqNo)> {
+        self.newest_of(key, snapshot).map(|e| (e.kind(), e.seq()))
     }
 
     /// Approximate memory held: the arena's blocks (entries with their list links), and the
     /// prefix filter.
     pub fn approximate_bytes(&self) -> usize {
-        match self.entries.memory_bytes() {
+        let ranges = self.range_bytes.load(Ordering::Relaxed);
+        match self.entries.memory_bytes() + ranges {
             0 => 0,
             entries => entries + self.prefix_filter_bytes,
         }
@@ -184,7 +247,7 @@ impl MemTable {
 
     /// True when no write went in.
     pub fn is_empty(&self) -> bool {
-        self.entries.len() == 0
+        self.entries.len() == 0 && !self.has_range_tombstones()
     }
 
     /// Entries at or after `start`, in entry order, walked in place.

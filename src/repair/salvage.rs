@@ -251,6 +251,8 @@ fn rewrite_manifest(
         next_keyspace: crate::keyspace::recorded_next(recovered.next_keyspace),
         keyspaces: recovered.keyspaces.clone(),
         dropped_keyspaces: Vec::new(),
+        added_ranges: recovered.range_tombstones.clone(),
+        removed_ranges: Vec::new(),
     };
     ManifestWriter::create(fs, dir, number, &snapshot)?;
     Ok(())

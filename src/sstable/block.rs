@@ -245,12 +245,12 @@ impl BlockIter {
         Ok(self.advance()?.then(|| self.current().to_entry()))
     }
 
-    /// The key and kind of the entry a `seek` found, without copying its value; `None` when
-    /// the seek ran off the end of the block.
-    pub fn sought(&self) -> Option<(&[u8], ValueKind)> {
+    /// The key, kind and sequence number of the entry a `seek` found, without copying its
+    /// value; `None` when the seek ran off the end of the block.
+    pub fn sought(&self) -> Option<(&[u8], ValueKind, SeqNo)> {
         self.pending
             .as_ref()
-            .map(|raw| (self.key.as_slice(), raw.kind))
+            .map(|raw| (self.key.as_slice(), raw.kind, raw.seq))
     }
 
     /// The key and sequence number of the entry at restart point `i`. A restart entry shares

@@ -274,9 +274,9 @@ impl Table {
         snapshot: SeqNo,
         hash: &KeyHash,
         tally: &mut ReadCountersSnapshot,
-    ) -> Result<Option<ValueKind>> {
+    ) -> Result<Option<(ValueKind, SeqNo)>> {
         self.lookup_with(key, snapshot, hash, tally, |it| {
-            Ok(it.sought().map(|(_, kind)| kind))
+            Ok(it.sought().map(|(_, kind, seq)| (kind, seq)))
         })
     }
 
@@ -407,7 +407,7 @@ impl Table {
         let mut it = data.shared_iter();
         it.seek(key, snapshot).map_err(in_block)?;
         let answer = match it.sought() {
-            Some((k, _)) if k == key => read(&mut it).map_err(in_block)?,
+            Some((k, _, _)) if k == key => read(&mut it).map_err(in_block)?,
             _ => None,
         };
         if answer.is_some() {

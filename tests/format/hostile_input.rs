@@ -106,6 +106,8 @@ fn valid_edit() -> Vec<u8> {
             options: bloomkv::KeyspaceOptions::new().block_size(8192),
         }],
         dropped_keyspaces: vec![1],
+        added_ranges: Vec::new(),
+        removed_ranges: Vec::new(),
     }
     .encode()
 }

@@ -558,7 +558,7 @@ fn damaged_lz4_data_under_a_valid_checksum_is_corruption() {
 
 #[test]
 fn unknown_compression_codes_are_corruption() {
-    for type_byte in [0x31u8, 0x21, 0xf1] {
+    for type_byte in [0x31u8, 0x41, 0xf1] {
         let reason = check_damaged_block(&format!("code-{type_byte:#04x}"), 1, |file, h| {
             file[h.end_of_contents()] = type_byte;
         });
@@ -568,6 +568,14 @@ fn unknown_compression_codes_are_corruption() {
             "{reason}"
         );
     }
+    // An LZ4 block whose trailer says zstd (code 2): its bytes are no zstd frame.
+    let reason = check_damaged_block("lz4-marked-zstd", 1, |file, h| {
+        file[h.end_of_contents()] = 0x21;
+    });
+    assert!(
+        reason.contains("zstd block does not decompress"),
+        "{reason}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ mod db_errors;
 mod db_model;
 mod handles;
 mod keyspaces;
+mod range_deletes;
 mod read_api;
 mod transactions;
 mod write_path;
