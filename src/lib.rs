@@ -13,7 +13,8 @@
 //! # The API
 //!
 //! - **The store**: [`Db`] opens, reads (`get`, `get_pinned`, `multi_get`, `contains_key`,
-//!   `may_contain`), writes (`put`, `delete`, [`WriteBatch`] through `write`), scans
+//!   `may_contain`), writes (`put`, `delete`, `delete_range`, [`WriteBatch`] through `write`),
+//!   scans
 //!   ([`DbIterator`] from `iter`, `range`, `prefix`; [`Cursor`], which seeks), and flushes,
 //!   compacts, checks, checkpoints ([`Checkpoint`]) and closes. [`Options`] and [`Tuning`]
 //!   configure it, [`WriteOptions`] a write; [`Stats`] reports on it ([`LevelStats`],
