@@ -155,6 +155,26 @@ pub enum Command {
         #[command(flatten)]
         opening: OpenFlags,
     },
+    /// Delete every key from BEGIN (inclusive) to END (exclusive), as one write (ldb's
+    /// `deleterange`).
+    #[command(name = "deleterange", alias = "delete-range")]
+    DeleteRange {
+        /// The first key deleted: text in which `\\` is a backslash and `\xNN` any byte (hex
+        /// with --hex).
+        begin: String,
+        /// The first key past the range, which stays.
+        end: String,
+        #[command(flatten)]
+        store: StoreDir,
+        #[command(flatten)]
+        keys: KeyFormat,
+        #[command(flatten)]
+        keyspace: KeyspaceArg,
+        #[command(flatten)]
+        filter: TableFilter,
+        #[command(flatten)]
+        opening: OpenFlags,
+    },
     /// Print `key ==> value` lines in key order (or, with --reverse, last key first).
     Scan {
         /// First key (inclusive).
@@ -291,6 +311,13 @@ impl Command {
                 ..
             }
             | Command::Delete {
+                store,
+                keys,
+                filter,
+                keyspace,
+                ..
+            }
+            | Command::DeleteRange {
                 store,
                 keys,
                 filter,

@@ -309,6 +309,24 @@ fn put_get_delete() {
 }
 
 #[test]
+fn deleterange_deletes_from_begin_up_to_end() {
+    let (_tmp, db) = store();
+    for key in ["a", "b", "c", "d"] {
+        kv(&db, &["put", key, "v"]).ok();
+    }
+    kv(&db, &["deleterange", "b", "d"]).ok();
+    assert_eq!(kv(&db, &["scan", "--keys-only"]).ok(), "a\nd\n");
+    // Binary ends, hex-coded; and a keyspace of its own.
+    kv(&db, &["--hex", "put", "0x00ff", "0x01"]).ok();
+    kv(&db, &["--hex", "deleterange", "0x00", "0x0100"]).ok();
+    kv(&db, &["--hex", "get", "0x00ff"]).fails(1, "no such key");
+    kv(&db, &["deleterange", "a", "z", "--keyspace", "nope"]).fails(2, "no keyspace");
+    kv(&db, &["deleterange", "a"]).usage_error("<END>");
+    assert_eq!(kv(&db, &["get", "a"]).ok(), "v\n");
+    assert!(kv(&db, &["stats"]).ok().contains("range deletions  2"));
+}
+
+#[test]
 fn hex_keys_and_values_carry_binary_data() {
     let (_tmp, db) = store();
     let key = [0u8, 0xff, b'\t', b'\n', b'\\'];

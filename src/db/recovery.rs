@@ -375,6 +375,7 @@ pub(super) fn open_read_only(
     options.filter_policy = Some(options.filter_policy_over(on_disk.filter_policy));
     let snapshot = VersionEdit {
         added: on_disk.metas,
+        added_ranges: on_disk.range_tombstones,
         ..VersionEdit::default()
     };
     let mut replayed = on_disk.replayed.mems;

@@ -422,3 +422,35 @@ fn oversized_range_ends_are_refused_and_nothing_is_written() {
     db.delete_range("b", "a").unwrap();
     assert_eq!(db.get("a").unwrap(), Some(b"1".to_vec()));
 }
+
+#[test]
+fn a_range_deletion_survives_close_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        for k in ["a", "b", "c", "d"] {
+            db.put(k, "v").unwrap();
+        }
+        db.close().unwrap();
+    }
+    {
+        // Its own log, the keys it deletes in tables.
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        db.delete_range("b", "d").unwrap();
+        db.close().unwrap();
+    }
+    let expected = vec![b"a".to_vec(), b"d".to_vec()];
+    // Read-only, the deletion still in the log; then written, and read-only again with the
+    // deletion in the manifest.
+    let keys_of = |db: &Db| db.iter().map(|r| r.unwrap().0).collect::<Vec<Vec<u8>>>();
+    let db = Db::open_read_only(dir.path(), Options::default()).unwrap();
+    assert_eq!(keys_of(&db), expected);
+    drop(db);
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(keys_of(&db), expected);
+    db.flush().unwrap();
+    db.close().unwrap();
+    let db = Db::open_read_only(dir.path(), Options::default()).unwrap();
+    assert_eq!(keys_of(&db), expected);
+    assert_eq!(db.stats().keyspaces[0].range_deletions, 1);
+}

@@ -50,6 +50,18 @@ pub fn run(command: Command) -> Result<(), Failure> {
             filter,
             opening,
         } => write::delete(&key, &store, &keys, &keyspace, &filter, &opening),
+        Command::DeleteRange {
+            begin,
+            end,
+            store,
+            keys,
+            keyspace,
+            filter,
+            opening,
+        } => {
+            let range = (begin.as_str(), end.as_str());
+            write::delete_range(range, &store, &keys, &keyspace, &filter, &opening)
+        }
         Command::Scan {
             from,
             to,

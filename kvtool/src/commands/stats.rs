@@ -81,6 +81,13 @@ fn stats_text(stats: &Stats, hex: bool, as_json: bool) -> String {
         total_entries,
         stats.table_bytes()
     );
+    let range_deletions = stats.keyspaces.first().map_or(0, |k| k.range_deletions);
+    if range_deletions > 0 {
+        let _ = writeln!(
+            out,
+            "range deletions  {range_deletions} (live, kept until compaction)"
+        );
+    }
     if stats.keyspaces.len() > 1 {
         let _ = writeln!(out);
         let _ = writeln!(
@@ -297,6 +304,7 @@ fn stats_json(stats: &Stats, hex: bool) -> serde_json::Value {
                 "name": k.name, "tables": k.tables.len(), "entries": k.entries,
                 "bytes": k.bytes, "memtable_bytes": k.memtable_bytes,
                 "filter_memory_bytes": k.filter_memory_bytes,
+                "range_deletions": k.range_deletions,
                 "filter_policy": policy_text(&k.filter_policy),
                 "compression": k.compression.name(),
                 "bottom_compression": k.bottom_compression.name(), "block_size": k.block_size,

@@ -46,6 +46,21 @@ pub(super) fn delete(
     close(db)
 }
 
+/// `deleterange`: deletes the keys from `begin` to `end` (excluded) as one write.
+pub(super) fn delete_range(
+    (begin, end): (&str, &str),
+    store: &StoreDir,
+    keys: &KeyFormat,
+    keyspace_arg: &KeyspaceArg,
+    filter: &TableFilter,
+    opening: &OpenFlags,
+) -> Result<(), Failure> {
+    let (begin, end) = (codec::parse(begin, keys.hex)?, codec::parse(end, keys.hex)?);
+    let db = open_to_write(store_dir(store)?, filter, opening, false)?;
+    keyspace(&db, keyspace_arg, false)?.delete_range(begin, end)?;
+    close(db)
+}
+
 /// The store and keyspace `load` writes to, and how.
 pub(super) struct LoadTarget<'a> {
     pub store: &'a StoreDir,
