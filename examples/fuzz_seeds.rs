@@ -157,6 +157,7 @@ fn main() -> ExitCode {
             dropped_keyspaces: Vec::new(),
             added_ranges: Vec::new(),
             removed_ranges: Vec::new(),
+            seq_times: Vec::new(),
         }
         .encode(),
         VersionEdit {
@@ -183,6 +184,7 @@ fn main() -> ExitCode {
             }],
             dropped_keyspaces: vec![2],
             removed_ranges: vec![(0, range(b"a", b"c", 7))],
+            seq_times: vec![(1000, 1_700_000_000)],
             added_ranges: vec![(0, range(b"a", b"b", 7)), (3, range(b"", b"\xff", 900))],
         }
         .encode(),

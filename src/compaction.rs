@@ -28,6 +28,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::compaction_filter::{CompactionFilter, FilterScope, Filtered};
 use crate::entry::SeqNo;
 use crate::error::Result;
 use crate::iter::{KeptVersions, WithoutDeleted, ZeroedSeqs};
@@ -37,6 +38,17 @@ use crate::range_tombstone::RangeTombstones;
 use crate::sstable::{BlockReads, Table};
 use crate::version::{TableHandle, Version};
 use crate::walk::{BoxedWalk, Concat, EntryView, MergeWalk, Walk};
+
+/// What a merge drops or changes besides the versions no reader sees.
+#[derive(Default)]
+pub struct MergeRules {
+    /// The range deletions in the manifest when the merge began.
+    pub ranges: Option<Arc<RangeTombstones>>,
+    /// Entries numbered below it have expired; `None` where entries live for ever.
+    pub expired_below: Option<SeqNo>,
+    /// The user's filter, and the keyspace's name it is told.
+    pub filter: Option<(Arc<dyn CompactionFilter>, Arc<str>)>,
+}
 
 /// One merge of tables from one level (or, for a full compaction, every level above
 /// `output_level`) with the overlapping tables of `output_level`.
@@ -104,12 +116,13 @@ impl Compaction {
     /// one table after another: the merge then compares a key against one head per level, not
     /// one per table (a level-0 merge may take a hundred tables of its output level).
     ///
-    /// Versions the range deletions `ranges` hide from every reader go (`WithoutDeleted`).
+    /// Versions the range deletions of `rules` hide from every reader go, and expired ones
+    /// (`WithoutDeleted`); its user's filter applies to what is kept (`Filtered`).
     pub fn merged_entries_in(
         &self,
         part: &Part,
         snapshots: &[SeqNo],
-        ranges: Option<Arc<RangeTombstones>>,
+        rules: &MergeRules,
     ) -> impl Walk {
         let in_part: Vec<&Arc<TableHandle>> =
             self.all_inputs().filter(|t| part.meets(&t.meta)).collect();
@@ -124,22 +137,32 @@ impl Compaction {
         // At the bottom, a version every reader sees (at or below the oldest snapshot) needs
         // no number: zeroed, it compresses better. It is the only one kept of its key at or
         // below that snapshot, so the order of the key's versions stays.
-        let seen_by_all = match at_bottom {
-            true => snapshots.iter().copied().min().unwrap_or(SeqNo::MAX),
+        // Where entries expire, numbers tell when they were written: none is zeroed.
+        let oldest_snapshot = snapshots.iter().copied().min().unwrap_or(SeqNo::MAX);
+        let seen_by_all = match at_bottom && rules.expired_below.is_none() {
+            true => oldest_snapshot,
             false => 0,
         };
         let mut ascending = snapshots.to_vec();
         ascending.sort_unstable();
         let merged = WithoutDeleted {
             inner: MergeWalk::forward(streams),
-            ranges: ranges.clone(),
+            ranges: rules.ranges.clone(),
             snapshots: ascending,
+            expired_below: rules.expired_below.unwrap_or(0),
         };
-        let kept = KeptVersions::new(merged, snapshots.to_vec(), at_bottom);
+        let scope = (rules.filter.as_ref()).map(|(filter, keyspace)| FilterScope {
+            filter: Arc::clone(filter),
+            keyspace: Arc::clone(keyspace),
+            level: self.output_level as u32,
+            newest_snapshot: snapshots.iter().copied().max(),
+        });
+        let filtered = Filtered::new(merged, scope);
+        let kept = KeptVersions::new(filtered, snapshots.to_vec(), at_bottom);
         ZeroedSeqs {
             inner: kept,
             seen_by_all,
-            ranges,
+            ranges: rules.ranges.clone(),
         }
     }
 
@@ -371,6 +394,11 @@ impl Running {
         if let Some(at) = self.outputs.iter().position(|o| *o == output) {
             self.outputs.swap_remove(at);
         }
+    }
+
+    /// True when a running compaction takes table `number`.
+    pub fn holds(&self, number: u64) -> bool {
+        self.tables.contains(&number)
     }
 
     /// True when `job` takes a table a running compaction holds, or writes into a level within

@@ -21,6 +21,8 @@ pub(crate) struct NewestVersions<W> {
     drop_tombstones: bool,
     end: Bound<Vec<u8>>,
     ranges: Option<Arc<RangeTombstones>>,
+    /// Versions numbered below it have expired, and read as deleted.
+    expired_below: SeqNo,
     /// The key last handed out, once one was.
     last_key: Option<Vec<u8>>,
     done: bool,
@@ -35,14 +37,17 @@ impl<W: Walk> NewestVersions<W> {
             drop_tombstones,
             end,
             ranges: None,
+            expired_below: 0,
             last_key: None,
             done: false,
         }
     }
 
-    /// The walk, with versions `ranges` deletes read as deleted.
-    fn with_ranges(mut self, ranges: Option<Arc<RangeTombstones>>) -> Self {
+    /// The walk, with versions `ranges` deletes, and those numbered below `expired_below`,
+    /// read as deleted.
+    fn hiding(mut self, ranges: Option<Arc<RangeTombstones>>, expired_below: SeqNo) -> Self {
         self.ranges = ranges;
+        self.expired_below = expired_below;
         self
     }
 
@@ -59,6 +64,7 @@ impl<W: Walk> NewestVersions<W> {
             last.clear();
             last.extend_from_slice(entry.key);
             let deleted = entry.is_tombstone()
+                || entry.seq < self.expired_below
                 || (self.ranges.as_ref())
                     .is_some_and(|r| r.hides(entry.key, entry.seq, self.snapshot));
             if !(deleted && self.drop_tombstones) {
@@ -93,8 +99,9 @@ pub(crate) struct NewestVersionsBack<W> {
     inner: W,
     snapshot: SeqNo,
     start: Bound<Vec<u8>>,
-    /// Range deletions, as [`NewestVersions`] takes them.
+    /// Range deletions and expiry, as [`NewestVersions`] takes them.
     ranges: Option<Arc<RangeTombstones>>,
+    expired_below: SeqNo,
     /// The version handed out: key, sequence number, kind, value.
     key: Vec<u8>,
     seq: SeqNo,
@@ -113,12 +120,14 @@ impl<W: Walk> NewestVersionsBack<W> {
         snapshot: SeqNo,
         start: Bound<Vec<u8>>,
         ranges: Option<Arc<RangeTombstones>>,
+        expired_below: SeqNo,
     ) -> Self {
         NewestVersionsBack {
             inner,
             snapshot,
             start,
             ranges,
+            expired_below,
             key: Vec::new(),
             seq: 0,
             kind: ValueKind::Tombstone,
@@ -160,7 +169,10 @@ impl<W: Walk> NewestVersionsBack<W> {
         }
         let deleted =
             (self.ranges.as_ref()).is_some_and(|r| r.hides(&self.key, self.seq, self.snapshot));
-        Ok(Some(seen && self.kind == ValueKind::Value && !deleted))
+        let expired = self.seq < self.expired_below;
+        Ok(Some(
+            seen && self.kind == ValueKind::Value && !deleted && !expired,
+        ))
     }
 }
 
@@ -328,15 +340,20 @@ impl<W: Walk> Walk for ZeroedSeqs<W> {
 
 /// A walk in entry order without the versions range deletions hide from every reader: a
 /// version older than a deletion covering its key, with no live snapshot (of `snapshots`,
-/// ascending) that sees the version but not the deletion.
+/// ascending) that sees the version but not the deletion; and without the versions numbered
+/// below `expired_below` (expired: every reader takes them for deleted).
 pub(crate) struct WithoutDeleted<W> {
     pub inner: W,
     pub ranges: Option<Arc<RangeTombstones>>,
     pub snapshots: Vec<SeqNo>,
+    pub expired_below: SeqNo,
 }
 
 impl<W: Walk> WithoutDeleted<W> {
     fn deleted(&self, key: &[u8], seq: SeqNo) -> bool {
+        if seq < self.expired_below {
+            return true;
+        }
         let Some(ranges) = &self.ranges else {
             return false;
         };
@@ -376,6 +393,11 @@ pub(crate) trait Sources: Send + Sync {
     fn range_deletions(&self, _snapshot: SeqNo) -> Option<Arc<RangeTombstones>> {
         None
     }
+
+    /// The number below which entries have expired (`Options::ttl`); 0 for none.
+    fn expired_below(&self) -> SeqNo {
+        0
+    }
 }
 
 /// The visible pairs of `sources` within `start..end`, in key order, as of `snapshot`.
@@ -387,7 +409,8 @@ pub(crate) fn walk_forward(
 ) -> ForwardWalk {
     let merged = MergeWalk::forward(sources.forward(start));
     let ranges = sources.range_deletions(snapshot);
-    NewestVersions::new(merged, snapshot, true, end.clone()).with_ranges(ranges)
+    let expired_below = sources.expired_below();
+    NewestVersions::new(merged, snapshot, true, end.clone()).hiding(ranges, expired_below)
 }
 
 /// The visible pairs of `sources` within `start..end`, in descending key order, as of
@@ -400,7 +423,8 @@ pub(crate) fn walk_backward(
 ) -> BackwardWalk {
     let merged = MergeWalk::backward(sources.backward(end));
     let ranges = sources.range_deletions(snapshot);
-    NewestVersionsBack::new(merged, snapshot, start.clone(), ranges)
+    let expired_below = sources.expired_below();
+    NewestVersionsBack::new(merged, snapshot, start.clone(), ranges, expired_below)
 }
 
 /// A walk forwards over the store: merged, cut at its far bound, newest versions only.
@@ -864,6 +888,7 @@ mod tests {
                 inner: crate::walk::VecWalk::new(entries.clone()),
                 ranges: ranges.clone(),
                 snapshots,
+                expired_below: 0,
             })
         };
         let pair = |k: &str, seq| (k.as_bytes().to_vec(), seq);

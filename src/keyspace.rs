@@ -54,6 +54,8 @@ pub struct KeyspaceOptions {
     /// The keyspace's memtable is frozen once it holds about this many bytes. Every
     /// keyspace's memtable is frozen with it (see the repository's design notes, "Keyspaces").
     pub memtable_size: Option<usize>,
+    /// How long the keyspace's entries live (see [`Options::ttl`]).
+    pub ttl: Option<std::time::Duration>,
 }
 
 impl KeyspaceOptions {
@@ -86,6 +88,12 @@ impl KeyspaceOptions {
         self
     }
 
+    /// Sets how long the keyspace's entries live, in whole seconds (see [`Options::ttl`]).
+    pub fn ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
     /// Sets the keyspace's memtable size.
     pub fn memtable_size(mut self, bytes: usize) -> Self {
         self.memtable_size = Some(bytes);
@@ -100,6 +108,7 @@ impl KeyspaceOptions {
             bottom_compression: newer.bottom_compression.or(self.bottom_compression),
             block_size: newer.block_size.or(self.block_size),
             memtable_size: newer.memtable_size.or(self.memtable_size),
+            ttl: newer.ttl.or(self.ttl),
         }
     }
 
@@ -121,6 +130,9 @@ impl KeyspaceOptions {
         }
         if let Some(bytes) = self.memtable_size {
             options.memtable_size = bytes;
+        }
+        if let Some(ttl) = self.ttl {
+            options.ttl = Some(ttl);
         }
         options
     }

@@ -47,6 +47,7 @@
 pub mod cache;
 pub mod check;
 mod compaction;
+mod compaction_filter;
 mod cursor;
 mod db;
 #[doc(hidden)]
@@ -73,6 +74,7 @@ pub mod prefix;
 #[doc(hidden)]
 pub mod range_tombstone;
 mod repair;
+mod seq_time;
 #[doc(hidden)]
 pub mod sstable;
 mod stats;
@@ -90,6 +92,7 @@ pub mod guide {
 }
 
 pub use cache::{BlockCacheStats, TableCacheStats};
+pub use compaction_filter::{CompactionFilter, FilterDecision, FilterInput};
 pub use cursor::Cursor;
 pub use db::{
     Checkpoint, Db, DropCause, DroppedWal, Keyspace, KeyspaceView, Mismatch, RecoveryReport,

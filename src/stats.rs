@@ -190,6 +190,9 @@ pub struct Stats {
     /// Merges (out of level 0, or full ones) split into key ranges merged side by side, since
     /// the store was opened.
     pub split_compactions: u64,
+    /// Tables dropped whole, without a rewrite, because every entry in them expired
+    /// (`Options::ttl`), since the store was opened.
+    pub tables_expired: u64,
     /// Compactions of level 0 below its trigger, started because writes rested and lookups
     /// asked level 0 (`Options::compact_level0_at_rest`), since the store was opened.
     pub level0_compactions_at_rest: u64,

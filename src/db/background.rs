@@ -158,7 +158,9 @@ impl Inner {
                 && found_nothing_at != Some(background.jobs_ended)
                 && {
                     let state = inner.read_state();
-                    state.needs_compaction() || inner.level0_due_at_rest(&state)
+                    state.needs_compaction()
+                        || inner.level0_due_at_rest(&state)
+                        || inner.has_expired_tables(&state)
                 };
             match may_start {
                 true => Some(CompactionTurn::Compact {
@@ -391,6 +393,7 @@ impl Inner {
             dropped_keyspaces: Vec::new(),
             added_ranges: state.range_tombstones(),
             removed_ranges: Vec::new(),
+            seq_times: self.all_seq_times(),
         }
     }
 }

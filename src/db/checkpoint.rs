@@ -110,6 +110,7 @@ impl Db {
             dropped_keyspaces: Vec::new(),
             added_ranges: state.range_tombstones(),
             removed_ranges: Vec::new(),
+            seq_times: self.inner.all_seq_times(),
         };
         // Syncs the manifest and the directory, then writes CURRENT.
         ManifestWriter::create(fs, dir, manifest_number, &snapshot)?;

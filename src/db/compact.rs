@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::table_writer::{Cuts, NewTables};
 use super::{lock, Counters, Inner, Job, Tree};
-use crate::compaction::{self, Compaction, Part};
+use crate::compaction::{self, Compaction, MergeRules, Part};
 use crate::entry::SeqNo;
 use crate::error::Result;
 use crate::filter_plan::Span;
@@ -17,13 +17,16 @@ use crate::keyspace::KeyspaceId;
 use crate::manifest::{TableMeta, VersionEdit};
 use crate::range_tombstone::RangeTombstone;
 use crate::sstable::Table;
-use crate::version::Version;
+use crate::version::{TableHandle, Version};
 use std::sync::Arc;
 
 impl Inner {
     /// Picks one compaction no other running one conflicts with, and runs it. `Ok(false)`
     /// when there is none.
     pub(super) fn compact_once(&self) -> Result<bool> {
+        if self.drop_expired_tables()? {
+            return Ok(true);
+        }
         let picked = {
             let mut shape = lock(&self.shape);
             let state = self.read_state();
@@ -75,6 +78,49 @@ impl Inner {
         self.note_outcome(&mut lock(&self.background), Job::Compaction, &result);
         self.background_cv.notify_all();
         result
+    }
+
+    /// Drops, by a manifest edit alone, the tables whose every entry has expired (its
+    /// newest is numbered below the keyspace's expiry): a store of entries that live a while
+    /// and are not written again gives their space back without rewriting them. `true` when
+    /// it dropped any.
+    fn drop_expired_tables(&self) -> Result<bool> {
+        let state = self.read_state();
+        let mut dropped = false;
+        for tree in state.trees.iter().filter(|t| t.options().ttl.is_some()) {
+            let below = self.expired_below(tree);
+            if below == 0 {
+                continue;
+            }
+            let mut shape = lock(&self.shape);
+            let Ok(current) = self.tree(tree.id()) else {
+                continue;
+            };
+            let running = shape.compacting.entry(tree.id()).or_default();
+            let expired: Vec<&Arc<TableHandle>> = (current.version.tables())
+                .filter(|t| t.meta.largest_seq < below && !running.holds(t.meta.number))
+                .collect();
+            if expired.is_empty() {
+                continue;
+            }
+            let mut edit = VersionEdit {
+                removed: expired
+                    .iter()
+                    .map(|t| (t.meta.level, t.meta.number))
+                    .collect(),
+                ..VersionEdit::default()
+            };
+            self.log_edit(&mut shape, &mut edit, std::iter::empty())?;
+            let version = self.next_version(&shape, &current, &edit, &HashMap::new());
+            self.replace_read_state(|old| old.with_version(current.id(), version));
+            self.rotate_manifest_if_long(&mut shape);
+            Counters::add(&self.counters.tables_expired, expired.len() as u64);
+            for table in expired {
+                table.table.mark_obsolete();
+            }
+            dropped = true;
+        }
+        Ok(dropped)
     }
 
     /// A tree without tables has nothing for its range deletions to delete: each that every
@@ -212,15 +258,20 @@ impl Inner {
         };
         // The tree is held only to make the writer: held for the whole merge, it would keep
         // every memtable flushed meanwhile in memory until the merge ends.
-        let (writer, ranges, applied) = match self.tree(ks) {
+        let (writer, rules, applied) = match self.tree(ks) {
             Ok(tree) => {
                 // The range deletions the manifest holds (a memtable's are not durable yet).
                 let ranges = tree.version.range_fragments();
-                let ranges = (!ranges.is_empty()).then(|| Arc::clone(ranges));
+                let rules = MergeRules {
+                    ranges: (!ranges.is_empty()).then(|| Arc::clone(ranges)),
+                    expired_below: (tree.options().ttl).map(|_| self.expired_below(&tree)),
+                    filter: (self.options.compaction_filter.as_ref())
+                        .map(|f| (Arc::clone(f), Arc::from(tree.keyspace.name.as_str()))),
+                };
                 let applied = tree.version.range_tombstones().to_vec();
                 (
                     self.compaction_writer(&tree, &inputs, output),
-                    ranges,
+                    rules,
                     applied,
                 )
             }
@@ -237,7 +288,7 @@ impl Inner {
         };
         let write_part = |part: &Part| {
             writer.write(
-                job.merged_entries_in(part, &snapshots, ranges.clone()),
+                job.merged_entries_in(part, &snapshots, &rules),
                 job.output_level as u32,
                 keys_per_part,
                 Cuts::at_size(&job.next_level_starts),

@@ -73,6 +73,7 @@ impl Inner {
             next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
             last_seq: Some(self.visible_seq.load(Ordering::Acquire)),
             added,
+            seq_times: self.new_seq_times(),
             // The memtables' range deletions move to the manifest with their tables.
             added_ranges: (frozen.iter())
                 .flat_map(|(tree, mem)| {

@@ -216,6 +216,7 @@ impl KeyspaceView {
             bottom_compression: Some(o.compression_at(true)),
             block_size: Some(o.block_size),
             memtable_size: Some(o.memtable_size),
+            ttl: o.ttl,
         }
     }
 

@@ -28,6 +28,7 @@ use crate::write_batch::WriteBatch;
 mod background;
 mod checkpoint;
 mod compact;
+mod expiry;
 mod filter_memory;
 mod flush;
 mod keyspace_handle;
@@ -144,6 +145,8 @@ pub(crate) struct Inner {
     visible_seq: AtomicU64,
     /// Live snapshots, whose versions flushes and compactions keep.
     snapshots: Mutex<snapshot::SnapshotList>,
+    /// When sequence numbers were written, for entries that expire (`Options::ttl`).
+    seq_times: Mutex<crate::seq_time::SeqTimes>,
     /// How long `multi_get`'s block reads take lately.
     batch_block_reads: multi_get::BlockReadTimes,
     /// The memory each role may hold now, and the filters' limit among them (`memory`).

@@ -85,9 +85,9 @@ impl Inner {
         }
         let (state, seq) = self.view(at);
         let tree = (state.tree(ks)).ok_or_else(|| super::read::no_such_keyspace(ks))?;
-        if tree.range_fragments(seq).is_some() {
-            // Under range deletions each key is looked up alone, as a get: a key a deletion
-            // covers passes its older tables by, which the batched reads would not.
+        if tree.range_fragments(seq).is_some() || self.expired_below(tree) > 0 {
+            // Under range deletions or expiry each key is looked up alone, as a get: a key a
+            // deletion covers passes its older tables by, which the batched reads would not.
             return (keys.iter())
                 .map(|k| {
                     Ok(self

@@ -58,9 +58,14 @@ impl Inner {
         match self.tree(ks) {
             Ok(tree) => {
                 let seq = at.unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire));
-                match self.prefix_scope(shared) {
-                    Some(scope) => (Arc::new(PrefixWalk { tree, scope }), seq),
-                    None => (tree, seq),
+                let below = self.expired_below(&tree);
+                let sources: Arc<dyn Sources> = match self.prefix_scope(shared) {
+                    Some(scope) => Arc::new(PrefixWalk { tree, scope }),
+                    None => tree,
+                };
+                match below {
+                    0 => (sources, seq),
+                    below => (Arc::new(Expiring { sources, below }), seq),
                 }
             }
             Err(e) => (Arc::new(Failing(e.to_string())), 0),
@@ -143,14 +148,22 @@ impl Inner {
     /// included.
     pub(super) fn newest_in(&self, tree: &Tree, key: &[u8], seq: SeqNo) -> Result<Option<Newest>> {
         let deleted_at = tree.range_covering_seq(key, seq);
-        if let Some(newest) = tree.memtables().find_map(|mem| mem.get_newest(key, seq)) {
-            return Ok(unless_deleted(Some(newest), deleted_at));
-        }
-        let hash = KeyHash::of(key);
-        self.count_table_lookups(tree, 1);
-        let counters = &self.table_env.counters;
-        let found = (tree.version).get_newest(key, seq, &hash, counters, deleted_at)?;
-        Ok(unless_deleted(found, deleted_at))
+        let expired_below = self.expired_below(tree);
+        let newest = match tree.memtables().find_map(|mem| mem.get_newest(key, seq)) {
+            Some(newest) => Some(newest),
+            None => {
+                let hash = KeyHash::of(key);
+                self.count_table_lookups(tree, 1);
+                let counters = &self.table_env.counters;
+                // Tables holding nothing newer than the deletion, or the expired, are passed by.
+                let floor = deleted_at.max(Some(expired_below).filter(|&b| b > 0));
+                (tree.version).get_newest(key, seq, &hash, counters, floor)?
+            }
+        };
+        Ok(unless_expired(
+            unless_deleted(newest, deleted_at),
+            expired_below,
+        ))
     }
 
     /// Whether `key` holds a value at `at` (now, without it), from the memtables, the
@@ -165,17 +178,19 @@ impl Inner {
         let (state, seq) = self.view(at);
         let tree = state.tree(ks).ok_or_else(|| no_such_keyspace(ks))?;
         let deleted_at = tree.range_covering_seq(key, seq);
+        let expired_below = self.expired_below(tree);
+        let floor = deleted_at.max(Some(expired_below).filter(|&b| b > 0));
         let newest = match tree.memtables().find_map(|mem| mem.newest_kind(key, seq)) {
             Some(newest) => Some(newest),
             None => {
                 self.count_table_lookups(tree, 1);
                 let hash = KeyHash::of(key);
                 let counters = &self.table_env.counters;
-                (tree.version).kind_of(key, seq, &hash, counters, deleted_at)?
+                (tree.version).kind_of(key, seq, &hash, counters, floor)?
             }
         };
         Ok(newest.is_some_and(|(kind, at)| {
-            kind == ValueKind::Value && deleted_at.is_none_or(|d| at > d)
+            kind == ValueKind::Value && deleted_at.is_none_or(|d| at > d) && at >= expired_below
         }))
     }
 
@@ -188,10 +203,13 @@ impl Inner {
             return false;
         };
         let deleted_at = tree.range_covering_seq(key, seq);
+        let expired_below = self.expired_below(tree);
         if let Some((kind, at)) = tree.memtables().find_map(|mem| mem.newest_kind(key, seq)) {
-            return kind == ValueKind::Value && deleted_at.is_none_or(|d| at > d);
+            return kind == ValueKind::Value
+                && deleted_at.is_none_or(|d| at > d)
+                && at >= expired_below;
         }
-        if deleted_at.is_some() {
+        if deleted_at.is_some() || expired_below > 0 {
             // Only tables newer than the deletion may hold the key; asking each as a get
             // would is more than this quick check is for.
             return true;
@@ -289,6 +307,7 @@ impl Inner {
             compactions: self.counters.compactions.load(Ordering::Relaxed),
             trivial_moves: self.counters.trivial_moves.load(Ordering::Relaxed),
             split_compactions: self.counters.split_compactions.load(Ordering::Relaxed),
+            tables_expired: self.counters.tables_expired.load(Ordering::Relaxed),
             level0_compactions_at_rest: (self.counters.level0_compactions_at_rest)
                 .load(Ordering::Relaxed),
             write_stalls: self.counters.write_stalls.load(Ordering::Relaxed),
@@ -536,6 +555,18 @@ pub(super) fn unless_deleted(newest: Option<Newest>, deleted_at: Option<SeqNo>) 
     }
 }
 
+/// `newest`, or its deletion, at its own number, when it is numbered below `expired_below`
+/// (written a time to live ago).
+fn unless_expired(newest: Option<Newest>, expired_below: SeqNo) -> Option<Newest> {
+    match newest {
+        Some(n) if n.seq < expired_below => Some(Newest {
+            seq: n.seq,
+            value: None,
+        }),
+        newest => newest,
+    }
+}
+
 /// An iterator that yields `NoSuchKeyspace` naming `name`, once: a range of a keyspace this
 /// store does not have.
 pub(super) fn failing_iter(name: String) -> DbIterator {
@@ -590,6 +621,31 @@ impl Sources for PrefixWalk {
 
     fn range_deletions(&self, snapshot: SeqNo) -> Option<Arc<RangeTombstones>> {
         self.tree.range_fragments(snapshot)
+    }
+}
+
+/// Sources whose entries numbered below `below` have expired (`Options::ttl`), as of when
+/// the walk was made.
+struct Expiring {
+    sources: Arc<dyn Sources>,
+    below: SeqNo,
+}
+
+impl Sources for Expiring {
+    fn forward(&self, start: Bound<&[u8]>) -> Vec<BoxedWalk> {
+        self.sources.forward(start)
+    }
+
+    fn backward(&self, end: Bound<&[u8]>) -> Vec<BoxedWalk> {
+        self.sources.backward(end)
+    }
+
+    fn range_deletions(&self, snapshot: SeqNo) -> Option<Arc<RangeTombstones>> {
+        self.sources.range_deletions(snapshot)
+    }
+
+    fn expired_below(&self) -> SeqNo {
+        self.below
     }
 }
 

@@ -32,6 +32,7 @@ use crate::memtable::MemTable;
 use crate::metrics::ReadCounters;
 use crate::options::Options;
 use crate::range_tombstone::RangeTombstone;
+use crate::seq_time::SeqTimes;
 use crate::sstable::{BlockCache, IndexCache};
 use crate::sstable::{FilterPolicy, Table, TableEnv};
 use crate::version::Version;
@@ -57,6 +58,9 @@ struct OnDisk {
     next_keyspace: KeyspaceId,
     /// The live range deletions the manifest records.
     range_tombstones: Vec<(KeyspaceId, RangeTombstone)>,
+    /// When sequence numbers were written: the manifest's samples, and one for the writes
+    /// replayed, taken now (they were made by now).
+    seq_times: SeqTimes,
 }
 
 /// Reads the manifest (none for a new store), opens every live table and replays the logs the
@@ -146,6 +150,12 @@ fn read_on_disk(dir: &Path, fs: &SharedFs, options: &Options, env: &TableEnv) ->
         next_keyspace: recovered.as_ref().map_or(1, |r| r.next_keyspace),
         range_tombstones: (recovered.as_ref())
             .map_or_else(Vec::new, |r| r.range_tombstones.clone()),
+        seq_times: {
+            let samples = (recovered.as_ref()).map_or_else(Vec::new, |r| r.seq_times.clone());
+            let mut times = SeqTimes::recovered(samples);
+            times.note(last_seq, crate::seq_time::now_secs());
+            times
+        },
         write_totals: recovered.and_then(|r| r.write_totals).unwrap_or_default(),
     })
 }
@@ -171,6 +181,7 @@ pub(super) fn recover(
         keyspaces,
         next_keyspace,
         mut range_tombstones,
+        mut seq_times,
     } = read_on_disk(&dir, &fs, &options, &table_env)?;
     // Every table written from here on, the replayed writes' first, takes the policy the
     // store recorded unless the options give one; the new manifest records it.
@@ -236,6 +247,10 @@ pub(super) fn recover(
         dropped_keyspaces: Vec::new(),
         added_ranges: range_tombstones,
         removed_ranges: Vec::new(),
+        seq_times: {
+            seq_times.take_unpersisted();
+            seq_times.all().to_vec()
+        },
     };
     let (saved_lookups, refused) = saved_lookup_counts(&fs, &dir, &table_env);
     let count_spans = CountSpans::new(Arc::clone(&table_env.counters));
@@ -271,6 +286,7 @@ pub(super) fn recover(
         next_file,
         recovery: replayed.report,
         write_totals,
+        seq_times,
     };
     Ok(parts.assemble(Some(LogWriter::new(log_file)), Some(manifest), Some(lock)))
 }
@@ -409,6 +425,7 @@ pub(super) fn open_read_only(
         next_file: on_disk.next_file,
         recovery,
         write_totals: on_disk.write_totals,
+        seq_times: on_disk.seq_times,
     };
     Ok(parts.assemble(None, None, lock))
 }
@@ -426,6 +443,7 @@ struct Parts {
     next_file: u64,
     recovery: RecoveryReport,
     write_totals: WriteTotals,
+    seq_times: SeqTimes,
 }
 
 impl Parts {
@@ -455,6 +473,7 @@ impl Parts {
             }),
             visible_seq: AtomicU64::new(self.last_seq),
             snapshots: Mutex::new(Default::default()),
+            seq_times: Mutex::new(self.seq_times),
             batch_block_reads: Default::default(),
             filters_refit_at: Default::default(),
             // A read-only store runs no compactions, and counts nothing for them.

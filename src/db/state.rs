@@ -319,6 +319,8 @@ pub(super) struct Counters {
     pub(super) trivial_moves: AtomicU64,
     /// Merges split into parts run side by side (counted since open).
     pub(super) split_compactions: AtomicU64,
+    /// Tables dropped whole because every entry in them expired (since open).
+    pub(super) tables_expired: AtomicU64,
     /// Compactions of level 0 below its trigger started because writes rested (since open).
     pub(super) level0_compactions_at_rest: AtomicU64,
     pub(super) write_stalls: AtomicU64,

@@ -156,6 +156,7 @@ impl Inner {
             seq += ops;
         }
         self.visible_seq.store(last_seq, Ordering::Release);
+        self.note_written(last_seq);
         Counters::add(&self.counters.user_bytes, user_bytes);
         Counters::add_one(&self.counters.write_groups);
         Counters::add(

@@ -170,6 +170,9 @@ pub struct VersionEdit {
     /// Range deletions no longer needed (or replaced by the pieces of them in
     /// `added_ranges`): no table holds an older entry in what they covered.
     pub removed_ranges: Vec<(u32, RangeTombstone)>,
+    /// Samples of when sequence numbers were written, `(sequence number, seconds since the
+    /// Unix epoch)`, added to those before (see `seq_time`).
+    pub seq_times: Vec<(u64, u64)>,
 }
 
 /// What the manifest records of a keyspace other than the default.
@@ -189,6 +192,7 @@ const HAS_COMPRESSION: u64 = 2;
 const HAS_BLOCK_SIZE: u64 = 4;
 const HAS_MEMTABLE_SIZE: u64 = 8;
 const HAS_BOTTOM_COMPRESSION: u64 = 16;
+const HAS_TTL: u64 = 32;
 
 /// A [`FilterPolicy`] as a manifest records it: its kind and its number's bits, so that it
 /// compares and re-encodes exactly.
@@ -259,6 +263,7 @@ const TAG_KEYSPACE_DROPPED: u8 = 10;
 const TAG_ADDED_IN_KEYSPACE: u8 = 11;
 const TAG_RANGE_REMOVED: u8 = 12;
 const TAG_RANGE_ADDED: u8 = 13;
+const TAG_SEQ_TIME: u8 = 14;
 
 use crate::varint::put as put_varint;
 
@@ -293,6 +298,7 @@ fn put_keyspace(out: &mut Vec<u8>, keyspace: &KeyspaceRecord) {
         (o.block_size.is_some(), HAS_BLOCK_SIZE),
         (o.memtable_size.is_some(), HAS_MEMTABLE_SIZE),
         (o.bottom_compression.is_some(), HAS_BOTTOM_COMPRESSION),
+        (o.ttl.is_some(), HAS_TTL),
     ];
     put_varint(out, present.iter().filter(|p| p.0).map(|p| p.1).sum());
     if let Some(policy) = &o.filter_policy {
@@ -306,6 +312,9 @@ fn put_keyspace(out: &mut Vec<u8>, keyspace: &KeyspaceRecord) {
     }
     if let Some(compression) = o.bottom_compression {
         put_varint(out, u64::from(compression.code()));
+    }
+    if let Some(ttl) = o.ttl {
+        put_varint(out, ttl.as_secs());
     }
 }
 
@@ -405,7 +414,7 @@ impl<'a> Decoder<'a> {
         }
         let start = self.pos;
         let present = self.varint("keyspace options present")?;
-        if present >= 2 * HAS_BOTTOM_COMPRESSION {
+        if present >= 2 * HAS_TTL {
             return self.fail(start, format!("unknown keyspace options {present:#x}"));
         }
         let mut options = KeyspaceOptions::default();
@@ -442,6 +451,14 @@ impl<'a> Decoder<'a> {
         }
         if present & HAS_BOTTOM_COMPRESSION != 0 {
             options.bottom_compression = Some(self.compression()?);
+        }
+        if present & HAS_TTL != 0 {
+            let start = self.pos;
+            let secs = self.varint("time to live")?;
+            if secs == 0 {
+                return self.fail(start, "a time to live of 0 seconds");
+            }
+            options.ttl = Some(std::time::Duration::from_secs(secs));
         }
         Ok(KeyspaceRecord { id, name, options })
     }
@@ -613,6 +630,11 @@ impl VersionEdit {
                 put_varint(&mut out, range.seq);
             }
         }
+        for &(seq, time) in &self.seq_times {
+            out.push(TAG_SEQ_TIME);
+            put_varint(&mut out, seq);
+            put_varint(&mut out, time);
+        }
         out
     }
 
@@ -641,6 +663,7 @@ impl VersionEdit {
                     | TAG_ADDED_IN_KEYSPACE
                     | TAG_RANGE_REMOVED
                     | TAG_RANGE_ADDED
+                    | TAG_SEQ_TIME
             );
             if tag < last_tag || (tag == last_tag && !repeatable) {
                 return d.fail(
@@ -680,6 +703,11 @@ impl VersionEdit {
                 }
                 TAG_RANGE_REMOVED => edit.removed_ranges.push(d.range()?),
                 TAG_RANGE_ADDED => edit.added_ranges.push(d.range()?),
+                TAG_SEQ_TIME => {
+                    let seq = d.varint("sampled sequence number")?;
+                    let time = d.varint("sample time")?;
+                    edit.seq_times.push((seq, time));
+                }
                 _ => return d.fail(at, format!("unknown field tag {tag}")),
             }
         }

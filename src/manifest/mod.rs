@@ -178,6 +178,8 @@ pub struct RecoveredManifest {
     /// The incomplete last edit that was dropped, if any.
     /// The live range deletions, with their keyspace's number.
     pub range_tombstones: Vec<(u32, crate::range_tombstone::RangeTombstone)>,
+    /// Every sample of when sequence numbers were written, in the order recorded.
+    pub seq_times: Vec<(u64, u64)>,
     pub torn_tail: Option<TornTail>,
 }
 
@@ -263,6 +265,7 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
     let mut keyspaces: BTreeMap<u32, KeyspaceRecord> = BTreeMap::new();
     let mut live: BTreeMap<u64, TableMeta> = BTreeMap::new();
     let mut live_ranges = std::collections::BTreeSet::new();
+    let mut seq_times = Vec::new();
     for (record, &offset) in contents.records.iter().zip(&contents.offsets) {
         let bad = |reason: String| Error::corruption(path, Some(offset), reason);
         let edit = VersionEdit::decode_inner(record)
@@ -364,6 +367,7 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
             }
             live_ranges.insert(range);
         }
+        seq_times.extend(edit.seq_times);
         for id in edit.dropped_keyspaces {
             live_ranges.retain(|(ks, _)| *ks != id);
             if keyspaces.remove(&id).is_none() {
@@ -416,6 +420,7 @@ pub fn read_manifest(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<Re
         next_keyspace,
         keyspaces: keyspaces.into_values().collect(),
         range_tombstones: live_ranges.into_iter().collect(),
+        seq_times,
         torn_tail: contents.torn_tail,
     })
 }

@@ -49,6 +49,7 @@ fn snapshot() -> VersionEdit {
         dropped_keyspaces: Vec::new(),
         added_ranges: Vec::new(),
         removed_ranges: Vec::new(),
+        seq_times: Vec::new(),
     }
 }
 
@@ -68,6 +69,7 @@ fn later_edits() -> Vec<VersionEdit> {
             dropped_keyspaces: Vec::new(),
             added_ranges: Vec::new(),
             removed_ranges: Vec::new(),
+            seq_times: Vec::new(),
         },
         VersionEdit {
             log_number: None,
@@ -82,6 +84,7 @@ fn later_edits() -> Vec<VersionEdit> {
             dropped_keyspaces: Vec::new(),
             added_ranges: Vec::new(),
             removed_ranges: Vec::new(),
+            seq_times: Vec::new(),
         },
         VersionEdit {
             log_number: None,
@@ -96,6 +99,7 @@ fn later_edits() -> Vec<VersionEdit> {
             dropped_keyspaces: Vec::new(),
             added_ranges: Vec::new(),
             removed_ranges: Vec::new(),
+            seq_times: Vec::new(),
         },
     ]
 }
@@ -173,6 +177,7 @@ fn version_edits_round_trip() {
         dropped_keyspaces: Vec::new(),
         added_ranges: Vec::new(),
         removed_ranges: Vec::new(),
+        seq_times: Vec::new(),
     });
     edits.push(keyspace_edit());
     // Every kind of policy round-trips.
@@ -211,6 +216,7 @@ fn keyspace_edit() -> VersionEdit {
                     .filter_policy(FilterPolicy::FalsePositiveRate(0.001))
                     .compression(crate::sstable::Compression::None)
                     .bottom_compression(crate::sstable::Compression::Zstd)
+                    .ttl(std::time::Duration::from_secs(3600))
                     .block_size(16 << 10)
                     .memtable_size(1 << 20),
             },
@@ -380,6 +386,7 @@ fn next_file_number_never_falls_below_a_used_number() {
         dropped_keyspaces: Vec::new(),
         added_ranges: Vec::new(),
         removed_ranges: Vec::new(),
+        seq_times: Vec::new(),
     };
     ManifestWriter::create(&fs, &dir(), 20, &snap).unwrap();
     assert_eq!(recover_manifest(&fs, &dir()).unwrap().next_file_number, 41);
@@ -731,6 +738,7 @@ fn range_deletions_are_added_trimmed_and_dropped_through_edits() {
         },
         VersionEdit {
             removed_ranges: vec![(0, deletion(b"a", b"m", 5))],
+            seq_times: vec![(5, 1_700_000_000), (9, 1_700_000_001)],
             added_ranges: vec![(0, deletion(b"k", b"m", 5))],
             ..VersionEdit::default()
         },
@@ -746,6 +754,7 @@ fn range_deletions_are_added_trimmed_and_dropped_through_edits() {
     }
     let r = recover_manifest(&fs, &dir()).unwrap();
     assert_eq!(r.range_tombstones, vec![(0, deletion(b"k", b"m", 5))]);
+    assert_eq!(r.seq_times, vec![(5, 1_700_000_000), (9, 1_700_000_001)]);
 }
 
 #[test]
@@ -755,6 +764,7 @@ fn range_deletion_records_that_contradict_the_manifest_are_corruption() {
             "a removal of a deletion not live",
             VersionEdit {
                 removed_ranges: vec![(0, deletion(b"a", b"b", 1))],
+                seq_times: Vec::new(),
                 ..VersionEdit::default()
             },
         ),
@@ -837,6 +847,7 @@ fn power_loss_anywhere_in_creating_a_manifest_leaves_old_or_new_current() {
         dropped_keyspaces: Vec::new(),
         added_ranges: Vec::new(),
         removed_ranges: Vec::new(),
+        seq_times: Vec::new(),
     };
     let mut saw_old = false;
     let mut n = 0;

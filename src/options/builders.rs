@@ -241,6 +241,20 @@ impl Options {
         self
     }
 
+    /// Sets how long an entry of the default keyspace lives (see [`Options::ttl`]); counted
+    /// in whole seconds.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Sets the rule compactions apply to the entries they rewrite (see
+    /// [`Options::compaction_filter`]).
+    pub fn compaction_filter(mut self, filter: Arc<dyn crate::CompactionFilter>) -> Self {
+        self.compaction_filter = Some(filter);
+        self
+    }
+
     /// Sets the number of threads that run compactions (default 2).
     pub fn compaction_threads(mut self, threads: usize) -> Self {
         self.compaction_threads = threads;

@@ -170,6 +170,17 @@ pub struct Options {
     /// `compression` says. `Some(Compression::Zstd)` stores cold data in fewer bytes while
     /// the levels above, which most reads and every compaction's inputs come from, keep LZ4.
     pub bottom_compression: Option<Compression>,
+    /// How long an entry of the default keyspace lives (`KeyspaceOptions::ttl` sets another
+    /// keyspace's): a value written this long ago reads as absent, and compactions drop it.
+    /// Default `None`: entries live until deleted. Expiry follows the clock, not snapshots:
+    /// a snapshot does not keep an expired value. The time an entry was written is bounded
+    /// from samples of the sequence numbers the store takes, so an entry expires at most a
+    /// second or so late, never early (the repository's design notes, "Expiry").
+    pub ttl: Option<Duration>,
+    /// A rule of the user's applied to entries as compactions rewrite them: keep, remove or
+    /// change each (see [`CompactionFilter`](crate::CompactionFilter)). It is told each
+    /// entry's keyspace. Default `None`.
+    pub compaction_filter: Option<Arc<dyn crate::CompactionFilter>>,
     /// The file system the store uses. Default: the operating system's, read with `pread`
     /// ([`OsFileSystem`]), which leaves what stays in memory to the block cache and turns a
     /// truncated file into an error; `mmap_reads(true)` reads through memory maps instead.
@@ -209,6 +220,8 @@ impl Default for Options {
             max_open_files: 512,
             compression: Compression::default(),
             bottom_compression: None,
+            ttl: None,
+            compaction_filter: None,
             file_system: Arc::new(OsFileSystem),
             memory_limit: None,
             tuning: Tuning::default(),
@@ -232,6 +245,8 @@ impl std::fmt::Debug for Options {
             .field("max_open_files", &self.max_open_files)
             .field("compression", &self.compression)
             .field("bottom_compression", &self.bottom_compression)
+            .field("ttl", &self.ttl)
+            .field("compaction_filter", &self.compaction_filter.is_some())
             .field("memory_limit", &self.memory_limit)
             .field("tuning", &self.tuning)
             .finish_non_exhaustive()
@@ -300,6 +315,9 @@ impl Options {
                 "{} compression is not in this build (its cargo feature is off)",
                 missing.name()
             )));
+        }
+        if self.ttl.is_some_and(|t| t.as_secs() == 0) {
+            return bad("ttl must be a second or more");
         }
         if self.block_size < 64 {
             return bad("block_size must be at least 64 bytes");

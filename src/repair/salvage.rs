@@ -253,6 +253,7 @@ fn rewrite_manifest(
         dropped_keyspaces: Vec::new(),
         added_ranges: recovered.range_tombstones.clone(),
         removed_ranges: Vec::new(),
+        seq_times: recovered.seq_times.clone(),
     };
     ManifestWriter::create(fs, dir, number, &snapshot)?;
     Ok(())

@@ -108,6 +108,7 @@ fn valid_edit() -> Vec<u8> {
         dropped_keyspaces: vec![1],
         added_ranges: Vec::new(),
         removed_ranges: Vec::new(),
+        seq_times: Vec::new(),
     }
     .encode()
 }

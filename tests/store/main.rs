@@ -8,6 +8,7 @@ mod compression;
 mod cursor;
 mod db_errors;
 mod db_model;
+mod expiry;
 mod handles;
 mod keyspaces;
 mod range_deletes;
