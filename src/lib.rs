@@ -17,7 +17,8 @@
 //!   scans
 //!   ([`DbIterator`] from `iter`, `range`, `prefix`; [`Cursor`], which seeks), and flushes,
 //!   compacts, checks, checkpoints ([`Checkpoint`]) and closes. [`Options`] and [`Tuning`]
-//!   configure it, [`WriteOptions`] a write; [`Stats`] reports on it ([`LevelStats`],
+//!   configure it (entries that expire: `ttl`; a [`CompactionFilter`] of the user's, with
+//!   [`FilterInput`] and [`FilterDecision`]), [`WriteOptions`] a write; [`Stats`] reports on it ([`LevelStats`],
 //!   [`TableStats`], [`KeyspaceStats`], [`MemoryRole`] and [`RoleMemory`], the caches').
 //! - **Handles**, each owned and keeping the store open: [`Keyspace`] (a named tree of its own,
 //!   [`KeyspaceOptions`]) and its reads [`KeyspaceView`]; [`Snapshot`]; [`Transaction`] (and
