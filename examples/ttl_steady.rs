@@ -14,7 +14,10 @@ use bloomkv::{Db, KeyspaceOptions, Options};
 fn main() -> bloomkv::Result<()> {
     let args: Vec<u64> = std::env::args()
         .skip(1)
-        .map(|a| a.parse().expect("numbers: SECONDS TTL_SECONDS WRITES_PER_SECOND"))
+        .map(|a| {
+            a.parse()
+                .expect("numbers: SECONDS TTL_SECONDS WRITES_PER_SECOND")
+        })
         .collect();
     let seconds = args.first().copied().unwrap_or(60);
     let ttl = args.get(1).copied().unwrap_or(10);

@@ -8,5 +8,6 @@ mod db_crash;
 mod hardening;
 mod io_faults;
 mod power_loss;
+mod range_crash;
 mod transactions_crash;
 mod wal_recovery;

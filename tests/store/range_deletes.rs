@@ -454,3 +454,19 @@ fn a_range_deletion_survives_close_and_reopen() {
     assert_eq!(keys_of(&db), expected);
     assert_eq!(db.stats().keyspaces[0].range_deletions, 1);
 }
+
+/// A checkpoint carries the live range deletions: the copy reads the range as deleted.
+#[test]
+fn a_checkpoint_keeps_range_deletions() {
+    let dir = tempfile::tempdir().unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+    fill(&db, 0..1_000);
+    db.flush().unwrap();
+    db.delete_range(key(100), key(900)).unwrap();
+    let copy_dir = copies.path().join("copy");
+    db.checkpoint(&copy_dir).unwrap();
+    let copy = Db::open(&copy_dir, common::small_tree_options()).unwrap();
+    assert_eq!(copy.get(key(500)).unwrap(), None);
+    assert_eq!(copy.iter().count(), 200);
+}
