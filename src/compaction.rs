@@ -40,7 +40,6 @@ use crate::version::{TableHandle, Version};
 use crate::walk::{BoxedWalk, Concat, EntryView, MergeWalk, Walk};
 
 /// What a merge drops or changes besides the versions no reader sees.
-#[derive(Default)]
 pub struct MergeRules {
     /// The range deletions in the manifest when the merge began.
     pub ranges: Option<Arc<RangeTombstones>>,
@@ -48,6 +47,8 @@ pub struct MergeRules {
     pub expired_below: Option<SeqNo>,
     /// The user's filter, and the keyspace's name it is told.
     pub filter: Option<(Arc<dyn CompactionFilter>, Arc<str>)>,
+    /// The smallest number of a version the filter removed or changed (`u64::MAX`: none).
+    pub filtered_from: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// One merge of tables from one level (or, for a full compaction, every level above
@@ -156,6 +157,7 @@ impl Compaction {
             keyspace: Arc::clone(keyspace),
             level: self.output_level as u32,
             newest_snapshot: snapshots.iter().copied().max(),
+            changed_from: Arc::clone(&rules.filtered_from),
         });
         let filtered = Filtered::new(merged, scope);
         let kept = KeptVersions::new(filtered, snapshots.to_vec(), at_bottom);

@@ -80,6 +80,10 @@ pub(crate) struct FilterScope {
     pub keyspace: Arc<str>,
     pub level: u32,
     pub newest_snapshot: Option<SeqNo>,
+    /// The smallest number of a version the filter removed or changed (`u64::MAX`: none),
+    /// shared by the merge's parts: a snapshot taken since the merge began that reads it
+    /// keeps the merge from being installed.
+    pub changed_from: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A compaction's merged walk (every version, in entry order) with a user's filter applied
@@ -139,6 +143,10 @@ impl<W: Walk> Walk for Filtered<W> {
             Some(FilterDecision::Change(value)) => Some((ValueKind::Value, value)),
             Some(FilterDecision::Remove) => Some((ValueKind::Tombstone, Vec::new())),
         };
+        if let (Some(_), Some(scope)) = (&self.changed, &self.scope) {
+            let seq = self.inner.current().seq;
+            (scope.changed_from).fetch_min(seq, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(true)
     }
 

@@ -64,7 +64,7 @@ impl<W: Walk> NewestVersions<W> {
             last.clear();
             last.extend_from_slice(entry.key);
             let deleted = entry.is_tombstone()
-                || entry.seq < self.expired_below
+                || (entry.seq > 0 && entry.seq < self.expired_below)
                 || (self.ranges.as_ref())
                     .is_some_and(|r| r.hides(entry.key, entry.seq, self.snapshot));
             if !(deleted && self.drop_tombstones) {
@@ -169,7 +169,7 @@ impl<W: Walk> NewestVersionsBack<W> {
         }
         let deleted =
             (self.ranges.as_ref()).is_some_and(|r| r.hides(&self.key, self.seq, self.snapshot));
-        let expired = self.seq < self.expired_below;
+        let expired = self.seq > 0 && self.seq < self.expired_below;
         Ok(Some(
             seen && self.kind == ValueKind::Value && !deleted && !expired,
         ))
@@ -341,7 +341,7 @@ impl<W: Walk> Walk for ZeroedSeqs<W> {
 /// A walk in entry order without the versions range deletions hide from every reader: a
 /// version older than a deletion covering its key, with no live snapshot (of `snapshots`,
 /// ascending) that sees the version but not the deletion; and without the versions numbered
-/// below `expired_below` (expired: every reader takes them for deleted).
+/// below `expired_below` but not 0 (expired: every reader takes them for deleted).
 pub(crate) struct WithoutDeleted<W> {
     pub inner: W,
     pub ranges: Option<Arc<RangeTombstones>>,
@@ -351,7 +351,7 @@ pub(crate) struct WithoutDeleted<W> {
 
 impl<W: Walk> WithoutDeleted<W> {
     fn deleted(&self, key: &[u8], seq: SeqNo) -> bool {
-        if seq < self.expired_below {
+        if seq > 0 && seq < self.expired_below {
             return true;
         }
         let Some(ranges) = &self.ranges else {

@@ -54,7 +54,9 @@ pub struct KeyspaceOptions {
     /// The keyspace's memtable is frozen once it holds about this many bytes. Every
     /// keyspace's memtable is frozen with it (see the repository's design notes, "Keyspaces").
     pub memtable_size: Option<usize>,
-    /// How long the keyspace's entries live (see [`Options::ttl`]).
+    /// How long the keyspace's entries live (see [`Options::ttl`], which is the default
+    /// keyspace's alone). `None`: they live until deleted. Once recorded, a time to live can
+    /// be changed at an open, not taken away.
     pub ttl: Option<std::time::Duration>,
 }
 
@@ -131,9 +133,8 @@ impl KeyspaceOptions {
         if let Some(bytes) = self.memtable_size {
             options.memtable_size = bytes;
         }
-        if let Some(ttl) = self.ttl {
-            options.ttl = Some(ttl);
-        }
+        // The store's time to live is the default keyspace's alone.
+        options.ttl = self.ttl;
         options
     }
 

@@ -30,8 +30,11 @@ pub struct SeqTimes {
 }
 
 impl SeqTimes {
-    /// Samples as a manifest recorded them (all persisted).
-    pub fn recovered(mut samples: Vec<(SeqNo, u64)>) -> SeqTimes {
+    /// Samples as a manifest recorded them (all persisted), but those above `last_seq`, the
+    /// last write recovered: a sample may be of writes a power loss took from the log, and
+    /// would tell the writes that take their numbers again wrong times.
+    pub fn recovered(mut samples: Vec<(SeqNo, u64)>, last_seq: SeqNo) -> SeqTimes {
+        samples.retain(|&(seq, _)| seq <= last_seq);
         samples.sort_unstable();
         samples.dedup_by_key(|s| s.0);
         let mut times = SeqTimes {
@@ -66,7 +69,7 @@ impl SeqTimes {
         // The last sample taken at or before `written_by`: everything up to its number was.
         let at = self.samples.partition_point(|&(_, t)| t <= written_by);
         match at.checked_sub(1) {
-            Some(i) => self.samples[i].0 + 1,
+            Some(i) => self.samples[i].0.saturating_add(1),
             None => 0,
         }
     }
@@ -152,7 +155,7 @@ mod tests {
 
     #[test]
     fn unpersisted_samples_are_handed_out_once() {
-        let mut times = SeqTimes::recovered(vec![(5, 100), (1, 90)]);
+        let mut times = SeqTimes::recovered(vec![(5, 100), (1, 90), (20, 120)], 10);
         assert_eq!(times.all(), &[(1, 90), (5, 100)]);
         assert!(times.take_unpersisted().is_empty());
         times.note(9, 101);

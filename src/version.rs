@@ -19,6 +19,28 @@ use crate::value::Newest;
 use crate::walk::{concat, BoxedWalk, Concat, EntryView, PastKey, Walk};
 use std::sync::atomic::Ordering;
 
+/// Which versions of a key a read takes for gone: those older than a range deletion
+/// covering it (`deleted_at`), and those expired (numbered below `expired_below`, but not 0:
+/// a number zeroed at the bottom says nothing of when its entry was written).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Gone {
+    pub deleted_at: Option<SeqNo>,
+    pub expired_below: SeqNo,
+}
+
+impl Gone {
+    /// Whether the version numbered `seq` is gone.
+    pub fn takes(&self, seq: SeqNo) -> bool {
+        self.deleted_at.is_some_and(|d| seq < d) || (seq > 0 && seq < self.expired_below)
+    }
+
+    /// Whether every version of a table whose newest is numbered `largest_seq` is gone.
+    pub fn holds_all_of(&self, largest_seq: SeqNo) -> bool {
+        self.deleted_at.is_some_and(|d| largest_seq < d)
+            || (self.expired_below > 0 && largest_seq > 0 && largest_seq < self.expired_below)
+    }
+}
+
 /// A live table: what the manifest records of it, and the open reader.
 pub struct TableHandle {
     pub meta: TableMeta,
@@ -150,18 +172,17 @@ impl Version {
     /// hash, computed once by the caller for all tables; what the lookup cost is added to
     /// `counters` once, at its end.
     ///
-    /// A range deletion numbered `deleted_at` covers the key: every version older than it is
-    /// deleted, so a table holding nothing newer is not asked (a get of a deleted key costs
-    /// no read of an old table).
+    /// Versions `gone` says are deleted or expired are not looked for: a table holding
+    /// nothing newer is not asked (a get of a deleted key costs no read of an old table).
     pub(crate) fn get_newest(
         &self,
         key: &[u8],
         snapshot: SeqNo,
         hash: &KeyHash,
         counters: &ReadCounters,
-        deleted_at: Option<SeqNo>,
+        gone: Gone,
     ) -> Result<Option<Newest>> {
-        self.first_holding(key, counters, deleted_at, |table, tally| {
+        self.first_holding(key, counters, gone, |table, tally| {
             table.lookup_newest(key, snapshot, hash, tally)
         })
     }
@@ -174,29 +195,28 @@ impl Version {
         snapshot: SeqNo,
         hash: &KeyHash,
         counters: &ReadCounters,
-        deleted_at: Option<SeqNo>,
+        gone: Gone,
     ) -> Result<Option<(ValueKind, SeqNo)>> {
-        self.first_holding(key, counters, deleted_at, |table, tally| {
+        self.first_holding(key, counters, gone, |table, tally| {
             table.lookup_kind(key, snapshot, hash, tally)
         })
     }
 
     /// Asks `find` of each table that may hold `key`, newest first, until one answers; tables
-    /// whose every entry is older than `deleted_at` are passed by. Each table's filter counts
+    /// whose every entry `gone` takes are passed by. Each table's filter counts
     /// go to its level's counters as it is probed; the lookup's block reads, to the store's,
     /// once at the end.
     fn first_holding<T>(
         &self,
         key: &[u8],
         counters: &ReadCounters,
-        deleted_at: Option<SeqNo>,
+        gone: Gone,
         find: impl Fn(&Table, &mut ReadCountersSnapshot) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
         let mut tally = ReadCountersSnapshot::default();
         let mut found = Ok(None);
-        let floor = deleted_at.unwrap_or(0);
         for handle in self.candidate_tables(key) {
-            if handle.meta.largest_seq < floor {
+            if gone.holds_all_of(handle.meta.largest_seq) {
                 continue;
             }
             let before = tally;

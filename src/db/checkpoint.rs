@@ -84,10 +84,11 @@ impl Db {
         let log_number = metas.iter().map(|m| m.number).max().unwrap_or(0) + 1;
         let manifest_number = log_number + 1;
         // The tables hold a prefix of the writes, at least up to `visible`. Their own numbers
-        // can be lower: compaction zeroes them at the bottom level.
-        let last_seq = metas
-            .iter()
-            .map(|m| m.largest_seq)
+        // can be lower: compaction zeroes them at the bottom level. A range deletion the
+        // flush recorded may be numbered above both (a write made during the flush).
+        let ranges = state.range_tombstones();
+        let last_seq = (metas.iter().map(|m| m.largest_seq))
+            .chain(ranges.iter().map(|(_, r)| r.seq))
             .max()
             .unwrap_or(0)
             .max(visible);
@@ -108,9 +109,12 @@ impl Db {
             ),
             keyspaces: super::keyspaces::records(&state),
             dropped_keyspaces: Vec::new(),
-            added_ranges: state.range_tombstones(),
+            added_ranges: ranges,
             removed_ranges: Vec::new(),
-            seq_times: self.inner.all_seq_times(),
+            // Samples of writes the copy may lack would tell its later writes' times wrong.
+            seq_times: (self.inner.all_seq_times().into_iter())
+                .filter(|&(seq, _)| seq <= last_seq)
+                .collect(),
         };
         // Syncs the manifest and the directory, then writes CURRENT.
         ManifestWriter::create(fs, dir, manifest_number, &snapshot)?;

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::Duration;
 
@@ -98,7 +98,8 @@ impl Inner {
             };
             let running = shape.compacting.entry(tree.id()).or_default();
             let expired: Vec<&Arc<TableHandle>> = (current.version.tables())
-                .filter(|t| t.meta.largest_seq < below && !running.holds(t.meta.number))
+                .filter(|t| (1..below).contains(&t.meta.largest_seq))
+                .filter(|t| !running.holds(t.meta.number))
                 .collect();
             if expired.is_empty() {
                 continue;
@@ -151,6 +152,7 @@ impl Inner {
                 .min()
                 .unwrap_or(SeqNo::MAX),
             applied: deletions.to_vec(),
+            ..Cleared::default()
         };
         let edit = VersionEdit::default();
         self.install_compaction(
@@ -267,6 +269,7 @@ impl Inner {
                     expired_below: (tree.options().ttl).map(|_| self.expired_below(&tree)),
                     filter: (self.options.compaction_filter.as_ref())
                         .map(|f| (Arc::clone(f), Arc::from(tree.keyspace.name.as_str()))),
+                    filtered_from: Arc::new(AtomicU64::new(u64::MAX)),
                 };
                 let applied = tree.version.range_tombstones().to_vec();
                 (
@@ -285,6 +288,8 @@ impl Inner {
             inputs: inputs.clone(),
             seen_by_all: snapshots.iter().copied().min().unwrap_or(SeqNo::MAX),
             applied,
+            snapshots: snapshots.clone(),
+            filtered_from: Arc::clone(&rules.filtered_from),
         };
         let write_part = |part: &Part| {
             writer.write(
@@ -396,6 +401,15 @@ impl Inner {
             return Ok(false);
         };
         if let Some(cleared) = cleared {
+            // A snapshot taken during the merge may read a version the user's filter changed:
+            // the merge is not installed (the compaction comes again, with the snapshot known).
+            let changed_from = cleared.filtered_from.load(Ordering::Relaxed);
+            let new_readers = (self.live_snapshots().into_iter())
+                .any(|s| s >= changed_from && !cleared.snapshots.contains(&s));
+            if new_readers {
+                outputs.for_each(|t| t.mark_obsolete());
+                return Ok(false);
+            }
             let (removed, added) = cleared.range_edit(&tree.version);
             edit.removed_ranges = removed.into_iter().map(|t| (ks, t)).collect();
             edit.added_ranges = added.into_iter().map(|t| (ks, t)).collect();
@@ -411,7 +425,6 @@ impl Inner {
 /// What a merge did to the range deletions: of every entry in its inputs' key range
 /// (`smallest..=largest`), it dropped those older than a deletion every reader sees (numbered
 /// `seen_by_all` or below).
-#[derive(Default)]
 struct Cleared {
     smallest: Vec<u8>,
     largest: Vec<u8>,
@@ -420,6 +433,24 @@ struct Cleared {
     seen_by_all: SeqNo,
     /// The range deletions the merge applied (those live when it began).
     applied: Vec<RangeTombstone>,
+    /// The live snapshots when it began.
+    snapshots: Vec<SeqNo>,
+    /// The smallest number of a version the user's filter removed or changed.
+    filtered_from: Arc<AtomicU64>,
+}
+
+impl Default for Cleared {
+    fn default() -> Self {
+        Cleared {
+            smallest: Vec::new(),
+            largest: Vec::new(),
+            inputs: HashSet::new(),
+            seen_by_all: 0,
+            applied: Vec::new(),
+            snapshots: Vec::new(),
+            filtered_from: Arc::new(AtomicU64::new(u64::MAX)),
+        }
+    }
 }
 
 impl Cleared {

@@ -31,10 +31,7 @@ impl Inner {
             .filter(|t| t.options().ttl.is_some())
             .any(|t| {
                 let below = self.expired_below(t);
-                below > 0
-                    && t.version
-                        .tables()
-                        .any(|table| table.meta.largest_seq < below)
+                (t.version.tables()).any(|table| (1..below).contains(&table.meta.largest_seq))
             })
     }
 

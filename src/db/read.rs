@@ -18,7 +18,7 @@ use crate::range_tombstone::RangeTombstones;
 use crate::sstable::{FilterKind, FilterProbe, FilterResidency};
 use crate::stats::{KeyspaceStats, LevelStats, Stats, TableStats};
 use crate::value::{Newest, Value};
-use crate::version::{PrefixScope, TableHandle};
+use crate::version::{Gone, PrefixScope, TableHandle};
 use crate::walk::{BoxedWalk, FailingWalk};
 
 impl Inner {
@@ -156,8 +156,11 @@ impl Inner {
                 self.count_table_lookups(tree, 1);
                 let counters = &self.table_env.counters;
                 // Tables holding nothing newer than the deletion, or the expired, are passed by.
-                let floor = deleted_at.max(Some(expired_below).filter(|&b| b > 0));
-                (tree.version).get_newest(key, seq, &hash, counters, floor)?
+                let gone = Gone {
+                    deleted_at,
+                    expired_below,
+                };
+                (tree.version).get_newest(key, seq, &hash, counters, gone)?
             }
         };
         Ok(unless_expired(
@@ -179,19 +182,20 @@ impl Inner {
         let tree = state.tree(ks).ok_or_else(|| no_such_keyspace(ks))?;
         let deleted_at = tree.range_covering_seq(key, seq);
         let expired_below = self.expired_below(tree);
-        let floor = deleted_at.max(Some(expired_below).filter(|&b| b > 0));
+        let gone = Gone {
+            deleted_at,
+            expired_below,
+        };
         let newest = match tree.memtables().find_map(|mem| mem.newest_kind(key, seq)) {
             Some(newest) => Some(newest),
             None => {
                 self.count_table_lookups(tree, 1);
                 let hash = KeyHash::of(key);
                 let counters = &self.table_env.counters;
-                (tree.version).kind_of(key, seq, &hash, counters, floor)?
+                (tree.version).kind_of(key, seq, &hash, counters, gone)?
             }
         };
-        Ok(newest.is_some_and(|(kind, at)| {
-            kind == ValueKind::Value && deleted_at.is_none_or(|d| at > d) && at >= expired_below
-        }))
+        Ok(newest.is_some_and(|(kind, at)| kind == ValueKind::Value && !gone.takes(at)))
     }
 
     /// `false` when `key` is surely absent now: the memtables say it is deleted, or none holds
@@ -205,9 +209,11 @@ impl Inner {
         let deleted_at = tree.range_covering_seq(key, seq);
         let expired_below = self.expired_below(tree);
         if let Some((kind, at)) = tree.memtables().find_map(|mem| mem.newest_kind(key, seq)) {
-            return kind == ValueKind::Value
-                && deleted_at.is_none_or(|d| at > d)
-                && at >= expired_below;
+            let gone = Gone {
+                deleted_at,
+                expired_below,
+            };
+            return kind == ValueKind::Value && !gone.takes(at);
         }
         if deleted_at.is_some() || expired_below > 0 {
             // Only tables newer than the deletion may hold the key; asking each as a get
@@ -556,10 +562,10 @@ pub(super) fn unless_deleted(newest: Option<Newest>, deleted_at: Option<SeqNo>) 
 }
 
 /// `newest`, or its deletion, at its own number, when it is numbered below `expired_below`
-/// (written a time to live ago).
+/// (written a time to live ago) and not 0 (zeroed at the bottom: of unknown age).
 fn unless_expired(newest: Option<Newest>, expired_below: SeqNo) -> Option<Newest> {
     match newest {
-        Some(n) if n.seq < expired_below => Some(Newest {
+        Some(n) if n.seq > 0 && n.seq < expired_below => Some(Newest {
             seq: n.seq,
             value: None,
         }),

@@ -152,7 +152,7 @@ fn read_on_disk(dir: &Path, fs: &SharedFs, options: &Options, env: &TableEnv) ->
             .map_or_else(Vec::new, |r| r.range_tombstones.clone()),
         seq_times: {
             let samples = (recovered.as_ref()).map_or_else(Vec::new, |r| r.seq_times.clone());
-            let mut times = SeqTimes::recovered(samples);
+            let mut times = SeqTimes::recovered(samples, last_seq);
             times.note(last_seq, crate::seq_time::now_secs());
             times
         },

@@ -473,7 +473,8 @@ impl<'a> Decoder<'a> {
         let start = self.pos;
         let from = self.bytes("range deletion start")?;
         let to = self.bytes("range deletion end")?;
-        if from.len() > MAX_KEY_LEN || to.len() > MAX_KEY_LEN || from >= to {
+        // A trimmed deletion may start just past a largest key: one byte past the limit.
+        if from.len() > MAX_KEY_LEN + 1 || to.len() > MAX_KEY_LEN + 1 || from >= to {
             return self.fail(start, "range deletion ends too long, or not in order");
         }
         let start = self.pos;
@@ -704,7 +705,11 @@ impl VersionEdit {
                 TAG_RANGE_REMOVED => edit.removed_ranges.push(d.range()?),
                 TAG_RANGE_ADDED => edit.added_ranges.push(d.range()?),
                 TAG_SEQ_TIME => {
+                    let start = d.pos;
                     let seq = d.varint("sampled sequence number")?;
+                    if seq > MAX_SEQ {
+                        return d.fail(start, format!("sampled sequence number {seq}"));
+                    }
                     let time = d.varint("sample time")?;
                     edit.seq_times.push((seq, time));
                 }

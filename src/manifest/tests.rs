@@ -783,6 +783,13 @@ fn range_deletion_records_that_contradict_the_manifest_are_corruption() {
             },
         ),
         (
+            "a sample of a sequence number no store may use",
+            VersionEdit {
+                seq_times: vec![(u64::MAX, 1)],
+                ..VersionEdit::default()
+            },
+        ),
+        (
             "a deletion whose end is not past its start",
             VersionEdit {
                 added_ranges: vec![(0, deletion(b"b", b"a", 1))],

@@ -110,6 +110,33 @@ fn expiry_follows_the_write_times_across_a_reopen() {
     assert!(db.stats().tables_expired > 0);
 }
 
+/// `Options::ttl` is the default keyspace's alone; entries written before a time to live was
+/// set, whose numbers compaction zeroed at the bottom, are of unknown age and do not expire
+/// (never early); those written after it do.
+#[test]
+fn the_store_time_to_live_is_the_default_keyspaces_and_old_bottom_entries_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), common::small_tree_options()).unwrap();
+        for i in 0..300 {
+            db.put(common::key(i), common::value(i, 0)).unwrap();
+        }
+        db.compact().unwrap(); // numbers zeroed at the bottom
+        db.close().unwrap();
+    }
+    let db = Db::open(dir.path(), common::small_tree_options().ttl(TTL)).unwrap();
+    let users = db.keyspace("users", KeyspaceOptions::new()).unwrap();
+    assert_eq!(users.options().ttl, None);
+    let written = Instant::now();
+    db.put("fresh", "x").unwrap();
+    users.put("user", "y").unwrap();
+    sleep_until(written + TTL * 3);
+    assert_eq!(db.get("fresh").unwrap(), None);
+    assert_eq!(users.get("user").unwrap(), Some(b"y".to_vec()));
+    assert_eq!(db.get(common::key(5)).unwrap(), Some(common::value(5, 0)));
+    assert_eq!(db.iter().count(), 300);
+}
+
 #[test]
 fn a_zero_time_to_live_is_refused() {
     let dir = tempfile::tempdir().unwrap();
