@@ -85,23 +85,21 @@ impl Inner {
         }
         let (state, seq) = self.view(at);
         let tree = (state.tree(ks)).ok_or_else(|| super::read::no_such_keyspace(ks))?;
-        if tree.range_fragments(seq).is_some() || self.expired_below(tree) > 0 {
-            // Under range deletions or expiry each key is looked up alone, as a get: a key a
-            // deletion covers passes its older tables by, which the batched reads would not.
-            return (keys.iter())
-                .map(|k| {
-                    Ok(self
-                        .newest_in(tree, k.as_ref(), seq)?
-                        .and_then(|n| n.value)
-                        .map(Vec::from))
-                })
-                .collect();
-        }
+        let expiring = self.expired_below(tree) > 0;
+        let ranges = tree.range_fragments(seq);
         let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
         let memtables: Vec<_> = tree.memtables().collect();
         let mut unanswered = Vec::with_capacity(keys.len());
         for (slot, key) in keys.iter().enumerate() {
             let key = key.as_ref();
+            // A key a range deletion covers, or any key where entries expire, is looked up
+            // alone, as a get: it passes by the tables the deletion emptied, which the batched
+            // reads would not, and reads as a get decides.
+            if expiring || (ranges.as_ref()).is_some_and(|r| r.covering_seq(key, seq).is_some()) {
+                let newest = self.newest_in(tree, key, seq)?;
+                values[slot] = newest.and_then(|n| n.value).map(Vec::from);
+                continue;
+            }
             match memtables.iter().find_map(|mem| mem.get_newest(key, seq)) {
                 Some(newest) => values[slot] = newest.value.map(Vec::from),
                 None => unanswered.push(slot),
