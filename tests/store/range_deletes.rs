@@ -242,6 +242,15 @@ fn deleting_a_large_range_is_one_write_and_a_full_compaction_gives_its_space_bac
         db.get(key(210_000)).unwrap(),
         Some(common::value(210_000, 0))
     );
+    // Keys inside and outside the range in one batch: those outside are read batched.
+    let keys = [key(9_999), key(10_000), key(150_000), key(210_000)];
+    let expected = vec![
+        Some(common::value(9_999, 0)),
+        None,
+        None,
+        Some(common::value(210_000, 0)),
+    ];
+    assert_eq!(db.multi_get(&keys).unwrap(), expected);
     assert_eq!(db.iter().count(), 20_000);
     assert_eq!(db.range(key(5_000)..key(215_000)).count(), 10_000);
     assert_eq!(db.iter().rev().nth(9_999).unwrap().unwrap().0, key(210_000));
