@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::entry::{SeqNo, ValueKind};
 use crate::error::Result;
-use crate::range_tombstone::RangeTombstones;
+use crate::range_tombstone::{Gone, RangeTombstones};
 use crate::walk::{BoxedWalk, EntryView, MergeWalk, Walk};
 
 /// The newest version of each key a snapshot sees, walking forwards over a sorted walk (and,
@@ -63,10 +63,13 @@ impl<W: Walk> NewestVersions<W> {
             let last = self.last_key.get_or_insert_with(Vec::new);
             last.clear();
             last.extend_from_slice(entry.key);
-            let deleted = entry.is_tombstone()
-                || (entry.seq > 0 && entry.seq < self.expired_below)
-                || (self.ranges.as_ref())
-                    .is_some_and(|r| r.hides(entry.key, entry.seq, self.snapshot));
+            let gone = Gone::of(
+                self.ranges.as_deref(),
+                self.expired_below,
+                entry.key,
+                self.snapshot,
+            );
+            let deleted = entry.is_tombstone() || gone.takes(entry.seq);
             if !(deleted && self.drop_tombstones) {
                 return Ok(true);
             }
@@ -167,11 +170,14 @@ impl<W: Walk> NewestVersionsBack<W> {
                 break;
             }
         }
-        let deleted =
-            (self.ranges.as_ref()).is_some_and(|r| r.hides(&self.key, self.seq, self.snapshot));
-        let expired = self.seq > 0 && self.seq < self.expired_below;
+        let gone = Gone::of(
+            self.ranges.as_deref(),
+            self.expired_below,
+            &self.key,
+            self.snapshot,
+        );
         Ok(Some(
-            seen && self.kind == ValueKind::Value && !deleted && !expired,
+            seen && self.kind == ValueKind::Value && !gone.takes(self.seq),
         ))
     }
 }
@@ -351,7 +357,11 @@ pub(crate) struct WithoutDeleted<W> {
 
 impl<W: Walk> WithoutDeleted<W> {
     fn deleted(&self, key: &[u8], seq: SeqNo) -> bool {
-        if seq > 0 && seq < self.expired_below {
+        let expiry = Gone {
+            deleted_at: None,
+            expired_below: self.expired_below,
+        };
+        if expiry.takes(seq) {
             return true;
         }
         let Some(ranges) = &self.ranges else {

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use crate::entry::SeqNo;
+use crate::value::Newest;
 
 /// The keys `start..end` (end excluded) deleted at `seq`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -141,12 +142,7 @@ impl RangeTombstones {
 
     /// The newest sequence number at most `snapshot` of a tombstone covering `key`.
     pub fn covering_seq(&self, key: &[u8], snapshot: SeqNo) -> Option<SeqNo> {
-        let at = self.starts.partition_point(|s| s.as_slice() <= key);
-        let i = at.checked_sub(1)?;
-        if key >= self.ends[i].as_slice() {
-            return None;
-        }
-        self.seqs[i].iter().copied().find(|&s| s <= snapshot)
+        self.covering(key).iter().copied().find(|&s| s <= snapshot)
     }
 
     /// The sequence numbers of the tombstones covering `key`, newest first.
@@ -157,10 +153,54 @@ impl RangeTombstones {
             _ => &[],
         }
     }
+}
 
-    /// Whether the version of `key` numbered `seq` is hidden from a reader at `snapshot`.
-    pub fn hides(&self, key: &[u8], seq: SeqNo, snapshot: SeqNo) -> bool {
-        !self.is_empty() && self.covering_seq(key, snapshot).is_some_and(|t| t > seq)
+/// Which versions of a key a read takes for gone: those older than the range deletion
+/// covering it (`deleted_at`, the newest its snapshot sees), and those expired (numbered below
+/// `expired_below`, but not 0: a number zeroed at the bottom says nothing of when its entry
+/// was written). Expiry is a deletion of every key that no snapshot escapes.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Gone {
+    pub deleted_at: Option<SeqNo>,
+    pub expired_below: SeqNo,
+}
+
+impl Gone {
+    /// What `ranges` and `expired_below` take of `key` for a reader at `snapshot`.
+    pub fn of(
+        ranges: Option<&RangeTombstones>,
+        expired_below: SeqNo,
+        key: &[u8],
+        snapshot: SeqNo,
+    ) -> Gone {
+        Gone {
+            deleted_at: ranges.and_then(|r| r.covering_seq(key, snapshot)),
+            expired_below,
+        }
+    }
+
+    /// Whether anything of the key is gone.
+    pub fn any(&self) -> bool {
+        self.deleted_at.is_some() || self.expired_below > 0
+    }
+
+    /// Whether the version numbered `seq` is gone (and so every older one: a table whose
+    /// newest version is gone holds nothing else).
+    pub fn takes(&self, seq: SeqNo) -> bool {
+        self.deleted_at.is_some_and(|d| seq < d) || (seq > 0 && seq < self.expired_below)
+    }
+
+    /// `newest` as a read answers it: a version gone reads as deleted, at the deletion's
+    /// number (its own, when it expired), and a key with no version under a deletion as
+    /// deleted by it.
+    pub fn apply(&self, newest: Option<Newest>) -> Option<Newest> {
+        let deleted = |seq| Some(Newest { seq, value: None });
+        match (newest, self.deleted_at) {
+            (Some(n), Some(d)) if n.seq < d => deleted(d),
+            (None, Some(d)) => deleted(d),
+            (Some(n), _) if self.takes(n.seq) => deleted(n.seq),
+            (newest, _) => newest,
+        }
     }
 }
 
@@ -189,9 +229,10 @@ mod tests {
         assert_eq!(f.covering_seq(b"e", 9), None);
         assert_eq!(f.covering_seq(b"h", 100), None);
         assert_eq!(f.covering_seq(b"xa", 100), Some(5));
-        assert!(f.hides(b"c", 9, 100));
-        assert!(!f.hides(b"c", 11, 100));
-        assert!(!f.hides(b"c", 9, 9));
+        let takes = |key: &[u8], seq, snapshot| Gone::of(Some(&f), 0, key, snapshot).takes(seq);
+        assert!(takes(b"c", 9, 100));
+        assert!(!takes(b"c", 11, 100));
+        assert!(!takes(b"c", 9, 9));
         // Empty and reversed ranges cover nothing.
         assert!(RangeTombstones::new(&[t("b", "b", 1), t("c", "a", 2)]).is_empty());
     }
@@ -242,5 +283,48 @@ mod tests {
             let expected = whole.covers(key) && !(b"d".as_slice()..=b"f".as_slice()).contains(&key);
             assert_eq!(left.iter().any(|p| p.covers(key)), expected, "{key:?}");
         }
+    }
+
+    #[test]
+    fn a_read_answers_a_gone_version_as_deleted() {
+        // Each answer as (sequence number, holds a value).
+        let answer = |gone: Gone, newest: Option<(SeqNo, bool)>| {
+            let newest = newest.map(|(seq, has)| Newest {
+                seq,
+                value: has.then(|| crate::value::Value::from(b"v".to_vec())),
+            });
+            gone.apply(newest).map(|n| (n.seq, n.value.is_some()))
+        };
+        let gone = Gone {
+            deleted_at: Some(10),
+            expired_below: 5,
+        };
+        assert_eq!(answer(gone, Some((12, true))), Some((12, true)));
+        assert_eq!(
+            answer(gone, Some((7, true))),
+            Some((10, false)),
+            "older than the deletion"
+        );
+        assert_eq!(
+            answer(gone, None),
+            Some((10, false)),
+            "absent under a range deletion"
+        );
+        let expiry = Gone {
+            deleted_at: None,
+            expired_below: 5,
+        };
+        assert_eq!(
+            answer(expiry, Some((4, true))),
+            Some((4, false)),
+            "expired: its own number"
+        );
+        assert_eq!(
+            answer(expiry, Some((0, true))),
+            Some((0, true)),
+            "zeroed: of unknown age"
+        );
+        assert_eq!(answer(expiry, None), None);
+        assert!(gone.any() && expiry.any() && !Gone::default().any());
     }
 }

@@ -13,33 +13,11 @@ use crate::error::Result;
 use crate::filter::KeyHash;
 use crate::manifest::{TableMeta, VersionEdit};
 use crate::metrics::{ReadCounters, ReadCountersSnapshot, MAX_LEVELS};
-use crate::range_tombstone::{RangeTombstone, RangeTombstones};
+use crate::range_tombstone::{Gone, RangeTombstone, RangeTombstones};
 use crate::sstable::{PrefixAnswer, Table};
 use crate::value::Newest;
 use crate::walk::{concat, BoxedWalk, Concat, EntryView, PastKey, Walk};
 use std::sync::atomic::Ordering;
-
-/// Which versions of a key a read takes for gone: those older than a range deletion
-/// covering it (`deleted_at`), and those expired (numbered below `expired_below`, but not 0:
-/// a number zeroed at the bottom says nothing of when its entry was written).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Gone {
-    pub deleted_at: Option<SeqNo>,
-    pub expired_below: SeqNo,
-}
-
-impl Gone {
-    /// Whether the version numbered `seq` is gone.
-    pub fn takes(&self, seq: SeqNo) -> bool {
-        self.deleted_at.is_some_and(|d| seq < d) || (seq > 0 && seq < self.expired_below)
-    }
-
-    /// Whether every version of a table whose newest is numbered `largest_seq` is gone.
-    pub fn holds_all_of(&self, largest_seq: SeqNo) -> bool {
-        self.deleted_at.is_some_and(|d| largest_seq < d)
-            || (self.expired_below > 0 && largest_seq > 0 && largest_seq < self.expired_below)
-    }
-}
 
 /// A live table: what the manifest records of it, and the open reader.
 pub struct TableHandle {
@@ -141,10 +119,7 @@ impl Version {
 
     /// The newest sequence number at most `snapshot` of a live range deletion covering `key`.
     pub fn range_covering_seq(&self, key: &[u8], snapshot: SeqNo) -> Option<SeqNo> {
-        match self.range_fragments.is_empty() {
-            true => None,
-            false => self.range_fragments.covering_seq(key, snapshot),
-        }
+        self.range_fragments.covering_seq(key, snapshot)
     }
 
     /// Tables of `level`: level 0 newest first, deeper levels by key.
@@ -216,7 +191,7 @@ impl Version {
         let mut tally = ReadCountersSnapshot::default();
         let mut found = Ok(None);
         for handle in self.candidate_tables(key) {
-            if gone.holds_all_of(handle.meta.largest_seq) {
+            if gone.takes(handle.meta.largest_seq) {
                 continue;
             }
             let before = tally;

@@ -85,8 +85,7 @@ impl Inner {
         }
         let (state, seq) = self.view(at);
         let tree = (state.tree(ks)).ok_or_else(|| super::read::no_such_keyspace(ks))?;
-        let expiring = self.expired_below(tree) > 0;
-        let ranges = tree.range_fragments(seq);
+        let expired_below = self.expired_below(tree);
         let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
         let memtables: Vec<_> = tree.memtables().collect();
         let mut unanswered = Vec::with_capacity(keys.len());
@@ -95,8 +94,9 @@ impl Inner {
             // A key a range deletion covers, or any key where entries expire, is looked up
             // alone, as a get: it passes by the tables the deletion emptied, which the batched
             // reads would not, and reads as a get decides.
-            if expiring || (ranges.as_ref()).is_some_and(|r| r.covering_seq(key, seq).is_some()) {
-                let newest = self.newest_in(tree, key, seq)?;
+            let gone = tree.gone(key, seq, expired_below);
+            if gone.any() {
+                let newest = self.newest_unless_gone(tree, key, seq, gone)?;
                 values[slot] = newest.and_then(|n| n.value).map(Vec::from);
                 continue;
             }

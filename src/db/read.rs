@@ -14,11 +14,12 @@ use crate::iter::{prefix_end, DbIterator, Sources};
 use crate::keyspace::KeyspaceId;
 use crate::memtable::MemTable;
 use crate::prefix::shared_prefix;
+use crate::range_tombstone::Gone;
 use crate::range_tombstone::RangeTombstones;
 use crate::sstable::{FilterKind, FilterProbe, FilterResidency};
 use crate::stats::{KeyspaceStats, LevelStats, Stats, TableStats};
 use crate::value::{Newest, Value};
-use crate::version::{Gone, PrefixScope, TableHandle};
+use crate::version::{PrefixScope, TableHandle};
 use crate::walk::{BoxedWalk, FailingWalk};
 
 impl Inner {
@@ -147,26 +148,29 @@ impl Inner {
     /// The newest version of `key` at `seq` in `tree`, a tombstone (or a range deletion)
     /// included.
     pub(super) fn newest_in(&self, tree: &Tree, key: &[u8], seq: SeqNo) -> Result<Option<Newest>> {
-        let deleted_at = tree.range_covering_seq(key, seq);
-        let expired_below = self.expired_below(tree);
+        let gone = tree.gone(key, seq, self.expired_below(tree));
+        self.newest_unless_gone(tree, key, seq, gone)
+    }
+
+    /// [`newest_in`](Self::newest_in), with what `gone` takes of the key known.
+    pub(super) fn newest_unless_gone(
+        &self,
+        tree: &Tree,
+        key: &[u8],
+        seq: SeqNo,
+        gone: Gone,
+    ) -> Result<Option<Newest>> {
         let newest = match tree.memtables().find_map(|mem| mem.get_newest(key, seq)) {
             Some(newest) => Some(newest),
             None => {
                 let hash = KeyHash::of(key);
                 self.count_table_lookups(tree, 1);
-                let counters = &self.table_env.counters;
                 // Tables holding nothing newer than the deletion, or the expired, are passed by.
-                let gone = Gone {
-                    deleted_at,
-                    expired_below,
-                };
+                let counters = &self.table_env.counters;
                 (tree.version).get_newest(key, seq, &hash, counters, gone)?
             }
         };
-        Ok(unless_expired(
-            unless_deleted(newest, deleted_at),
-            expired_below,
-        ))
+        Ok(gone.apply(newest))
     }
 
     /// Whether `key` holds a value at `at` (now, without it), from the memtables, the
@@ -180,12 +184,7 @@ impl Inner {
         check_key_len(key)?;
         let (state, seq) = self.view(at);
         let tree = state.tree(ks).ok_or_else(|| no_such_keyspace(ks))?;
-        let deleted_at = tree.range_covering_seq(key, seq);
-        let expired_below = self.expired_below(tree);
-        let gone = Gone {
-            deleted_at,
-            expired_below,
-        };
+        let gone = tree.gone(key, seq, self.expired_below(tree));
         let newest = match tree.memtables().find_map(|mem| mem.newest_kind(key, seq)) {
             Some(newest) => Some(newest),
             None => {
@@ -206,16 +205,11 @@ impl Inner {
         let Some(tree) = state.tree(ks) else {
             return false;
         };
-        let deleted_at = tree.range_covering_seq(key, seq);
-        let expired_below = self.expired_below(tree);
+        let gone = tree.gone(key, seq, self.expired_below(tree));
         if let Some((kind, at)) = tree.memtables().find_map(|mem| mem.newest_kind(key, seq)) {
-            let gone = Gone {
-                deleted_at,
-                expired_below,
-            };
             return kind == ValueKind::Value && !gone.takes(at);
         }
-        if deleted_at.is_some() || expired_below > 0 {
+        if gone.any() {
             // Only tables newer than the deletion may hold the key; asking each as a get
             // would is more than this quick check is for.
             return true;
@@ -534,7 +528,7 @@ fn keyspace_stats(tree: &Tree, stats: &TreeStats) -> KeyspaceStats {
         filter_memory_bytes: stats.filter_memory_bytes,
         range_deletions: tree
             .memtables()
-            .map(|m| m.range_tombstones().len())
+            .map(|m| m.range_tombstone_count())
             .sum::<usize>()
             + tree.version.range_tombstones().len(),
         filter_policy: options.policy(),
@@ -542,34 +536,6 @@ fn keyspace_stats(tree: &Tree, stats: &TreeStats) -> KeyspaceStats {
         bottom_compression: options.compression_at(true),
         block_size: options.block_size,
         memtable_size: options.memtable_size,
-    }
-}
-
-/// `newest`, or the deletion of its key when a range deletion numbered `deleted_at` came
-/// after it (or found the key absent).
-pub(super) fn unless_deleted(newest: Option<Newest>, deleted_at: Option<SeqNo>) -> Option<Newest> {
-    match (newest, deleted_at) {
-        (Some(n), Some(at)) if at > n.seq => Some(Newest {
-            seq: at,
-            value: None,
-        }),
-        (None, Some(at)) => Some(Newest {
-            seq: at,
-            value: None,
-        }),
-        (newest, _) => newest,
-    }
-}
-
-/// `newest`, or its deletion, at its own number, when it is numbered below `expired_below`
-/// (written a time to live ago) and not 0 (zeroed at the bottom: of unknown age).
-fn unless_expired(newest: Option<Newest>, expired_below: SeqNo) -> Option<Newest> {
-    match newest {
-        Some(n) if n.seq > 0 && n.seq < expired_below => Some(Newest {
-            seq: n.seq,
-            value: None,
-        }),
-        newest => newest,
     }
 }
 

@@ -12,7 +12,7 @@ use crate::keyspace::{KeyspaceDef, KeyspaceId, DEFAULT_ID};
 use crate::manifest::{LevelTotals, ManifestWriter, WriteTotals};
 use crate::memtable::MemTable;
 use crate::options::Options;
-use crate::range_tombstone::{RangeTombstone, RangeTombstones};
+use crate::range_tombstone::{Gone, RangeTombstone, RangeTombstones};
 use crate::version::Version;
 use crate::wal::LogWriter;
 
@@ -64,6 +64,15 @@ impl Tree {
         in_memtables
             .chain(self.version.range_covering_seq(key, snapshot))
             .max()
+    }
+
+    /// What a reader at `snapshot` takes for gone of `key`: versions older than its covering
+    /// range deletion, and those numbered below `expired_below`.
+    pub(super) fn gone(&self, key: &[u8], snapshot: SeqNo, expired_below: SeqNo) -> Gone {
+        Gone {
+            deleted_at: self.range_covering_seq(key, snapshot),
+            expired_below,
+        }
     }
 
     /// Every range deletion a reader at `snapshot` sees, as fragments; `None` when there is

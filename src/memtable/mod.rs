@@ -134,7 +134,12 @@ impl MemTable {
 
     /// Whether a range deletion was written to it.
     pub fn has_range_tombstones(&self) -> bool {
-        self.range_count.load(Ordering::Acquire) > 0
+        self.range_tombstone_count() > 0
+    }
+
+    /// How many range deletions were written to it.
+    pub fn range_tombstone_count(&self) -> usize {
+        self.range_count.load(Ordering::Acquire)
     }
 
     /// Its range deletions, in the order written.
